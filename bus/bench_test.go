@@ -1,0 +1,223 @@
+package bus_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"voiceroom/bus"
+	"voiceroom/internal/testenv"
+)
+
+// Every benchmark runs against a fresh embedded, file-backed JetStream
+// with ROOM_EVENTS provisioned as in production (duplicate window 2m), so
+// the server de-duplicates every publish by Nats-Msg-Id.
+
+const benchRooms = 64
+
+func benchEnvelopes(n int) []bus.Envelope {
+	envs := make([]bus.Envelope, n)
+	for i := range envs {
+		envs[i] = newTestEnvelope(fmt.Sprintf("room%d", i%benchRooms), int64(i/benchRooms+1))
+	}
+	return envs
+}
+
+func benchMessages(b *testing.B, n int) []bus.Message {
+	b.Helper()
+	msgs := make([]bus.Message, n)
+	for i, env := range benchEnvelopes(n) {
+		m, err := env.Message()
+		if err != nil {
+			b.Fatal(err)
+		}
+		msgs[i] = m
+	}
+	return msgs
+}
+
+// plainJetStream is a bare nats.go connection to the same server: the
+// ceiling the bus is compared with.
+func plainJetStream(b *testing.B, conn *bus.Conn) jetstream.JetStream {
+	b.Helper()
+	nc, err := nats.Connect(conn.NATS().ConnectedUrl())
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return js
+}
+
+func reportLatencies(b *testing.B, lat []time.Duration, elapsed time.Duration) {
+	b.ReportMetric(float64(len(lat))/elapsed.Seconds(), "msgs/s")
+	slices.Sort(lat)
+	pct := func(p float64) float64 {
+		return float64(lat[int(float64(len(lat)-1)*p)].Microseconds())
+	}
+	b.ReportMetric(pct(0.50), "p50-µs")
+	b.ReportMetric(pct(0.99), "p99-µs")
+}
+
+func checkStored(b *testing.B, js jetstream.JetStream, want int) {
+	b.Helper()
+	if got := mustStreamMsgs(b, js, bus.StreamName); got != uint64(want) {
+		b.Fatalf("stream holds %d messages, want %d", got, want)
+	}
+}
+
+// BenchmarkPublish is the bus's synchronous publish of envelopes,
+// encoding included.
+func BenchmarkPublish(b *testing.B) {
+	conn := testenv.NewJetStream(b)
+	p := newTestPublisher(b, conn)
+	envs := benchEnvelopes(b.N)
+	lat := make([]time.Duration, b.N)
+	ctx := context.Background()
+	b.ReportAllocs()
+	b.ResetTimer()
+	start := time.Now()
+	for i, env := range envs {
+		t0 := time.Now()
+		if _, err := p.Publish(ctx, env); err != nil {
+			b.Fatal(err)
+		}
+		lat[i] = time.Since(t0)
+	}
+	elapsed := time.Since(start)
+	b.StopTimer()
+	reportLatencies(b, lat, elapsed)
+	checkStored(b, conn.JetStream(), b.N)
+}
+
+// BenchmarkNATSPublish is plain nats.go synchronous publishing of the same
+// pre-encoded messages with the same Nats-Msg-Id header.
+func BenchmarkNATSPublish(b *testing.B) {
+	conn := testenv.NewJetStream(b)
+	js := plainJetStream(b, conn)
+	msgs := benchMessages(b, b.N)
+	lat := make([]time.Duration, b.N)
+	ctx := context.Background()
+	b.ReportAllocs()
+	b.ResetTimer()
+	start := time.Now()
+	for i, m := range msgs {
+		t0 := time.Now()
+		msg := &nats.Msg{Subject: m.Subject, Data: m.Data, Header: nats.Header{jetstream.MsgIDHeader: []string{m.ID}}}
+		if _, err := js.PublishMsg(ctx, msg); err != nil {
+			b.Fatal(err)
+		}
+		lat[i] = time.Since(t0)
+	}
+	elapsed := time.Since(start)
+	b.StopTimer()
+	reportLatencies(b, lat, elapsed)
+	checkStored(b, conn.JetStream(), b.N)
+}
+
+const benchBatch = 1000
+
+// BenchmarkPublishBatch is the bus's async batch publish, 1000 pre-encoded
+// messages per call, default MaxInFlight.
+func BenchmarkPublishBatch(b *testing.B) {
+	conn := testenv.NewJetStream(b)
+	p := newTestPublisher(b, conn)
+	msgs := benchMessages(b, b.N)
+	ctx := context.Background()
+	b.ReportAllocs()
+	b.ResetTimer()
+	start := time.Now()
+	for lo := 0; lo < len(msgs); lo += benchBatch {
+		for i, r := range p.PublishBatch(ctx, msgs[lo:min(lo+benchBatch, len(msgs))]) {
+			if r.Err != nil {
+				b.Fatalf("message %d: %v", lo+i, r.Err)
+			}
+		}
+	}
+	elapsed := time.Since(start)
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "msgs/s")
+	checkStored(b, conn.JetStream(), b.N)
+}
+
+// BenchmarkNATSPublishAsync is plain nats.go async publishing of the same
+// messages (default 4000 acks pending), waiting for all acks at the end.
+func BenchmarkNATSPublishAsync(b *testing.B) {
+	conn := testenv.NewJetStream(b)
+	js := plainJetStream(b, conn)
+	msgs := benchMessages(b, b.N)
+	b.ReportAllocs()
+	b.ResetTimer()
+	start := time.Now()
+	for _, m := range msgs {
+		msg := &nats.Msg{Subject: m.Subject, Data: m.Data, Header: nats.Header{jetstream.MsgIDHeader: []string{m.ID}}}
+		if _, err := js.PublishMsgAsync(msg); err != nil {
+			b.Fatal(err)
+		}
+	}
+	select {
+	case <-js.PublishAsyncComplete():
+	case <-time.After(time.Minute):
+		b.Fatal("acks missing after a minute")
+	}
+	elapsed := time.Since(start)
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "msgs/s")
+	checkStored(b, conn.JetStream(), b.N)
+}
+
+// BenchmarkConsume measures the consume loop end to end (fetch, dispatch,
+// a no-op handler, ack) with fire-and-forget acks and with confirmed acks
+// (AckSync), to show what the round trip per ack costs.
+func BenchmarkConsume(b *testing.B) {
+	for _, ackSync := range []bool{false, true} {
+		b.Run(fmt.Sprintf("ack_sync=%v", ackSync), func(b *testing.B) {
+			conn := testenv.NewJetStream(b)
+			p := newTestPublisher(b, conn)
+			for _, r := range p.PublishBatch(context.Background(), benchMessages(b, b.N)) {
+				if r.Err != nil {
+					b.Fatal(r.Err)
+				}
+			}
+			var handled atomic.Int64
+			all := make(chan struct{})
+			mustProvisionConsumer(b, conn, bus.ConsumerConfig{Durable: "bench"})
+			c, err := bus.NewConsumer(conn.JetStream(), bus.ConsumerRunConfig{Durable: "bench", AckSync: ackSync},
+				func(context.Context, bus.Delivery) error {
+					if handled.Add(1) == int64(b.N) {
+						close(all)
+					}
+					return nil
+				}, nil, nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			b.ResetTimer()
+			start := time.Now()
+			go func() { done <- c.Run(ctx) }()
+			select {
+			case <-all:
+			case <-time.After(2 * time.Minute):
+				b.Fatalf("handled %d of %d", handled.Load(), b.N)
+			}
+			elapsed := time.Since(start)
+			b.StopTimer()
+			cancel()
+			if err := <-done; err != nil {
+				b.Fatal(err)
+			}
+			b.ReportMetric(float64(b.N)/elapsed.Seconds(), "msgs/s")
+		})
+	}
+}

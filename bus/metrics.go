@@ -1,0 +1,112 @@
+package bus
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metrics counts what consumers did with their messages. A nil *Metrics
+// records nothing, so it is optional everywhere.
+type Metrics struct {
+	acked           *prometheus.CounterVec
+	nakked          *prometheus.CounterVec
+	deadLettered    *prometheus.CounterVec
+	handlerDuration *prometheus.HistogramVec
+}
+
+// NewMetrics creates the bus metrics and registers them with reg (none if
+// reg is nil). Metrics already registered by an earlier NewMetrics on the
+// same registry are reused, so several consumers can share one registry.
+// It panics only if reg holds different collectors under the same names,
+// a wiring mistake.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	labels := []string{"consumer"}
+	m := &Metrics{
+		acked: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "voiceroom", Subsystem: "bus", Name: "messages_acked_total",
+			Help: "Messages a consumer handled and acked.",
+		}, labels),
+		nakked: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "voiceroom", Subsystem: "bus", Name: "messages_nakked_total",
+			Help: "Messages a consumer nakked for redelivery (retryable failure, failed dead-lettering, shutdown).",
+		}, labels),
+		deadLettered: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "voiceroom", Subsystem: "bus", Name: "messages_dead_lettered_total",
+			Help: "Messages a consumer copied to the dead-letter stream.",
+		}, labels),
+		handlerDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: "voiceroom", Subsystem: "bus", Name: "handler_duration_seconds",
+			Help:    "Time a consumer's handler took per message.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 4, 10), // 0.5ms .. ~131s
+		}, labels),
+	}
+	if reg == nil {
+		return m
+	}
+	m.acked = register(reg, m.acked)
+	m.nakked = register(reg, m.nakked)
+	m.deadLettered = register(reg, m.deadLettered)
+	m.handlerDuration = register(reg, m.handlerDuration)
+	return m
+}
+
+// register registers c, or returns the collector already registered under
+// its name.
+func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
+	err := reg.Register(c)
+	if err == nil {
+		return c
+	}
+	var are prometheus.AlreadyRegisteredError
+	if errors.As(err, &are) {
+		if existing, ok := are.ExistingCollector.(C); ok {
+			return existing
+		}
+	}
+	panic(fmt.Sprintf("bus: register metrics: %v", err))
+}
+
+// consumerMetrics are the series of one consumer, bound once.
+type consumerMetrics struct {
+	acked, nakked, deadLettered prometheus.Counter
+	handlerDuration             prometheus.Observer
+}
+
+func (m *Metrics) forConsumer(name string) *consumerMetrics {
+	if m == nil {
+		return nil
+	}
+	return &consumerMetrics{
+		acked:           m.acked.WithLabelValues(name),
+		nakked:          m.nakked.WithLabelValues(name),
+		deadLettered:    m.deadLettered.WithLabelValues(name),
+		handlerDuration: m.handlerDuration.WithLabelValues(name),
+	}
+}
+
+func (m *consumerMetrics) ack() {
+	if m != nil {
+		m.acked.Inc()
+	}
+}
+
+func (m *consumerMetrics) nak() {
+	if m != nil {
+		m.nakked.Inc()
+	}
+}
+
+func (m *consumerMetrics) deadLetter() {
+	if m != nil {
+		m.deadLettered.Inc()
+	}
+}
+
+func (m *consumerMetrics) observe(d time.Duration) {
+	if m != nil {
+		m.handlerDuration.Observe(d.Seconds())
+	}
+}

@@ -1,0 +1,75 @@
+// Command voiceroom is the one binary of the voice-room backend: serve runs
+// every role in one process (or the subset VOICEROOM_ROLES names), migrate
+// applies the SQL migrations, token mints a JWT for development and
+// operators, version prints the build.
+//
+// Configuration comes only from environment variables (see
+// deploy/voiceroom.env.example); a bad value stops the process with a message
+// naming the variable.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+const usage = `usage: voiceroom <command> [flags]
+
+commands:
+  serve      run all roles in one process (VOICEROOM_ROLES picks a subset:
+             api, rooms, relay, imbridge, projector)
+  migrate    apply pending SQL migrations, then exit
+  token      print a JWT: token --app APP --user ID [--role admin] [--ttl 1h]
+  version    print the version
+`
+
+func main() {
+	os.Exit(run(os.Args[1:]))
+}
+
+// run executes one command and returns the process exit code: 0 on success,
+// 1 on a runtime failure, 2 on bad usage or configuration.
+func run(args []string) int {
+	if len(args) == 0 {
+		fmt.Fprint(os.Stderr, usage)
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	var err error
+	switch args[0] {
+	case "serve":
+		err = serve(ctx)
+	case "migrate":
+		err = migrate(ctx)
+	case "token":
+		err = token(args[1:])
+	case "version", "--version", "-v":
+		fmt.Println("voiceroom", version)
+	case "help", "--help", "-h":
+		fmt.Print(usage)
+	default:
+		fmt.Fprintf(os.Stderr, "voiceroom: unknown command %q\n\n%s", args[0], usage)
+		return 2
+	}
+	if err == nil {
+		return 0
+	}
+	fmt.Fprintln(os.Stderr, "voiceroom:", err)
+	var ce *configError
+	if errors.As(err, &ce) || errors.Is(err, errUsage) {
+		return 2
+	}
+	return 1
+}
+
+// errUsage marks a command-line mistake.
+var errUsage = errors.New("usage")

@@ -1,0 +1,262 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"voiceroom/bus"
+	"voiceroom/internal/testenv"
+)
+
+// buildBinary builds voiceroom once per test binary run.
+var buildBinary = sync.OnceValues(func() (string, error) {
+	dir, err := os.MkdirTemp("", "voiceroom-bin")
+	if err != nil {
+		return "", err
+	}
+	bin := filepath.Join(dir, "voiceroom")
+	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("go build: %v\n%s", err, out)
+	}
+	return bin, nil
+})
+
+func freeAddr(tb testing.TB) string {
+	tb.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// syncBuffer is a bytes.Buffer safe to read while the process writes.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+type proc struct {
+	cmd  *exec.Cmd
+	logs *syncBuffer
+	done chan error
+}
+
+// startServe runs `voiceroom serve` with a database, data dir and ports of
+// the test's own, plus extra environment.
+func startServe(tb testing.TB, extraEnv ...string) (*proc, map[string]string) {
+	tb.Helper()
+	if testing.Short() {
+		tb.Skip("needs MySQL; skipped with -short")
+	}
+	bin, err := buildBinary()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	mcfg, err := mysql.ParseDSN(testenv.MySQLDSN())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	mcfg.DBName = fmt.Sprintf("vrt_serve_%d", time.Now().UnixNano())
+	tb.Cleanup(func() {
+		admin, _ := mysql.ParseDSN(testenv.MySQLDSN())
+		if db, err := sql.Open("mysql", admin.FormatDSN()); err == nil {
+			db.Exec("DROP DATABASE IF EXISTS `" + mcfg.DBName + "`")
+			db.Close()
+		}
+	})
+	vars := map[string]string{
+		"VOICEROOM_HTTP_ADDR":      freeAddr(tb),
+		"VOICEROOM_NATS_LISTEN":    freeAddr(tb),
+		"VOICEROOM_DATA_DIR":       tb.TempDir(),
+		"VOICEROOM_MYSQL_DSN":      mcfg.FormatDSN(),
+		"VOICEROOM_REDIS_ADDR":     testenv.RedisAddr(),
+		"VOICEROOM_LOG_FORMAT":     "text",
+		"VOICEROOM_LOG_LEVEL":      "debug",
+		"VOICEROOM_JWT_SECRET":     "serve-test-secret-0123456789",
+		"VOICEROOM_NODE_ID":        "test-node",
+		"VOICEROOM_STREAM_MAX_AGE": "1h",
+	}
+	for _, kv := range extraEnv {
+		k, v, _ := strings.Cut(kv, "=")
+		vars[k] = v
+	}
+	cmd := exec.Command(bin, "serve")
+	cmd.Env = os.Environ()
+	for k, v := range vars {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	p := &proc{cmd: cmd, logs: &syncBuffer{}, done: make(chan error, 1)}
+	cmd.Stdout, cmd.Stderr = p.logs, p.logs
+	if err := cmd.Start(); err != nil {
+		tb.Fatal(err)
+	}
+	go func() { p.done <- cmd.Wait() }()
+	tb.Cleanup(func() {
+		cmd.Process.Kill()
+		if tb.Failed() {
+			tb.Logf("voiceroom output:\n%s", p.logs.String())
+		}
+	})
+	return p, vars
+}
+
+// wait returns the exit code, failing the test if the process runs past limit.
+func (p *proc) wait(tb testing.TB, limit time.Duration) int {
+	tb.Helper()
+	select {
+	case err := <-p.done:
+		if ee, ok := err.(*exec.ExitError); ok {
+			return ee.ExitCode()
+		}
+		if err != nil {
+			tb.Fatal(err)
+		}
+		return 0
+	case <-time.After(limit):
+		tb.Fatalf("process still running after %v", limit)
+		return -1
+	}
+}
+
+func TestServeStartsReadyAndShutsDownInOrder(t *testing.T) {
+	p, vars := startServe(t)
+	base := "http://" + vars["VOICEROOM_HTTP_ADDR"]
+	testenv.Eventually(t, 60*time.Second, func() error {
+		select {
+		case err := <-p.done:
+			t.Fatalf("serve exited early: %v", err)
+		default:
+		}
+		resp, err := http.Get(base + "/readyz")
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			return fmt.Errorf("readyz %d", resp.StatusCode)
+		}
+		return nil
+	})
+
+	// The embedded server is reachable from outside the process (the nats CLI
+	// path) and holds both streams and both durables.
+	nc, err := nats.Connect("nats://" + vars["VOICEROOM_NATS_LISTEN"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for _, name := range []string{bus.StreamName, bus.DLQStreamName} {
+		if _, err := js.Stream(ctx, name); err != nil {
+			t.Fatalf("stream %s: %v", name, err)
+		}
+	}
+	for _, durable := range []string{"imbridge", "listprojector"} {
+		if _, err := js.Consumer(ctx, bus.StreamName, durable); err != nil {
+			t.Fatalf("consumer %s: %v", durable, err)
+		}
+	}
+
+	resp, err := http.Get(base + "/metrics")
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("metrics: %v %v", err, resp)
+	}
+	resp.Body.Close()
+
+	start := time.Now()
+	p.cmd.Process.Signal(syscall.SIGINT)
+	if code := p.wait(t, 20*time.Second); code != 0 {
+		t.Fatalf("exit code %d after SIGINT", code)
+	}
+	t.Logf("stopped in %v", time.Since(start))
+	logs := p.logs.String()
+	order := []string{
+		"shutdown: signal received",
+		"shutdown: draining",
+		"shutdown: stopping workers",
+		"shutdown: workers stopped",
+		"shutdown: http",
+		"shutdown: http stopped",
+		"shutdown: closing nats connection",
+		"shutdown: stopping embedded nats server",
+		"shutdown: closing mysql",
+		"shutdown: closing redis",
+		"shutdown: complete",
+	}
+	at := 0
+	for _, step := range order {
+		i := strings.Index(logs[at:], step)
+		if i < 0 {
+			t.Fatalf("log lacks %q after position %d:\n%s", step, at, logs)
+		}
+		at += i + len(step)
+	}
+}
+
+func TestServeRefusesTakenNATSPort(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	p, _ := startServe(t, "VOICEROOM_NATS_LISTEN="+ln.Addr().String())
+	if code := p.wait(t, 60*time.Second); code != 2 {
+		t.Fatalf("exit code %d, want 2", code)
+	}
+	if !strings.Contains(p.logs.String(), "VOICEROOM_NATS_LISTEN") {
+		t.Fatalf("message does not name VOICEROOM_NATS_LISTEN:\n%s", p.logs.String())
+	}
+}
+
+func TestServeGivesUpOnUnreachableMySQL(t *testing.T) {
+	p, _ := startServe(t, "VOICEROOM_MYSQL_DSN=root:@tcp("+freeAddr(t)+")/voiceroom", "VOICEROOM_MYSQL_CONNECT_TIMEOUT=1s")
+	if code := p.wait(t, 30*time.Second); code == 0 {
+		t.Fatal("exit code 0 with MySQL unreachable")
+	}
+	if !strings.Contains(p.logs.String(), "VOICEROOM_MYSQL_DSN") {
+		t.Fatalf("message does not name VOICEROOM_MYSQL_DSN:\n%s", p.logs.String())
+	}
+}
+
+func TestServeRejectsBadConfig(t *testing.T) {
+	p, _ := startServe(t, "VOICEROOM_ROLES=api,chat")
+	if code := p.wait(t, 30*time.Second); code != 2 {
+		t.Fatalf("exit code %d, want 2", code)
+	}
+	if !strings.Contains(p.logs.String(), "VOICEROOM_ROLES") {
+		t.Fatalf("message does not name VOICEROOM_ROLES:\n%s", p.logs.String())
+	}
+}

@@ -1,0 +1,123 @@
+#!/usr/bin/env bash
+# Makes MariaDB (or MySQL) and Redis reachable on loopback for voiceroom and
+# its tests. For each service, in this order: use a running one; else start an
+# installed one; else install it from Debian's packages and start it. Then it
+# makes sure the DSN's user can log in over TCP (a fresh Debian MariaDB lets
+# root in only through the Unix socket).
+#
+# Reads VOICEROOM_MYSQL_DSN (default root:@tcp(127.0.0.1:3306)/voiceroom) and
+# VOICEROOM_REDIS_ADDR (default 127.0.0.1:6379). Only loopback addresses are
+# managed; a remote service is left alone and only checked.
+# Idempotent; safe to run before every test run. Needs root to install.
+set -euo pipefail
+
+dsn=${VOICEROOM_MYSQL_DSN:-root:@tcp(127.0.0.1:3306)/voiceroom}
+redis_addr=${VOICEROOM_REDIS_ADDR:-127.0.0.1:6379}
+wait_secs=${SERVICES_WAIT_SECONDS:-60}
+
+log() { printf 'services: %s\n' "$*" >&2; }
+die() { log "error: $*"; exit 1; }
+
+# user:password@tcp(host:port)/db
+if [[ $dsn =~ ^([^:@]*)(:([^@]*))?@tcp\(([^:\)]+):([0-9]+)\) ]]; then
+  my_user=${BASH_REMATCH[1]}; my_pass=${BASH_REMATCH[3]}
+  my_host=${BASH_REMATCH[4]}; my_port=${BASH_REMATCH[5]}
+else
+  die "cannot read user and tcp(host:port) from VOICEROOM_MYSQL_DSN"
+fi
+redis_host=${redis_addr%:*}; redis_port=${redis_addr##*:}
+
+is_loopback() { [[ $1 == 127.* || $1 == localhost || $1 == ::1 ]]; }
+
+port_open() { (exec 3<>"/dev/tcp/$1/$2") 2>/dev/null; }
+
+wait_port() { # host port name
+  local i
+  for ((i = 0; i < wait_secs * 5; i++)); do
+    port_open "$1" "$2" && return 0
+    sleep 0.2
+  done
+  die "$3 did not come up on $1:$2 within ${wait_secs}s"
+}
+
+apt_install() {
+  [[ $(id -u) == 0 ]] || die "$* missing and not root: install $* yourself"
+  command -v apt-get >/dev/null || die "$* missing and no apt-get on this machine"
+  log "installing $* from Debian's packages"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq >/dev/null || log "apt-get update failed; trying the install anyway"
+  apt-get install -y -qq --no-install-recommends "$@" >/dev/null
+}
+
+mysql_client() {
+  if command -v mariadb >/dev/null; then echo mariadb; elif command -v mysql >/dev/null; then echo mysql; fi
+}
+
+tcp_login_ok() {
+  local client; client=$(mysql_client)
+  [[ -n $client ]] || return 0 # no client to check with; the app reports a bad login clearly
+  MYSQL_PWD=$my_pass "$client" --protocol=TCP -h "$my_host" -P "$my_port" -u "$my_user" -e 'SELECT 1' >/dev/null 2>&1
+}
+
+start_mariadb() {
+  local daemon
+  daemon=$(command -v mariadbd || command -v mysqld || ls /usr/sbin/mariadbd /usr/sbin/mysqld 2>/dev/null | head -1 || true)
+  if [[ -z $daemon ]]; then
+    apt_install mariadb-server mariadb-client
+    daemon=$(command -v mariadbd || ls /usr/sbin/mariadbd 2>/dev/null | head -1)
+  fi
+  [[ -n $daemon ]] || die "no mariadbd after installing mariadb-server"
+  mkdir -p /run/mysqld && chown mysql:mysql /run/mysqld 2>/dev/null || true
+  if [[ ! -d /var/lib/mysql/mysql ]]; then
+    log "initialising the MariaDB data directory"
+    mariadb-install-db --user=mysql --datadir=/var/lib/mysql >/dev/null 2>&1 || mysql_install_db --user=mysql >/dev/null
+  fi
+  log "starting $daemon"
+  if command -v start-stop-daemon >/dev/null; then
+    start-stop-daemon --start --oknodo --background --exec "$daemon" -- --user=mysql --bind-address=127.0.0.1 --port="$my_port"
+  else
+    nohup "$daemon" --user=mysql --bind-address=127.0.0.1 --port="$my_port" >/dev/null 2>&1 &
+  fi
+  wait_port "$my_host" "$my_port" MariaDB
+}
+
+ensure_tcp_login() {
+  tcp_login_ok && return 0
+  [[ $my_user == root && -z $my_pass ]] || die "cannot log in to MySQL as $my_user over TCP; fix the credentials in VOICEROOM_MYSQL_DSN"
+  local client; client=$(mysql_client)
+  log "allowing root to log in over TCP without a password (local development database)"
+  # Over the Unix socket, root is let in by unix_socket auth.
+  "$client" -u root <<'SQL' || die "could not change root's authentication; see the MariaDB log"
+ALTER USER 'root'@'localhost' IDENTIFIED VIA mysql_native_password USING PASSWORD('') OR unix_socket;
+CREATE USER IF NOT EXISTS 'root'@'127.0.0.1' IDENTIFIED BY '';
+GRANT ALL PRIVILEGES ON *.* TO 'root'@'127.0.0.1' WITH GRANT OPTION;
+FLUSH PRIVILEGES;
+SQL
+  tcp_login_ok || die "root still cannot log in over TCP"
+}
+
+# --- MySQL / MariaDB
+if port_open "$my_host" "$my_port"; then
+  log "mysql: using the server running on $my_host:$my_port"
+elif is_loopback "$my_host"; then
+  start_mariadb
+else
+  die "mysql at $my_host:$my_port is not reachable (remote servers are not managed here)"
+fi
+if is_loopback "$my_host"; then ensure_tcp_login; fi
+
+# --- Redis
+if [[ -z $redis_addr ]]; then
+  log "redis: VOICEROOM_REDIS_ADDR is empty; the cache is off"
+elif port_open "$redis_host" "$redis_port"; then
+  log "redis: using the server running on $redis_addr"
+elif is_loopback "$redis_host"; then
+  command -v redis-server >/dev/null || apt_install redis-server
+  log "starting redis-server on $redis_addr"
+  redis-server --daemonize yes --bind 127.0.0.1 --port "$redis_port" --save '' --appendonly no \
+    --dir /tmp --logfile /tmp/voiceroom-redis.log
+  wait_port "$redis_host" "$redis_port" Redis
+else
+  die "redis at $redis_addr is not reachable (remote servers are not managed here)"
+fi
+log "ready: mysql $my_host:$my_port, redis ${redis_addr:-off}"

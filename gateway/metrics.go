@@ -1,0 +1,51 @@
+package gateway
+
+import (
+	"strconv"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+type httpMetrics struct {
+	requests *prometheus.CounterVec
+	duration *prometheus.HistogramVec
+}
+
+func newHTTPMetrics(reg prometheus.Registerer) *httpMetrics {
+	m := &httpMetrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "http_requests_total",
+			Help: "HTTP requests by route template, method and status.",
+		}, []string{"route", "method", "status"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "http_request_duration_seconds",
+			Help:    "HTTP request latency by route template and method.",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5},
+		}, []string{"route", "method"}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.requests, m.duration)
+	}
+	return m
+}
+
+// middleware records every request under its route template, so the label
+// set stays bounded whatever paths clients send.
+func (m *httpMetrics) middleware(c *fiber.Ctx) error {
+	start := time.Now()
+	err := c.Next()
+	status := c.Response().StatusCode()
+	if err != nil {
+		// The error handler runs after this middleware; use the status it will write.
+		status = httpStatus(kindOf(err).Code)
+	}
+	route := "unmatched"
+	if r := c.Route(); r != nil && r.Path != "/" {
+		route = r.Path
+	}
+	m.requests.WithLabelValues(route, c.Method(), strconv.Itoa(status)).Inc()
+	m.duration.WithLabelValues(route, c.Method()).Observe(time.Since(start).Seconds())
+	return err
+}

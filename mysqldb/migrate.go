@@ -1,0 +1,56 @@
+package mysqldb
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/pressly/goose/v3"
+
+	"voiceroom/deploy/migrations"
+)
+
+// migrationLock is the MySQL named lock that serialises migrations of
+// processes starting at the same time.
+const migrationLock = "voiceroom_migrate"
+
+// Migrate applies the pending embedded migrations in order and records each
+// one in goose_db_version. Processes that start together take turns through a
+// named lock; the wait for it is bounded by ctx and 60 seconds.
+func Migrate(ctx context.Context, db *sql.DB, log *slog.Logger) error {
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	defer conn.Close()
+	var got sql.NullInt64
+	if err := conn.QueryRowContext(ctx, "SELECT GET_LOCK(?, 60)", migrationLock).Scan(&got); err != nil {
+		return fmt.Errorf("migrate: take lock: %w", err)
+	}
+	if !got.Valid || got.Int64 != 1 {
+		return errors.New("migrate: another process held the migration lock for 60s")
+	}
+	defer func() {
+		// A fresh context: the lock must be released even when ctx ended.
+		rctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		conn.ExecContext(rctx, "SELECT RELEASE_LOCK(?)", migrationLock)
+	}()
+
+	provider, err := goose.NewProvider(goose.DialectMySQL, db, migrations.FS,
+		goose.WithDisableGlobalRegistry(true))
+	if err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	results, err := provider.Up(ctx)
+	if err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	for _, r := range results {
+		log.Info("migration applied", "version", r.Source.Version, "file", r.Source.Path, "duration", r.Duration)
+	}
+	return nil
+}

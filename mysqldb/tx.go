@@ -1,0 +1,79 @@
+package mysqldb
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+)
+
+// Error numbers of MySQL and MariaDB that callers sort on.
+const (
+	ErrNumDuplicateEntry = 1062
+	ErrNumLockWait       = 1205
+	ErrNumDeadlock       = 1213
+)
+
+// maxTxAttempts bounds how often Update runs a closure that deadlocked.
+const maxTxAttempts = 5
+
+// Update runs fn in a transaction and commits it. A deadlock (1213) or lock
+// wait timeout (1205) rolls back and runs fn again, up to five times, so fn
+// must be safe to repeat: it should only touch tx and values it recomputes.
+// Any other error from fn rolls back and is returned as is.
+func Update(ctx context.Context, db *sql.DB, fn func(tx *sql.Tx) error) error {
+	var err error
+	for attempt := 1; attempt <= maxTxAttempts; attempt++ {
+		err = updateOnce(ctx, db, fn)
+		if err == nil || !IsRetryable(err) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(time.Duration(attempt) * 5 * time.Millisecond):
+		}
+	}
+	return fmt.Errorf("transaction retried %d times: %w", maxTxAttempts, err)
+}
+
+func updateOnce(ctx context.Context, db *sql.DB, fn func(tx *sql.Tx) error) (err error) {
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			tx.Rollback()
+		}
+	}()
+	if err = fn(tx); err != nil {
+		return err
+	}
+	if err = tx.Commit(); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	return nil
+}
+
+// IsRetryable reports whether err is a deadlock or a lock wait timeout, after
+// which the whole transaction may be run again.
+func IsRetryable(err error) bool {
+	n := ErrorNumber(err)
+	return n == ErrNumDeadlock || n == ErrNumLockWait
+}
+
+// IsDuplicate reports whether err is a duplicate key error (1062).
+func IsDuplicate(err error) bool { return ErrorNumber(err) == ErrNumDuplicateEntry }
+
+// ErrorNumber returns the MySQL error number in err's chain, or 0.
+func ErrorNumber(err error) uint16 {
+	var merr *mysql.MySQLError
+	if errors.As(err, &merr) {
+		return merr.Number
+	}
+	return 0
+}
