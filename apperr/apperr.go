@@ -23,12 +23,15 @@ const (
 )
 
 // Error is an error with a kind and a message that is safe to show a client.
-// Field names the offending input field, when there is one. Err, when set, is
-// the underlying cause: it is logged, never shown.
+// Field names the offending input field, when there is one. Details, when
+// set, is shown to the client as the envelope's data (for example the room a
+// user already owns). Err, when set, is the underlying cause: it is logged,
+// never shown.
 type Error struct {
 	Code    Code
 	Message string
 	Field   string
+	Details any
 	Err     error
 }
 
@@ -59,6 +62,13 @@ func Invalid(field, format string, args ...any) *Error {
 // to clients; err is not.
 func Wrap(code Code, message string, err error) *Error {
 	return &Error{Code: code, Message: message, Err: err}
+}
+
+// WithDetails returns a copy of e that shows details to the client.
+func (e *Error) WithDetails(details any) *Error {
+	c := *e
+	c.Details = details
+	return &c
 }
 
 // CodeOf returns the kind of err: the Code of the first *Error in its chain,
