@@ -41,7 +41,10 @@ func Migrate(ctx context.Context, db *sql.DB, log *slog.Logger) error {
 	}()
 
 	provider, err := goose.NewProvider(goose.DialectMySQL, db, migrations.FS,
-		goose.WithDisableGlobalRegistry(true))
+		goose.WithDisableGlobalRegistry(true),
+		// Branches land in any order: a migration numbered below the newest
+		// applied one is applied too, not refused.
+		goose.WithAllowOutofOrder(true))
 	if err != nil {
 		return fmt.Errorf("migrate: %w", err)
 	}

@@ -1,0 +1,95 @@
+package rooms
+
+// Kind names a command. It is stored in the command log.
+type Kind string
+
+// The room commands.
+const (
+	KindCreateRoom              Kind = "CreateRoom"
+	KindJoinRoom                Kind = "JoinRoom"
+	KindLeaveRoom               Kind = "LeaveRoom"
+	KindHeartbeat               Kind = "Heartbeat"
+	KindMicUp                   Kind = "MicUp"
+	KindMicDown                 Kind = "MicDown"
+	KindChangeMicSeat           Kind = "ChangeMicSeat"
+	KindSetSeatLock             Kind = "SetSeatLock"
+	KindTransferRoomHost        Kind = "TransferRoomHost"
+	KindSendGift                Kind = "SendGift"
+	KindSetRoomPassword         Kind = "SetRoomPassword"
+	KindKickUser                Kind = "KickUser"
+	KindCloseRoom               Kind = "CloseRoom"
+	KindChangeRoomVisibleRegion Kind = "ChangeRoomVisibleRegion"
+	KindSweepStale              Kind = "SweepStale"
+)
+
+// Actor is who issues a command. AppCode and UserID come from the token.
+type Actor struct {
+	UserID int64 `json:"user_id,omitempty"`
+	// Admin is an operator acting through /admin routes (or the system,
+	// for the presence sweeper).
+	Admin bool `json:"admin,omitempty"`
+	// Operator names an admin in audit rows and events.
+	Operator string `json:"operator,omitempty"`
+}
+
+// Command is one request to change a room. The service fills NowMs and the
+// resolved inputs (gift price, password hashes) before applying it, and the
+// whole command is stored in the command log, so replaying the log applies
+// every command exactly as it was applied the first time.
+type Command struct {
+	Kind      Kind   `json:"kind"`
+	AppCode   string `json:"-"`
+	RoomID    string `json:"-"`
+	CommandID string `json:"-"`
+	// ClientKey is true when CommandID came from the client's
+	// Idempotency-Key: only then can it repeat, so only then is the log
+	// searched for it.
+	ClientKey bool   `json:"-"`
+	RequestID string `json:"-"`
+	Actor     Actor  `json:"actor"`
+	NowMs     int64  `json:"now_ms"`
+	Args      Args   `json:"args"`
+}
+
+// Args are the arguments of all commands; each kind reads its own.
+type Args struct {
+	// CreateRoom
+	Title       string `json:"title,omitempty"`
+	CoverURL    string `json:"cover_url,omitempty"`
+	Description string `json:"description,omitempty"`
+	Mode        string `json:"mode,omitempty"`
+	SeatCount   int    `json:"seat_count,omitempty"`
+	ShortID     string `json:"room_short_id,omitempty"`
+	// RegionID is the creator's region (CreateRoom) or the new visible
+	// region (ChangeRoomVisibleRegion).
+	RegionID int64 `json:"region_id,omitempty"`
+
+	// MicUp, ChangeMicSeat, SetSeatLock
+	SeatIndex int  `json:"seat_index,omitempty"`
+	Locked    bool `json:"locked,omitempty"`
+
+	// TransferRoomHost, KickUser, SendGift (the receiver)
+	TargetUserID int64 `json:"target_user_id,omitempty"`
+	BanSeconds   int64 `json:"ban_seconds,omitempty"`
+
+	// SendGift, with the catalog entry resolved when the command was issued.
+	GiftID   int64  `json:"gift_id,omitempty"`
+	GiftName string `json:"gift_name,omitempty"`
+	Count    int64  `json:"count,omitempty"`
+	Price    int64  `json:"price,omitempty"`
+	HeatPer  int64  `json:"heat_per,omitempty"`
+
+	// PasswordHash is the new bcrypt hash (SetRoomPassword; "" unlocks) or,
+	// for JoinRoom, the hash the given password was verified against ("" if
+	// none was verified). Never a password.
+	PasswordHash string `json:"password_hash,omitempty"`
+	// PasswordGiven is true when a JoinRoom came with a password, right or
+	// wrong (only accepted commands are logged, so never a wrong one there).
+	PasswordGiven bool `json:"password_given,omitempty"`
+
+	// ChangeRoomVisibleRegion
+	Reason string `json:"reason,omitempty"`
+
+	// SweepStale: the users whose heartbeats stopped.
+	UserIDs []int64 `json:"user_ids,omitempty"`
+}

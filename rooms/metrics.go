@@ -1,0 +1,59 @@
+package rooms
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// metrics of the rooms service.
+type metrics struct {
+	commands      *prometheus.CounterVec
+	commandSecs   *prometheus.HistogramVec
+	commitBatch   prometheus.Histogram
+	commitSeconds prometheus.Histogram
+	loadedRooms   prometheus.GaugeFunc
+	loads         *prometheus.CounterVec
+	evictions     prometheus.Counter
+	swept         prometheus.Counter
+}
+
+func newMetrics(reg prometheus.Registerer, loaded func() float64) *metrics {
+	m := &metrics{
+		commands: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "rooms_commands_total",
+			Help: "Room commands by kind and outcome (the error kind, or OK).",
+		}, []string{"kind", "outcome"}),
+		commandSecs: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "rooms_command_duration_seconds",
+			Help:    "Room command latency through the pipeline (apply, commit) by kind.",
+			Buckets: []float64{.0005, .001, .002, .005, .01, .02, .05, .1, .25, .5, 1},
+		}, []string{"kind"}),
+		commitBatch: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "rooms_commit_batch_commands",
+			Help:    "Commands written per transaction (group commit).",
+			Buckets: []float64{1, 2, 4, 8, 16, 32, 64, 128, 256},
+		}),
+		commitSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "rooms_commit_duration_seconds",
+			Help:    "Duration of one group transaction.",
+			Buckets: []float64{.0005, .001, .002, .005, .01, .02, .05, .1, .25, .5, 1},
+		}),
+		loadedRooms: prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "rooms_loaded",
+			Help: "Rooms whose cell is in memory.",
+		}, loaded),
+		loads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "rooms_loads_total",
+			Help: "Cells loaded from storage (snapshot plus command-log replay) by outcome.",
+		}, []string{"outcome"}),
+		evictions: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "rooms_evictions_total",
+			Help: "Idle cells dropped from memory.",
+		}),
+		swept: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "rooms_stale_users_swept_total",
+			Help: "Users removed by the presence sweeper after their heartbeats stopped.",
+		}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.commands, m.commandSecs, m.commitBatch, m.commitSeconds, m.loadedRooms, m.loads, m.evictions, m.swept)
+	}
+	return m
+}

@@ -1,0 +1,331 @@
+package rooms
+
+import (
+	"math"
+	"slices"
+	"time"
+
+	"voiceroom/apperr"
+)
+
+// Bounds of a room.
+const (
+	// DefaultSeatCount is a new room's number of mic seats.
+	DefaultSeatCount = 10
+	// MaxSeatCount bounds seat_count: voice rooms in the product show at most
+	// two rows of ten seats.
+	MaxSeatCount = 20
+	// DefaultMode is a new room's mode.
+	DefaultMode = "voice"
+	// MaxGiftCount bounds the count of one SendGift.
+	MaxGiftCount = 9999
+	// MaxBanSeconds bounds a kick's ban: 30 days.
+	MaxBanSeconds = 30 * 24 * 3600
+	// rankSize is how many contributors a snapshot and RoomRankChanged show.
+	rankSize = 20
+	// maxContributors is how many contributors a room keeps for its rank.
+	maxContributors = 50
+)
+
+// limits are the configured bounds apply enforces on new commands (not on
+// replay, where the command was already accepted under the limits of its day).
+type limits struct {
+	maxOnline int
+}
+
+// apply applies c to s (a clone) and returns the events it emits. changed
+// is false for commands that leave nothing to persist (a heartbeat, a join
+// by someone already present): the state stays as it was.
+// A rejected command returns an *apperr.Error and s must be discarded. apply
+// is deterministic: it reads only s and c (c.NowMs is the clock).
+func apply(s *State, c *Command, lim limits, replay bool) (events []Event, changed bool, err error) {
+	if s.Status != StatusActive {
+		return nil, false, apperr.New(apperr.FailedPrecondition, "room is closed")
+	}
+	a := &c.Args
+	actor := c.Actor.UserID
+	now := c.NowMs
+
+	switch c.Kind {
+	case KindJoinRoom:
+		if until := s.banUntil(actor); until > now {
+			return nil, false, apperr.New(apperr.FailedPrecondition, "you are banned from this room until %s",
+				time.UnixMilli(until).UTC().Format(time.RFC3339))
+		}
+		if s.isPresent(actor) {
+			return nil, false, nil // joining again only refreshes presence (the cell's)
+		}
+		if s.Locked() && !s.isManager(actor) && a.PasswordHash != s.PasswordHash {
+			if !a.PasswordGiven {
+				return nil, false, apperr.New(apperr.PermissionDenied, "room is locked: password required")
+			}
+			return nil, false, apperr.New(apperr.PermissionDenied, "wrong password")
+		}
+		if !replay && lim.maxOnline > 0 && len(s.Online) >= lim.maxOnline {
+			return nil, false, apperr.New(apperr.FailedPrecondition, "room is full")
+		}
+		s.addPresence(Presence{UserID: actor, JoinedAtMs: now})
+		return []Event{{EventRoomUserJoined, UserJoined{UserID: actor}}}, true, nil
+
+	case KindLeaveRoom:
+		if !s.isPresent(actor) {
+			return nil, false, nil // leaving twice is not an error
+		}
+		return []Event{s.leave(actor, LeaveReasonLeave)}, true, nil
+
+	case KindHeartbeat:
+		return nil, false, s.mustBePresent(actor) // the cell records the beat
+
+	case KindMicUp:
+		if err := s.mustBePresent(actor); err != nil {
+			return nil, false, err
+		}
+		if cur := s.seatOf(actor); cur >= 0 {
+			return nil, false, apperr.New(apperr.FailedPrecondition, "already on seat %d: change seats instead", cur)
+		}
+		if err := s.mustBeFreeSeat(a.SeatIndex); err != nil {
+			return nil, false, err
+		}
+		s.Seats[a.SeatIndex].UserID = actor
+		return []Event{{EventRoomMicUp, MicMoved{UserID: actor, SeatIndex: a.SeatIndex}}}, true, nil
+
+	case KindMicDown:
+		cur := s.seatOf(actor)
+		if cur < 0 {
+			return nil, false, apperr.New(apperr.FailedPrecondition, "not on a seat")
+		}
+		s.Seats[cur].UserID = 0
+		return []Event{{EventRoomMicDown, MicMoved{UserID: actor, SeatIndex: cur}}}, true, nil
+
+	case KindChangeMicSeat:
+		if err := s.mustBePresent(actor); err != nil {
+			return nil, false, err
+		}
+		cur := s.seatOf(actor)
+		if cur < 0 {
+			return nil, false, apperr.New(apperr.FailedPrecondition, "not on a seat: take one first")
+		}
+		if a.SeatIndex == cur {
+			return nil, false, apperr.New(apperr.FailedPrecondition, "already on seat %d", cur)
+		}
+		if err := s.mustBeFreeSeat(a.SeatIndex); err != nil {
+			return nil, false, err
+		}
+		s.Seats[cur].UserID = 0
+		s.Seats[a.SeatIndex].UserID = actor
+		return []Event{{EventRoomMicChanged, MicChanged{UserID: actor, FromSeatIndex: cur, ToSeatIndex: a.SeatIndex}}}, true, nil
+
+	case KindSetSeatLock:
+		if err := s.mustManage(c.Actor); err != nil {
+			return nil, false, err
+		}
+		if err := s.mustBeSeat(a.SeatIndex); err != nil {
+			return nil, false, err
+		}
+		seat := &s.Seats[a.SeatIndex]
+		if seat.Locked == a.Locked {
+			return nil, false, nil
+		}
+		var events []Event
+		if a.Locked && seat.UserID != 0 {
+			events = append(events, Event{EventRoomMicDown, MicMoved{UserID: seat.UserID, SeatIndex: a.SeatIndex}})
+			seat.UserID = 0
+		}
+		seat.Locked = a.Locked
+		return append(events, Event{EventRoomSeatLockChanged, SeatLockChanged{SeatIndex: a.SeatIndex, Locked: a.Locked}}), true, nil
+
+	case KindTransferRoomHost:
+		if actor != s.OwnerUserID && actor != s.HostUserID {
+			return nil, false, apperr.New(apperr.PermissionDenied, "only the owner or the host may transfer the host")
+		}
+		if !s.isPresent(a.TargetUserID) {
+			return nil, false, apperr.New(apperr.FailedPrecondition, "user %d is not in the room", a.TargetUserID)
+		}
+		if a.TargetUserID == s.HostUserID {
+			return nil, false, nil
+		}
+		from := s.HostUserID
+		s.HostUserID = a.TargetUserID
+		return []Event{{EventRoomHostTransferred, HostTransferred{FromUserID: from, ToUserID: a.TargetUserID}}}, true, nil
+
+	case KindSendGift:
+		if err := s.mustBePresent(actor); err != nil {
+			return nil, false, err
+		}
+		if !s.isPresent(a.TargetUserID) {
+			return nil, false, apperr.New(apperr.FailedPrecondition, "receiver %d is not in the room", a.TargetUserID)
+		}
+		value, heat, err := giftTotals(a)
+		if err != nil {
+			return nil, false, err
+		}
+		before := s.rank()
+		s.Heat += heat
+		s.addContribution(actor, value)
+		events := []Event{
+			{EventRoomGiftSent, GiftSent{SenderUserID: actor, ReceiverUserID: a.TargetUserID, GiftID: a.GiftID,
+				GiftName: a.GiftName, Count: a.Count, Value: value, HeatDelta: heat}},
+			{EventRoomHeatChanged, HeatChanged{Heat: s.Heat, Delta: heat}},
+		}
+		if after := s.rank(); !slices.Equal(before, after) {
+			events = append(events, Event{EventRoomRankChanged, RankChanged{GiftRank: after}})
+		}
+		return events, true, nil
+
+	case KindSetRoomPassword:
+		if err := s.mustManage(c.Actor); err != nil {
+			return nil, false, err
+		}
+		if a.PasswordHash == "" && !s.Locked() {
+			return nil, false, nil
+		}
+		s.PasswordHash = a.PasswordHash
+		return []Event{{EventRoomPasswordChanged, PasswordChanged{Locked: s.Locked()}}}, true, nil
+
+	case KindKickUser:
+		if err := s.mustManage(c.Actor); err != nil {
+			return nil, false, err
+		}
+		target := a.TargetUserID
+		switch {
+		case target == actor:
+			return nil, false, apperr.Invalid("user_id", "you cannot kick yourself")
+		case target == s.OwnerUserID:
+			return nil, false, apperr.New(apperr.PermissionDenied, "the owner cannot be kicked")
+		}
+		present := s.isPresent(target)
+		if !present && a.BanSeconds == 0 {
+			return nil, false, apperr.New(apperr.FailedPrecondition, "user %d is not in the room", target)
+		}
+		var until int64
+		if a.BanSeconds > 0 {
+			until = now + a.BanSeconds*1000
+			s.setBan(target, until, now)
+		}
+		events := []Event{{EventRoomUserKicked, UserKicked{UserID: target, ByUserID: actor, BanUntilMs: until}}}
+		if present {
+			events = append(events, s.leave(target, LeaveReasonKicked))
+		}
+		if target == s.HostUserID {
+			s.HostUserID = s.OwnerUserID
+		}
+		return events, true, nil
+
+	case KindCloseRoom:
+		if actor != s.OwnerUserID && !c.Actor.Admin {
+			return nil, false, apperr.New(apperr.PermissionDenied, "only the owner may close the room")
+		}
+		var events []Event
+		for len(s.Online) > 0 {
+			events = append(events, s.leave(s.Online[0].UserID, LeaveReasonClosed))
+		}
+		s.Status = StatusClosed
+		return append(events, Event{EventRoomClosed, Closed{ByUserID: actor, Operator: c.Actor.Operator}}), true, nil
+
+	case KindChangeRoomVisibleRegion:
+		if !c.Actor.Admin {
+			return nil, false, apperr.New(apperr.PermissionDenied, "only an admin may change a room's region")
+		}
+		if a.RegionID == s.VisibleRegionID {
+			return nil, false, nil
+		}
+		old := s.VisibleRegionID
+		s.VisibleRegionID = a.RegionID
+		return []Event{{EventRoomVisibleRegionChanged, VisibleRegionChanged{OldRegionID: old, NewRegionID: a.RegionID,
+			Reason: a.Reason, Operator: c.Actor.Operator}}}, true, nil
+
+	case KindSweepStale:
+		var events []Event
+		for _, id := range a.UserIDs {
+			if s.isPresent(id) {
+				events = append(events, s.leave(id, LeaveReasonStale))
+			}
+		}
+		return events, len(events) > 0, nil
+	}
+	return nil, false, apperr.New(apperr.InvalidArgument, "unknown command %q", c.Kind)
+}
+
+// leave removes userID's presence and seat and returns the RoomUserLeft event.
+func (s *State) leave(userID int64, reason string) Event {
+	seat := s.seatOf(userID)
+	if seat >= 0 {
+		s.Seats[seat].UserID = 0
+	}
+	s.removePresence(userID)
+	return Event{EventRoomUserLeft, UserLeft{UserID: userID, Reason: reason, SeatIndex: seat}}
+}
+
+// isManager reports whether userID is the owner or the host.
+func (s *State) isManager(userID int64) bool {
+	return userID != 0 && (userID == s.OwnerUserID || userID == s.HostUserID)
+}
+
+func (s *State) mustManage(a Actor) error {
+	if a.Admin || s.isManager(a.UserID) {
+		return nil
+	}
+	return apperr.New(apperr.PermissionDenied, "only the owner or the host may do this")
+}
+
+func (s *State) mustBePresent(userID int64) error {
+	if s.isPresent(userID) {
+		return nil
+	}
+	return apperr.New(apperr.FailedPrecondition, "not in the room: join it first")
+}
+
+func (s *State) mustBeSeat(i int) error {
+	if i < 0 || i >= len(s.Seats) {
+		return apperr.Invalid("seat_index", "must be 0..%d", len(s.Seats)-1)
+	}
+	return nil
+}
+
+func (s *State) mustBeFreeSeat(i int) error {
+	if err := s.mustBeSeat(i); err != nil {
+		return err
+	}
+	switch {
+	case s.Seats[i].Locked:
+		return apperr.New(apperr.FailedPrecondition, "seat %d is locked", i)
+	case s.Seats[i].UserID != 0:
+		return apperr.New(apperr.FailedPrecondition, "seat %d is taken", i)
+	}
+	return nil
+}
+
+// giftTotals returns the coin value and heat of a gift command, refusing
+// products that would overflow.
+func giftTotals(a *Args) (value, heat int64, err error) {
+	if a.Count < 1 || a.Count > MaxGiftCount {
+		return 0, 0, apperr.Invalid("count", "must be 1..%d", MaxGiftCount)
+	}
+	if a.Price < 0 || a.HeatPer < 0 || a.Price > math.MaxInt64/a.Count || a.HeatPer > math.MaxInt64/a.Count {
+		return 0, 0, apperr.Invalid("count", "gift total too large")
+	}
+	return a.Price * a.Count, a.HeatPer * a.Count, nil
+}
+
+// newRoom is CreateRoom: the first state of a room, at version 1.
+func newRoom(c *Command) (*State, []Event) {
+	a := &c.Args
+	s := &State{
+		AppCode:         c.AppCode,
+		RoomID:          c.RoomID,
+		ShortID:         a.ShortID,
+		OwnerUserID:     c.Actor.UserID,
+		HostUserID:      c.Actor.UserID,
+		VisibleRegionID: a.RegionID,
+		Status:          StatusActive,
+		Mode:            a.Mode,
+		Title:           a.Title,
+		CoverURL:        a.CoverURL,
+		Description:     a.Description,
+		Seats:           make([]Seat, a.SeatCount),
+		Version:         1,
+		CreatedAtMs:     c.NowMs,
+		UpdatedAtMs:     c.NowMs,
+	}
+	return s, []Event{{EventRoomCreated, empty{}}}
+}

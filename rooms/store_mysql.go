@@ -1,0 +1,315 @@
+package rooms
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"voiceroom/apperr"
+	"voiceroom/mysqldb"
+	"voiceroom/wallet"
+)
+
+// store reads rooms back from MySQL: the latest snapshot plus the command
+// log after it. Writes go through the committer.
+type store struct {
+	db *sql.DB
+}
+
+// storedRoom is what recovery finds of a room.
+type storedRoom struct {
+	snapshot *State
+	log      []loggedCommand
+}
+
+type loggedCommand struct {
+	version int64
+	cmd     Command
+}
+
+// load reads a room's snapshot and the commands after it. A room that does
+// not exist is errRoomNotFound.
+func (st *store) load(ctx context.Context, appCode, roomID string) (*storedRoom, error) {
+	var raw []byte
+	err := st.db.QueryRowContext(ctx, `SELECT state FROM room_snapshots WHERE app_code = ? AND room_id = ?`,
+		appCode, roomID).Scan(&raw)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, errRoomNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read snapshot of %s: %w", roomID, err)
+	}
+	var snap State
+	if err := json.Unmarshal(raw, &snap); err != nil {
+		return nil, fmt.Errorf("decode snapshot of %s: %w", roomID, err)
+	}
+	rows, err := st.db.QueryContext(ctx, `SELECT room_version, command_id, command FROM room_command_log
+		WHERE app_code = ? AND room_id = ? AND room_version > ? ORDER BY room_version`, appCode, roomID, snap.Version)
+	if err != nil {
+		return nil, fmt.Errorf("read command log of %s: %w", roomID, err)
+	}
+	defer rows.Close()
+	sr := &storedRoom{snapshot: &snap}
+	for rows.Next() {
+		var lc loggedCommand
+		var body []byte
+		if err := rows.Scan(&lc.version, &lc.cmd.CommandID, &body); err != nil {
+			return nil, fmt.Errorf("read command log of %s: %w", roomID, err)
+		}
+		if err := json.Unmarshal(body, &lc.cmd); err != nil {
+			return nil, fmt.Errorf("decode command %d of %s: %w", lc.version, roomID, err)
+		}
+		lc.cmd.AppCode, lc.cmd.RoomID = appCode, roomID
+		sr.log = append(sr.log, lc)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read command log of %s: %w", roomID, err)
+	}
+	return sr, nil
+}
+
+// storedSnapshot returns the stored snapshot of a room when it is current
+// (no command committed after it), so a read needs no cell. ok is false when
+// the room must be loaded to be read.
+func (st *store) storedSnapshot(ctx context.Context, appCode, roomID string) (s *State, ok bool, err error) {
+	var raw []byte
+	var current int64
+	err = st.db.QueryRowContext(ctx, `SELECT s.state, r.room_version FROM room_snapshots s
+		JOIN rooms r ON r.app_code = s.app_code AND r.room_id = s.room_id
+		WHERE s.app_code = ? AND s.room_id = ?`, appCode, roomID).Scan(&raw, &current)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, false, errRoomNotFound
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("read snapshot of %s: %w", roomID, err)
+	}
+	var snap State
+	if err := json.Unmarshal(raw, &snap); err != nil {
+		return nil, false, fmt.Errorf("decode snapshot of %s: %w", roomID, err)
+	}
+	return &snap, snap.Version == current, nil
+}
+
+// lookupCommand returns the stored result of a command already applied to a
+// room, or nil when the log has no such command.
+func (st *store) lookupCommand(ctx context.Context, appCode, roomID, commandID string) ([]byte, error) {
+	var result []byte
+	err := st.db.QueryRowContext(ctx, `SELECT result FROM room_command_log WHERE app_code = ? AND room_id = ? AND command_id = ?`,
+		appCode, roomID, commandID).Scan(&result)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("look up command %s: %w", commandID, err)
+	}
+	return result, nil
+}
+
+// activeRoomOf returns the id of the owner's active room, or "".
+func (st *store) activeRoomOf(ctx context.Context, appCode string, ownerUserID int64) (string, error) {
+	var roomID string
+	err := st.db.QueryRowContext(ctx, `SELECT room_id FROM rooms WHERE app_code = ? AND active_owner_user_id = ?`,
+		appCode, ownerUserID).Scan(&roomID)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", nil
+	}
+	return roomID, err
+}
+
+// roomsWithUsers lists the active rooms whose last committed state still
+// lists present users: after a restart they are loaded so the presence
+// sweeper can clear users whose heartbeats stopped while the process was down.
+func (st *store) roomsWithUsers(ctx context.Context, limit int) ([][2]string, error) {
+	rows, err := st.db.QueryContext(ctx, `SELECT app_code, room_id FROM rooms WHERE status = 'active' AND online_count > 0 LIMIT ?`, limit)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out [][2]string
+	for rows.Next() {
+		var k [2]string
+		if err := rows.Scan(&k[0], &k[1]); err != nil {
+			return nil, err
+		}
+		out = append(out, k)
+	}
+	return out, rows.Err()
+}
+
+// mutation is everything one accepted command writes, in one transaction
+// (possibly shared with other rooms' commands: see committer).
+type mutation struct {
+	appCode, roomID string
+	version         int64
+	nowMs           int64
+	commandID       string
+	kind            Kind
+	actorUserID     int64
+	requestID       string
+	command         []byte // Command JSON, replayed at recovery
+	result          []byte // the Snapshot answered, returned to a repeated command_id
+	outbox          []outboxRow
+	room            roomRow
+	create          bool   // insert the rooms row (CreateRoom) instead of updating it
+	snapshot        []byte // State JSON when this command writes a snapshot, else nil
+	debit           *wallet.Debit
+	audit           *regionAudit
+}
+
+type outboxRow struct {
+	eventID, eventType string
+	envelope           []byte
+}
+
+// roomRow is the rooms table's view of a room.
+type roomRow struct {
+	shortID         string
+	ownerUserID     int64
+	status          string
+	visibleRegionID int64
+	mode            string
+	onlineCount     int
+	createdAtMs     int64
+}
+
+type regionAudit struct {
+	oldRegionID, newRegionID int64
+	operator, reason         string
+}
+
+// writeGroup writes the mutations in tx. Gift debits go first: a mutation
+// whose payer lacks coins is left out of everything else and reported in
+// short[i]. An error means the transaction must be rolled back.
+func writeGroup(ctx context.Context, tx *sql.Tx, ms []*mutation, nowMs int64) (short []bool, err error) {
+	short = make([]bool, len(ms))
+	var debits []wallet.Debit
+	var debitOf []int
+	for i, m := range ms {
+		if m.debit != nil {
+			debits = append(debits, *m.debit)
+			debitOf = append(debitOf, i)
+		}
+	}
+	if len(debits) > 0 {
+		paid, err := wallet.DebitTx(ctx, tx, debits, nowMs)
+		if err != nil {
+			return nil, err
+		}
+		for j, ok := range paid {
+			short[debitOf[j]] = !ok
+		}
+	}
+	var creates, updates, logs, outbox, snaps, audits rowsBuilder
+	for i, m := range ms {
+		if short[i] {
+			continue
+		}
+		r := m.room
+		if m.create {
+			creates.add("(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", m.appCode, m.roomID, r.shortID, r.ownerUserID, r.status,
+				r.visibleRegionID, r.mode, m.version, r.onlineCount, r.createdAtMs, m.nowMs)
+		} else {
+			updates.add("(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", m.appCode, m.roomID, r.shortID, r.ownerUserID, r.status,
+				r.visibleRegionID, r.mode, m.version, r.onlineCount, r.createdAtMs, m.nowMs)
+		}
+		logs.add("(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", m.appCode, m.roomID, m.version, m.commandID, string(m.kind),
+			m.actorUserID, m.requestID, m.command, m.result, m.nowMs)
+		for _, o := range m.outbox {
+			outbox.add("(?, ?, ?, ?, ?, ?, 'pending', 0, ?)", m.appCode, o.eventID, m.roomID, m.version, o.eventType, o.envelope, m.nowMs)
+		}
+		if m.snapshot != nil {
+			snaps.add("(?, ?, ?, ?, ?)", m.appCode, m.roomID, m.version, m.snapshot, m.nowMs)
+		}
+		if a := m.audit; a != nil {
+			audits.add("(?, ?, ?, ?, ?, ?, ?, ?)", m.appCode, m.roomID, m.version, a.oldRegionID, a.newRegionID, a.operator, a.reason, m.nowMs)
+		}
+	}
+	const roomCols = `(app_code, room_id, room_short_id, owner_user_id, status, visible_region_id, mode, room_version, online_count, created_at_ms, updated_at_ms)`
+	stmts := []struct {
+		sql    string
+		values *rowsBuilder
+	}{
+		// A plain insert: a second active room of one owner hits uk_rooms_active_owner.
+		{`INSERT INTO rooms ` + roomCols + ` VALUES `, &creates},
+		// The rows exist (primary key): this only updates them, in one statement.
+		{`INSERT INTO rooms ` + roomCols + ` VALUES %s ON DUPLICATE KEY UPDATE status = VALUES(status),
+			visible_region_id = VALUES(visible_region_id), room_version = VALUES(room_version),
+			online_count = VALUES(online_count), updated_at_ms = VALUES(updated_at_ms)`, &updates},
+		// The primary key (app_code, room_id, room_version) fences a second
+		// writer of the same room: its insert of a taken version fails.
+		{`INSERT INTO room_command_log (app_code, room_id, room_version, command_id, command_type, actor_user_id,
+			request_id, command, result, created_at_ms) VALUES `, &logs},
+		{`INSERT INTO room_outbox (app_code, event_id, room_id, room_version, event_type, envelope, status,
+			retry_count, created_at_ms) VALUES `, &outbox},
+		{`INSERT INTO room_snapshots (app_code, room_id, room_version, state, updated_at_ms) VALUES %s
+			ON DUPLICATE KEY UPDATE room_version = VALUES(room_version), state = VALUES(state), updated_at_ms = VALUES(updated_at_ms)`, &snaps},
+		{`INSERT INTO room_region_audit (app_code, room_id, room_version, old_region_id, new_region_id, operator,
+			reason, created_at_ms) VALUES `, &audits},
+	}
+	for _, s := range stmts {
+		if s.values.n == 0 {
+			continue
+		}
+		q := s.sql
+		if strings.Contains(q, "%s") {
+			q = strings.Replace(q, "%s", s.values.sql.String(), 1)
+		} else {
+			q += s.values.sql.String()
+		}
+		if _, err := tx.ExecContext(ctx, q, s.values.args...); err != nil {
+			return nil, err
+		}
+	}
+	return short, nil
+}
+
+// rowsBuilder accumulates the VALUES of a multi-row insert.
+type rowsBuilder struct {
+	sql  strings.Builder
+	args []any
+	n    int
+}
+
+func (b *rowsBuilder) add(tuple string, args ...any) {
+	if b.n > 0 {
+		b.sql.WriteByte(',')
+	}
+	b.sql.WriteString(tuple)
+	b.args = append(b.args, args...)
+	b.n++
+}
+
+// classifyWriteError turns a failed single-mutation transaction into the
+// command's error.
+func classifyWriteError(m *mutation, err error) error {
+	if mysqldb.IsDuplicate(err) {
+		msg := err.Error()
+		switch {
+		case strings.Contains(msg, "uk_rooms_active_owner"):
+			return errOwnerHasRoom
+		case strings.Contains(msg, "uk_rooms_active_short_id"):
+			return apperr.New(apperr.AlreadyExists, "an active room already uses short id %q", m.room.shortID)
+		case strings.Contains(msg, "uk_command_log_command") || strings.Contains(msg, "PRIMARY"):
+			return errFenced
+		}
+	}
+	return apperr.Wrap(apperr.Unavailable, "room storage unavailable, try again", err)
+}
+
+// writeSnapshot stores st as the room's snapshot unless a newer one is there.
+func (st *store) writeSnapshot(ctx context.Context, s *State, nowMs int64) error {
+	raw, err := json.Marshal(s)
+	if err != nil {
+		return err
+	}
+	_, err = st.db.ExecContext(ctx, `INSERT INTO room_snapshots (app_code, room_id, room_version, state, updated_at_ms)
+		VALUES (?, ?, ?, ?, ?) ON DUPLICATE KEY UPDATE
+		state = IF(VALUES(room_version) > room_version, VALUES(state), state),
+		updated_at_ms = IF(VALUES(room_version) > room_version, VALUES(updated_at_ms), updated_at_ms),
+		room_version = GREATEST(room_version, VALUES(room_version))`,
+		s.AppCode, s.RoomID, s.Version, raw, nowMs)
+	return err
+}

@@ -1,0 +1,146 @@
+package rooms
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// Run is the rooms role's background work until ctx ends: first it loads the
+// rooms whose stored state still lists users (so users who vanished while
+// the process was down are swept too), then every SweepInterval it removes
+// users whose heartbeats stopped (SweepStale through the pipeline, emitting
+// RoomUserLeft with reason stale) and drops idle cells from memory.
+func (s *Service) Run(ctx context.Context) error {
+	s.recoverRoomsWithUsers(ctx)
+	ticker := time.NewTicker(s.cfg.SweepInterval)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-ticker.C:
+			s.sweep(ctx)
+		}
+	}
+}
+
+// recoverRoomsWithUsers loads the rooms that may hold users, four at a time.
+func (s *Service) recoverRoomsWithUsers(ctx context.Context) {
+	keys, err := s.store.roomsWithUsers(ctx, s.cfg.RecoverLimit)
+	if err != nil {
+		s.log.Error("cannot list rooms to recover; their users are swept when the rooms are next used", "error", err)
+		return
+	}
+	if len(keys) == 0 {
+		return
+	}
+	s.log.Info("recovering rooms with users", "rooms", len(keys))
+	sem := make(chan struct{}, 4)
+	var wg sync.WaitGroup
+	for _, k := range keys {
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+			wg.Wait()
+			return
+		}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			if _, err := s.current(ctx, roomKey{k[0], k[1]}); err != nil {
+				s.log.Warn("room not recovered", "app_code", k[0], "room_id", k[1], "error", err)
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// sweep visits every loaded cell once.
+func (s *Service) sweep(ctx context.Context) {
+	s.mu.Lock()
+	cells := make([]*cell, 0, len(s.cells))
+	for _, c := range s.cells {
+		cells = append(cells, c)
+	}
+	s.mu.Unlock()
+	for _, c := range cells {
+		if ctx.Err() != nil {
+			return
+		}
+		s.sweepCell(ctx, c)
+	}
+}
+
+// sweepCell removes c's stale users, or evicts c when it has been idle.
+func (s *Service) sweepCell(ctx context.Context, c *cell) {
+	now := s.now().UnixMilli()
+	st := c.state.Load()
+	if st == nil {
+		return
+	}
+	if st.Status == StatusActive && len(st.Online) > 0 {
+		s.sweepStale(ctx, c, now)
+		return
+	}
+	idleFor := time.Duration(now-c.lastUsedMs.Load()) * time.Millisecond
+	if idleFor >= s.cfg.IdleEvict && (st.Status != StatusActive || len(st.Online) == 0) {
+		s.evict(ctx, c)
+	}
+}
+
+// sweepStale removes c's users whose heartbeats stopped, all under one hold
+// of the token, so a beat cannot slip between the check and the removal.
+func (s *Service) sweepStale(ctx context.Context, c *cell, now int64) {
+	if err := c.lock(ctx); err != nil {
+		return
+	}
+	defer c.unlock()
+	if c.gone {
+		return
+	}
+	st := c.state.Load()
+	var stale []int64
+	cutoff := now - s.cfg.PresenceTTL.Milliseconds()
+	for _, p := range st.Online {
+		if c.lastSeen(p.UserID) <= cutoff {
+			stale = append(stale, p.UserID)
+		}
+	}
+	for id := range c.seen {
+		if !st.isPresent(id) {
+			delete(c.seen, id)
+		}
+	}
+	if len(stale) == 0 {
+		return
+	}
+	cmd := &Command{Kind: KindSweepStale, AppCode: c.key.app, RoomID: c.key.room, CommandID: NewCommandID(),
+		Actor: Actor{Admin: true, Operator: "presence-sweeper"}, Args: Args{UserIDs: stale}}
+	if _, err := s.execLocked(ctx, c, cmd); err != nil {
+		s.log.Warn("presence sweep failed; retried next round", "app_code", c.key.app, "room_id", c.key.room, "error", err)
+		return
+	}
+	s.metrics.swept.Add(float64(len(stale)))
+	s.log.Info("swept stale users", "app_code", c.key.app, "room_id", c.key.room, "users", stale)
+}
+
+// evict writes c's snapshot if the stored one is behind, then drops c. A
+// snapshot that cannot be written only makes the next load replay more.
+func (s *Service) evict(ctx context.Context, c *cell) {
+	if err := c.lock(ctx); err != nil {
+		return
+	}
+	defer c.unlock()
+	if c.gone {
+		return
+	}
+	st := c.state.Load()
+	if st.Version > c.snapshotVersion {
+		if err := s.store.writeSnapshot(ctx, st, s.now().UnixMilli()); err != nil {
+			s.log.Warn("snapshot at eviction failed", "room_id", st.RoomID, "error", err)
+		}
+	}
+	s.drop(c)
+	s.metrics.evictions.Inc()
+}

@@ -1,0 +1,174 @@
+package wallet
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"voiceroom/apperr"
+	"voiceroom/mysqldb"
+)
+
+// Limits on what a caller controls.
+const (
+	// MaxCredit is the largest single credit.
+	MaxCredit = 1_000_000_000
+	// MaxKeyLen bounds an idempotency key.
+	MaxKeyLen = 128
+)
+
+// Store reads and changes balances.
+type Store struct {
+	db  *sql.DB
+	now func() time.Time
+}
+
+// New returns a Store on db. now is the clock (time.Now in production).
+func New(db *sql.DB, now func() time.Time) *Store {
+	return &Store{db: db, now: now}
+}
+
+// CreditResult is the outcome of a credit.
+type CreditResult struct {
+	UserID  int64 `json:"user_id"`
+	Balance int64 `json:"balance"`
+	// Replayed is true when the key had been used before: nothing moved.
+	Replayed bool `json:"replayed"`
+}
+
+// Credit adds amount coins to a user's balance once per key. A repeated key
+// with the same user and amount changes nothing and reports Replayed; with a
+// different user or amount it is ALREADY_EXISTS.
+func (s *Store) Credit(ctx context.Context, appCode string, userID, amount int64, key, operator string) (CreditResult, error) {
+	switch {
+	case userID <= 0:
+		return CreditResult{}, apperr.Invalid("user_id", "must be a positive number")
+	case amount <= 0 || amount > MaxCredit:
+		return CreditResult{}, apperr.Invalid("amount", "must be 1..%d", MaxCredit)
+	case strings.TrimSpace(key) == "" || len(key) > MaxKeyLen:
+		return CreditResult{}, apperr.Invalid("idempotency_key", "must be 1..%d characters", MaxKeyLen)
+	}
+	entry := "credit:" + key
+	res := CreditResult{UserID: userID}
+	err := mysqldb.Update(ctx, s.db, func(tx *sql.Tx) error {
+		res.Replayed = false
+		now := s.now().UnixMilli()
+		_, err := tx.ExecContext(ctx, `INSERT INTO wallet_ledger (app_code, entry_key, user_id, delta, kind, operator, created_at_ms)
+			VALUES (?, ?, ?, ?, 'credit', ?, ?)`, appCode, entry, userID, amount, operator, now)
+		if mysqldb.IsDuplicate(err) {
+			var prevUser, prevDelta int64
+			if err := tx.QueryRowContext(ctx, `SELECT user_id, delta FROM wallet_ledger WHERE app_code = ? AND entry_key = ?`,
+				appCode, entry).Scan(&prevUser, &prevDelta); err != nil {
+				return err
+			}
+			if prevUser != userID || prevDelta != amount {
+				return apperr.New(apperr.AlreadyExists, "idempotency_key was used for another credit")
+			}
+			res.Replayed = true
+			return tx.QueryRowContext(ctx, `SELECT balance FROM wallets WHERE app_code = ? AND user_id = ?`, appCode, userID).Scan(&res.Balance)
+		}
+		if err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO wallets (app_code, user_id, balance, updated_at_ms) VALUES (?, ?, ?, ?)
+			ON DUPLICATE KEY UPDATE balance = balance + VALUES(balance), updated_at_ms = VALUES(updated_at_ms)`,
+			appCode, userID, amount, now); err != nil {
+			return err
+		}
+		return tx.QueryRowContext(ctx, `SELECT balance FROM wallets WHERE app_code = ? AND user_id = ?`, appCode, userID).Scan(&res.Balance)
+	})
+	var ae *apperr.Error
+	if errors.As(err, &ae) {
+		return CreditResult{}, err
+	}
+	if err != nil {
+		return CreditResult{}, apperr.Wrap(apperr.Unavailable, "wallet unavailable", fmt.Errorf("credit %s/%d: %w", appCode, userID, err))
+	}
+	return res, nil
+}
+
+// Balance returns a user's coins; a user who never had any has 0.
+func (s *Store) Balance(ctx context.Context, appCode string, userID int64) (int64, error) {
+	var balance int64
+	err := s.db.QueryRowContext(ctx, `SELECT balance FROM wallets WHERE app_code = ? AND user_id = ?`, appCode, userID).Scan(&balance)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, apperr.Wrap(apperr.Unavailable, "wallet unavailable", fmt.Errorf("balance %s/%d: %w", appCode, userID, err))
+	}
+	return balance, nil
+}
+
+// Debit takes coins from a user for a gift sent in a room.
+type Debit struct {
+	AppCode string
+	UserID  int64
+	Amount  int64
+	// EntryKey identifies the ledger row: "gift:<room_id>:<command_id>".
+	EntryKey string
+	RoomID   string
+}
+
+// GiftEntryKey is the ledger key of a gift command.
+func GiftEntryKey(roomID, commandID string) string { return "gift:" + roomID + ":" + commandID }
+
+// DebitTx applies debits inside tx, the caller's transaction, and reports
+// which could not be paid: ok[i] is false when debits[i]'s user had fewer
+// coins than its amount, in which case nothing of it was written. Debits are
+// applied in (app_code, user_id) order so that concurrent transactions lock
+// wallet rows in one order. The paid ones get their ledger rows in one
+// statement. An error means tx must be rolled back.
+func DebitTx(ctx context.Context, tx *sql.Tx, debits []Debit, nowMs int64) (ok []bool, err error) {
+	ok = make([]bool, len(debits))
+	order := make([]int, len(debits))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(a, b int) int {
+		if c := strings.Compare(debits[a].AppCode, debits[b].AppCode); c != 0 {
+			return c
+		}
+		switch {
+		case debits[a].UserID < debits[b].UserID:
+			return -1
+		case debits[a].UserID > debits[b].UserID:
+			return 1
+		}
+		return 0
+	})
+	var ledger strings.Builder
+	args := make([]any, 0, len(debits)*7)
+	for _, i := range order {
+		d := debits[i]
+		res, err := tx.ExecContext(ctx, `UPDATE wallets SET balance = balance - ?, updated_at_ms = ?
+			WHERE app_code = ? AND user_id = ? AND balance >= ?`, d.Amount, nowMs, d.AppCode, d.UserID, d.Amount)
+		if err != nil {
+			return nil, fmt.Errorf("debit %s/%d: %w", d.AppCode, d.UserID, err)
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return nil, fmt.Errorf("debit %s/%d: %w", d.AppCode, d.UserID, err)
+		}
+		if n == 0 {
+			continue
+		}
+		ok[i] = true
+		if ledger.Len() > 0 {
+			ledger.WriteString(",")
+		}
+		ledger.WriteString("(?, ?, ?, ?, 'gift', ?, ?)")
+		args = append(args, d.AppCode, d.EntryKey, d.UserID, -d.Amount, d.RoomID, nowMs)
+	}
+	if len(args) > 0 {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO wallet_ledger (app_code, entry_key, user_id, delta, kind, room_id, created_at_ms) VALUES `+
+			ledger.String(), args...); err != nil {
+			return nil, fmt.Errorf("write gift ledger: %w", err)
+		}
+	}
+	return ok, nil
+}
