@@ -141,10 +141,10 @@ func TestRejectedCommandPersistsNothing(t *testing.T) {
 		actor int64
 		args  Args
 	}{
-		{KindMicUp, 3, Args{SeatIndex: 0}},          // not present
-		{KindMicUp, 2, Args{SeatIndex: 9}},          // no such seat
-		{KindKickUser, 2, Args{TargetUserID: 1}},    // guest kicks owner
-		{KindCloseRoom, 2, Args{}},                  // guest closes
+		{KindMicUp, 3, Args{SeatIndex: 0}},               // not present
+		{KindMicUp, 2, Args{SeatIndex: 9}},               // no such seat
+		{KindKickUser, 2, Args{TargetUserID: 1}},         // guest kicks owner
+		{KindCloseRoom, 2, Args{}},                       // guest closes
 		{KindTransferRoomHost, 2, Args{TargetUserID: 9}}, // not the host
 	} {
 		if _, err := e.do(t, "app1", room, c.kind, c.actor, c.args); err == nil {
