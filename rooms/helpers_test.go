@@ -41,7 +41,7 @@ func (c *testClock) Advance(d time.Duration) {
 }
 
 // testUsers is the user directory of these tests (the regions package is
-// another package's concern; its own tests cover it). Users 1..999 have a
+// another package's concern; its own tests cover it). Users below 1,000,000 have a
 // profile "u<id>" in region 5 unless set otherwise.
 type testUsers struct {
 	mu      sync.Mutex
@@ -52,7 +52,7 @@ type testUsers struct {
 func (u *testUsers) UserRegion(_ context.Context, appCode string, userID int64) (string, int64, error) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	if u.missing[userID] || userID >= 1000 {
+	if u.missing[userID] || userID >= 1_000_000 {
 		return "", 0, apperr.New(apperr.NotFound, "no profile")
 	}
 	region, ok := u.regions[userID]

@@ -46,7 +46,7 @@ func TestCreateRoom(t *testing.T) {
 	}
 
 	// No profile: FAILED_PRECONDITION.
-	if _, err := e.svc.Create(ctx, "app1", Actor{UserID: 5000}, NewCommandID(), false, "", CreateRequest{Title: "x"}); !apperr.Is(err, apperr.FailedPrecondition) {
+	if _, err := e.svc.Create(ctx, "app1", Actor{UserID: 5_000_000}, NewCommandID(), false, "", CreateRequest{Title: "x"}); !apperr.Is(err, apperr.FailedPrecondition) {
 		t.Fatalf("create without profile: %v", err)
 	}
 	// Bad input names the field.
