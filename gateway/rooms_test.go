@@ -217,4 +217,3 @@ func TestRoomIdempotencyKeyOverHTTP(t *testing.T) {
 		t.Fatalf("oversized key: %d %s", status, env.Code)
 	}
 }
-

@@ -74,7 +74,7 @@ func BenchmarkTwoInsertCeiling(b *testing.B) {
 			e := newTestEnv(b, Config{})
 			db := e.db
 			command := []byte(`{"kind":"JoinRoom","actor":{"user_id":100001},"now_ms":1800000000000,"args":{}}`)
-			result := []byte(strings.Repeat("r", 900))  // a snapshot answer
+			result := []byte(strings.Repeat("r", 900))   // a snapshot answer
 			envelope := []byte(strings.Repeat("e", 700)) // an envelope with its card
 			var version atomic.Int64
 			run := func(worker int, lat *[]time.Duration) {
