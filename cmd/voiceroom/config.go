@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -19,6 +20,7 @@ import (
 	"voiceroom/bus"
 	"voiceroom/gateway"
 	"voiceroom/mysqldb"
+	"voiceroom/rooms"
 )
 
 // The roles serve can run (VOICEROOM_ROLES).
@@ -77,6 +79,17 @@ type config struct {
 	ProjectorMaxDeliver    int             `env:"VOICEROOM_PROJECTOR_MAX_DELIVER" envDefault:"10"`
 	ProjectorMaxAckPending int             `env:"VOICEROOM_PROJECTOR_MAX_ACK_PENDING" envDefault:"5000"`
 	ProjectorConcurrency   int             `env:"VOICEROOM_PROJECTOR_CONCURRENCY" envDefault:"4"`
+
+	RoomsPresenceTTL      time.Duration `env:"VOICEROOM_ROOMS_PRESENCE_TTL" envDefault:"30s"`
+	RoomsSweepInterval    time.Duration `env:"VOICEROOM_ROOMS_SWEEP_INTERVAL" envDefault:"10s"`
+	RoomsIdleEvict        time.Duration `env:"VOICEROOM_ROOMS_IDLE_EVICT" envDefault:"10m"`
+	RoomsSnapshotEvery    int           `env:"VOICEROOM_ROOMS_SNAPSHOT_EVERY" envDefault:"64"`
+	RoomsMaxOnline        int           `env:"VOICEROOM_ROOMS_MAX_ONLINE" envDefault:"1000"`
+	RoomsCommitWorkers    int           `env:"VOICEROOM_ROOMS_COMMIT_WORKERS" envDefault:"4"`
+	RoomsCommitBatch      int           `env:"VOICEROOM_ROOMS_COMMIT_BATCH" envDefault:"128"`
+	RoomsCommandTimeout   time.Duration `env:"VOICEROOM_ROOMS_COMMAND_TIMEOUT" envDefault:"5s"`
+	RoomsPasswordAttempts int           `env:"VOICEROOM_ROOMS_PASSWORD_ATTEMPTS" envDefault:"5"`
+	RoomsDefaultCoverURL  string        `env:"VOICEROOM_ROOMS_DEFAULT_COVER_URL" envDefault:"https://cdn.voiceroom.example/default-room-cover.png"`
 
 	JWTSecret string `env:"VOICEROOM_JWT_SECRET"`
 
@@ -207,6 +220,18 @@ func (c *config) validate() error {
 	check(c.IMBridgeConcurrency > 0 && c.IMBridgeConcurrency <= 256, "VOICEROOM_IMBRIDGE_CONCURRENCY", "want 1..256, got %d", c.IMBridgeConcurrency)
 	check(c.ProjectorConcurrency > 0 && c.ProjectorConcurrency <= 256, "VOICEROOM_PROJECTOR_CONCURRENCY", "want 1..256, got %d", c.ProjectorConcurrency)
 
+	check(c.RoomsPresenceTTL >= time.Second && c.RoomsPresenceTTL <= time.Hour, "VOICEROOM_ROOMS_PRESENCE_TTL", "want 1s..1h, got %v", c.RoomsPresenceTTL)
+	check(c.RoomsSweepInterval > 0 && c.RoomsSweepInterval <= c.RoomsPresenceTTL, "VOICEROOM_ROOMS_SWEEP_INTERVAL", "want more than 0 and at most VOICEROOM_ROOMS_PRESENCE_TTL, got %v", c.RoomsSweepInterval)
+	check(c.RoomsIdleEvict >= time.Second, "VOICEROOM_ROOMS_IDLE_EVICT", "want at least 1s, got %v", c.RoomsIdleEvict)
+	check(c.RoomsSnapshotEvery >= 1 && c.RoomsSnapshotEvery <= 10000, "VOICEROOM_ROOMS_SNAPSHOT_EVERY", "want 1..10000, got %d", c.RoomsSnapshotEvery)
+	check(c.RoomsMaxOnline >= 1 && c.RoomsMaxOnline <= 100000, "VOICEROOM_ROOMS_MAX_ONLINE", "want 1..100000, got %d", c.RoomsMaxOnline)
+	check(c.RoomsCommitWorkers >= 1 && c.RoomsCommitWorkers <= 64, "VOICEROOM_ROOMS_COMMIT_WORKERS", "want 1..64, got %d", c.RoomsCommitWorkers)
+	check(c.RoomsCommitWorkers < c.MySQLMaxOpenConns, "VOICEROOM_ROOMS_COMMIT_WORKERS", "must be below VOICEROOM_MYSQL_MAX_OPEN_CONNS (%d), which reads need too", c.MySQLMaxOpenConns)
+	check(c.RoomsCommitBatch >= 1 && c.RoomsCommitBatch <= 1000, "VOICEROOM_ROOMS_COMMIT_BATCH", "want 1..1000, got %d", c.RoomsCommitBatch)
+	check(c.RoomsCommandTimeout >= 100*time.Millisecond, "VOICEROOM_ROOMS_COMMAND_TIMEOUT", "want at least 100ms, got %v", c.RoomsCommandTimeout)
+	check(c.RoomsPasswordAttempts >= 1 && c.RoomsPasswordAttempts <= 1000, "VOICEROOM_ROOMS_PASSWORD_ATTEMPTS", "want 1..1000, got %d", c.RoomsPasswordAttempts)
+	check(checkHTTPURL(c.RoomsDefaultCoverURL), "VOICEROOM_ROOMS_DEFAULT_COVER_URL", "want an http(s) URL, got %q", c.RoomsDefaultCoverURL)
+
 	check(c.JWTSecret == "" || len(c.JWTSecret) >= 16, "VOICEROOM_JWT_SECRET", "must be at least 16 bytes (or empty in development)")
 	check(len(c.Roles) > 0, "VOICEROOM_ROLES", "name at least one role of %s", strings.Join(allRoles, ","))
 	for i, r := range c.Roles {
@@ -309,6 +334,26 @@ func (c *config) jwtSecret(log *slog.Logger) ([]byte, error) {
 	}
 	log.Warn("VOICEROOM_JWT_SECRET is empty: generated a development key; set the variable in production", "file", path)
 	return []byte(secret), nil
+}
+
+func (c *config) rooms() rooms.Config {
+	return rooms.Config{
+		PresenceTTL:      c.RoomsPresenceTTL,
+		SweepInterval:    c.RoomsSweepInterval,
+		IdleEvict:        c.RoomsIdleEvict,
+		SnapshotEvery:    c.RoomsSnapshotEvery,
+		MaxOnline:        c.RoomsMaxOnline,
+		CommitWorkers:    c.RoomsCommitWorkers,
+		CommitBatch:      c.RoomsCommitBatch,
+		CommandTimeout:   c.RoomsCommandTimeout,
+		PasswordAttempts: c.RoomsPasswordAttempts,
+		DefaultCoverURL:  c.RoomsDefaultCoverURL,
+	}
+}
+
+func checkHTTPURL(s string) bool {
+	u, err := url.Parse(s)
+	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != ""
 }
 
 func parseLevel(s string) (slog.Level, error) {

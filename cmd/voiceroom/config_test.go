@@ -29,6 +29,11 @@ func TestBadValuesNameTheVariable(t *testing.T) {
 		{"VOICEROOM_LOG_FORMAT", "xml"},
 		{"VOICEROOM_LOG_LEVEL", "loud"},
 		{"VOICEROOM_MIGRATE_ON_START", "perhaps"},
+		{"VOICEROOM_ROOMS_PRESENCE_TTL", "0s"},
+		{"VOICEROOM_ROOMS_SWEEP_INTERVAL", "1m"},
+		{"VOICEROOM_ROOMS_SNAPSHOT_EVERY", "0"},
+		{"VOICEROOM_ROOMS_COMMIT_WORKERS", "64"},
+		{"VOICEROOM_ROOMS_DEFAULT_COVER_URL", "ftp://x"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name+"="+tt.value, func(t *testing.T) {
