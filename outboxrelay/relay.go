@@ -26,9 +26,6 @@ type Publisher interface {
 
 var _ Publisher = (*bus.Publisher)(nil)
 
-// markers is the number of goroutines committing batches: two, so that one
-// batch's commit (an fsync) overlaps the next batch's updates.
-const markers = 2
 
 // Relay moves pending room_outbox rows into JetStream: see the package doc.
 type Relay struct {
@@ -197,7 +194,10 @@ func (r *Relay) Pass(ctx context.Context) PassResult {
 			toMark <- b
 		}
 	})
-	for range markers {
+	// Marking (an UPDATE that moves each row between index ranges, then an
+	// fsync) costs MySQL several times what claiming does, so half of the
+	// batches in flight may be marking at once.
+	for range max(1, r.cfg.Pipeline/2) {
 		stages.Go(func() {
 			for b := range toMark {
 				r.finish(p, b)
@@ -489,11 +489,14 @@ func (r *Relay) mark(b *batch) error {
 	defer cancel()
 	n := r.cfg.BatchSize
 	if len(b.published) > 0 {
-		st, err := r.stmts.get(ctx, b.tx, markPublishedSQL(n))
+		query, args := markPublishedSQL(n), append([]any{r.cfg.Now().UnixMilli()}, padded(b.published, n)...)
+		if contiguous(b.published) {
+			query, args = markPublishedRangeSQL, []any{args[0], b.published[0], b.published[len(b.published)-1]}
+		}
+		st, err := r.stmts.get(ctx, b.tx, query)
 		if err != nil {
 			return fmt.Errorf("mark published: %w", err)
 		}
-		args := append([]any{r.cfg.Now().UnixMilli()}, padded(b.published, n)...)
 		if _, err := st.ExecContext(ctx, args...); err != nil {
 			return fmt.Errorf("mark published: %w", err)
 		}
