@@ -26,7 +26,6 @@ type Publisher interface {
 
 var _ Publisher = (*bus.Publisher)(nil)
 
-
 // Relay moves pending room_outbox rows into JetStream: see the package doc.
 type Relay struct {
 	db      *sql.DB
