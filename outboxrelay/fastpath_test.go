@@ -99,7 +99,7 @@ func TestFastPathJetStreamDown(t *testing.T) {
 			v1 := outboxtest.Insert(t, db, outboxtest.NewEnvelope(testApp, "room1", 1, "gift_sent"))
 			start := time.Now()
 			fp.Committed(v1, time.Now())
-			if time.Since(start) > 50*time.Millisecond {
+			if time.Since(start) > 500*time.Millisecond { // it takes microseconds; the margin is for a loaded machine
 				t.Fatalf("Committed blocked for %v", time.Since(start))
 			}
 			testenv.Eventually(t, 5*time.Second, func() error {
