@@ -5,9 +5,9 @@ import "time"
 // Hooks and internals for the tests of package outboxrelay_test.
 
 const (
-	ClaimSQL        = claimSQL
-	OldPublishedSQL = oldPublishedSQL
-	PendingStatsSQL = pendingStatsSQL
+	ClaimSQL           = claimSQL
+	PublishedWindowSQL = publishedWindowSQL
+	PendingStatsSQL    = pendingStatsSQL
 )
 
 func SetTestHookBeforeMark(r *Relay, f func() error) { r.testHookBeforeMark = f }

@@ -514,17 +514,22 @@ func (r *Relay) mark(b *batch) error {
 	return nil
 }
 
-// retain deletes published rows older than Retention in small batches, a
-// bounded number per run so that one run never hogs the table.
+// retain deletes published rows older than Retention. It walks the
+// published rows in id order, a window of RetentionBatch at a time, and
+// deletes the old ones of each window; it stops at a window that ends with
+// a row younger than Retention (rows are published in nearly id order, so
+// the rest is young too), or after a bounded number of windows per run so
+// that one run never hogs the table. A row published long after its
+// neighbours (it failed for days) is deleted a little late, never early.
 func (r *Relay) retain(ctx context.Context) {
-	const maxBatchesPerRun = 200
+	const maxWindowsPerRun = 200
 	cutoff := r.cfg.Now().Add(-r.cfg.Retention).UnixMilli()
-	var total int64
-	for range maxBatchesPerRun {
+	var total, cursor int64
+	for range maxWindowsPerRun {
 		if ctx.Err() != nil {
 			break
 		}
-		n, err := r.deleteOld(ctx, cutoff)
+		n, next, more, err := r.retainWindow(ctx, cursor, cutoff)
 		if err != nil {
 			if ctx.Err() == nil {
 				r.m.dbFailed("retention")
@@ -534,50 +539,57 @@ func (r *Relay) retain(ctx context.Context) {
 		}
 		total += n
 		r.m.deleted(n)
-		if n < int64(r.cfg.RetentionBatch) {
+		if !more {
 			break
 		}
+		cursor = next
 	}
 	if total > 0 {
 		r.log.Info("outbox retention deleted published rows", "deleted", total, "retention", r.cfg.Retention)
 	}
 }
 
-// deleteOld deletes one batch of published rows older than cutoff and
-// returns how many it found.
-func (r *Relay) deleteOld(ctx context.Context, cutoff int64) (int64, error) {
+// retainWindow deletes the old rows of the window after cursor. It returns
+// how many it deleted, the window's last id and whether to go on.
+func (r *Relay) retainWindow(ctx context.Context, cursor, cutoff int64) (deleted, last int64, more bool, err error) {
 	ctx, cancel := context.WithTimeout(ctx, r.cfg.StatementTimeout)
 	defer cancel()
 	n := r.cfg.RetentionBatch
-	find, err := r.stmts.prepared(ctx, oldPublishedSQL)
+	find, err := r.stmts.prepared(ctx, publishedWindowSQL)
 	if err != nil {
-		return 0, err
+		return 0, 0, false, err
 	}
-	rs, err := find.QueryContext(ctx, cutoff, n)
+	rs, err := find.QueryContext(ctx, cursor, n)
 	if err != nil {
-		return 0, err
+		return 0, 0, false, err
 	}
-	ids := make([]int64, 0, n)
+	old := make([]int64, 0, n)
+	var seen int
+	var lastPublished int64
 	for rs.Next() {
-		var id int64
-		if err := rs.Scan(&id); err != nil {
+		if err := rs.Scan(&last, &lastPublished); err != nil {
 			rs.Close()
-			return 0, err
+			return 0, 0, false, err
 		}
-		ids = append(ids, id)
+		seen++
+		if lastPublished < cutoff {
+			old = append(old, last)
+		}
 	}
 	rs.Close()
-	if err := rs.Err(); err != nil || len(ids) == 0 {
-		return 0, err
+	if err := rs.Err(); err != nil {
+		return 0, 0, false, err
 	}
-	del, err := r.stmts.prepared(ctx, deletePublishedSQL(n))
-	if err != nil {
-		return 0, err
+	if len(old) > 0 {
+		del, err := r.stmts.prepared(ctx, deletePublishedSQL(n))
+		if err != nil {
+			return 0, 0, false, err
+		}
+		if _, err := del.ExecContext(ctx, padded(old, n)...); err != nil {
+			return 0, 0, false, err
+		}
 	}
-	if _, err := del.ExecContext(ctx, padded(ids, n)...); err != nil {
-		return 0, err
-	}
-	return int64(len(ids)), nil
+	return int64(len(old)), last, seen == n && lastPublished < cutoff, nil
 }
 
 // refreshStats updates the pending gauges.

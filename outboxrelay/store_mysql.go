@@ -158,15 +158,17 @@ func pendingEventsSQL(n int) string {
 	return `SELECT event_id FROM room_outbox WHERE event_id IN (` + placeholders(n) + `) AND status = 'pending'`
 }
 
-// oldPublishedSQL finds one small batch of published rows older than a
-// cutoff, through idx_room_outbox_published (00004_outbox.sql); a DELETE
-// cannot name its index portably, so the ids are found first.
-const oldPublishedSQL = `SELECT id FROM room_outbox FORCE INDEX (idx_room_outbox_published)
-WHERE status = 'published' AND published_at_ms < ?
-ORDER BY published_at_ms
+// publishedWindowSQL reads the next window of published rows in id order
+// through idx_room_outbox_pending (status, id). Retention walks published
+// rows this way instead of through an index on published_at_ms: that index
+// would cost every command's insert and every mark about a fifth more MySQL
+// time (measured), while rows are published in nearly id order anyway.
+const publishedWindowSQL = `SELECT id, published_at_ms FROM room_outbox FORCE INDEX (idx_room_outbox_pending)
+WHERE status = 'published' AND id > ?
+ORDER BY id
 LIMIT ?`
 
-// deletePublishedSQL deletes up to n of the rows oldPublishedSQL found;
+// deletePublishedSQL deletes up to n of the rows publishedWindowSQL found;
 // published is final, the status check only makes that explicit.
 func deletePublishedSQL(n int) string {
 	return `DELETE FROM room_outbox WHERE status = 'published' AND id IN (` + placeholders(n) + `)`
