@@ -45,7 +45,7 @@ type Config struct {
 	StatementTimeout time.Duration
 	// Pipeline is the number of batches in flight at once (claimed, being
 	// published or being marked), so MySQL and JetStream work at the same
-	// time. Each holds a MySQL connection. Default 4.
+	// time. Each holds a MySQL connection. Default 8.
 	Pipeline int
 	// StatsInterval is the time between refreshes of the pending-count
 	// and oldest-pending-age gauges. Default 5s.
@@ -63,7 +63,7 @@ const (
 	DefaultRetentionInterval = time.Minute
 	DefaultRetentionBatch    = 500
 	DefaultStatementTimeout  = 5 * time.Second
-	DefaultPipeline          = 4
+	DefaultPipeline          = 8
 	DefaultStatsInterval     = 5 * time.Second
 )
 

@@ -30,6 +30,10 @@ type Metrics struct {
 	dbFailures    *prometheus.CounterVec
 	retentionRows prometheus.Counter
 
+	// The per-path series, bound once: acks come tens of thousands a
+	// second.
+	paths map[string]pathSeries
+
 	// onAck, when set (benchmarks), sees every acked event.
 	onAck func(path, eventID string, at time.Time)
 }
@@ -87,7 +91,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}),
 	}
 	if reg == nil {
-		return m
+		return m.bind()
 	}
 	m.pending = register(reg, m.pending)
 	m.oldestAge = register(reg, m.oldestAge)
@@ -100,6 +104,24 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m.heldBack = register(reg, m.heldBack)
 	m.dbFailures = register(reg, m.dbFailures)
 	m.retentionRows = register(reg, m.retentionRows)
+	return m.bind()
+}
+
+// pathSeries are the series of one path.
+type pathSeries struct {
+	success, duplicate prometheus.Counter
+	latency            prometheus.Observer
+}
+
+func (m *Metrics) bind() *Metrics {
+	m.paths = make(map[string]pathSeries)
+	for _, p := range []string{pathRelay, pathFast} {
+		m.paths[p] = pathSeries{
+			success:   m.success.WithLabelValues(p),
+			duplicate: m.duplicate.WithLabelValues(p),
+			latency:   m.latency.WithLabelValues(p),
+		}
+	}
 	return m
 }
 
@@ -123,11 +145,12 @@ func (m *Metrics) acked(path, eventID string, committed, at time.Time, duplicate
 	if m == nil {
 		return
 	}
-	m.success.WithLabelValues(path).Inc()
+	s := m.paths[path]
+	s.success.Inc()
 	if duplicate {
-		m.duplicate.WithLabelValues(path).Inc()
+		s.duplicate.Inc()
 	}
-	m.latency.WithLabelValues(path).Observe(float64(at.Sub(committed)) / float64(time.Millisecond))
+	s.latency.Observe(float64(at.Sub(committed)) / float64(time.Millisecond))
 	if m.onAck != nil {
 		m.onAck(path, eventID, at)
 	}

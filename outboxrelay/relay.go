@@ -160,8 +160,7 @@ type batch struct {
 	tx     *sql.Tx
 	ctx    context.Context // the transaction's; outlives Run's ctx so results are recorded
 	cancel context.CancelFunc
-	rows   []row         // decodable rows, in id order
-	msgs   []bus.Message // rows[i]'s message
+	rows   []row // claimed rows, in id order; the publish stage keeps the decodable ones
 	bad    map[string][]int64
 	nBad   int
 
@@ -205,6 +204,18 @@ func (r *Relay) Pass(ctx context.Context) PassResult {
 		})
 	}
 
+	opened := make(chan begun)
+	stopOpener := make(chan struct{})
+	go r.opener(ctx, stopOpener, opened)
+	defer func() {
+		close(stopOpener)
+		for o := range opened { // the one begun ahead, if any
+			if o.b != nil {
+				o.b.abandon()
+			}
+		}
+	}()
+
 	var cursor int64
 claim:
 	for ctx.Err() == nil && !p.stop.Load() {
@@ -213,7 +224,14 @@ claim:
 		case <-ctx.Done():
 			break claim
 		}
-		b, err := r.claim(ctx, cursor)
+		var o begun
+		select {
+		case o = <-opened:
+		case <-ctx.Done():
+			<-slots
+			break claim
+		}
+		b, err := o.claimed(r, cursor)
 		if err != nil {
 			<-slots
 			if ctx.Err() == nil {
@@ -222,7 +240,7 @@ claim:
 			}
 			break
 		}
-		n := len(b.rows) + b.nBad
+		n := len(b.rows)
 		if n == 0 {
 			rollback(b.tx)
 			b.cancel()
@@ -260,28 +278,72 @@ type claimed struct {
 	lastID int64
 }
 
-// claim opens a transaction and locks the next rows after cursor.
-func (r *Relay) claim(ctx context.Context, cursor int64) (claimed, error) {
+// begin opens the transaction of a new batch. The pass begins each batch's
+// transaction ahead of its claim (see opener): on a busy server the two
+// round trips of a READ COMMITTED begin would otherwise sit on the
+// claimer's path, which is the pipeline's one serial stage.
+func (r *Relay) begin(ctx context.Context) (*batch, error) {
 	// The transaction outlives Run's ctx (its results must be recorded at
 	// shutdown) but not this bound: a batch may wait behind the others of
 	// the pipeline, each bounded by PublishTimeout.
-	bound := time.Duration(r.cfg.Pipeline)*r.cfg.PublishTimeout + 2*r.cfg.StatementTimeout
+	bound := time.Duration(r.cfg.Pipeline)*r.cfg.PublishTimeout + 3*r.cfg.StatementTimeout
 	tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), bound)
-	b := &batch{ctx: tctx, cancel: cancel}
-	fail := func(err error) (claimed, error) {
-		if b.tx != nil {
-			rollback(b.tx)
-		}
-		cancel()
-		return claimed{}, err
-	}
-	qctx, qcancel := context.WithTimeout(tctx, r.cfg.StatementTimeout)
-	defer qcancel()
 	tx, err := r.db.BeginTx(tctx, txOptions)
 	if err != nil {
-		return fail(fmt.Errorf("begin claim: %w", err))
+		cancel()
+		return nil, fmt.Errorf("begin claim: %w", err)
 	}
-	b.tx = tx
+	return &batch{tx: tx, ctx: tctx, cancel: cancel}, nil
+}
+
+// opener begins transactions for the claimer, one ahead, until stop.
+func (r *Relay) opener(ctx context.Context, stop <-chan struct{}, out chan<- begun) {
+	defer close(out)
+	for {
+		b, err := r.begin(ctx)
+		select {
+		case out <- begun{b, err}:
+			if err != nil {
+				return
+			}
+		case <-stop:
+			if b != nil {
+				b.abandon()
+			}
+			return
+		}
+	}
+}
+
+// begun is a batch whose transaction is open, or why it is not.
+type begun struct {
+	b   *batch
+	err error
+}
+
+// claimed claims the rows of o's batch, or returns why it cannot.
+func (o begun) claimed(r *Relay, cursor int64) (claimed, error) {
+	if o.err != nil {
+		return claimed{}, o.err
+	}
+	return r.claim(o.b, cursor)
+}
+
+// abandon rolls back a batch that was never handed on.
+func (b *batch) abandon() {
+	rollback(b.tx)
+	b.cancel()
+}
+
+// claim locks the next rows after cursor in b's transaction.
+func (r *Relay) claim(b *batch, cursor int64) (claimed, error) {
+	fail := func(err error) (claimed, error) {
+		b.abandon()
+		return claimed{}, err
+	}
+	qctx, qcancel := context.WithTimeout(b.ctx, r.cfg.StatementTimeout)
+	defer qcancel()
+	tx := b.tx
 	st, err := r.stmts.get(qctx, tx, claimSQL)
 	if err != nil {
 		return fail(fmt.Errorf("claim: %w", err))
@@ -299,13 +361,7 @@ func (r *Relay) claim(ctx context.Context, cursor int64) (claimed, error) {
 			return fail(fmt.Errorf("claim: scan: %w", err))
 		}
 		last = rw.id
-		m, err := rowMessage(rw)
-		if err != nil {
-			r.undecodable(ctx, b, rw, err)
-			continue
-		}
 		b.rows = append(b.rows, rw)
-		b.msgs = append(b.msgs, m)
 	}
 	if err := rs.Err(); err != nil {
 		return fail(fmt.Errorf("claim: %w", err))
@@ -371,30 +427,30 @@ func (r *Relay) undecodable(ctx context.Context, b *batch, rw row, err error) {
 // roomKey identifies a room across apps.
 func roomKey(appCode, roomID string) string { return appCode + "." + roomID }
 
-// publish sends b's rows, except those of rooms that already failed in
-// this pass, and sorts the results.
+// publish decodes b's rows and sends them, except those of rooms that
+// already failed in this pass, then sorts the results. Decoding happens
+// here rather than in claim so that the next claim is not kept waiting.
 func (r *Relay) publish(ctx context.Context, p *pass, b *batch) {
 	if ctx.Err() != nil || p.stop.Load() {
 		b.skip = true // claimed but not started: leave it as it was
 		return
 	}
-	msgs := b.msgs
-	idx := make([]int, 0, len(b.rows)) // rows[idx[j]] is msgs[j]
-	if len(p.failedRooms) > 0 {
-		msgs = make([]bus.Message, 0, len(b.msgs))
-		for i, rw := range b.rows {
-			if _, ok := p.failedRooms[roomKey(rw.appCode, rw.roomID)]; ok {
-				b.heldBack++
-				continue
-			}
-			msgs = append(msgs, b.msgs[i])
-			idx = append(idx, i)
+	rows := b.rows[:0]
+	msgs := make([]bus.Message, 0, len(b.rows))
+	for _, rw := range b.rows {
+		m, err := rowMessage(rw)
+		if err != nil {
+			r.undecodable(ctx, b, rw, err)
+			continue
 		}
-	} else {
-		for i := range b.rows {
-			idx = append(idx, i)
+		if _, ok := p.failedRooms[roomKey(rw.appCode, rw.roomID)]; ok {
+			b.heldBack++
+			continue
 		}
+		rows = append(rows, rw)
+		msgs = append(msgs, m)
 	}
+	b.rows = rows // rows[j] is msgs[j]
 	r.m.heldBackRows(b.heldBack)
 	if len(msgs) == 0 {
 		return
@@ -410,7 +466,7 @@ func (r *Relay) publish(ctx context.Context, p *pass, b *batch) {
 	b.published = make([]int64, 0, len(msgs))
 	logged := 0
 	for j, res := range results {
-		rw := b.rows[idx[j]]
+		rw := b.rows[j]
 		if res.Err == nil {
 			b.published = append(b.published, rw.id)
 			r.m.acked(pathRelay, rw.eventID, time.UnixMilli(rw.createdAtMs), now, res.Ack.Duplicate)
