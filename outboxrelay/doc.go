@@ -23,18 +23,20 @@
 // inserting. The transaction stays open while its batch is published and
 // commits with the batch's marks, so no two relays (in one process or
 // many) ever publish a row at the same moment, and a crash at any point
-// rolls back to pending. Up to Pipeline batches are in flight at once: one
-// is claimed while the previous is published and the one before is
-// marked, so MySQL and JetStream work at the same time. Each batch is
-// published asynchronously in one PublishBatch call (bounded in-flight,
-// PublishTimeout on the batch); a row is marked published (published_at_ms
-// set, last_error cleared) only after the stream's ack. A failed row gets
-// retry_count + 1 and a short, sanitized last_error and stays pending; it
-// never holds back the other rows. A pass ends when a claim comes back
-// short, when it has run for a poll interval (the next starts again from
-// the oldest row, so failed rows are retried once per interval: the
-// fixed_interval strategy, forever, as the spec wants), when a whole batch
-// failed (JetStream is most likely down; the next tick tries again), or
+// rolls back to pending. Up to Pipeline batches are in flight at once, in
+// three stages: one goroutine claims (the only serial stage, so each
+// batch's transaction is begun ahead of its claim), one decodes and
+// publishes, and Pipeline/2 record results and commit; so MySQL and
+// JetStream work at the same time, and commits share fsyncs. Each batch
+// is published asynchronously in one PublishBatch call, in id order
+// (bounded in-flight messages, PublishTimeout on the batch); a row is
+// marked published (published_at_ms set, last_error cleared) only after
+// the stream's ack. A failed row gets retry_count + 1 and a short,
+// sanitized last_error and stays pending; it never holds back the other
+// rows. A pass ends when a claim comes back short, when it has run for a
+// poll interval (the next starts again from the oldest row, so failed rows
+// are retried once per interval: the fixed_interval strategy, forever, as
+// the spec wants), when a whole batch failed (JetStream is most likely down; the next tick tries again), or
 // when Run's ctx ends. A failure to claim or mark is logged and retried
 // next tick; rows whose marks failed stay pending and are published again,
 // which the stream de-duplicates.
