@@ -36,10 +36,10 @@
 // rows. A pass ends when a claim comes back short, when it has run for a
 // poll interval (the next starts again from the oldest row, so failed rows
 // are retried once per interval: the fixed_interval strategy, forever, as
-// the spec wants), when a whole batch failed (JetStream is most likely down; the next tick tries again), or
-// when Run's ctx ends. A failure to claim or mark is logged and retried
-// next tick; rows whose marks failed stay pending and are published again,
-// which the stream de-duplicates.
+// the spec wants), when a whole batch failed (JetStream is most likely
+// down; the next tick tries again), or when Run's ctx ends. A failure to
+// claim or mark is logged and retried next tick; rows whose marks failed
+// stay pending and are published again, which the stream de-duplicates.
 //
 // A row whose envelope cannot be decoded, or does not agree with its
 // row's columns, is never published nor deleted: it stays pending with
