@@ -550,7 +550,6 @@ func TestUndecodableRowStaysPending(t *testing.T) {
 // row stay.
 func TestRetentionDeletesOldPublishedRows(t *testing.T) {
 	db := testenv.NewDB(t)
-	conn := testenv.NewJetStream(t)
 	old := outboxtest.Insert(t, db, outboxtest.RoomEnvelopes(testApp, "room1", 1, 7)...)
 	recent := outboxtest.Insert(t, db, outboxtest.RoomEnvelopes(testApp, "room2", 1, 3)...)
 	oldPending := outboxtest.Insert(t, db, outboxtest.RoomEnvelopes(testApp, "room3", 1, 2)...)
@@ -568,7 +567,6 @@ func TestRetentionDeletesOldPublishedRows(t *testing.T) {
 	// A publisher that never works: retention must not depend on it.
 	js := outboxtest.NewJetStream(t)
 	js.Stop()
-	_ = conn
 	r := newTestRelay(t, db, newTestPublisher(t, js.Conn()), outboxrelay.NewMetrics(reg),
 		outboxrelay.Config{Retention: time.Hour, RetentionBatch: 2, PollInterval: time.Hour, PublishTimeout: 100 * time.Millisecond})
 	run := runInBackground(t, r.Run)
