@@ -20,6 +20,7 @@ import (
 	"voiceroom/bus"
 	"voiceroom/gateway"
 	"voiceroom/mysqldb"
+	"voiceroom/outboxrelay"
 	"voiceroom/rooms"
 )
 
@@ -90,6 +91,12 @@ type config struct {
 	RoomsCommandTimeout   time.Duration `env:"VOICEROOM_ROOMS_COMMAND_TIMEOUT" envDefault:"5s"`
 	RoomsPasswordAttempts int           `env:"VOICEROOM_ROOMS_PASSWORD_ATTEMPTS" envDefault:"5"`
 	RoomsDefaultCoverURL  string        `env:"VOICEROOM_ROOMS_DEFAULT_COVER_URL" envDefault:"https://cdn.voiceroom.example/default-room-cover.png"`
+	OutboxEnabled         bool          `env:"VOICEROOM_OUTBOX_ENABLED" envDefault:"true"`
+	OutboxPollInterval    time.Duration `env:"VOICEROOM_OUTBOX_POLL_INTERVAL" envDefault:"1s"`
+	OutboxBatchSize       int           `env:"VOICEROOM_OUTBOX_BATCH_SIZE" envDefault:"100"`
+	OutboxPublishTimeout  time.Duration `env:"VOICEROOM_OUTBOX_PUBLISH_TIMEOUT" envDefault:"3s"`
+	OutboxRetryStrategy   string        `env:"VOICEROOM_OUTBOX_RETRY_STRATEGY" envDefault:"fixed_interval"`
+	OutboxRetention       time.Duration `env:"VOICEROOM_OUTBOX_RETENTION" envDefault:"72h"`
 
 	JWTSecret string `env:"VOICEROOM_JWT_SECRET"`
 
@@ -231,6 +238,19 @@ func (c *config) validate() error {
 	check(c.RoomsCommandTimeout >= 100*time.Millisecond, "VOICEROOM_ROOMS_COMMAND_TIMEOUT", "want at least 100ms, got %v", c.RoomsCommandTimeout)
 	check(c.RoomsPasswordAttempts >= 1 && c.RoomsPasswordAttempts <= 1000, "VOICEROOM_ROOMS_PASSWORD_ATTEMPTS", "want 1..1000, got %d", c.RoomsPasswordAttempts)
 	check(checkHTTPURL(c.RoomsDefaultCoverURL), "VOICEROOM_ROOMS_DEFAULT_COVER_URL", "want an http(s) URL, got %q", c.RoomsDefaultCoverURL)
+	// The outbox spec: a value <= 0 takes the default (outboxrelay does
+	// that); an unknown retry strategy stops the process.
+	outbox := c.outbox()
+	if err := outbox.Validate(); errors.Is(err, outboxrelay.ErrUnknownRetryStrategy) {
+		errs = append(errs, badVar("VOICEROOM_OUTBOX_RETRY_STRATEGY", "unknown retry strategy %q (want %s)", c.OutboxRetryStrategy, outboxrelay.RetryFixedInterval))
+	} else if err != nil {
+		errs = append(errs, badVar("VOICEROOM_OUTBOX_BATCH_SIZE", "want at most %d, got %d", outboxrelay.MaxBatchSize, c.OutboxBatchSize))
+	}
+	// MySQL closes once the workers have stopped or the shutdown timeout
+	// has passed: the relay must be able to finish its batch before that.
+	check(outbox.DrainBound() < c.ShutdownTimeout, "VOICEROOM_OUTBOX_PUBLISH_TIMEOUT",
+		"the publish timeout (%v) plus %v to record the results must be shorter than VOICEROOM_SHUTDOWN_TIMEOUT (%v)",
+		outbox.WithDefaults().PublishTimeout, outboxrelay.DefaultStatementTimeout, c.ShutdownTimeout)
 
 	check(c.JWTSecret == "" || len(c.JWTSecret) >= 16, "VOICEROOM_JWT_SECRET", "must be at least 16 bytes (or empty in development)")
 	check(len(c.Roles) > 0, "VOICEROOM_ROLES", "name at least one role of %s", strings.Join(allRoles, ","))
@@ -280,6 +300,23 @@ func (c *config) consumerRun(durable string) bus.ConsumerRunConfig {
 	}
 	return bus.ConsumerRunConfig{Durable: durable, Concurrency: c.ProjectorConcurrency, NakDelays: c.ProjectorBackOff,
 		MaxDeliver: c.ProjectorMaxDeliver, ShutdownTimeout: c.ShutdownTimeout}
+}
+
+// outbox is the configuration of the outbox relay.
+func (c *config) outbox() outboxrelay.Config {
+	return outboxrelay.Config{
+		PollInterval:   c.OutboxPollInterval,
+		BatchSize:      c.OutboxBatchSize,
+		PublishTimeout: c.OutboxPublishTimeout,
+		RetryStrategy:  c.OutboxRetryStrategy,
+		Retention:      c.OutboxRetention,
+	}
+}
+
+// fastPath is the configuration of the outbox fast path: it shares the
+// relay's publish timeout.
+func (c *config) fastPath() outboxrelay.FastPathConfig {
+	return outboxrelay.FastPathConfig{PublishTimeout: c.OutboxPublishTimeout}
 }
 
 func (c *config) natsConn() bus.ConnConfig {

@@ -3,6 +3,7 @@ package main
 import (
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestBadValuesNameTheVariable checks that every kind of bad value stops
@@ -34,6 +35,12 @@ func TestBadValuesNameTheVariable(t *testing.T) {
 		{"VOICEROOM_ROOMS_SNAPSHOT_EVERY", "0"},
 		{"VOICEROOM_ROOMS_COMMIT_WORKERS", "64"},
 		{"VOICEROOM_ROOMS_DEFAULT_COVER_URL", "ftp://x"},
+		{"VOICEROOM_OUTBOX_RETRY_STRATEGY", "exponential"},
+		{"VOICEROOM_OUTBOX_BATCH_SIZE", "100000"},
+		{"VOICEROOM_OUTBOX_BATCH_SIZE", "many"},
+		{"VOICEROOM_OUTBOX_POLL_INTERVAL", "soon"},
+		{"VOICEROOM_OUTBOX_PUBLISH_TIMEOUT", "20s"}, // cannot finish within the 15s shutdown timeout
+		{"VOICEROOM_OUTBOX_ENABLED", "maybe"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name+"="+tt.value, func(t *testing.T) {
@@ -59,5 +66,27 @@ func TestDefaultsAreValid(t *testing.T) {
 	}
 	if len(cfg.consumers()) != 2 {
 		t.Fatal("want one consumer per sink")
+	}
+}
+
+// TestOutboxValuesAtOrBelowZeroTakeTheDefaults is the outbox spec's rule:
+// no busy loop, no full-table scan, no unbounded wait.
+func TestOutboxValuesAtOrBelowZeroTakeTheDefaults(t *testing.T) {
+	t.Setenv("VOICEROOM_OUTBOX_POLL_INTERVAL", "0s")
+	t.Setenv("VOICEROOM_OUTBOX_BATCH_SIZE", "-5")
+	t.Setenv("VOICEROOM_OUTBOX_PUBLISH_TIMEOUT", "-1s")
+	t.Setenv("VOICEROOM_OUTBOX_RETENTION", "0s")
+	t.Setenv("VOICEROOM_OUTBOX_RETRY_STRATEGY", "")
+	cfg, err := loadConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := cfg.outbox().WithDefaults()
+	if got.PollInterval != time.Second || got.BatchSize != 100 || got.PublishTimeout != 3*time.Second ||
+		got.Retention != 72*time.Hour || got.RetryStrategy != "fixed_interval" {
+		t.Fatalf("outbox config %+v", got)
+	}
+	if !cfg.OutboxEnabled {
+		t.Fatal("the relay is enabled by default")
 	}
 }

@@ -6,5 +6,5 @@ import "context"
 // workers, routes and closers to d. The HTTP edge (health, readiness,
 // metrics) runs in every process; the api role adds the /api and /admin routes.
 func wireRoles(ctx context.Context, d *deps) error {
-	return nil
+	return wireOutbox(d)
 }

@@ -17,6 +17,7 @@ import (
 	"voiceroom/bus"
 	"voiceroom/gateway"
 	"voiceroom/mysqldb"
+	"voiceroom/outboxrelay"
 )
 
 // worker is a background component with a lifetime: Run blocks until its ctx
@@ -39,6 +40,10 @@ type deps struct {
 	workers []worker
 	mounts  []gateway.Mount
 	closers []func() // run in reverse order after HTTP has stopped, before NATS closes
+
+	// fastPath publishes each committed command's outbox events at once;
+	// set when the rooms role runs, for the rooms package to call.
+	fastPath *outboxrelay.FastPath
 }
 
 // serve runs the roles of VOICEROOM_ROLES until SIGINT or SIGTERM, then shuts

@@ -21,6 +21,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"voiceroom/bus"
+	"voiceroom/internal/outboxtest"
 	"voiceroom/internal/testenv"
 )
 
@@ -258,5 +259,76 @@ func TestServeRejectsBadConfig(t *testing.T) {
 	}
 	if !strings.Contains(p.logs.String(), "VOICEROOM_ROLES") {
 		t.Fatalf("message does not name VOICEROOM_ROLES:\n%s", p.logs.String())
+	}
+}
+
+// TestServeRelayRoleOnly: VOICEROOM_ROLES=relay runs the relay and nothing
+// else; it publishes pending rows, and at shutdown it stops before MySQL
+// closes.
+func TestServeRelayRoleOnly(t *testing.T) {
+	p, vars := startServe(t, "VOICEROOM_ROLES=relay", "VOICEROOM_OUTBOX_POLL_INTERVAL=100ms")
+	base := "http://" + vars["VOICEROOM_HTTP_ADDR"]
+	testenv.Eventually(t, 60*time.Second, func() error {
+		select {
+		case err := <-p.done:
+			t.Fatalf("serve exited early: %v", err)
+		default:
+		}
+		resp, err := http.Get(base + "/readyz")
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			return fmt.Errorf("readyz %d", resp.StatusCode)
+		}
+		return nil
+	})
+	db, err := sql.Open("mysql", vars["VOICEROOM_MYSQL_DSN"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	msgs := outboxtest.Insert(t, db, outboxtest.RoomEnvelopes("app1", "room1", 1, 50)...)
+	testenv.Eventually(t, 20*time.Second, func() error {
+		if n := outboxtest.Count(t, db, "pending"); n > 0 {
+			return fmt.Errorf("%d pending", n)
+		}
+		return nil
+	})
+	nc, err := nats.Connect("nats://" + vars["VOICEROOM_NATS_LISTEN"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	js, _ := jetstream.New(nc)
+	if n := outboxtest.StreamLen(t, js); n != uint64(len(msgs)) {
+		t.Fatalf("stream holds %d, want %d", n, len(msgs))
+	}
+	nc.Close()
+
+	p.cmd.Process.Signal(syscall.SIGINT)
+	if code := p.wait(t, 30*time.Second); code != 0 {
+		t.Fatalf("exit code %d after SIGINT", code)
+	}
+	logs := p.logs.String()
+	if strings.Contains(logs, "outbox-fastpath") || strings.Contains(logs, "outbox fast path started") {
+		t.Fatalf("the relay role started the fast path:\n%s", logs)
+	}
+	order := []string{
+		`msg="worker starting" node_id=test-node worker=outbox-relay`,
+		"outbox relay started",
+		"shutdown: stopping workers",
+		"outbox relay stopped",
+		`msg="worker stopped" node_id=test-node worker=outbox-relay`,
+		"shutdown: workers stopped",
+		"shutdown: closing mysql",
+	}
+	at := 0
+	for _, step := range order {
+		i := strings.Index(logs[at:], step)
+		if i < 0 {
+			t.Fatalf("log lacks %q after position %d:\n%s", step, at, logs)
+		}
+		at += i + len(step)
 	}
 }

@@ -1,0 +1,54 @@
+package gateway
+
+import (
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"voiceroom/internal/outboxtest"
+	"voiceroom/internal/testenv"
+	"voiceroom/outboxrelay"
+)
+
+func TestAdminOutboxIsScopedToTheTokensApp(t *testing.T) {
+	db := testenv.NewDB(t)
+	outboxtest.Insert(t, db, outboxtest.RoomEnvelopes("appA", "room1", 1, 3)...)
+	outboxtest.Insert(t, db, outboxtest.RoomEnvelopes("appB", "room2", 1, 5)...)
+	outboxtest.InsertRaw(t, db, "appA", "ev-broken", "room1", 4, "seat_changed", []byte("{"))
+	outboxtest.InsertRaw(t, db, "appB", "ev-broken-b", "room2", 6, "seat_changed", []byte("{"))
+	if _, err := db.Exec(`UPDATE room_outbox SET retry_count = 3, last_error = 'undecodable envelope: bad' WHERE event_id LIKE 'ev-broken%'`); err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	s, err := New(Config{Addr: "127.0.0.1:0", JWTSecret: testSecret}, slog.New(slog.DiscardHandler), reg, reg, nil,
+		Outbox(outboxrelay.NewInspector(db, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	status, env, _ := do(t, s, "GET", "/admin/v1/outbox", mustToken(t, "appA", 0, RoleAdmin, time.Hour), "")
+	if status != http.StatusOK {
+		t.Fatalf("status %d: %+v", status, env)
+	}
+	raw, _ := json.Marshal(env.Data)
+	var snap outboxrelay.Snapshot
+	if err := json.Unmarshal(raw, &snap); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%s", raw)
+	if snap.AppCode != "appA" || snap.PendingCount != 4 || len(snap.Undecodable) != 1 || snap.Undecodable[0].EventID != "ev-broken" ||
+		len(snap.TopRetries) != 1 || snap.TopRetries[0].RetryCount != 3 {
+		t.Fatalf("snapshot %+v", snap)
+	}
+
+	if status, _, _ := do(t, s, "GET", "/admin/v1/outbox", mustToken(t, "appA", 7, "", time.Hour), ""); status != http.StatusForbidden {
+		t.Fatalf("a user token got %d", status)
+	}
+	if status, _, _ := do(t, s, "GET", "/admin/v1/outbox", "", ""); status != http.StatusUnauthorized {
+		t.Fatalf("no token got %d", status)
+	}
+}

@@ -1,0 +1,314 @@
+// Package outboxtest helps tests that involve the room outbox: it writes
+// outbox rows exactly as the rooms package does (and broken ones), reads
+// their state back, reads what ROOM_EVENTS holds, and runs an embedded
+// JetStream that a test can stop and start again, to make "JetStream is
+// down" real.
+//
+// The rooms package's acceptance tests (JoinRoom / SendGift while
+// JetStream is down) use it like this:
+//
+//	js := outboxtest.NewJetStream(t)         // a server the test controls
+//	db := testenv.NewDB(t)
+//	fp := newFastPath(db, js.Conn())         // outboxrelay.NewFastPath, Connected: js.Conn().NATS().IsConnected
+//	js.Stop()
+//	... run the command; it succeeds ...
+//	st := outboxtest.State(t, db, eventID)   // pending, retry_count 0
+//	js.Start()
+//	... run an outboxrelay.Relay pass ...
+//	outboxtest.StreamCount(t, js.Conn().JetStream(), eventID) == 1
+package outboxtest
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"voiceroom/bus"
+	"voiceroom/internal/testenv"
+)
+
+// NewEnvelope returns a valid envelope with a fresh event_id and
+// command_id.
+func NewEnvelope(appCode, roomID string, version int64, eventType string) bus.Envelope {
+	return bus.Envelope{
+		EventID:      uuid.NewString(),
+		AppCode:      appCode,
+		RoomID:       roomID,
+		RoomVersion:  version,
+		EventType:    eventType,
+		CommandID:    uuid.NewString(),
+		RequestID:    "req-" + uuid.NewString()[:8],
+		OccurredAtMs: time.Now().UnixMilli(),
+		Payload:      json.RawMessage(`{"user_id":1001,"seat_index":2}`),
+	}
+}
+
+// RoomEnvelopes returns n envelopes of one room, versions from..from+n-1.
+func RoomEnvelopes(appCode, roomID string, from int64, n int) []bus.Envelope {
+	envs := make([]bus.Envelope, n)
+	for i := range envs {
+		envs[i] = NewEnvelope(appCode, roomID, from+int64(i), "seat_changed")
+	}
+	return envs
+}
+
+// insertSQL is the rooms package's outbox insert (the row contract).
+const insertSQL = `INSERT INTO room_outbox (app_code, event_id, room_id, room_version, event_type, envelope, status, retry_count, created_at_ms) VALUES `
+
+// Insert writes one outbox row per envelope in one transaction, in the
+// given order, exactly as a room command does (envelope = the bytes of
+// Envelope.Marshal, created_at_ms = now), and returns the messages the
+// rooms package would hand to the fast path after the commit.
+func Insert(tb testing.TB, db *sql.DB, envs ...bus.Envelope) []bus.Message {
+	tb.Helper()
+	msgs, err := InsertTx(context.Background(), db, time.Now(), envs...)
+	if err != nil {
+		tb.Fatalf("insert outbox rows: %v", err)
+	}
+	return msgs
+}
+
+// InsertTx is Insert without a testing.TB, for benchmarks' loops: one
+// transaction, multi-row INSERTs of up to 1000 rows, created_at_ms from
+// createdAt.
+func InsertTx(ctx context.Context, db *sql.DB, createdAt time.Time, envs ...bus.Envelope) ([]bus.Message, error) {
+	msgs := make([]bus.Message, len(envs))
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer tx.Rollback()
+	for lo := 0; lo < len(envs); lo += 1000 {
+		part := envs[lo:min(lo+1000, len(envs))]
+		var q strings.Builder
+		q.WriteString(insertSQL)
+		args := make([]any, 0, 7*len(part))
+		for i, env := range part {
+			data, err := env.Marshal()
+			if err != nil {
+				return nil, err
+			}
+			subject, err := bus.Subject(env.AppCode, env.RoomID, env.EventType)
+			if err != nil {
+				return nil, err
+			}
+			msgs[lo+i] = bus.Message{Subject: subject, ID: env.EventID, Data: data}
+			if i > 0 {
+				q.WriteString(",")
+			}
+			q.WriteString("(?, ?, ?, ?, ?, ?, 'pending', 0, ?)")
+			args = append(args, env.AppCode, env.EventID, env.RoomID, env.RoomVersion, env.EventType, data, createdAt.UnixMilli())
+		}
+		if _, err := tx.ExecContext(ctx, q.String(), args...); err != nil {
+			return nil, err
+		}
+	}
+	return msgs, tx.Commit()
+}
+
+// InsertRaw writes a pending row with the given columns and envelope
+// bytes, which need not decode (a broken row), and returns its id.
+func InsertRaw(tb testing.TB, db *sql.DB, appCode, eventID, roomID string, version int64, eventType string, envelope []byte) int64 {
+	tb.Helper()
+	res, err := db.Exec(insertSQL+"(?, ?, ?, ?, ?, ?, 'pending', 0, ?)",
+		appCode, eventID, roomID, version, eventType, envelope, time.Now().UnixMilli())
+	if err != nil {
+		tb.Fatalf("insert raw outbox row: %v", err)
+	}
+	id, _ := res.LastInsertId()
+	return id
+}
+
+// RowState is the relay-visible state of one outbox row.
+type RowState struct {
+	ID            int64
+	Status        string
+	RetryCount    int
+	LastError     string // "" when NULL
+	PublishedAtMs int64  // 0 when NULL
+}
+
+// State reads the row of eventID, failing the test if there is none.
+func State(tb testing.TB, db *sql.DB, eventID string) RowState {
+	tb.Helper()
+	var s RowState
+	var lastErr sql.NullString
+	var pub sql.NullInt64
+	err := db.QueryRow(`SELECT id, status, retry_count, last_error, published_at_ms FROM room_outbox WHERE event_id = ?`, eventID).
+		Scan(&s.ID, &s.Status, &s.RetryCount, &lastErr, &pub)
+	if err != nil {
+		tb.Fatalf("outbox row %s: %v", eventID, err)
+	}
+	s.LastError, s.PublishedAtMs = lastErr.String, pub.Int64
+	return s
+}
+
+// Count returns the number of rows with status ("" counts all rows).
+func Count(tb testing.TB, db *sql.DB, status string) int {
+	tb.Helper()
+	var n int
+	var err error
+	if status == "" {
+		err = db.QueryRow(`SELECT COUNT(*) FROM room_outbox`).Scan(&n)
+	} else {
+		err = db.QueryRow(`SELECT COUNT(*) FROM room_outbox WHERE status = ?`, status).Scan(&n)
+	}
+	if err != nil {
+		tb.Fatalf("count outbox rows: %v", err)
+	}
+	return n
+}
+
+// StreamMsg is one message stored in ROOM_EVENTS.
+type StreamMsg struct {
+	Seq      uint64
+	Subject  string
+	MsgID    string // the Nats-Msg-Id header
+	Envelope bus.Envelope
+}
+
+// StreamMessages returns every message in ROOM_EVENTS, in stream order.
+func StreamMessages(tb testing.TB, js jetstream.JetStream) []StreamMsg {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s, err := js.Stream(ctx, bus.StreamName)
+	if err != nil {
+		tb.Fatalf("stream %s: %v", bus.StreamName, err)
+	}
+	info := s.CachedInfo()
+	var out []StreamMsg
+	if info.State.Msgs == 0 {
+		return out
+	}
+	for seq := info.State.FirstSeq; seq <= info.State.LastSeq; seq++ {
+		raw, err := s.GetMsg(ctx, seq)
+		if err != nil {
+			tb.Fatalf("stream message %d: %v", seq, err)
+		}
+		env, err := bus.DecodeEnvelope(raw.Data)
+		if err != nil {
+			tb.Fatalf("stream message %d: %v", seq, err)
+		}
+		out = append(out, StreamMsg{Seq: seq, Subject: raw.Subject, MsgID: raw.Header.Get(jetstream.MsgIDHeader), Envelope: env})
+	}
+	return out
+}
+
+// StreamCount returns how many messages in ROOM_EVENTS carry eventID as
+// their Nats-Msg-Id.
+func StreamCount(tb testing.TB, js jetstream.JetStream, eventID string) int {
+	tb.Helper()
+	n := 0
+	for _, m := range StreamMessages(tb, js) {
+		if m.MsgID == eventID {
+			n++
+		}
+	}
+	return n
+}
+
+// StreamLen returns the number of messages in ROOM_EVENTS.
+func StreamLen(tb testing.TB, js jetstream.JetStream) uint64 {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s, err := js.Stream(ctx, bus.StreamName)
+	if err != nil {
+		tb.Fatalf("stream %s: %v", bus.StreamName, err)
+	}
+	return s.CachedInfo().State.Msgs
+}
+
+// JetStream is an embedded JetStream server on a fixed loopback port and
+// store directory, with one client connection, that a test can stop and
+// start again: the connection sees a real outage and reconnects, and the
+// stream keeps what it stored.
+type JetStream struct {
+	tb     testing.TB
+	listen string
+	dir    string
+	srv    *bus.Server
+	conn   *bus.Conn
+}
+
+// NewJetStream starts the server, connects, provisions ROOM_EVENTS,
+// ROOM_EVENTS_DLQ and the default consumers, and cleans up when the test
+// ends. Skipped under -short like every test with servers.
+func NewJetStream(tb testing.TB) *JetStream {
+	tb.Helper()
+	if testing.Short() {
+		tb.Skip("needs JetStream; skipped with -short")
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	j := &JetStream{tb: tb, listen: ln.Addr().String(), dir: tb.TempDir()}
+	ln.Close()
+	j.Start()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	j.conn, err = bus.Connect(ctx, bus.ConnConfig{URL: j.srv.ClientURL(), Name: tb.Name()}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		tb.Fatalf("connect to embedded jetstream: %v", err)
+	}
+	tb.Cleanup(func() {
+		j.conn.Close()
+		if j.srv != nil {
+			j.srv.Shutdown()
+		}
+	})
+	if err := bus.Provision(ctx, j.conn.JetStream(), bus.StreamConfig{}, bus.DefaultConsumers()...); err != nil {
+		tb.Fatalf("provision jetstream: %v", err)
+	}
+	return j
+}
+
+// Conn returns the test's connection; it survives Stop and Start.
+func (j *JetStream) Conn() *bus.Conn { return j.conn }
+
+// URL returns the client URL, for more connections.
+func (j *JetStream) URL() string { return "nats://" + j.listen }
+
+// Stop shuts the server down and waits until the connection has noticed.
+func (j *JetStream) Stop() {
+	j.tb.Helper()
+	j.srv.Shutdown()
+	j.srv = nil
+	if j.conn != nil {
+		testenv.Eventually(j.tb, 10*time.Second, func() error {
+			if j.conn.NATS().IsConnected() {
+				return fmt.Errorf("connection still up")
+			}
+			return nil
+		})
+	}
+}
+
+// Start starts the server (again) on the same port and store directory
+// and, after a Stop, waits until the connection is back.
+func (j *JetStream) Start() {
+	j.tb.Helper()
+	var err error
+	j.srv, err = bus.RunEmbedded(bus.EmbeddedConfig{Listen: j.listen, StoreDir: j.dir}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		j.tb.Fatalf("start embedded jetstream on %s: %v", j.listen, err)
+	}
+	if j.conn != nil {
+		testenv.Eventually(j.tb, 15*time.Second, func() error {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			defer cancel()
+			return j.conn.Ping(ctx)
+		})
+	}
+}

@@ -1,0 +1,190 @@
+package outboxrelay
+
+import (
+	"fmt"
+	"time"
+)
+
+// RetryFixedInterval is the only retry strategy (the outbox spec's V1): a
+// failed row stays pending and is tried again on every pass, one poll
+// interval apart, forever. A room event is never dropped for having failed
+// too often.
+const RetryFixedInterval = "fixed_interval"
+
+// MaxBatchSize bounds BatchSize: one batch is one transaction holding its
+// rows locked while they are published.
+const MaxBatchSize = 10000
+
+// Config configures a Relay. A zero or negative field takes its default
+// (the outbox spec: no busy loop, no full-table scan, no unbounded wait).
+type Config struct {
+	// PollInterval is the time between passes over the pending rows. A
+	// pass drains the backlog in batches, so it is also how long a failed
+	// row waits before it is tried again. Default 1s.
+	PollInterval time.Duration
+	// BatchSize is the number of rows one claim takes (one transaction).
+	// Default 100, at most MaxBatchSize.
+	BatchSize int
+	// PublishTimeout bounds the publish of one batch, from the first send
+	// to the last ack; a message unanswered by then counts as failed.
+	// Default 3s.
+	PublishTimeout time.Duration
+	// RetryStrategy is "" or "fixed_interval" (the default); anything else
+	// makes Validate fail with ErrUnknownRetryStrategy.
+	RetryStrategy string
+	// Retention is how long a published row is kept before retention
+	// deletes it. Default 72h.
+	Retention time.Duration
+	// RetentionInterval is the time between retention runs. Default 1m.
+	RetentionInterval time.Duration
+	// RetentionBatch is the number of rows one retention DELETE removes,
+	// small so that it never holds many locks. Default 500.
+	RetentionBatch int
+	// StatementTimeout bounds one claim, mark or retention statement with
+	// its commit. Default 5s.
+	StatementTimeout time.Duration
+	// Pipeline is the number of batches in flight at once (claimed, being
+	// published or being marked), so MySQL and JetStream work at the same
+	// time. Each holds a MySQL connection. Default 8.
+	Pipeline int
+	// StatsInterval is the time between refreshes of the pending-count
+	// and oldest-pending-age gauges. Default 5s.
+	StatsInterval time.Duration
+	// Now is the clock. Default time.Now.
+	Now func() time.Time
+}
+
+// Defaults of Config, named for the docs and the example configuration.
+const (
+	DefaultPollInterval      = time.Second
+	DefaultBatchSize         = 100
+	DefaultPublishTimeout    = 3 * time.Second
+	DefaultRetention         = 72 * time.Hour
+	DefaultRetentionInterval = time.Minute
+	DefaultRetentionBatch    = 500
+	DefaultStatementTimeout  = 5 * time.Second
+	DefaultPipeline          = 8
+	DefaultStatsInterval     = 5 * time.Second
+)
+
+// WithDefaults returns c with every zero or negative field set to its
+// default.
+func (c Config) WithDefaults() Config {
+	c.PollInterval = orDefault(c.PollInterval, DefaultPollInterval)
+	c.BatchSize = orDefault(c.BatchSize, DefaultBatchSize)
+	c.PublishTimeout = orDefault(c.PublishTimeout, DefaultPublishTimeout)
+	if c.RetryStrategy == "" {
+		c.RetryStrategy = RetryFixedInterval
+	}
+	c.Retention = orDefault(c.Retention, DefaultRetention)
+	c.RetentionInterval = orDefault(c.RetentionInterval, DefaultRetentionInterval)
+	c.RetentionBatch = orDefault(c.RetentionBatch, DefaultRetentionBatch)
+	c.StatementTimeout = orDefault(c.StatementTimeout, DefaultStatementTimeout)
+	c.Pipeline = orDefault(c.Pipeline, DefaultPipeline)
+	c.StatsInterval = orDefault(c.StatsInterval, DefaultStatsInterval)
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	return c
+}
+
+// Validate checks c after defaults are applied. An unknown retry strategy
+// wraps ErrUnknownRetryStrategy; a batch size above MaxBatchSize wraps
+// ErrInvalidConfig.
+func (c Config) Validate() error {
+	c = c.WithDefaults()
+	if c.RetryStrategy != RetryFixedInterval {
+		return fmt.Errorf("%w %q: want %q", ErrUnknownRetryStrategy, c.RetryStrategy, RetryFixedInterval)
+	}
+	if c.BatchSize > MaxBatchSize {
+		return fmt.Errorf("%w: batch size %d: at most %d", ErrInvalidConfig, c.BatchSize, MaxBatchSize)
+	}
+	return nil
+}
+
+// DrainBound is the longest Run takes to return once its ctx ends: the
+// batch being published finishes within PublishTimeout and its marks
+// within StatementTimeout. cmd/voiceroom checks it against its shutdown
+// timeout, because MySQL closes after the workers stop.
+func (c Config) DrainBound() time.Duration {
+	c = c.WithDefaults()
+	return c.PublishTimeout + c.StatementTimeout
+}
+
+// FastPathConfig configures a FastPath. A zero or negative field takes its
+// default.
+type FastPathConfig struct {
+	// PublishTimeout bounds one fast publish, send to ack. Default 3s.
+	PublishTimeout time.Duration
+	// Workers is the number of publishes in flight at once (each room has
+	// at most one). Default 32.
+	Workers int
+	// QueueSize bounds the events accepted and not yet published. An event
+	// that finds the queue full is left to the relay (and its room with
+	// it, see the package doc). Default 10000.
+	QueueSize int
+	// MarkQueueSize bounds the published event_ids waiting to be marked;
+	// an id that finds it full stays pending and the relay publishes it
+	// again (de-duplicated by the stream). Default 10000.
+	MarkQueueSize int
+	// MarkBatch is the most event_ids one mark transaction updates.
+	// Default 500.
+	MarkBatch int
+	// MaxBlockedRooms bounds the rooms tracked as handed over to the
+	// relay; past it every room is handed over until the relay has caught
+	// up. Default 10000.
+	MaxBlockedRooms int
+	// CheckInterval is the time between checks whether the relay has
+	// published what the fast path handed over, which frees those rooms.
+	// Default 200ms.
+	CheckInterval time.Duration
+	// StatementTimeout bounds one mark or check statement. Default 5s.
+	StatementTimeout time.Duration
+	// Connected reports whether the NATS connection is up; while it is
+	// down events go straight to the relay instead of waiting
+	// PublishTimeout each. Default: always true.
+	Connected func() bool
+	// Now is the clock. Default time.Now.
+	Now func() time.Time
+}
+
+// WithDefaults returns c with every zero or negative field set to its
+// default.
+func (c FastPathConfig) WithDefaults() FastPathConfig {
+	c.PublishTimeout = orDefault(c.PublishTimeout, DefaultPublishTimeout)
+	c.Workers = orDefault(c.Workers, 32)
+	c.QueueSize = orDefault(c.QueueSize, 10000)
+	c.MarkQueueSize = orDefault(c.MarkQueueSize, 10000)
+	c.MarkBatch = orDefault(c.MarkBatch, 500)
+	c.MaxBlockedRooms = orDefault(c.MaxBlockedRooms, 10000)
+	c.CheckInterval = orDefault(c.CheckInterval, 200*time.Millisecond)
+	c.StatementTimeout = orDefault(c.StatementTimeout, DefaultStatementTimeout)
+	if c.Connected == nil {
+		c.Connected = func() bool { return true }
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	return c
+}
+
+// Validate checks c after defaults are applied. It never fails today; it
+// is here so that FastPath follows the shape of every worker.
+func (c FastPathConfig) Validate() error {
+	return nil
+}
+
+// DrainBound is the longest FastPath.Run takes to return once its ctx
+// ends: in-flight publishes finish within PublishTimeout, then the last
+// marks within StatementTimeout.
+func (c FastPathConfig) DrainBound() time.Duration {
+	c = c.WithDefaults()
+	return c.PublishTimeout + c.StatementTimeout
+}
+
+func orDefault[T int | time.Duration](v, def T) T {
+	if v <= 0 {
+		return def
+	}
+	return v
+}

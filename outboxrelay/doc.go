@@ -1,0 +1,110 @@
+// Package outboxrelay moves room events from the MySQL room_outbox table
+// into the JetStream stream ROOM_EVENTS: spec/room-outbox-compensation-worker.md
+// with the event bus in place of Tencent IM. A row is pending until the
+// stream has stored its event, then published; status says nothing about
+// what any consumer did.
+//
+// Two components do it:
+//
+//   - [FastPath] is the spec's synchronous publish. The rooms package hands
+//     it the outbox messages of each transaction right after the commit;
+//     it publishes them at once and marks their rows published in batches.
+//     Whatever it cannot do quickly (a failed or slow publish, a full
+//     queue, a down connection, a failed mark) it leaves to the relay. It
+//     never fails a command and never touches retry_count.
+//   - [Relay] is the compensation worker. Every PollInterval it makes a
+//     pass over the pending rows, oldest first, and publishes them.
+//
+// # Claiming and pipelining
+//
+// A pass claims rows in batches of BatchSize with SELECT ... FOR UPDATE
+// SKIP LOCKED through idx_room_outbox_pending (status, id), in a READ
+// COMMITTED transaction so that no gap is locked and commands keep
+// inserting. The transaction stays open while its batch is published and
+// commits with the batch's marks, so no two relays (in one process or
+// many) ever publish a row at the same moment, and a crash at any point
+// rolls back to pending. Up to Pipeline batches are in flight at once, in
+// three stages: one goroutine claims (the only serial stage, so each
+// batch's transaction is begun ahead of its claim), one decodes and
+// publishes, and Pipeline/2 record results and commit; so MySQL and
+// JetStream work at the same time, and commits share fsyncs. Each batch
+// is published asynchronously in one PublishBatch call, in id order
+// (bounded in-flight messages, PublishTimeout on the batch); a row is
+// marked published (published_at_ms set, last_error cleared) only after
+// the stream's ack. A failed row gets retry_count + 1 and a short,
+// sanitized last_error and stays pending; it never holds back the other
+// rows. A pass ends when a claim comes back short, when it has run for a
+// poll interval (the next starts again from the oldest row, so failed rows
+// are retried once per interval: the fixed_interval strategy, forever, as
+// the spec wants), when a whole batch failed (JetStream is most likely
+// down; the next tick tries again), or when Run's ctx ends. A failure to
+// claim or mark is logged and retried next tick; rows whose marks failed
+// stay pending and are published again, which the stream de-duplicates.
+//
+// A row whose envelope cannot be decoded, or does not agree with its
+// row's columns, is never published nor deleted: it stays pending with
+// retry_count + 1 and last_error "undecodable envelope: ...", is counted
+// (room_outbox_undecodable_total), logged once per process with its
+// event_id, and listed by GET /admin/v1/outbox ([Inspector]). It costs one
+// row of a batch per pass and never blocks the rows behind it.
+//
+// # Order in the stream
+//
+// Rows of one room are written in room_version order, so id order is
+// room_version order within a room.
+//
+// In normal running (JetStream up, one relay or none busy) each room's
+// events are stored in room_version order: the fast path publishes a
+// room's events one at a time, each after the previous one's ack, and the
+// relay publishes in id order over one connection. Once one of a room's
+// events is left to the relay (failed, timed out, queue full,
+// disconnected), the fast path leaves all of that room's later events to
+// the relay as well, until the relay has published the newest of them;
+// the relay publishes them oldest first. Within a pass, once a row of a
+// room fails, the relay publishes none of that room's later rows until
+// the next pass.
+//
+// After failures the order can break, and consumers must not rely on it:
+//
+//   - With several relays, two of them publish different batches at the
+//     same time, so a room's events in two batches can be stored in either
+//     order.
+//   - Within one batch, the messages are in flight together: if an
+//     earlier one fails and a later one of the same room succeeds, the
+//     later one is stored first and the earlier one follows on the next
+//     pass. The same holds when the connection drops mid-batch and
+//     nats.go resends what it had buffered.
+//   - An event whose ack was lost is stored once and published again
+//     later; inside the stream's duplicate window (2m by default) the
+//     repeat is dropped, after it a second copy is stored, after newer
+//     events of its room.
+//
+// So delivery is at least once and only nearly ordered: consumers
+// de-duplicate by event_id and guard by room_version (apply an event only
+// if it is newer than what they applied for its room; an older one is a
+// late repeat or a straggler). Nothing committed is ever dropped: a row
+// stays pending until the stream has stored it, however long that takes.
+//
+// # Retention and metrics
+//
+// The relay deletes published rows older than Retention, once per
+// RetentionInterval: it walks the published rows in id order through
+// idx_room_outbox_pending, RetentionBatch at a time, and deletes the old
+// ones by id, so each statement is small. Pending rows are never deleted.
+// (An index on published_at_ms would make the walk exact, but it costs
+// every insert and every mark about a fifth more MySQL time; rows are
+// published in nearly id order, so a row published late is only deleted
+// a little late.)
+//
+// Metrics (see [NewMetrics]): room_outbox_pending_total and
+// room_outbox_oldest_pending_age_ms (gauges refreshed every
+// StatsInterval by each relay), room_outbox_publish_success_total,
+// room_outbox_publish_failure_total and room_outbox_publish_latency_ms
+// (commit to stream ack, a histogram), each by path (fast or relay), plus
+// counters of duplicates, undecodable rows, events the fast path left to
+// the relay and why, held-back rows, failed statements and retention.
+//
+// Logs carry worker=room_outbox, path, and per event event_id,
+// event_type, room_id, retry_count, status and error; node_id comes with
+// the logger handed in.
+package outboxrelay

@@ -1,0 +1,150 @@
+package outboxrelay_test
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
+	"voiceroom/bus"
+	"voiceroom/internal/testenv"
+	"voiceroom/outboxrelay"
+)
+
+const testApp = "app1"
+
+func newTestPublisher(tb testing.TB, conn *bus.Conn) *bus.Publisher {
+	tb.Helper()
+	p, err := bus.NewPublisher(conn.JetStream(), bus.PublisherConfig{})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return p
+}
+
+// newTestRelay returns a relay with short intervals on db and conn.
+func newTestRelay(tb testing.TB, db *sql.DB, pub outboxrelay.Publisher, m *outboxrelay.Metrics, cfg outboxrelay.Config) *outboxrelay.Relay {
+	tb.Helper()
+	if cfg.PollInterval == 0 {
+		cfg.PollInterval = 50 * time.Millisecond
+	}
+	r, err := outboxrelay.New(db, pub, testenv.Logger(tb).With("node_id", "test-node"), m, cfg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return r
+}
+
+// runInBackground runs fn(ctx) until the test stops it or ends.
+type running struct {
+	cancel context.CancelFunc
+	done   chan error
+}
+
+func runInBackground(tb testing.TB, fn func(context.Context) error) *running {
+	tb.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &running{cancel: cancel, done: make(chan error, 1)}
+	go func() { r.done <- fn(ctx) }()
+	tb.Cleanup(func() { r.stop(tb, 30*time.Second) })
+	return r
+}
+
+// stop cancels and waits, failing after limit; it returns how long Run took
+// to return. Safe to call twice.
+func (r *running) stop(tb testing.TB, limit time.Duration) time.Duration {
+	tb.Helper()
+	start := time.Now()
+	r.cancel()
+	select {
+	case err, ok := <-r.done:
+		if ok && err != nil {
+			tb.Errorf("run: %v", err)
+		}
+		if ok {
+			close(r.done)
+		}
+	case <-time.After(limit):
+		tb.Fatalf("run did not return within %s of cancel", limit)
+	}
+	return time.Since(start)
+}
+
+// counterValue reads a counter or gauge (with the given label values) from reg.
+func metricValue(tb testing.TB, reg *prometheus.Registry, name string, labels ...string) float64 {
+	tb.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+	metrics:
+		for _, m := range mf.GetMetric() {
+			for i := 0; i+1 < len(labels); i += 2 {
+				if labelValue(m, labels[i]) != labels[i+1] {
+					continue metrics
+				}
+			}
+			switch {
+			case m.Counter != nil:
+				return m.Counter.GetValue()
+			case m.Gauge != nil:
+				return m.Gauge.GetValue()
+			case m.Histogram != nil:
+				return float64(m.Histogram.GetSampleCount())
+			}
+		}
+	}
+	return 0
+}
+
+func labelValue(m *dto.Metric, name string) string {
+	for _, l := range m.GetLabel() {
+		if l.GetName() == name {
+			return l.GetValue()
+		}
+	}
+	return ""
+}
+
+// logBuffer collects JSON logs safely.
+type logBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+func (l *logBuffer) logger() *slog.Logger {
+	return slog.New(slog.NewJSONHandler(l, &slog.HandlerOptions{Level: slog.LevelDebug})).With("node_id", "test-node")
+}
+
+func (l *logBuffer) lines(containing string) []string {
+	var out []string
+	for _, line := range strings.Split(l.String(), "\n") {
+		if strings.Contains(line, containing) {
+			out = append(out, line)
+		}
+	}
+	return out
+}

@@ -1,0 +1,201 @@
+package outboxrelay
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Paths an event takes into the stream, the "path" label of the publish
+// metrics.
+const (
+	pathRelay = "relay"
+	pathFast  = "fast"
+)
+
+// Metrics are the outbox metrics of the outbox spec plus a few that show
+// why rows wait. A nil *Metrics records nothing.
+type Metrics struct {
+	pending       prometheus.Gauge
+	oldestAge     prometheus.Gauge
+	success       *prometheus.CounterVec
+	failure       *prometheus.CounterVec
+	duplicate     *prometheus.CounterVec
+	latency       *prometheus.HistogramVec
+	undecodable   prometheus.Counter
+	handedOver    *prometheus.CounterVec
+	heldBack      prometheus.Counter
+	dbFailures    *prometheus.CounterVec
+	retentionRows prometheus.Counter
+
+	// The per-path series, bound once: acks come tens of thousands a
+	// second.
+	paths map[string]pathSeries
+
+	// onAck, when set (benchmarks), sees every acked event.
+	onAck func(path, eventID string, at time.Time)
+}
+
+// NewMetrics creates the outbox metrics and registers them with reg (none
+// if reg is nil). Metrics already registered by an earlier NewMetrics on
+// the same registry are reused. It panics only if reg holds different
+// collectors under the same names, a wiring mistake.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		pending: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "room_outbox_pending_total",
+			Help: "Outbox rows waiting to be stored in JetStream (status pending), all apps, as of the last refresh.",
+		}),
+		oldestAge: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "room_outbox_oldest_pending_age_ms",
+			Help: "Age in milliseconds of the oldest pending outbox row (0 when none), as of the last refresh.",
+		}),
+		success: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "room_outbox_publish_success_total",
+			Help: "Outbox events the stream acknowledged, by path (fast or relay); duplicates included.",
+		}, []string{"path"}),
+		failure: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "room_outbox_publish_failure_total",
+			Help: "Outbox event publishes that failed or timed out, by path; the row stays pending.",
+		}, []string{"path"}),
+		duplicate: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "room_outbox_publish_duplicate_total",
+			Help: "Acks for an event_id the stream already held (a re-publish it dropped), by path.",
+		}, []string{"path"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "room_outbox_publish_latency_ms",
+			Help:    "Milliseconds from the command's commit to the stream's ack, by path.",
+			Buckets: []float64{0.5, 1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000, 60000, 300000},
+		}, []string{"path"}),
+		undecodable: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "room_outbox_undecodable_total",
+			Help: "Times the relay found a pending row whose envelope cannot be decoded or does not match its row; such rows stay pending.",
+		}),
+		handedOver: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "room_outbox_fastpath_handed_over_total",
+			Help: "Events the fast path left to the relay without trying, by reason (queue_full, room_blocked, disconnected, stopped).",
+		}, []string{"reason"}),
+		heldBack: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "room_outbox_held_back_total",
+			Help: "Rows the relay did not publish in a pass because an earlier event of their room failed in it.",
+		}),
+		dbFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "room_outbox_db_failure_total",
+			Help: "Failed outbox statements, by operation (claim, mark, fast_mark, check, retention, stats); retried later.",
+		}, []string{"op"}),
+		retentionRows: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "room_outbox_retention_deleted_total",
+			Help: "Published outbox rows deleted by retention.",
+		}),
+	}
+	if reg == nil {
+		return m.bind()
+	}
+	m.pending = register(reg, m.pending)
+	m.oldestAge = register(reg, m.oldestAge)
+	m.success = register(reg, m.success)
+	m.failure = register(reg, m.failure)
+	m.duplicate = register(reg, m.duplicate)
+	m.latency = register(reg, m.latency)
+	m.undecodable = register(reg, m.undecodable)
+	m.handedOver = register(reg, m.handedOver)
+	m.heldBack = register(reg, m.heldBack)
+	m.dbFailures = register(reg, m.dbFailures)
+	m.retentionRows = register(reg, m.retentionRows)
+	return m.bind()
+}
+
+// pathSeries are the series of one path.
+type pathSeries struct {
+	success, duplicate prometheus.Counter
+	latency            prometheus.Observer
+}
+
+func (m *Metrics) bind() *Metrics {
+	m.paths = make(map[string]pathSeries)
+	for _, p := range []string{pathRelay, pathFast} {
+		m.paths[p] = pathSeries{
+			success:   m.success.WithLabelValues(p),
+			duplicate: m.duplicate.WithLabelValues(p),
+			latency:   m.latency.WithLabelValues(p),
+		}
+	}
+	return m
+}
+
+// register registers c, or returns the collector already registered under
+// its name.
+func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
+	err := reg.Register(c)
+	if err == nil {
+		return c
+	}
+	var are prometheus.AlreadyRegisteredError
+	if errors.As(err, &are) {
+		if existing, ok := are.ExistingCollector.(C); ok {
+			return existing
+		}
+	}
+	panic(fmt.Sprintf("outboxrelay: register metrics: %v", err))
+}
+
+func (m *Metrics) acked(path, eventID string, committed, at time.Time, duplicate bool) {
+	if m == nil {
+		return
+	}
+	s := m.paths[path]
+	s.success.Inc()
+	if duplicate {
+		s.duplicate.Inc()
+	}
+	s.latency.Observe(float64(at.Sub(committed)) / float64(time.Millisecond))
+	if m.onAck != nil {
+		m.onAck(path, eventID, at)
+	}
+}
+
+func (m *Metrics) failed(path string, n int) {
+	if m != nil && n > 0 {
+		m.failure.WithLabelValues(path).Add(float64(n))
+	}
+}
+
+func (m *Metrics) handOver(reason string, n int) {
+	if m != nil && n > 0 {
+		m.handedOver.WithLabelValues(reason).Add(float64(n))
+	}
+}
+
+func (m *Metrics) dbFailed(op string) {
+	if m != nil {
+		m.dbFailures.WithLabelValues(op).Inc()
+	}
+}
+
+func (m *Metrics) sawUndecodable(n int) {
+	if m != nil && n > 0 {
+		m.undecodable.Add(float64(n))
+	}
+}
+
+func (m *Metrics) heldBackRows(n int) {
+	if m != nil && n > 0 {
+		m.heldBack.Add(float64(n))
+	}
+}
+
+func (m *Metrics) deleted(n int64) {
+	if m != nil && n > 0 {
+		m.retentionRows.Add(float64(n))
+	}
+}
+
+func (m *Metrics) setPending(count int64, oldestAge time.Duration) {
+	if m == nil {
+		return
+	}
+	m.pending.Set(float64(count))
+	m.oldestAge.Set(float64(oldestAge.Milliseconds()))
+}

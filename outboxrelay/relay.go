@@ -1,0 +1,668 @@
+package outboxrelay
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"voiceroom/bus"
+)
+
+// WorkerName is the value of the "worker" log field (the outbox spec).
+const WorkerName = "room_outbox"
+
+// Publisher is what the relay and the fast path need of *bus.Publisher.
+type Publisher interface {
+	// PublishMessage publishes one message and waits for the stream's ack.
+	PublishMessage(ctx context.Context, m bus.Message) (bus.PubAck, error)
+	// PublishBatch publishes msgs asynchronously with bounded in-flight
+	// messages and returns one result per message, in order.
+	PublishBatch(ctx context.Context, msgs []bus.Message) []bus.Result
+}
+
+var _ Publisher = (*bus.Publisher)(nil)
+
+// Relay moves pending room_outbox rows into JetStream: see the package doc.
+type Relay struct {
+	db      *sql.DB
+	pub     Publisher
+	log     *slog.Logger
+	m       *Metrics
+	cfg     Config
+	stmts   *statements
+	running atomic.Bool
+
+	// logged remembers undecodable rows already logged by this process, so
+	// a broken row is logged once, not on every pass; bounded.
+	loggedMu sync.Mutex
+	logged   map[int64]struct{}
+
+	// testHookBeforeMark, when set (tests), runs after a batch's publish
+	// and before its marks; an error abandons the marks as a crash would.
+	testHookBeforeMark func() error
+}
+
+// New returns a Relay that publishes the pending rows of db through pub.
+// log should carry node_id (cmd/voiceroom's does); m may be nil. It fails
+// with an error wrapping ErrUnknownRetryStrategy or ErrInvalidConfig when
+// cfg does not validate.
+func New(db *sql.DB, pub Publisher, log *slog.Logger, m *Metrics, cfg Config) (*Relay, error) {
+	if db == nil || pub == nil {
+		return nil, fmt.Errorf("%w: relay needs a database and a publisher", ErrInvalidConfig)
+	}
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Relay{
+		db:     db,
+		pub:    pub,
+		log:    log.With("worker", WorkerName, "path", pathRelay),
+		m:      m,
+		cfg:    cfg,
+		stmts:  newStatements(db),
+		logged: make(map[int64]struct{}),
+	}, nil
+}
+
+// Config returns the relay's configuration with defaults applied.
+func (r *Relay) Config() Config { return r.cfg }
+
+// Run drains the outbox: one pass at once, then one every PollInterval,
+// with retention and the pending gauges on their own intervals. It blocks
+// until ctx ends; then it claims nothing more, lets the batch being
+// published finish within PublishTimeout, records its results and returns
+// within Config.DrainBound. Failures of MySQL or JetStream are logged and
+// retried; Run returns an error only when called twice.
+func (r *Relay) Run(ctx context.Context) error {
+	if !r.running.CompareAndSwap(false, true) {
+		return fmt.Errorf("outbox relay: %w", ErrAlreadyRunning)
+	}
+	defer r.stmts.close()
+	r.log.Info("outbox relay started", "poll_interval", r.cfg.PollInterval, "batch_size", r.cfg.BatchSize,
+		"publish_timeout", r.cfg.PublishTimeout, "retry_strategy", r.cfg.RetryStrategy, "retention", r.cfg.Retention,
+		"pipeline", r.cfg.Pipeline)
+
+	var wg sync.WaitGroup
+	wg.Go(func() { r.every(ctx, r.cfg.RetentionInterval, r.retain) })
+	wg.Go(func() { r.every(ctx, r.cfg.StatsInterval, r.refreshStats) })
+
+	r.Pass(ctx)
+	t := time.NewTicker(r.cfg.PollInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			wg.Wait()
+			r.log.Info("outbox relay stopped")
+			return nil
+		case <-t.C:
+			r.Pass(ctx)
+		}
+	}
+}
+
+// every runs fn at once and then every interval until ctx ends.
+func (r *Relay) every(ctx context.Context, interval time.Duration, fn func(context.Context)) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		fn(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// PassResult counts what one pass did.
+type PassResult struct {
+	// Claimed is the number of rows the pass locked.
+	Claimed int
+	// Published is the number of rows acked by the stream and marked.
+	Published int
+	// Failed is the number of rows whose publish failed (retry_count + 1).
+	Failed int
+	// Undecodable is the number of rows left pending because their
+	// envelope cannot be decoded (retry_count + 1).
+	Undecodable int
+	// HeldBack is the number of rows not published because an earlier
+	// event of their room failed in this pass.
+	HeldBack int
+	// Unmarked is the number of rows whose results could not be recorded;
+	// they stay pending as they were.
+	Unmarked int
+}
+
+// pass is the state of one pass shared by its stages.
+type pass struct {
+	// failedRooms are the rooms with a failed row in this pass; their later
+	// rows wait for the next pass (publisher goroutine only).
+	failedRooms map[string]struct{}
+	// stop ends the pass early: a whole batch failed, so JetStream is
+	// most likely down and the next tick tries again from the oldest row.
+	stop atomic.Bool
+
+	mu  sync.Mutex
+	res PassResult
+}
+
+// batch is one claimed transaction on its way through the pipeline.
+type batch struct {
+	tx     *sql.Tx
+	ctx    context.Context // the transaction's; outlives Run's ctx so results are recorded
+	cancel context.CancelFunc
+	rows   []row // claimed rows, in id order; the publish stage keeps the decodable ones
+	bad    map[string][]int64
+	nBad   int
+
+	// Set by the publish stage.
+	skip      bool // not published: roll back, the rows stay as they were
+	published []int64
+	failed    map[string][]int64 // sanitized error -> row ids
+	nFailed   int
+	heldBack  int
+}
+
+// Pass claims and publishes pending rows, oldest first, in pipelined
+// batches until a claim comes back short, the pass has taken a poll
+// interval (the next starts again from the oldest row, so rows that failed
+// are retried once per interval), a whole batch fails, or ctx ends. Run
+// calls it; it is exported for tests and benchmarks.
+func (r *Relay) Pass(ctx context.Context) PassResult {
+	start := r.cfg.Now()
+	p := &pass{failedRooms: make(map[string]struct{})}
+	slots := make(chan struct{}, r.cfg.Pipeline) // one per batch holding a transaction
+	toPublish := make(chan *batch, r.cfg.Pipeline)
+	toMark := make(chan *batch, r.cfg.Pipeline)
+
+	var stages sync.WaitGroup
+	stages.Go(func() {
+		defer close(toMark)
+		for b := range toPublish {
+			r.publish(ctx, p, b)
+			toMark <- b
+		}
+	})
+	// Marking (an UPDATE that moves each row between index ranges, then an
+	// fsync) costs MySQL several times what claiming does, so half of the
+	// batches in flight may be marking at once.
+	for range max(1, r.cfg.Pipeline/2) {
+		stages.Go(func() {
+			for b := range toMark {
+				r.finish(p, b)
+				<-slots
+			}
+		})
+	}
+
+	opened := make(chan begun)
+	stopOpener := make(chan struct{})
+	go r.opener(ctx, stopOpener, opened)
+	defer func() {
+		close(stopOpener)
+		for o := range opened { // the one begun ahead, if any
+			if o.b != nil {
+				o.b.abandon()
+			}
+		}
+	}()
+
+	var cursor int64
+claim:
+	for ctx.Err() == nil && !p.stop.Load() {
+		select {
+		case slots <- struct{}{}:
+		case <-ctx.Done():
+			break claim
+		}
+		var o begun
+		select {
+		case o = <-opened:
+		case <-ctx.Done():
+			<-slots
+			break claim
+		}
+		b, err := o.claimed(r, cursor)
+		if err != nil {
+			<-slots
+			if ctx.Err() == nil {
+				r.m.dbFailed("claim")
+				r.log.Error("outbox claim failed; retrying next tick", "error", err)
+			}
+			break
+		}
+		n := len(b.rows)
+		if n == 0 {
+			rollback(b.tx)
+			b.cancel()
+			<-slots
+			break
+		}
+		p.mu.Lock()
+		p.res.Claimed += n
+		p.mu.Unlock()
+		cursor = b.lastID
+		toPublish <- b.batch
+		if n < r.cfg.BatchSize || r.cfg.Now().Sub(start) >= r.cfg.PollInterval {
+			break
+		}
+	}
+	close(toPublish)
+	stages.Wait()
+
+	res := p.res
+	if res.Claimed > 0 {
+		level := slog.LevelDebug
+		if res.Failed+res.Undecodable+res.Unmarked > 0 {
+			level = slog.LevelWarn
+		}
+		r.log.Log(ctx, level, "outbox pass", "claimed", res.Claimed, "published", res.Published, "failed", res.Failed,
+			"undecodable", res.Undecodable, "held_back", res.HeldBack, "unmarked", res.Unmarked,
+			"duration", r.cfg.Now().Sub(start))
+	}
+	return res
+}
+
+// claimed is a new batch and the id after which the next claim starts.
+type claimed struct {
+	*batch
+	lastID int64
+}
+
+// begin opens the transaction of a new batch. The pass begins each batch's
+// transaction ahead of its claim (see opener): on a busy server the two
+// round trips of a READ COMMITTED begin would otherwise sit on the
+// claimer's path, which is the pipeline's one serial stage.
+func (r *Relay) begin(ctx context.Context) (*batch, error) {
+	// The transaction outlives Run's ctx (its results must be recorded at
+	// shutdown) but not this bound: a batch may wait behind the others of
+	// the pipeline, each bounded by PublishTimeout.
+	bound := time.Duration(r.cfg.Pipeline)*r.cfg.PublishTimeout + 3*r.cfg.StatementTimeout
+	tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), bound)
+	tx, err := r.db.BeginTx(tctx, txOptions)
+	if err != nil {
+		cancel()
+		return nil, fmt.Errorf("begin claim: %w", err)
+	}
+	return &batch{tx: tx, ctx: tctx, cancel: cancel}, nil
+}
+
+// opener begins transactions for the claimer, one ahead, until stop.
+func (r *Relay) opener(ctx context.Context, stop <-chan struct{}, out chan<- begun) {
+	defer close(out)
+	for {
+		b, err := r.begin(ctx)
+		select {
+		case out <- begun{b, err}:
+			if err != nil {
+				return
+			}
+		case <-stop:
+			if b != nil {
+				b.abandon()
+			}
+			return
+		}
+	}
+}
+
+// begun is a batch whose transaction is open, or why it is not.
+type begun struct {
+	b   *batch
+	err error
+}
+
+// claimed claims the rows of o's batch, or returns why it cannot.
+func (o begun) claimed(r *Relay, cursor int64) (claimed, error) {
+	if o.err != nil {
+		return claimed{}, o.err
+	}
+	return r.claim(o.b, cursor)
+}
+
+// abandon rolls back a batch that was never handed on.
+func (b *batch) abandon() {
+	rollback(b.tx)
+	b.cancel()
+}
+
+// claim locks the next rows after cursor in b's transaction.
+func (r *Relay) claim(b *batch, cursor int64) (claimed, error) {
+	fail := func(err error) (claimed, error) {
+		b.abandon()
+		return claimed{}, err
+	}
+	qctx, qcancel := context.WithTimeout(b.ctx, r.cfg.StatementTimeout)
+	defer qcancel()
+	tx := b.tx
+	st, err := r.stmts.get(qctx, tx, claimSQL)
+	if err != nil {
+		return fail(fmt.Errorf("claim: %w", err))
+	}
+	rs, err := st.QueryContext(qctx, cursor, r.cfg.BatchSize)
+	if err != nil {
+		return fail(fmt.Errorf("claim: %w", err))
+	}
+	defer rs.Close()
+	last := cursor
+	for rs.Next() {
+		var rw row
+		if err := rs.Scan(&rw.id, &rw.appCode, &rw.eventID, &rw.roomID, &rw.roomVersion, &rw.eventType,
+			&rw.envelope, &rw.retryCount, &rw.createdAtMs); err != nil {
+			return fail(fmt.Errorf("claim: scan: %w", err))
+		}
+		last = rw.id
+		b.rows = append(b.rows, rw)
+	}
+	if err := rs.Err(); err != nil {
+		return fail(fmt.Errorf("claim: %w", err))
+	}
+	return claimed{batch: b, lastID: last}, nil
+}
+
+// rowMessage checks that a row's envelope decodes and agrees with the
+// row's columns, and returns the message to publish: the stored bytes on
+// the row's subject, with the event_id as Nats-Msg-Id. Errors wrap
+// ErrUndecodable.
+func rowMessage(rw row) (bus.Message, error) {
+	env, err := bus.DecodeEnvelope(rw.envelope)
+	if err != nil {
+		return bus.Message{}, fmt.Errorf("%w: %w", ErrUndecodable, err)
+	}
+	for _, f := range []struct {
+		name      string
+		env, want any
+	}{
+		{"event_id", env.EventID, rw.eventID},
+		{"app_code", env.AppCode, rw.appCode},
+		{"room_id", env.RoomID, rw.roomID},
+		{"event_type", env.EventType, rw.eventType},
+		{"room_version", env.RoomVersion, rw.roomVersion},
+	} {
+		if f.env != f.want {
+			return bus.Message{}, fmt.Errorf("%w: %s differs from the row's", ErrUndecodable, f.name)
+		}
+	}
+	subject, err := env.Subject()
+	if err != nil {
+		return bus.Message{}, fmt.Errorf("%w: %w", ErrUndecodable, err)
+	}
+	return bus.Message{Subject: subject, ID: rw.eventID, Data: rw.envelope}, nil
+}
+
+// undecodable sets a broken row aside in b: it is never published nor
+// deleted, gets retry_count + 1 and last_error "undecodable envelope: ..."
+// (what GET /admin/v1/outbox lists), and is logged once per process.
+func (r *Relay) undecodable(ctx context.Context, b *batch, rw row, err error) {
+	msg := sanitizeError(err, rw.eventID, "")
+	if b.bad == nil {
+		b.bad = make(map[string][]int64)
+	}
+	b.bad[msg] = append(b.bad[msg], rw.id)
+	b.nBad++
+	r.m.sawUndecodable(1)
+
+	r.loggedMu.Lock()
+	_, seen := r.logged[rw.id]
+	if !seen && len(r.logged) < 10000 {
+		r.logged[rw.id] = struct{}{}
+	}
+	r.loggedMu.Unlock()
+	if !seen {
+		r.log.ErrorContext(ctx, "outbox row has an undecodable envelope; it stays pending until fixed",
+			"event_id", rw.eventID, "event_type", rw.eventType, "room_id", rw.roomID, "outbox_id", rw.id,
+			"retry_count", rw.retryCount+1, "status", "pending", "error", msg)
+	}
+}
+
+// roomKey identifies a room across apps.
+func roomKey(appCode, roomID string) string { return appCode + "." + roomID }
+
+// publish decodes b's rows and sends them, except those of rooms that
+// already failed in this pass, then sorts the results. Decoding happens
+// here rather than in claim so that the next claim is not kept waiting.
+func (r *Relay) publish(ctx context.Context, p *pass, b *batch) {
+	if ctx.Err() != nil || p.stop.Load() {
+		b.skip = true // claimed but not started: leave it as it was
+		return
+	}
+	rows := b.rows[:0]
+	msgs := make([]bus.Message, 0, len(b.rows))
+	for _, rw := range b.rows {
+		m, err := rowMessage(rw)
+		if err != nil {
+			r.undecodable(ctx, b, rw, err)
+			continue
+		}
+		if _, ok := p.failedRooms[roomKey(rw.appCode, rw.roomID)]; ok {
+			b.heldBack++
+			continue
+		}
+		rows = append(rows, rw)
+		msgs = append(msgs, m)
+	}
+	b.rows = rows // rows[j] is msgs[j]
+	r.m.heldBackRows(b.heldBack)
+	if len(msgs) == 0 {
+		return
+	}
+
+	// The publish outlives Run's ctx: at shutdown the batch in flight
+	// finishes (or times out) and its results are recorded.
+	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.PublishTimeout)
+	results := r.pub.PublishBatch(pctx, msgs)
+	cancel()
+	now := r.cfg.Now()
+
+	b.published = make([]int64, 0, len(msgs))
+	logged := 0
+	for j, res := range results {
+		rw := b.rows[j]
+		if res.Err == nil {
+			b.published = append(b.published, rw.id)
+			r.m.acked(pathRelay, rw.eventID, time.UnixMilli(rw.createdAtMs), now, res.Ack.Duplicate)
+			continue
+		}
+		msg := sanitizeError(res.Err, rw.eventID, msgs[j].Subject)
+		if b.failed == nil {
+			b.failed = make(map[string][]int64)
+		}
+		b.failed[msg] = append(b.failed[msg], rw.id)
+		b.nFailed++
+		p.failedRooms[roomKey(rw.appCode, rw.roomID)] = struct{}{}
+		if logged < 10 { // a down stream fails the whole batch: a sample is enough
+			logged++
+			r.log.WarnContext(ctx, "outbox publish failed; row stays pending", "event_id", rw.eventID,
+				"event_type", rw.eventType, "room_id", rw.roomID, "retry_count", rw.retryCount+1,
+				"status", "pending", "error", msg)
+		}
+	}
+	r.m.failed(pathRelay, b.nFailed)
+	if len(b.published) == 0 {
+		p.stop.Store(true)
+	}
+}
+
+// finish records b's results in its transaction and commits: published
+// rows get status published, failed and undecodable ones retry_count + 1
+// and last_error. If that fails the transaction rolls back and every row
+// stays as it was, to be tried again next tick (a row already in the
+// stream is then de-duplicated by its event_id).
+func (r *Relay) finish(p *pass, b *batch) {
+	defer b.cancel()
+	if b.skip {
+		rollback(b.tx)
+		return
+	}
+	err := r.mark(b)
+	if err == nil && r.testHookBeforeMark != nil {
+		err = r.testHookBeforeMark()
+	}
+	if err == nil {
+		err = b.tx.Commit()
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.res.HeldBack += b.heldBack
+	if err != nil {
+		rollback(b.tx)
+		r.m.dbFailed("mark")
+		p.res.Unmarked += len(b.published) + b.nFailed + b.nBad
+		r.log.Error("outbox mark failed; rows stay pending and are retried next tick",
+			"published", len(b.published), "failed", b.nFailed, "undecodable", b.nBad, "error", err)
+		return
+	}
+	p.res.Published += len(b.published)
+	p.res.Failed += b.nFailed
+	p.res.Undecodable += b.nBad
+	if r.log.Enabled(context.Background(), slog.LevelDebug) {
+		published := make(map[int64]bool, len(b.published))
+		for _, id := range b.published {
+			published[id] = true
+		}
+		for _, rw := range b.rows {
+			if published[rw.id] {
+				r.log.Debug("outbox row published", "event_id", rw.eventID, "event_type", rw.eventType,
+					"room_id", rw.roomID, "retry_count", rw.retryCount, "status", "published")
+			}
+		}
+	}
+}
+
+// mark runs b's updates (without committing).
+func (r *Relay) mark(b *batch) error {
+	ctx, cancel := context.WithTimeout(b.ctx, r.cfg.StatementTimeout)
+	defer cancel()
+	n := r.cfg.BatchSize
+	if len(b.published) > 0 {
+		query, args := markPublishedSQL(n), append([]any{r.cfg.Now().UnixMilli()}, padded(b.published, n)...)
+		if contiguous(b.published) {
+			query, args = markPublishedRangeSQL, []any{args[0], b.published[0], b.published[len(b.published)-1]}
+		}
+		st, err := r.stmts.get(ctx, b.tx, query)
+		if err != nil {
+			return fmt.Errorf("mark published: %w", err)
+		}
+		if _, err := st.ExecContext(ctx, args...); err != nil {
+			return fmt.Errorf("mark published: %w", err)
+		}
+	}
+	for _, group := range []map[string][]int64{b.failed, b.bad} {
+		for msg, ids := range group {
+			st, err := r.stmts.get(ctx, b.tx, markFailedSQL(n))
+			if err != nil {
+				return fmt.Errorf("mark failed: %w", err)
+			}
+			if _, err := st.ExecContext(ctx, append([]any{msg}, padded(ids, n)...)...); err != nil {
+				return fmt.Errorf("mark failed: %w", err)
+			}
+		}
+	}
+	return nil
+}
+
+// retain deletes published rows older than Retention. It walks the
+// published rows in id order, a window of RetentionBatch at a time, and
+// deletes the old ones of each window; it stops at a window that ends with
+// a row younger than Retention (rows are published in nearly id order, so
+// the rest is young too), or after a bounded number of windows per run so
+// that one run never hogs the table. A row published long after its
+// neighbours (it failed for days) is deleted a little late, never early.
+func (r *Relay) retain(ctx context.Context) {
+	const maxWindowsPerRun = 200
+	cutoff := r.cfg.Now().Add(-r.cfg.Retention).UnixMilli()
+	var total, cursor int64
+	for range maxWindowsPerRun {
+		if ctx.Err() != nil {
+			break
+		}
+		n, next, more, err := r.retainWindow(ctx, cursor, cutoff)
+		if err != nil {
+			if ctx.Err() == nil {
+				r.m.dbFailed("retention")
+				r.log.Warn("outbox retention failed; retrying next run", "error", err)
+			}
+			break
+		}
+		total += n
+		r.m.deleted(n)
+		if !more {
+			break
+		}
+		cursor = next
+	}
+	if total > 0 {
+		r.log.Info("outbox retention deleted published rows", "deleted", total, "retention", r.cfg.Retention)
+	}
+}
+
+// retainWindow deletes the old rows of the window after cursor. It returns
+// how many it deleted, the window's last id and whether to go on.
+func (r *Relay) retainWindow(ctx context.Context, cursor, cutoff int64) (deleted, last int64, more bool, err error) {
+	ctx, cancel := context.WithTimeout(ctx, r.cfg.StatementTimeout)
+	defer cancel()
+	n := r.cfg.RetentionBatch
+	find, err := r.stmts.prepared(ctx, publishedWindowSQL)
+	if err != nil {
+		return 0, 0, false, err
+	}
+	rs, err := find.QueryContext(ctx, cursor, n)
+	if err != nil {
+		return 0, 0, false, err
+	}
+	old := make([]int64, 0, n)
+	var seen int
+	var lastPublished int64
+	for rs.Next() {
+		if err := rs.Scan(&last, &lastPublished); err != nil {
+			rs.Close()
+			return 0, 0, false, err
+		}
+		seen++
+		if lastPublished < cutoff {
+			old = append(old, last)
+		}
+	}
+	rs.Close()
+	if err := rs.Err(); err != nil {
+		return 0, 0, false, err
+	}
+	if len(old) > 0 {
+		del, err := r.stmts.prepared(ctx, deletePublishedSQL(n))
+		if err != nil {
+			return 0, 0, false, err
+		}
+		if _, err := del.ExecContext(ctx, padded(old, n)...); err != nil {
+			return 0, 0, false, err
+		}
+	}
+	return int64(len(old)), last, seen == n && lastPublished < cutoff, nil
+}
+
+// refreshStats updates the pending gauges.
+func (r *Relay) refreshStats(ctx context.Context) {
+	sctx, cancel := context.WithTimeout(ctx, r.cfg.StatementTimeout)
+	defer cancel()
+	var count, oldest int64
+	if err := r.db.QueryRowContext(sctx, pendingStatsSQL).Scan(&count, &oldest); err != nil {
+		if ctx.Err() == nil {
+			r.m.dbFailed("stats")
+			r.log.Warn("outbox stats failed", "error", err)
+		}
+		return
+	}
+	var age time.Duration
+	if count > 0 {
+		age = max(0, r.cfg.Now().Sub(time.UnixMilli(oldest)))
+	}
+	r.m.setPending(count, age)
+}
