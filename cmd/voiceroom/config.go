@@ -19,6 +19,7 @@ import (
 	"voiceroom/bus"
 	"voiceroom/gateway"
 	"voiceroom/mysqldb"
+	"voiceroom/regions"
 )
 
 // The roles serve can run (VOICEROOM_ROLES).
@@ -79,6 +80,10 @@ type config struct {
 	ProjectorConcurrency   int             `env:"VOICEROOM_PROJECTOR_CONCURRENCY" envDefault:"4"`
 
 	JWTSecret string `env:"VOICEROOM_JWT_SECRET"`
+
+	RegionsCacheSize    int           `env:"VOICEROOM_REGIONS_CACHE_SIZE" envDefault:"100000"`
+	RegionsCacheTTL     time.Duration `env:"VOICEROOM_REGIONS_CACHE_TTL" envDefault:"3s"`
+	RegionsRebuildBatch int           `env:"VOICEROOM_REGIONS_REBUILD_BATCH" envDefault:"500"`
 
 	Roles           []string      `env:"VOICEROOM_ROLES" envDefault:"api,rooms,relay,imbridge,projector" envSeparator:","`
 	NodeID          string        `env:"VOICEROOM_NODE_ID"`
@@ -207,6 +212,10 @@ func (c *config) validate() error {
 	check(c.IMBridgeConcurrency > 0 && c.IMBridgeConcurrency <= 256, "VOICEROOM_IMBRIDGE_CONCURRENCY", "want 1..256, got %d", c.IMBridgeConcurrency)
 	check(c.ProjectorConcurrency > 0 && c.ProjectorConcurrency <= 256, "VOICEROOM_PROJECTOR_CONCURRENCY", "want 1..256, got %d", c.ProjectorConcurrency)
 
+	check(c.RegionsCacheSize >= 0 && c.RegionsCacheSize <= 10_000_000, "VOICEROOM_REGIONS_CACHE_SIZE", "want 0 (no cache) ..10000000 users, got %d", c.RegionsCacheSize)
+	check(c.RegionsCacheTTL >= 100*time.Millisecond && c.RegionsCacheTTL <= 10*time.Minute, "VOICEROOM_REGIONS_CACHE_TTL", "want 100ms..10m, got %v", c.RegionsCacheTTL)
+	check(c.RegionsRebuildBatch >= 1 && c.RegionsRebuildBatch <= 5000, "VOICEROOM_REGIONS_REBUILD_BATCH", "want 1..5000, got %d", c.RegionsRebuildBatch)
+
 	check(c.JWTSecret == "" || len(c.JWTSecret) >= 16, "VOICEROOM_JWT_SECRET", "must be at least 16 bytes (or empty in development)")
 	check(len(c.Roles) > 0, "VOICEROOM_ROLES", "name at least one role of %s", strings.Join(allRoles, ","))
 	for i, r := range c.Roles {
@@ -278,6 +287,16 @@ func (c *config) gateway(secret []byte) gateway.Config {
 		JWTSecret:   secret,
 		RatePerUser: c.HTTPRatePerUser,
 		RateBurst:   c.HTTPRateBurst,
+	}
+}
+
+func (c *config) regions() regions.Config {
+	return regions.Config{
+		CacheSize:    c.RegionsCacheSize,
+		CacheTTL:     c.RegionsCacheTTL,
+		DisableCache: c.RegionsCacheSize == 0,
+		RebuildBatch: c.RegionsRebuildBatch,
+		Now:          time.Now,
 	}
 }
 

@@ -29,6 +29,12 @@ func TestBadValuesNameTheVariable(t *testing.T) {
 		{"VOICEROOM_LOG_FORMAT", "xml"},
 		{"VOICEROOM_LOG_LEVEL", "loud"},
 		{"VOICEROOM_MIGRATE_ON_START", "perhaps"},
+		{"VOICEROOM_REGIONS_CACHE_SIZE", "-1"},
+		{"VOICEROOM_REGIONS_CACHE_SIZE", "many"},
+		{"VOICEROOM_REGIONS_CACHE_TTL", "10ms"},
+		{"VOICEROOM_REGIONS_CACHE_TTL", "1h"},
+		{"VOICEROOM_REGIONS_REBUILD_BATCH", "0"},
+		{"VOICEROOM_REGIONS_REBUILD_BATCH", "100000"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name+"="+tt.value, func(t *testing.T) {

@@ -1,0 +1,285 @@
+package regions
+
+import (
+	"context"
+	"database/sql"
+	"strconv"
+	"strings"
+
+	"voiceroom/apperr"
+)
+
+// auditLimit is how many audit rows UserRegionInfo returns.
+const auditLimit = 50
+
+// Profile returns a user's profile, read from MySQL (not the cache). A user
+// without one is ErrUserNotFound.
+func (s *Service) Profile(ctx context.Context, appCode string, userID int64) (Profile, error) {
+	if err := validAppCode(appCode); err != nil {
+		return Profile{}, err
+	}
+	p, _, err := readProfile(ctx, s.db, appCode, userID)
+	return p, err
+}
+
+// PutProfile registers a user or changes their display_user_id or country
+// (PUT /api/v1/users/me), and returns the profile.
+//
+// The region is computed here, never taken from the client: an enabled
+// country whose region is active gives that region; an enabled country with
+// no region or a disabled one gives GLOBAL (0), and so does no country. A
+// country the app does not offer, or has disabled, is INVALID_ARGUMENT
+// naming "country". A region an operator set (SourceAdmin) is kept (a
+// rebuild drops it once its region is disabled). Sending the stored country again recomputes nothing: a user's
+// region moves only on the change sources (a country change, a rebuild, an
+// operator). A display_user_id another user of the app has is ALREADY_EXISTS.
+func (s *Service) PutProfile(ctx context.Context, appCode string, userID int64, upd ProfileUpdate) (Profile, error) {
+	if err := validAppCode(appCode); err != nil {
+		return Profile{}, err
+	}
+	if err := validUserID("user_id", userID); err != nil {
+		return Profile{}, err
+	}
+	var display, country string
+	if upd.DisplayUserID != nil {
+		display = strings.TrimSpace(*upd.DisplayUserID)
+		if err := checkDisplayUserID(display); err != nil {
+			return Profile{}, err
+		}
+	}
+	if upd.Country != nil {
+		country = normalizeCountry(*upd.Country)
+		if err := checkCountry(country, true); err != nil {
+			return Profile{}, err
+		}
+	}
+
+	var out Profile
+	err := s.update(ctx, "put profile", func(tx *sql.Tx) error {
+		nowMs := s.nowMs()
+		// The mapping is read (and share-locked) before the user row: the
+		// locking order of store_mysql.go.
+		var m countryMapping
+		if upd.Country != nil && country != "" {
+			var err error
+			if m, err = lockCountryMapping(ctx, tx, appCode, country); err != nil {
+				return err
+			}
+		}
+		old, exists, err := lockUser(ctx, tx, appCode, userID)
+		if err != nil {
+			return err
+		}
+		next := old
+		if !exists {
+			if upd.DisplayUserID == nil {
+				return apperr.Invalid("display_user_id", "is required to register")
+			}
+			next = userRow{userID: userID, source: SourceCountry}
+		}
+		if upd.DisplayUserID != nil {
+			next.display = display
+		}
+		regionCode := ""
+		if upd.Country != nil && (!exists || country != old.country) {
+			if country != "" {
+				if !m.found {
+					return apperr.Invalid("country", "%s is not offered", country)
+				}
+				if !m.enabled {
+					return apperr.Invalid("country", "%s is disabled", country)
+				}
+			}
+			next.country = country
+			if next.source != SourceAdmin {
+				next.regionID, regionCode = m.region()
+			}
+		}
+		if exists && next == old {
+			// Nothing changed: no write, no new updated_at.
+			out, _, err = readProfile(ctx, tx, appCode, userID)
+			return err
+		}
+		if regionCode == "" {
+			if regionCode, err = regionCodeOf(ctx, tx, appCode, next.regionID); err != nil {
+				return err
+			}
+		}
+		out = Profile{UserID: userID, DisplayUserID: next.display, Country: next.country,
+			RegionID: next.regionID, RegionCode: regionCode, UpdatedAtMs: nowMs}
+		if !exists {
+			return insertUser(ctx, tx, appCode, next, nowMs)
+		}
+		if err := updateUser(ctx, tx, appCode, next, nowMs); err != nil {
+			return err
+		}
+		if next.regionID == old.regionID {
+			return nil
+		}
+		return insertAudit(ctx, tx, appCode, []auditRow{{
+			userID: userID, oldRegionID: old.regionID, newRegionID: next.regionID,
+			source: AuditUser, operator: "user:" + strconv.FormatInt(userID, 10),
+			reason: "country changed from " + countryOrNone(old.country) + " to " + countryOrNone(next.country),
+		}}, nowMs)
+	})
+	if err != nil {
+		return Profile{}, err
+	}
+	// Invalidate even when the region is unchanged: the display id may have
+	// changed, and the cache holds it too.
+	s.invalidate(appCode, userID)
+	return out, nil
+}
+
+func countryOrNone(c string) string {
+	if c == "" {
+		return "none"
+	}
+	return c
+}
+
+// SetUserRegion sets a user's region directly (PUT
+// /admin/v1/users/:user_id/region, e.g. a BD leader) and writes an audit row
+// with operator and reason, even when the region stays the same. The region
+// is pinned (SourceAdmin): rebuilds and country changes keep it while it is
+// active. regionID 0 pins GLOBAL. A user or region of another app is
+// NOT_FOUND; a disabled region is INVALID_ARGUMENT naming "region_id".
+func (s *Service) SetUserRegion(ctx context.Context, appCode string, userID, regionID int64, operator, reason string) (Profile, error) {
+	if err := validAppCode(appCode); err != nil {
+		return Profile{}, err
+	}
+	if err := validUserID("user_id", userID); err != nil {
+		return Profile{}, err
+	}
+	if err := checkRegionID(regionID); err != nil {
+		return Profile{}, err
+	}
+	reason = strings.TrimSpace(reason)
+	if err := checkText("reason", reason, ReasonMax); err != nil {
+		return Profile{}, err
+	}
+	if err := checkText("operator", operator, 64); err != nil {
+		return Profile{}, err
+	}
+	var out Profile
+	err := s.update(ctx, "set user region", func(tx *sql.Tx) error {
+		nowMs := s.nowMs()
+		code := GlobalRegionCode
+		if regionID != 0 {
+			r, err := lockRegion(ctx, tx, appCode, regionID)
+			if err != nil {
+				return err
+			}
+			if err := activeRegion(r); err != nil {
+				return err
+			}
+			code = r.Code
+		}
+		u, exists, err := lockUser(ctx, tx, appCode, userID)
+		if err != nil {
+			return err
+		}
+		if !exists {
+			return ErrUserNotFound
+		}
+		if err := setUserRegion(ctx, tx, appCode, userID, regionID, SourceAdmin, nowMs); err != nil {
+			return err
+		}
+		out = Profile{UserID: userID, DisplayUserID: u.display, Country: u.country, RegionID: regionID, RegionCode: code, UpdatedAtMs: nowMs}
+		return insertAudit(ctx, tx, appCode, []auditRow{{
+			userID: userID, oldRegionID: u.regionID, newRegionID: regionID,
+			source: AuditAdmin, operator: operator, reason: reason,
+		}}, nowMs)
+	})
+	if err != nil {
+		return Profile{}, err
+	}
+	s.invalidate(appCode, userID)
+	return out, nil
+}
+
+// ClearUserRegion removes an operator's region pin (DELETE
+// /admin/v1/users/:user_id/region): the user's region is computed from their
+// country again, now, and the action is audited like SetUserRegion.
+func (s *Service) ClearUserRegion(ctx context.Context, appCode string, userID int64, operator, reason string) (Profile, error) {
+	if err := validAppCode(appCode); err != nil {
+		return Profile{}, err
+	}
+	if err := validUserID("user_id", userID); err != nil {
+		return Profile{}, err
+	}
+	reason = strings.TrimSpace(reason)
+	if err := checkText("reason", reason, ReasonMax); err != nil {
+		return Profile{}, err
+	}
+	if err := checkText("operator", operator, 64); err != nil {
+		return Profile{}, err
+	}
+	var out Profile
+	err := s.update(ctx, "clear user region", func(tx *sql.Tx) error {
+		nowMs := s.nowMs()
+		// Keep the locking order (mapping, then user): learn the country
+		// without a lock, lock its mapping, then lock the user. A country
+		// that changed in between is read again under the user's lock; that
+		// rare path may deadlock, and the transaction is then retried.
+		cur, _, err := readProfile(ctx, tx, appCode, userID)
+		if err != nil {
+			return err
+		}
+		var m countryMapping
+		if cur.Country != "" {
+			if m, err = lockCountryMapping(ctx, tx, appCode, cur.Country); err != nil {
+				return err
+			}
+		}
+		u, exists, err := lockUser(ctx, tx, appCode, userID)
+		if err != nil {
+			return err
+		}
+		if !exists {
+			return ErrUserNotFound
+		}
+		if u.country != cur.Country {
+			m = countryMapping{}
+			if u.country != "" {
+				if m, err = lockCountryMapping(ctx, tx, appCode, u.country); err != nil {
+					return err
+				}
+			}
+		}
+		region, code := m.region()
+		if err := setUserRegion(ctx, tx, appCode, userID, region, SourceCountry, nowMs); err != nil {
+			return err
+		}
+		out = Profile{UserID: userID, DisplayUserID: u.display, Country: u.country, RegionID: region, RegionCode: code, UpdatedAtMs: nowMs}
+		return insertAudit(ctx, tx, appCode, []auditRow{{
+			userID: userID, oldRegionID: u.regionID, newRegionID: region,
+			source: AuditAdmin, operator: operator, reason: reason,
+		}}, nowMs)
+	})
+	if err != nil {
+		return Profile{}, err
+	}
+	s.invalidate(appCode, userID)
+	return out, nil
+}
+
+// UserRegionInfo returns the operators' view of a user's region: profile,
+// source and the latest audit rows.
+func (s *Service) UserRegionInfo(ctx context.Context, appCode string, userID int64) (UserRegionInfo, error) {
+	if err := validAppCode(appCode); err != nil {
+		return UserRegionInfo{}, err
+	}
+	if err := validUserID("user_id", userID); err != nil {
+		return UserRegionInfo{}, err
+	}
+	p, source, err := readProfile(ctx, s.db, appCode, userID)
+	if err != nil {
+		return UserRegionInfo{}, err
+	}
+	audit, err := readAudit(ctx, s.db, appCode, userID, auditLimit)
+	if err != nil {
+		return UserRegionInfo{}, err
+	}
+	return UserRegionInfo{Profile: p, RegionSource: source, Audit: audit}, nil
+}
