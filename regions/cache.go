@@ -148,21 +148,6 @@ func (c *cache) invalidate(k cacheKey) {
 	s.mu.Unlock()
 }
 
-// invalidateApp drops every entry of an app.
-func (c *cache) invalidateApp(app string) {
-	for i := range c.shards {
-		s := &c.shards[i]
-		s.mu.Lock()
-		for k := range s.entries {
-			if k.app == app {
-				delete(s.entries, k)
-			}
-		}
-		s.gen++
-		s.mu.Unlock()
-	}
-}
-
 // len returns the number of entries, live or expired.
 func (c *cache) len() int {
 	n := 0

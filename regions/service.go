@@ -67,6 +67,11 @@ type Service struct {
 	cfg   Config
 	now   func() time.Time
 	cache *cache // nil when disabled
+
+	// afterMappingRead, when set (by tests only), runs inside PutProfile's
+	// transaction between the mapping read and the user's lock: the window
+	// an operator's concurrent change must not slip through.
+	afterMappingRead func()
 }
 
 // New returns a Service on db. reg, when not nil, receives the cache metrics.

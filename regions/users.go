@@ -66,6 +66,9 @@ func (s *Service) PutProfile(ctx context.Context, appCode string, userID int64, 
 				return err
 			}
 		}
+		if s.afterMappingRead != nil {
+			s.afterMappingRead()
+		}
 		old, exists, err := lockUser(ctx, tx, appCode, userID)
 		if err != nil {
 			return err
