@@ -339,7 +339,7 @@ func TestAdminSetUserRegionIsAudited(t *testing.T) {
 		t.Fatalf("set: %+v", p)
 	}
 	var (
-		oldR, newR, at   int64
+		oldR, newR, at  int64
 		source, op, why string
 	)
 	err := e.db.QueryRow(`SELECT old_region_id, new_region_id, source, operator, reason, created_at_ms
