@@ -470,3 +470,48 @@ func TestSeedIsIdempotent(t *testing.T) {
 		t.Fatalf("demo regions: SG %d MY %d SA %d US %d none %d", sg, my, sa, us, none)
 	}
 }
+
+// TestConcurrentRegistrations signs up many users at once, and one user from
+// several clients at once. Locking the absent row before inserting it made
+// such sign-ups deadlock each other until the retries ran out.
+func TestConcurrentRegistrations(t *testing.T) {
+	db := testenv.NewDB(t)
+	svc := newTestService(t, db, newFakeClock(), regions.Config{})
+	f := mustFixture(t, svc, "app1")
+	const workers, each = 64, 10
+	var wg sync.WaitGroup
+	errs := make(chan error, workers*each+8)
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range each {
+				id := int64(w*each + i + 1)
+				display, country := fmt.Sprintf("user_%d", id), "SG"
+				if _, err := svc.PutProfile(context.Background(), "app1", id, regions.ProfileUpdate{DisplayUserID: &display, Country: &country}); err != nil {
+					errs <- err
+				}
+			}
+		}()
+	}
+	for c := range 8 { // one new user, eight clients
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			display, country := fmt.Sprintf("same_%d", c), "MY"
+			if _, err := svc.PutProfile(context.Background(), "app1", 1_000_000, regions.ProfileUpdate{DisplayUserID: &display, Country: &country}); err != nil {
+				errs <- err
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Errorf("sign-up failed: %v", err)
+	}
+	var n int
+	db.QueryRow("SELECT COUNT(*) FROM users WHERE app_code = 'app1' AND region_id = ?", f.sea).Scan(&n)
+	if n != workers*each+1 {
+		t.Fatalf("%d users in SEA, want %d", n, workers*each+1)
+	}
+}

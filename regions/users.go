@@ -3,6 +3,7 @@ package regions
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"strconv"
 	"strings"
 
@@ -30,8 +31,8 @@ func (s *Service) Profile(ctx context.Context, appCode string, userID int64) (Pr
 // no region or a disabled one gives GLOBAL (0), and so does no country. A
 // country the app does not offer, or has disabled, is INVALID_ARGUMENT
 // naming "country". A region an operator set (SourceAdmin) is kept (a
-// rebuild drops it once its region is disabled). Sending the stored country again recomputes nothing: a user's
-// region moves only on the change sources (a country change, a rebuild, an
+// rebuild drops it once its region is disabled). Sending the stored country
+// again recomputes nothing: a user's region moves only on the change sources (a country change, a rebuild, an
 // operator). A display_user_id another user of the app has is ALREADY_EXISTS.
 func (s *Service) PutProfile(ctx context.Context, appCode string, userID int64, upd ProfileUpdate) (Profile, error) {
 	if err := validAppCode(appCode); err != nil {
@@ -54,77 +55,32 @@ func (s *Service) PutProfile(ctx context.Context, appCode string, userID int64, 
 		}
 	}
 
+	// A registration must not lock the absent row first: SELECT ... FOR
+	// UPDATE of a missing key takes a gap lock, and concurrent registrations
+	// holding gap locks then deadlock on each other's inserts (seen as
+	// storms of 1213 at 64 concurrent sign-ups). So the common path locks
+	// the existing row; when there is none, a second transaction inserts
+	// without a prior lock, and a duplicate key there means a concurrent
+	// registration won: the common path runs again.
 	var out Profile
-	err := s.update(ctx, "put profile", func(tx *sql.Tx) error {
-		nowMs := s.nowMs()
-		// The mapping is read (and share-locked) before the user row: the
-		// locking order of store_mysql.go.
-		var m countryMapping
-		if upd.Country != nil && country != "" {
+	var err error
+	register := false
+	for attempt := 0; attempt < 4; attempt++ {
+		err = s.update(ctx, "put profile", func(tx *sql.Tx) error {
 			var err error
-			if m, err = lockCountryMapping(ctx, tx, appCode, country); err != nil {
-				return err
-			}
-		}
-		if s.afterMappingRead != nil {
-			s.afterMappingRead()
-		}
-		old, exists, err := lockUser(ctx, tx, appCode, userID)
-		if err != nil {
+			out, err = s.putProfileTx(ctx, tx, appCode, userID, upd, display, country, register)
 			return err
+		})
+		switch {
+		case errors.Is(err, errNoProfile):
+			register = true
+			continue
+		case errors.Is(err, errRegisteredMeanwhile):
+			register = false
+			continue
 		}
-		next := old
-		if !exists {
-			if upd.DisplayUserID == nil {
-				return apperr.Invalid("display_user_id", "is required to register")
-			}
-			next = userRow{userID: userID, source: SourceCountry}
-		}
-		if upd.DisplayUserID != nil {
-			next.display = display
-		}
-		regionCode := ""
-		if upd.Country != nil && (!exists || country != old.country) {
-			if country != "" {
-				if !m.found {
-					return apperr.Invalid("country", "%s is not offered", country)
-				}
-				if !m.enabled {
-					return apperr.Invalid("country", "%s is disabled", country)
-				}
-			}
-			next.country = country
-			if next.source != SourceAdmin {
-				next.regionID, regionCode = m.region()
-			}
-		}
-		if exists && next == old {
-			// Nothing changed: no write, no new updated_at.
-			out, _, err = readProfile(ctx, tx, appCode, userID)
-			return err
-		}
-		if regionCode == "" {
-			if regionCode, err = regionCodeOf(ctx, tx, appCode, next.regionID); err != nil {
-				return err
-			}
-		}
-		out = Profile{UserID: userID, DisplayUserID: next.display, Country: next.country,
-			RegionID: next.regionID, RegionCode: regionCode, UpdatedAtMs: nowMs}
-		if !exists {
-			return insertUser(ctx, tx, appCode, next, nowMs)
-		}
-		if err := updateUser(ctx, tx, appCode, next, nowMs); err != nil {
-			return err
-		}
-		if next.regionID == old.regionID {
-			return nil
-		}
-		return insertAudit(ctx, tx, appCode, []auditRow{{
-			userID: userID, oldRegionID: old.regionID, newRegionID: next.regionID,
-			source: AuditUser, operator: "user:" + strconv.FormatInt(userID, 10),
-			reason: "country changed from " + countryOrNone(old.country) + " to " + countryOrNone(next.country),
-		}}, nowMs)
-	})
+		break
+	}
 	if err != nil {
 		return Profile{}, err
 	}
@@ -132,6 +88,98 @@ func (s *Service) PutProfile(ctx context.Context, appCode string, userID int64, 
 	// changed, and the cache holds it too.
 	s.invalidate(appCode, userID)
 	return out, nil
+}
+
+// errNoProfile and errRegisteredMeanwhile steer PutProfile between its
+// update and registration transactions; they never leave it.
+var (
+	errNoProfile           = errors.New("no profile yet")
+	errRegisteredMeanwhile = errors.New("registered concurrently")
+)
+
+// putProfileTx is one attempt of PutProfile. With register false it locks and
+// updates an existing user (errNoProfile when there is none); with register
+// true it inserts one (errRegisteredMeanwhile when the user id exists).
+func (s *Service) putProfileTx(ctx context.Context, tx *sql.Tx, appCode string, userID int64, upd ProfileUpdate, display, country string, register bool) (Profile, error) {
+	nowMs := s.nowMs()
+	// The mapping is read (and share-locked) before the user row: the
+	// locking order of store_mysql.go.
+	var m countryMapping
+	if upd.Country != nil && country != "" {
+		var err error
+		if m, err = lockCountryMapping(ctx, tx, appCode, country); err != nil {
+			return Profile{}, err
+		}
+	}
+	if s.afterMappingRead != nil {
+		s.afterMappingRead()
+	}
+	var old userRow
+	if register {
+		if upd.DisplayUserID == nil {
+			return Profile{}, apperr.Invalid("display_user_id", "is required to register")
+		}
+		old = userRow{userID: userID, source: SourceCountry}
+	} else {
+		var exists bool
+		var err error
+		if old, exists, err = lockUser(ctx, tx, appCode, userID); err != nil {
+			return Profile{}, err
+		}
+		if !exists {
+			return Profile{}, errNoProfile
+		}
+	}
+	next := old
+	if upd.DisplayUserID != nil {
+		next.display = display
+	}
+	regionCode := ""
+	if upd.Country != nil && (register || country != old.country) {
+		if country != "" {
+			if !m.found {
+				return Profile{}, apperr.Invalid("country", "%s is not offered", country)
+			}
+			if !m.enabled {
+				return Profile{}, apperr.Invalid("country", "%s is disabled", country)
+			}
+		}
+		next.country = country
+		if next.source != SourceAdmin {
+			next.regionID, regionCode = m.region()
+		}
+	}
+	if !register && next == old {
+		// Nothing changed: no write, no new updated_at.
+		p, _, err := readProfile(ctx, tx, appCode, userID)
+		return p, err
+	}
+	if regionCode == "" {
+		var err error
+		if regionCode, err = regionCodeOf(ctx, tx, appCode, next.regionID); err != nil {
+			return Profile{}, err
+		}
+	}
+	out := Profile{UserID: userID, DisplayUserID: next.display, Country: next.country,
+		RegionID: next.regionID, RegionCode: regionCode, UpdatedAtMs: nowMs}
+	if register {
+		err := insertUser(ctx, tx, appCode, next, nowMs)
+		if isDuplicateKey(err, "PRIMARY") {
+			return Profile{}, errRegisteredMeanwhile
+		}
+		return out, err
+	}
+	if err := updateUser(ctx, tx, appCode, next, nowMs); err != nil {
+		return Profile{}, err
+	}
+	if next.regionID == old.regionID {
+		return out, nil
+	}
+	return out, insertAudit(ctx, tx, appCode, []auditRow{{
+		userID: userID, oldRegionID: old.regionID, newRegionID: next.regionID,
+		source: AuditUser, operator: "user:" + strconv.FormatInt(userID, 10),
+		reason: "country changed from " + countryOrNone(old.country) + " to " + countryOrNone(next.country),
+	}}, nowMs)
 }
 
 func countryOrNone(c string) string {
