@@ -29,10 +29,11 @@ func newRegionEnv(tb testing.TB) *regionEnv {
 	tb.Helper()
 	db := testenv.NewDB(tb)
 	frozen := time.UnixMilli(1_800_000_000_000)
-	svc, err := regions.New(db, testenv.Logger(tb), nil, regions.Config{Now: func() time.Time { return frozen }})
+	svc, err := regions.New(context.Background(), db, testenv.Logger(tb), nil, regions.Config{Now: func() time.Time { return frozen }})
 	if err != nil {
 		tb.Fatal(err)
 	}
+	tb.Cleanup(svc.Close)
 	reg := prometheus.NewRegistry()
 	srv, err := New(Config{Addr: "127.0.0.1:0", JWTSecret: testSecret, RatePerUser: 1e6, RateBurst: 1e6},
 		testenv.Logger(tb), reg, reg, nil, RegionRoutes(svc))

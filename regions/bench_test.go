@@ -45,10 +45,11 @@ func mustBenchUsers(tb testing.TB, db *sql.DB, app string, n int, region int64) 
 
 func benchmarkUserRegion(b *testing.B, cfg regions.Config) {
 	db := testenv.NewDB(b)
-	svc, err := regions.New(db, slog.New(slog.DiscardHandler), nil, cfg)
+	svc, err := regions.New(context.Background(), db, slog.New(slog.DiscardHandler), nil, cfg)
 	if err != nil {
 		b.Fatal(err)
 	}
+	b.Cleanup(svc.Close)
 	f := mustFixture(b, svc, "bench")
 	mustBenchUsers(b, db, "bench", benchUsers, f.sea)
 	ctx := context.Background()

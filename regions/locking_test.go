@@ -18,10 +18,11 @@ import (
 // user is left in SEA with a country of MENA until some later rebuild.
 func TestCountryChangeRacingOperator(t *testing.T) {
 	db := testenv.NewDB(t)
-	svc, err := New(db, testenv.Logger(t), nil, Config{})
+	svc, err := New(context.Background(), db, testenv.Logger(t), nil, Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(svc.Close)
 	ctx := context.Background()
 	sea, _ := svc.CreateRegion(ctx, "app1", "SEA", "Southeast Asia")
 	mena, _ := svc.CreateRegion(ctx, "app1", "MENA", "Middle East")

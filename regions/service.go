@@ -67,6 +67,7 @@ type Service struct {
 	cfg   Config
 	now   func() time.Time
 	cache *cache // nil when disabled
+	stmts *stmtCache
 
 	// afterMappingRead, when set (by tests only), runs inside PutProfile's
 	// transaction between the mapping read and the user's lock: the window
@@ -74,17 +75,24 @@ type Service struct {
 	afterMappingRead func()
 }
 
-// New returns a Service on db. reg, when not nil, receives the cache metrics.
-func New(db *sql.DB, log *slog.Logger, reg prometheus.Registerer, cfg Config) (*Service, error) {
+// New returns a Service on db, whose migrations must be applied: it prepares
+// its frequent statements there, within ctx. reg, when not nil, receives the
+// cache metrics. Close releases the statements.
+func New(ctx context.Context, db *sql.DB, log *slog.Logger, reg prometheus.Registerer, cfg Config) (*Service, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("regions: %w", err)
 	}
-	s := &Service{db: db, log: log, cfg: cfg, now: cfg.Now}
+	stmts, err := newStmtCache(ctx, db, hotStatements())
+	if err != nil {
+		return nil, fmt.Errorf("regions: %w", err)
+	}
+	s := &Service{db: db, log: log, cfg: cfg, now: cfg.Now, stmts: stmts}
 	if !cfg.DisableCache {
 		s.cache = newCache(cfg.CacheSize, cfg.CacheTTL)
 		if reg != nil {
 			for _, c := range s.cache.collectors() {
 				if err := reg.Register(c); err != nil {
+					stmts.close()
 					return nil, fmt.Errorf("regions: register metrics: %w", err)
 				}
 			}
@@ -92,6 +100,10 @@ func New(db *sql.DB, log *slog.Logger, reg prometheus.Registerer, cfg Config) (*
 	}
 	return s, nil
 }
+
+// Close releases the prepared statements. Call it after the last request,
+// before closing db.
+func (s *Service) Close() { s.stmts.close() }
 
 // UserRegion returns the user's display_user_id and region_id (0 = GLOBAL). A user without a profile is an *apperr.Error of kind NotFound; a store failure is kind Unavailable.
 //
@@ -114,7 +126,7 @@ func (s *Service) UserRegion(ctx context.Context, appCode string, userID int64) 
 	if err := validUserID("user_id", userID); err != nil {
 		return "", 0, err
 	}
-	display, region, err := readUserRegion(ctx, s.db, appCode, userID)
+	display, region, err := readUserRegion(ctx, s.stmts.on(nil), appCode, userID)
 	if err != nil {
 		return "", 0, err
 	}

@@ -45,10 +45,11 @@ func newTestService(tb testing.TB, db *sql.DB, clock *fakeClock, cfg regions.Con
 	if cfg.CacheTTL == 0 {
 		cfg.CacheTTL = testTTL
 	}
-	svc, err := regions.New(db, testenv.Logger(tb), nil, cfg)
+	svc, err := regions.New(context.Background(), db, testenv.Logger(tb), nil, cfg)
 	if err != nil {
 		tb.Fatal(err)
 	}
+	tb.Cleanup(svc.Close)
 	return svc
 }
 
@@ -513,5 +514,43 @@ func TestConcurrentRegistrations(t *testing.T) {
 	db.QueryRow("SELECT COUNT(*) FROM users WHERE app_code = 'app1' AND region_id = ?", f.sea).Scan(&n)
 	if n != workers*each+1 {
 		t.Fatalf("%d users in SEA, want %d", n, workers*each+1)
+	}
+}
+
+// TestBusyPoolDoesNotStarve runs more concurrent profile writes than the pool
+// has connections, on a fresh Service. Preparing a statement on the pool from
+// inside a transaction needs a second connection; with every connection held
+// by such a transaction, none would ever get one.
+func TestBusyPoolDoesNotStarve(t *testing.T) {
+	_, dsn := testenv.NewDBWithDSN(t)
+	pool, err := mysqldb.Open(context.Background(), mysqldb.Config{DSN: dsn, MaxOpenConns: 2}, testenv.Logger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pool.Close() })
+	setup := newTestService(t, pool, newFakeClock(), regions.Config{})
+	mustFixture(t, setup, "app1")
+	for i := int64(1); i <= 16; i++ {
+		mustPut(t, setup, "app1", i, fmt.Sprintf("user_%d", i), "SG")
+	}
+	svc := newTestService(t, pool, newFakeClock(), regions.Config{})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var wg sync.WaitGroup
+	errs := make(chan error, 16)
+	for i := int64(1); i <= 16; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			country := "SA"
+			if _, err := svc.PutProfile(ctx, "app1", i, regions.ProfileUpdate{Country: &country}); err != nil {
+				errs <- err
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatalf("profile write on a busy pool: %v", err)
 	}
 }

@@ -29,6 +29,33 @@ var (
 // instead of deadlocking: the mapping (countries, regions) first, users
 // second. Writers of the mapping lock only mapping rows.
 
+// The statements of the hot paths: a lookup miss and a profile write. They
+// are prepared once per pooled connection (see stmtCache).
+const (
+	sqlUserRegion = "SELECT display_user_id, region_id FROM users WHERE app_code = ? AND user_id = ?"
+	sqlProfile    = `SELECT u.display_user_id, u.country, u.region_id, r.region_code, u.region_source, u.updated_at_ms
+		FROM users u
+		LEFT JOIN regions r ON r.app_code = u.app_code AND r.region_id = u.region_id
+		WHERE u.app_code = ? AND u.user_id = ?`
+	sqlCountryMapping = `SELECT c.enabled, c.region_id, r.status, r.region_code
+		FROM countries c
+		LEFT JOIN regions r ON r.app_code = c.app_code AND r.region_id = c.region_id
+		WHERE c.app_code = ? AND c.country_code = ?
+		LOCK IN SHARE MODE`
+	sqlLockUser = `SELECT display_user_id, country, region_id, region_source
+		FROM users WHERE app_code = ? AND user_id = ? FOR UPDATE`
+	sqlInsertUser = `INSERT INTO users (app_code, user_id, display_user_id, country, region_id, region_source, created_at_ms, updated_at_ms)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`
+	sqlUpdateUser = `UPDATE users SET display_user_id = ?, country = ?, region_id = ?, region_source = ?, updated_at_ms = ?
+		WHERE app_code = ? AND user_id = ?`
+	sqlRegionCode = "SELECT region_code FROM regions WHERE app_code = ? AND region_id = ?"
+)
+
+// hotStatements lists what stmtCache prepares.
+func hotStatements() []string {
+	return []string{sqlUserRegion, sqlProfile, sqlCountryMapping, sqlLockUser, sqlInsertUser, sqlUpdateUser, sqlRegionCode, insertAuditSQL(1)}
+}
+
 // userRow is a user as the write paths read it.
 type userRow struct {
 	userID   int64
@@ -58,9 +85,7 @@ func (m countryMapping) region() (int64, string) {
 }
 
 func readUserRegion(ctx context.Context, q querier, app string, userID int64) (display string, regionID int64, err error) {
-	err = q.QueryRowContext(ctx,
-		"SELECT display_user_id, region_id FROM users WHERE app_code = ? AND user_id = ?",
-		app, userID).Scan(&display, &regionID)
+	err = q.QueryRowContext(ctx, sqlUserRegion, app, userID).Scan(&display, &regionID)
 	if errors.Is(err, sql.ErrNoRows) {
 		return "", 0, ErrUserNotFound
 	}
@@ -74,11 +99,7 @@ func readProfile(ctx context.Context, q querier, app string, userID int64) (Prof
 	p := Profile{UserID: userID}
 	var code sql.NullString
 	var source string
-	err := q.QueryRowContext(ctx, `
-		SELECT u.display_user_id, u.country, u.region_id, r.region_code, u.region_source, u.updated_at_ms
-		FROM users u
-		LEFT JOIN regions r ON r.app_code = u.app_code AND r.region_id = u.region_id
-		WHERE u.app_code = ? AND u.user_id = ?`, app, userID).
+	err := q.QueryRowContext(ctx, sqlProfile, app, userID).
 		Scan(&p.DisplayUserID, &p.Country, &p.RegionID, &code, &source, &p.UpdatedAtMs)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Profile{}, "", ErrUserNotFound
@@ -101,15 +122,10 @@ func regionCodeOr(id int64, code sql.NullString) string {
 // commit: an operator cannot move or disable them between this read and the
 // user's write, so a rebuild that follows the operator's change sees this
 // user's new row (see PutProfile).
-func lockCountryMapping(ctx context.Context, tx *sql.Tx, app, country string) (countryMapping, error) {
+func lockCountryMapping(ctx context.Context, q querier, app, country string) (countryMapping, error) {
 	m := countryMapping{}
 	var status, code sql.NullString
-	err := tx.QueryRowContext(ctx, `
-		SELECT c.enabled, c.region_id, r.status, r.region_code
-		FROM countries c
-		LEFT JOIN regions r ON r.app_code = c.app_code AND r.region_id = c.region_id
-		WHERE c.app_code = ? AND c.country_code = ?
-		LOCK IN SHARE MODE`, app, country).Scan(&m.enabled, &m.regionID, &status, &code)
+	err := q.QueryRowContext(ctx, sqlCountryMapping, app, country).Scan(&m.enabled, &m.regionID, &status, &code)
 	if errors.Is(err, sql.ErrNoRows) {
 		return m, nil
 	}
@@ -151,11 +167,9 @@ func scanRegion(row *sql.Row) (Region, error) {
 	return r, nil
 }
 
-func lockUser(ctx context.Context, tx *sql.Tx, app string, userID int64) (userRow, bool, error) {
+func lockUser(ctx context.Context, q querier, app string, userID int64) (userRow, bool, error) {
 	u := userRow{userID: userID}
-	err := tx.QueryRowContext(ctx, `
-		SELECT display_user_id, country, region_id, region_source
-		FROM users WHERE app_code = ? AND user_id = ? FOR UPDATE`, app, userID).
+	err := q.QueryRowContext(ctx, sqlLockUser, app, userID).
 		Scan(&u.display, &u.country, &u.regionID, &u.source)
 	if errors.Is(err, sql.ErrNoRows) {
 		return u, false, nil
@@ -166,18 +180,14 @@ func lockUser(ctx context.Context, tx *sql.Tx, app string, userID int64) (userRo
 	return u, true, nil
 }
 
-func insertUser(ctx context.Context, tx *sql.Tx, app string, u userRow, nowMs int64) error {
-	_, err := tx.ExecContext(ctx, `
-		INSERT INTO users (app_code, user_id, display_user_id, country, region_id, region_source, created_at_ms, updated_at_ms)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+func insertUser(ctx context.Context, q querier, app string, u userRow, nowMs int64) error {
+	_, err := q.ExecContext(ctx, sqlInsertUser,
 		app, u.userID, u.display, u.country, u.regionID, u.source, nowMs, nowMs)
 	return userWriteError("insert user", err)
 }
 
-func updateUser(ctx context.Context, tx *sql.Tx, app string, u userRow, nowMs int64) error {
-	_, err := tx.ExecContext(ctx, `
-		UPDATE users SET display_user_id = ?, country = ?, region_id = ?, region_source = ?, updated_at_ms = ?
-		WHERE app_code = ? AND user_id = ?`,
+func updateUser(ctx context.Context, q querier, app string, u userRow, nowMs int64) error {
+	_, err := q.ExecContext(ctx, sqlUpdateUser,
 		u.display, u.country, u.regionID, u.source, nowMs, app, u.userID)
 	return userWriteError("update user", err)
 }
@@ -208,22 +218,29 @@ type auditRow struct {
 	reason      string
 }
 
-// insertAudit writes audit rows in one statement.
-func insertAudit(ctx context.Context, tx *sql.Tx, app string, rows []auditRow, nowMs int64) error {
-	if len(rows) == 0 {
-		return nil
-	}
+// insertAuditSQL is the insert of n audit rows.
+func insertAuditSQL(n int) string {
 	var b strings.Builder
 	b.WriteString("INSERT INTO user_region_audit (app_code, user_id, old_region_id, new_region_id, source, operator, reason, created_at_ms) VALUES ")
-	args := make([]any, 0, len(rows)*8)
-	for i, r := range rows {
+	for i := range n {
 		if i > 0 {
 			b.WriteString(", ")
 		}
 		b.WriteString("(?, ?, ?, ?, ?, ?, ?, ?)")
+	}
+	return b.String()
+}
+
+// insertAudit writes audit rows in one statement.
+func insertAudit(ctx context.Context, q querier, app string, rows []auditRow, nowMs int64) error {
+	if len(rows) == 0 {
+		return nil
+	}
+	args := make([]any, 0, len(rows)*8)
+	for _, r := range rows {
 		args = append(args, app, r.userID, r.oldRegionID, r.newRegionID, r.source, r.operator, r.reason, nowMs)
 	}
-	if _, err := tx.ExecContext(ctx, b.String(), args...); err != nil {
+	if _, err := q.ExecContext(ctx, insertAuditSQL(len(rows)), args...); err != nil {
 		return unavailable("insert region audit", err)
 	}
 	return nil
@@ -258,7 +275,7 @@ func regionCodeOf(ctx context.Context, q querier, app string, id int64) (string,
 		return GlobalRegionCode, nil
 	}
 	var code string
-	err := q.QueryRowContext(ctx, "SELECT region_code FROM regions WHERE app_code = ? AND region_id = ?", app, id).Scan(&code)
+	err := q.QueryRowContext(ctx, sqlRegionCode, app, id).Scan(&code)
 	if errors.Is(err, sql.ErrNoRows) {
 		// A user's region is never deleted (regions are only disabled);
 		// answer GLOBAL's code rather than fail a profile read over it.

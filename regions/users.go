@@ -102,12 +102,13 @@ var (
 // true it inserts one (errRegisteredMeanwhile when the user id exists).
 func (s *Service) putProfileTx(ctx context.Context, tx *sql.Tx, appCode string, userID int64, upd ProfileUpdate, display, country string, register bool) (Profile, error) {
 	nowMs := s.nowMs()
+	q := s.stmts.on(tx)
 	// The mapping is read (and share-locked) before the user row: the
 	// locking order of store_mysql.go.
 	var m countryMapping
 	if upd.Country != nil && country != "" {
 		var err error
-		if m, err = lockCountryMapping(ctx, tx, appCode, country); err != nil {
+		if m, err = lockCountryMapping(ctx, q, appCode, country); err != nil {
 			return Profile{}, err
 		}
 	}
@@ -123,7 +124,7 @@ func (s *Service) putProfileTx(ctx context.Context, tx *sql.Tx, appCode string, 
 	} else {
 		var exists bool
 		var err error
-		if old, exists, err = lockUser(ctx, tx, appCode, userID); err != nil {
+		if old, exists, err = lockUser(ctx, q, appCode, userID); err != nil {
 			return Profile{}, err
 		}
 		if !exists {
@@ -151,31 +152,31 @@ func (s *Service) putProfileTx(ctx context.Context, tx *sql.Tx, appCode string, 
 	}
 	if !register && next == old {
 		// Nothing changed: no write, no new updated_at.
-		p, _, err := readProfile(ctx, tx, appCode, userID)
+		p, _, err := readProfile(ctx, q, appCode, userID)
 		return p, err
 	}
 	if regionCode == "" {
 		var err error
-		if regionCode, err = regionCodeOf(ctx, tx, appCode, next.regionID); err != nil {
+		if regionCode, err = regionCodeOf(ctx, q, appCode, next.regionID); err != nil {
 			return Profile{}, err
 		}
 	}
 	out := Profile{UserID: userID, DisplayUserID: next.display, Country: next.country,
 		RegionID: next.regionID, RegionCode: regionCode, UpdatedAtMs: nowMs}
 	if register {
-		err := insertUser(ctx, tx, appCode, next, nowMs)
+		err := insertUser(ctx, q, appCode, next, nowMs)
 		if isDuplicateKey(err, "PRIMARY") {
 			return Profile{}, errRegisteredMeanwhile
 		}
 		return out, err
 	}
-	if err := updateUser(ctx, tx, appCode, next, nowMs); err != nil {
+	if err := updateUser(ctx, q, appCode, next, nowMs); err != nil {
 		return Profile{}, err
 	}
 	if next.regionID == old.regionID {
 		return out, nil
 	}
-	return out, insertAudit(ctx, tx, appCode, []auditRow{{
+	return out, insertAudit(ctx, q, appCode, []auditRow{{
 		userID: userID, oldRegionID: old.regionID, newRegionID: next.regionID,
 		source: AuditUser, operator: "user:" + strconv.FormatInt(userID, 10),
 		reason: "country changed from " + countryOrNone(old.country) + " to " + countryOrNone(next.country),

@@ -39,10 +39,11 @@ func seed(ctx context.Context, args []string) error {
 	}
 	rcfg := cfg.regions()
 	rcfg.DisableCache = true // a one-shot command: nothing to cache
-	svc, err := regions.New(db, log, nil, rcfg)
+	svc, err := regions.New(ctx, db, log, nil, rcfg)
 	if err != nil {
 		return err
 	}
+	defer svc.Close()
 	rep, err := svc.Seed(ctx, *app, regions.DemoData())
 	if err != nil {
 		return err
