@@ -88,13 +88,18 @@ func (h regionHandlers) updateRegion(c *fiber.Ctx) error {
 		return err
 	}
 	var req struct {
-		Status *regions.RegionStatus `json:"status"`
-		Name   *string               `json:"name"`
+		Status *string `json:"status"` // a plain string, so a wrong type names no Go type
+		Name   *string `json:"name"`
 	}
 	if err := Bind(c, &req); err != nil {
 		return err
 	}
-	r, err := h.svc.UpdateRegion(c.UserContext(), PrincipalOf(c).AppCode, id, regions.RegionPatch{Status: req.Status, Name: req.Name})
+	patch := regions.RegionPatch{Name: req.Name}
+	if req.Status != nil {
+		st := regions.RegionStatus(*req.Status)
+		patch.Status = &st
+	}
+	r, err := h.svc.UpdateRegion(c.UserContext(), PrincipalOf(c).AppCode, id, patch)
 	if err != nil {
 		return err
 	}

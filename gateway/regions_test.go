@@ -420,6 +420,7 @@ func TestRegionRoutesBadInput(t *testing.T) {
 		{"region name missing", "POST", "/admin/v1/regions", admin, `{"region_code":"EU"}`, 400, "INVALID_ARGUMENT", "name"},
 		{"region name control", "POST", "/admin/v1/regions", admin, `{"region_code":"EU","name":"a\u0007b"}`, 400, "INVALID_ARGUMENT", "name"},
 		{"region bad status", "PATCH", fmt.Sprintf("/admin/v1/regions/%d", f.sea), admin, `{"status":"paused"}`, 400, "INVALID_ARGUMENT", "status"},
+		{"region status wrong type", "PATCH", fmt.Sprintf("/admin/v1/regions/%d", f.sea), admin, `{"status":1}`, 400, "INVALID_ARGUMENT", "status"},
 		{"region rename too long", "PATCH", fmt.Sprintf("/admin/v1/regions/%d", f.sea), admin, `{"name":"` + long + `"}`, 400, "INVALID_ARGUMENT", "name"},
 		{"region patch empty", "PATCH", fmt.Sprintf("/admin/v1/regions/%d", f.sea), admin, `{}`, 400, "INVALID_ARGUMENT", ""},
 		{"region id not a number", "PATCH", "/admin/v1/regions/sea", admin, `{"status":"active"}`, 400, "INVALID_ARGUMENT", "region_id"},

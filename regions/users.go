@@ -19,7 +19,7 @@ func (s *Service) Profile(ctx context.Context, appCode string, userID int64) (Pr
 	if err := validAppCode(appCode); err != nil {
 		return Profile{}, err
 	}
-	p, _, err := readProfile(ctx, s.db, appCode, userID)
+	p, _, err := readProfile(ctx, s.stmts.on(nil), appCode, userID)
 	return p, err
 }
 
@@ -32,8 +32,9 @@ func (s *Service) Profile(ctx context.Context, appCode string, userID int64) (Pr
 // country the app does not offer, or has disabled, is INVALID_ARGUMENT
 // naming "country". A region an operator set (SourceAdmin) is kept (a
 // rebuild drops it once its region is disabled). Sending the stored country
-// again recomputes nothing: a user's region moves only on the change sources (a country change, a rebuild, an
-// operator). A display_user_id another user of the app has is ALREADY_EXISTS.
+// again recomputes nothing: a user's region moves only on the change sources
+// (a country change, a rebuild, an operator). A display_user_id another user
+// of the app has is ALREADY_EXISTS. Nothing changed writes nothing.
 func (s *Service) PutProfile(ctx context.Context, appCode string, userID int64, upd ProfileUpdate) (Profile, error) {
 	if err := validAppCode(appCode); err != nil {
 		return Profile{}, err
