@@ -21,6 +21,7 @@ import (
 	"voiceroom/gateway"
 	"voiceroom/mysqldb"
 	"voiceroom/outboxrelay"
+	"voiceroom/regions"
 	"voiceroom/rooms"
 )
 
@@ -99,6 +100,10 @@ type config struct {
 	OutboxRetention       time.Duration `env:"VOICEROOM_OUTBOX_RETENTION" envDefault:"72h"`
 
 	JWTSecret string `env:"VOICEROOM_JWT_SECRET"`
+
+	RegionsCacheSize    int           `env:"VOICEROOM_REGIONS_CACHE_SIZE" envDefault:"100000"`
+	RegionsCacheTTL     time.Duration `env:"VOICEROOM_REGIONS_CACHE_TTL" envDefault:"3s"`
+	RegionsRebuildBatch int           `env:"VOICEROOM_REGIONS_REBUILD_BATCH" envDefault:"500"`
 
 	Roles           []string      `env:"VOICEROOM_ROLES" envDefault:"api,rooms,relay,imbridge,projector" envSeparator:","`
 	NodeID          string        `env:"VOICEROOM_NODE_ID"`
@@ -251,6 +256,9 @@ func (c *config) validate() error {
 	check(outbox.DrainBound() < c.ShutdownTimeout, "VOICEROOM_OUTBOX_PUBLISH_TIMEOUT",
 		"the publish timeout (%v) plus %v to record the results must be shorter than VOICEROOM_SHUTDOWN_TIMEOUT (%v)",
 		outbox.WithDefaults().PublishTimeout, outboxrelay.DefaultStatementTimeout, c.ShutdownTimeout)
+	check(c.RegionsCacheSize >= 0 && c.RegionsCacheSize <= 10_000_000, "VOICEROOM_REGIONS_CACHE_SIZE", "want 0 (no cache) ..10000000 users, got %d", c.RegionsCacheSize)
+	check(c.RegionsCacheTTL >= 100*time.Millisecond && c.RegionsCacheTTL <= 10*time.Minute, "VOICEROOM_REGIONS_CACHE_TTL", "want 100ms..10m, got %v", c.RegionsCacheTTL)
+	check(c.RegionsRebuildBatch >= 1 && c.RegionsRebuildBatch <= 5000, "VOICEROOM_REGIONS_REBUILD_BATCH", "want 1..5000, got %d", c.RegionsRebuildBatch)
 
 	check(c.JWTSecret == "" || len(c.JWTSecret) >= 16, "VOICEROOM_JWT_SECRET", "must be at least 16 bytes (or empty in development)")
 	check(len(c.Roles) > 0, "VOICEROOM_ROLES", "name at least one role of %s", strings.Join(allRoles, ","))
@@ -340,6 +348,16 @@ func (c *config) gateway(secret []byte) gateway.Config {
 		JWTSecret:   secret,
 		RatePerUser: c.HTTPRatePerUser,
 		RateBurst:   c.HTTPRateBurst,
+	}
+}
+
+func (c *config) regions() regions.Config {
+	return regions.Config{
+		CacheSize:    c.RegionsCacheSize,
+		CacheTTL:     c.RegionsCacheTTL,
+		DisableCache: c.RegionsCacheSize == 0,
+		RebuildBatch: c.RegionsRebuildBatch,
+		Now:          time.Now,
 	}
 }
 

@@ -41,6 +41,12 @@ func TestBadValuesNameTheVariable(t *testing.T) {
 		{"VOICEROOM_OUTBOX_POLL_INTERVAL", "soon"},
 		{"VOICEROOM_OUTBOX_PUBLISH_TIMEOUT", "20s"}, // cannot finish within the 15s shutdown timeout
 		{"VOICEROOM_OUTBOX_ENABLED", "maybe"},
+		{"VOICEROOM_REGIONS_CACHE_SIZE", "-1"},
+		{"VOICEROOM_REGIONS_CACHE_SIZE", "many"},
+		{"VOICEROOM_REGIONS_CACHE_TTL", "10ms"},
+		{"VOICEROOM_REGIONS_CACHE_TTL", "1h"},
+		{"VOICEROOM_REGIONS_REBUILD_BATCH", "0"},
+		{"VOICEROOM_REGIONS_REBUILD_BATCH", "100000"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name+"="+tt.value, func(t *testing.T) {

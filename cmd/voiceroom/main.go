@@ -1,7 +1,8 @@
 // Command voiceroom is the one binary of the voice-room backend: serve runs
 // every role in one process (or the subset VOICEROOM_ROLES names), migrate
 // applies the SQL migrations, token mints a JWT for development and
-// operators, version prints the build.
+// operators, seed creates a development app's regions, countries and users,
+// version prints the build.
 //
 // Configuration comes only from environment variables (see
 // deploy/voiceroom.env.example); a bad value stops the process with a message
@@ -26,6 +27,8 @@ commands:
   serve      run all roles in one process (VOICEROOM_ROLES picks a subset:
              api, rooms, relay, imbridge, projector)
   migrate    apply pending SQL migrations, then exit
+  seed       create the demo app's regions, countries and users if missing:
+             seed [--app demo]
   token      print a JWT: token --app APP --user ID [--role admin] [--ttl 1h]
   version    print the version
 `
@@ -50,6 +53,8 @@ func run(args []string) int {
 		err = serve(ctx)
 	case "migrate":
 		err = migrate(ctx)
+	case "seed":
+		err = seed(ctx, args[1:])
 	case "token":
 		err = token(args[1:])
 	case "version", "--version", "-v":

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"context"
 	"fmt"
+	"time"
 
 	"voiceroom/bus"
 	"voiceroom/gateway"
@@ -14,8 +16,8 @@ import (
 //     worker, so it starts after HTTP serves and stops, with its batch in
 //     flight recorded, before MySQL closes. Several processes may run it
 //     side by side.
-//   - rooms: the fast path, a worker too, kept in d.fastPath for the rooms
-//     package to hand its committed events to.
+//   - rooms: the fast path, kept in d.fastPath for the rooms package to hand
+//     its committed events to; it runs until after HTTP has drained.
 //   - api: GET /admin/v1/outbox.
 func wireOutbox(d *deps) error {
 	if !d.cfg.hasRole(roleRelay) && !d.cfg.hasRole(roleRooms) && !d.cfg.hasRole(roleAPI) {
@@ -50,7 +52,21 @@ func wireOutbox(d *deps) error {
 			return fmt.Errorf("outbox fast path: %w", err)
 		}
 		d.fastPath = fp
-		d.workers = append(d.workers, worker{name: "outbox-fastpath", run: fp.Run})
+		// Not a worker: room commands run until HTTP has drained, after the
+		// workers stopped, and their events should still go out at once.
+		// It stops after the rooms committer (closers run in reverse).
+		ctx, stop := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- fp.Run(ctx) }()
+		d.closers = append(d.closers, func() {
+			d.log.Info("shutdown: outbox fast path")
+			stop()
+			select {
+			case <-done:
+			case <-time.After(d.cfg.ShutdownTimeout):
+				d.log.Error("outbox fast path did not stop in time; its unpublished events stay pending for the relay")
+			}
+		})
 	}
 
 	if d.cfg.hasRole(roleAPI) {

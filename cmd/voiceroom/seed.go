@@ -1,0 +1,53 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+
+	"voiceroom/gateway"
+	"voiceroom/mysqldb"
+	"voiceroom/regions"
+)
+
+// seed creates the development app's regions, countries and users (see
+// regions.DemoData) in the app --app, migrating the database first. It only
+// creates what is missing, so running it before every `serve` is harmless.
+func seed(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("seed", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	app := fs.String("app", "demo", "app_code to seed")
+	if err := fs.Parse(args); err != nil {
+		return fmt.Errorf("%w: seed: %v", errUsage, err)
+	}
+	if !gateway.ValidAppCode(*app) {
+		return fmt.Errorf("%w: seed: --app %q: want 1-32 of [A-Za-z0-9_-]", errUsage, *app)
+	}
+	cfg, err := loadConfig()
+	if err != nil {
+		return err
+	}
+	log := newLogger(cfg)
+	db, err := mysqldb.Open(ctx, mysqldb.Config{DSN: cfg.MySQLDSN, MaxOpenConns: 4, ConnectTimeout: cfg.MySQLConnectWait}, log)
+	if err != nil {
+		return fmt.Errorf("VOICEROOM_MYSQL_DSN: %w", err)
+	}
+	defer db.Close()
+	if err := mysqldb.Migrate(ctx, db, log); err != nil {
+		return err
+	}
+	rcfg := cfg.regions()
+	rcfg.DisableCache = true // a one-shot command: nothing to cache
+	svc, err := regions.New(ctx, db, log, nil, rcfg)
+	if err != nil {
+		return err
+	}
+	defer svc.Close()
+	rep, err := svc.Seed(ctx, *app, regions.DemoData())
+	if err != nil {
+		return err
+	}
+	log.Info("seeded", "app_code", *app, "regions_created", rep.Regions, "countries_created", rep.Countries, "users_created", rep.Users)
+	return nil
+}

@@ -1,0 +1,190 @@
+package regions
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"voiceroom/apperr"
+	"voiceroom/mysqldb"
+)
+
+// Config configures a Service. The zero value is valid: Validate fills in the
+// defaults.
+type Config struct {
+	// CacheSize bounds the in-process user region cache, in users. Default
+	// 100000 (about 10 MB).
+	CacheSize int
+	// CacheTTL is the longest an entry is served after it was read from
+	// MySQL. Changes made through this Service invalidate at once; changes made
+	// by another process are seen within CacheTTL. Default 3s.
+	CacheTTL time.Duration
+	// DisableCache makes every lookup read MySQL.
+	DisableCache bool
+	// RebuildBatch is how many users one rebuild transaction recomputes.
+	// Default 500.
+	RebuildBatch int
+	// Now is the clock. Default time.Now.
+	Now func() time.Time
+}
+
+// Validate applies defaults and checks the configuration.
+func (c *Config) Validate() error {
+	if c.CacheSize == 0 {
+		c.CacheSize = 100_000
+	}
+	if c.CacheSize < 0 || c.CacheSize > 10_000_000 {
+		return fmt.Errorf("cache size %d: want 1..10000000", c.CacheSize)
+	}
+	if c.CacheTTL == 0 {
+		c.CacheTTL = 3 * time.Second
+	}
+	if c.CacheTTL < 0 || c.CacheTTL > 10*time.Minute {
+		return fmt.Errorf("cache ttl %v: want up to 10m", c.CacheTTL)
+	}
+	if c.RebuildBatch == 0 {
+		c.RebuildBatch = 500
+	}
+	if c.RebuildBatch < 1 || c.RebuildBatch > 5000 {
+		return fmt.Errorf("rebuild batch %d: want 1..5000", c.RebuildBatch)
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	return nil
+}
+
+// Service owns countries, regions and users' regions of every app. It is safe
+// for concurrent use.
+type Service struct {
+	db    *sql.DB
+	log   *slog.Logger
+	cfg   Config
+	now   func() time.Time
+	cache *cache // nil when disabled
+	stmts *stmtCache
+
+	// afterMappingRead, when set (by tests only), runs inside PutProfile's
+	// transaction between the mapping read and the user's lock: the window
+	// an operator's concurrent change must not slip through.
+	afterMappingRead func()
+}
+
+// New returns a Service on db, whose migrations must be applied: it prepares
+// its frequent statements there, within ctx. reg, when not nil, receives the
+// cache metrics. Close releases the statements.
+func New(ctx context.Context, db *sql.DB, log *slog.Logger, reg prometheus.Registerer, cfg Config) (*Service, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("regions: %w", err)
+	}
+	stmts, err := newStmtCache(ctx, db, hotStatements())
+	if err != nil {
+		return nil, fmt.Errorf("regions: %w", err)
+	}
+	s := &Service{db: db, log: log, cfg: cfg, now: cfg.Now, stmts: stmts}
+	if !cfg.DisableCache {
+		s.cache = newCache(cfg.CacheSize, cfg.CacheTTL)
+		if reg != nil {
+			for _, c := range s.cache.collectors() {
+				if err := reg.Register(c); err != nil {
+					stmts.close()
+					return nil, fmt.Errorf("regions: register metrics: %w", err)
+				}
+			}
+		}
+	}
+	return s, nil
+}
+
+// Close releases the prepared statements. Call it after the last request,
+// before closing db.
+func (s *Service) Close() { s.stmts.close() }
+
+// UserRegion returns the user's display_user_id and region_id (0 = GLOBAL). A user without a profile is an *apperr.Error of kind NotFound; a store failure is kind Unavailable.
+//
+// It is the hot path of room creation and listing: answered from the
+// in-process cache when it can. It fails closed: when the user cannot be
+// read, the caller gets the error, never a stale or default region.
+func (s *Service) UserRegion(ctx context.Context, appCode string, userID int64) (displayUserID string, regionID int64, err error) {
+	k := cacheKey{app: appCode, user: userID}
+	now := s.now()
+	var gen uint64
+	if s.cache != nil {
+		if e, ok := s.cache.get(k, now); ok {
+			return e.display, e.region, nil
+		}
+		gen = s.cache.generation(k)
+	}
+	if err := validAppCode(appCode); err != nil {
+		return "", 0, err
+	}
+	if err := validUserID("user_id", userID); err != nil {
+		return "", 0, err
+	}
+	display, region, err := readUserRegion(ctx, s.stmts.on(nil), appCode, userID)
+	if err != nil {
+		return "", 0, err
+	}
+	if s.cache != nil {
+		// now was taken before the read, so the entry expires no later than
+		// CacheTTL after the value was current.
+		s.cache.put(k, display, region, now, gen)
+	}
+	return display, region, nil
+}
+
+// CheckRegion returns nil when regionID is 0 (GLOBAL) or an active region of appCode; otherwise an *apperr.Error (InvalidArgument naming field "region_id", or NotFound).
+//
+// A store failure is kind Unavailable.
+func (s *Service) CheckRegion(ctx context.Context, appCode string, regionID int64) error {
+	if err := checkRegionID(regionID); err != nil {
+		return err
+	}
+	if regionID == 0 {
+		return nil
+	}
+	if err := validAppCode(appCode); err != nil {
+		return err
+	}
+	r, err := readRegion(ctx, s.db, appCode, regionID, false)
+	if err != nil {
+		return err
+	}
+	return activeRegion(r)
+}
+
+func activeRegion(r Region) error {
+	if r.Status != StatusActive {
+		return apperr.Invalid("region_id", "region %d is disabled", r.ID)
+	}
+	return nil
+}
+
+// update runs fn in a transaction retried on deadlock. Failures that carry no
+// kind (begin, commit, retries exhausted) are the store's: Unavailable.
+func (s *Service) update(ctx context.Context, op string, fn func(tx *sql.Tx) error) error {
+	err := mysqldb.Update(ctx, s.db, fn)
+	var ae *apperr.Error
+	if err != nil && !errors.As(err, &ae) {
+		return unavailable(op, err)
+	}
+	return err
+}
+
+// invalidate drops users from this process's cache after their change
+// committed. Other processes see the change within CacheTTL.
+func (s *Service) invalidate(app string, userIDs ...int64) {
+	if s.cache == nil {
+		return
+	}
+	for _, id := range userIDs {
+		s.cache.invalidate(cacheKey{app: app, user: id})
+	}
+}
+
+func (s *Service) nowMs() int64 { return s.now().UnixMilli() }
