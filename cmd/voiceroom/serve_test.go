@@ -80,10 +80,6 @@ func startServe(tb testing.TB, extraEnv ...string) (*proc, map[string]string) {
 	if testing.Short() {
 		tb.Skip("needs MySQL; skipped with -short")
 	}
-	bin, err := buildBinary()
-	if err != nil {
-		tb.Fatal(err)
-	}
 	mcfg, err := mysql.ParseDSN(testenv.MySQLDSN())
 	if err != nil {
 		tb.Fatal(err)
@@ -112,6 +108,18 @@ func startServe(tb testing.TB, extraEnv ...string) (*proc, map[string]string) {
 		k, v, _ := strings.Cut(kv, "=")
 		vars[k] = v
 	}
+	return startServeWith(tb, vars), vars
+}
+
+// startServeWith runs `voiceroom serve` with exactly vars (plus the test
+// process's environment), e.g. again on the database and data dir of a
+// process that was killed.
+func startServeWith(tb testing.TB, vars map[string]string) *proc {
+	tb.Helper()
+	bin, err := buildBinary()
+	if err != nil {
+		tb.Fatal(err)
+	}
 	cmd := exec.Command(bin, "serve")
 	cmd.Env = os.Environ()
 	for k, v := range vars {
@@ -129,7 +137,7 @@ func startServe(tb testing.TB, extraEnv ...string) (*proc, map[string]string) {
 			tb.Logf("voiceroom output:\n%s", p.logs.String())
 		}
 	})
-	return p, vars
+	return p
 }
 
 // wait returns the exit code, failing the test if the process runs past limit.
