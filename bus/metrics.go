@@ -1,11 +1,11 @@
 package bus
 
 import (
-	"errors"
-	"fmt"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"voiceroom/internal/promreg"
 )
 
 // Metrics counts what consumers did with their messages. A nil *Metrics
@@ -46,27 +46,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	if reg == nil {
 		return m
 	}
-	m.acked = register(reg, m.acked)
-	m.nakked = register(reg, m.nakked)
-	m.deadLettered = register(reg, m.deadLettered)
-	m.handlerDuration = register(reg, m.handlerDuration)
+	m.acked = promreg.Register(reg, m.acked)
+	m.nakked = promreg.Register(reg, m.nakked)
+	m.deadLettered = promreg.Register(reg, m.deadLettered)
+	m.handlerDuration = promreg.Register(reg, m.handlerDuration)
 	return m
-}
-
-// register registers c, or returns the collector already registered under
-// its name.
-func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
-	err := reg.Register(c)
-	if err == nil {
-		return c
-	}
-	var are prometheus.AlreadyRegisteredError
-	if errors.As(err, &are) {
-		if existing, ok := are.ExistingCollector.(C); ok {
-			return existing
-		}
-	}
-	panic(fmt.Sprintf("bus: register metrics: %v", err))
 }
 
 // consumerMetrics are the series of one consumer, bound once.

@@ -1,11 +1,11 @@
 package outboxrelay
 
 import (
-	"errors"
-	"fmt"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"voiceroom/internal/promreg"
 )
 
 // Paths an event takes into the stream, the "path" label of the publish
@@ -93,17 +93,17 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	if reg == nil {
 		return m.bind()
 	}
-	m.pending = register(reg, m.pending)
-	m.oldestAge = register(reg, m.oldestAge)
-	m.success = register(reg, m.success)
-	m.failure = register(reg, m.failure)
-	m.duplicate = register(reg, m.duplicate)
-	m.latency = register(reg, m.latency)
-	m.undecodable = register(reg, m.undecodable)
-	m.handedOver = register(reg, m.handedOver)
-	m.heldBack = register(reg, m.heldBack)
-	m.dbFailures = register(reg, m.dbFailures)
-	m.retentionRows = register(reg, m.retentionRows)
+	m.pending = promreg.Register(reg, m.pending)
+	m.oldestAge = promreg.Register(reg, m.oldestAge)
+	m.success = promreg.Register(reg, m.success)
+	m.failure = promreg.Register(reg, m.failure)
+	m.duplicate = promreg.Register(reg, m.duplicate)
+	m.latency = promreg.Register(reg, m.latency)
+	m.undecodable = promreg.Register(reg, m.undecodable)
+	m.handedOver = promreg.Register(reg, m.handedOver)
+	m.heldBack = promreg.Register(reg, m.heldBack)
+	m.dbFailures = promreg.Register(reg, m.dbFailures)
+	m.retentionRows = promreg.Register(reg, m.retentionRows)
 	return m.bind()
 }
 
@@ -123,22 +123,6 @@ func (m *Metrics) bind() *Metrics {
 		}
 	}
 	return m
-}
-
-// register registers c, or returns the collector already registered under
-// its name.
-func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
-	err := reg.Register(c)
-	if err == nil {
-		return c
-	}
-	var are prometheus.AlreadyRegisteredError
-	if errors.As(err, &are) {
-		if existing, ok := are.ExistingCollector.(C); ok {
-			return existing
-		}
-	}
-	panic(fmt.Sprintf("outboxrelay: register metrics: %v", err))
 }
 
 func (m *Metrics) acked(path, eventID string, committed, at time.Time, duplicate bool) {

@@ -2,6 +2,9 @@ package main
 
 import (
 	"context"
+	"database/sql"
+	"fmt"
+	"log/slog"
 
 	"voiceroom/mysqldb"
 )
@@ -13,14 +16,25 @@ func migrate(ctx context.Context) error {
 		return err
 	}
 	log := newLogger(cfg)
-	db, err := mysqldb.Open(ctx, mysqldb.Config{DSN: cfg.MySQLDSN, MaxOpenConns: 4, ConnectTimeout: cfg.MySQLConnectWait}, log)
+	db, err := openMigrated(ctx, cfg, log)
 	if err != nil {
 		return err
 	}
-	defer db.Close()
-	if err := mysqldb.Migrate(ctx, db, log); err != nil {
-		return err
-	}
+	db.Close()
 	log.Info("migrations up to date")
 	return nil
+}
+
+// openMigrated opens a small pool for a one-shot command and applies the
+// pending migrations.
+func openMigrated(ctx context.Context, cfg config, log *slog.Logger) (*sql.DB, error) {
+	db, err := mysqldb.Open(ctx, mysqldb.Config{DSN: cfg.MySQLDSN, MaxOpenConns: 4, ConnectTimeout: cfg.MySQLConnectWait}, log)
+	if err != nil {
+		return nil, fmt.Errorf("VOICEROOM_MYSQL_DSN: %w", err)
+	}
+	if err := mysqldb.Migrate(ctx, db, log); err != nil {
+		db.Close()
+		return nil, err
+	}
+	return db, nil
 }

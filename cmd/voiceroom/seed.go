@@ -7,7 +7,6 @@ import (
 	"io"
 
 	"voiceroom/gateway"
-	"voiceroom/mysqldb"
 	"voiceroom/regions"
 )
 
@@ -29,14 +28,11 @@ func seed(ctx context.Context, args []string) error {
 		return err
 	}
 	log := newLogger(cfg)
-	db, err := mysqldb.Open(ctx, mysqldb.Config{DSN: cfg.MySQLDSN, MaxOpenConns: 4, ConnectTimeout: cfg.MySQLConnectWait}, log)
+	db, err := openMigrated(ctx, cfg, log)
 	if err != nil {
-		return fmt.Errorf("VOICEROOM_MYSQL_DSN: %w", err)
-	}
-	defer db.Close()
-	if err := mysqldb.Migrate(ctx, db, log); err != nil {
 		return err
 	}
+	defer db.Close()
 	rcfg := cfg.regions()
 	rcfg.DisableCache = true // a one-shot command: nothing to cache
 	svc, err := regions.New(ctx, db, log, nil, rcfg)

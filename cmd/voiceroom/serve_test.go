@@ -161,22 +161,7 @@ func (p *proc) wait(tb testing.TB, limit time.Duration) int {
 func TestServeStartsReadyAndShutsDownInOrder(t *testing.T) {
 	p, vars := startServe(t)
 	base := "http://" + vars["VOICEROOM_HTTP_ADDR"]
-	testenv.Eventually(t, 60*time.Second, func() error {
-		select {
-		case err := <-p.done:
-			t.Fatalf("serve exited early: %v", err)
-		default:
-		}
-		resp, err := http.Get(base + "/readyz")
-		if err != nil {
-			return err
-		}
-		resp.Body.Close()
-		if resp.StatusCode != 200 {
-			return fmt.Errorf("readyz %d", resp.StatusCode)
-		}
-		return nil
-	})
+	waitReady(t, p, base)
 
 	// The embedded server is reachable from outside the process (the nats CLI
 	// path) and holds both streams and both durables.
@@ -276,22 +261,7 @@ func TestServeRejectsBadConfig(t *testing.T) {
 func TestServeRelayRoleOnly(t *testing.T) {
 	p, vars := startServe(t, "VOICEROOM_ROLES=relay", "VOICEROOM_OUTBOX_POLL_INTERVAL=100ms")
 	base := "http://" + vars["VOICEROOM_HTTP_ADDR"]
-	testenv.Eventually(t, 60*time.Second, func() error {
-		select {
-		case err := <-p.done:
-			t.Fatalf("serve exited early: %v", err)
-		default:
-		}
-		resp, err := http.Get(base + "/readyz")
-		if err != nil {
-			return err
-		}
-		resp.Body.Close()
-		if resp.StatusCode != 200 {
-			return fmt.Errorf("readyz %d", resp.StatusCode)
-		}
-		return nil
-	})
+	waitReady(t, p, base)
 	db, err := sql.Open("mysql", vars["VOICEROOM_MYSQL_DSN"])
 	if err != nil {
 		t.Fatal(err)
