@@ -198,63 +198,78 @@ func countryOrNone(c string) string {
 // active. regionID 0 pins GLOBAL. A user or region of another app is
 // NOT_FOUND; a disabled region is INVALID_ARGUMENT naming "region_id".
 func (s *Service) SetUserRegion(ctx context.Context, appCode string, userID, regionID int64, operator, reason string) (Profile, error) {
-	if err := validAppCode(appCode); err != nil {
-		return Profile{}, err
-	}
-	if err := validUserID("user_id", userID); err != nil {
-		return Profile{}, err
-	}
 	if err := checkRegionID(regionID); err != nil {
 		return Profile{}, err
 	}
-	reason = strings.TrimSpace(reason)
-	if err := checkText("reason", reason, ReasonMax); err != nil {
-		return Profile{}, err
-	}
-	if err := checkText("operator", operator, 64); err != nil {
-		return Profile{}, err
-	}
-	var out Profile
-	err := s.update(ctx, "set user region", func(tx *sql.Tx) error {
-		nowMs := s.nowMs()
+	return s.operatorChange(ctx, "set user region", appCode, userID, operator, reason, func(tx *sql.Tx) (userRow, int64, string, string, error) {
 		code := GlobalRegionCode
 		if regionID != 0 {
 			r, err := lockRegion(ctx, tx, appCode, regionID)
 			if err != nil {
-				return err
+				return userRow{}, 0, "", "", err
 			}
 			if err := activeRegion(r); err != nil {
-				return err
+				return userRow{}, 0, "", "", err
 			}
 			code = r.Code
 		}
 		u, exists, err := lockUser(ctx, tx, appCode, userID)
 		if err != nil {
-			return err
+			return userRow{}, 0, "", "", err
 		}
 		if !exists {
-			return ErrUserNotFound
+			return userRow{}, 0, "", "", ErrUserNotFound
 		}
-		if err := setUserRegion(ctx, tx, appCode, userID, regionID, SourceAdmin, nowMs); err != nil {
-			return err
-		}
-		out = Profile{UserID: userID, DisplayUserID: u.display, Country: u.country, RegionID: regionID, RegionCode: code, UpdatedAtMs: nowMs}
-		return insertAudit(ctx, tx, appCode, []auditRow{{
-			userID: userID, oldRegionID: u.regionID, newRegionID: regionID,
-			source: AuditAdmin, operator: operator, reason: reason,
-		}}, nowMs)
+		return u, regionID, code, SourceAdmin, nil
 	})
-	if err != nil {
-		return Profile{}, err
-	}
-	s.invalidate(appCode, userID)
-	return out, nil
 }
 
 // ClearUserRegion removes an operator's region pin (DELETE
 // /admin/v1/users/:user_id/region): the user's region is computed from their
 // country again, now, and the action is audited like SetUserRegion.
 func (s *Service) ClearUserRegion(ctx context.Context, appCode string, userID int64, operator, reason string) (Profile, error) {
+	return s.operatorChange(ctx, "clear user region", appCode, userID, operator, reason, func(tx *sql.Tx) (userRow, int64, string, string, error) {
+		// Keep the locking order (mapping, then user): learn the country
+		// without a lock, lock its mapping, then lock the user. A country
+		// that changed in between is read again under the user's lock; that
+		// rare path may deadlock, and the transaction is then retried.
+		cur, _, err := readProfile(ctx, tx, appCode, userID)
+		if err != nil {
+			return userRow{}, 0, "", "", err
+		}
+		var m countryMapping
+		if cur.Country != "" {
+			if m, err = lockCountryMapping(ctx, tx, appCode, cur.Country); err != nil {
+				return userRow{}, 0, "", "", err
+			}
+		}
+		u, exists, err := lockUser(ctx, tx, appCode, userID)
+		if err != nil {
+			return userRow{}, 0, "", "", err
+		}
+		if !exists {
+			return userRow{}, 0, "", "", ErrUserNotFound
+		}
+		if u.country != cur.Country {
+			m = countryMapping{}
+			if u.country != "" {
+				if m, err = lockCountryMapping(ctx, tx, appCode, u.country); err != nil {
+					return userRow{}, 0, "", "", err
+				}
+			}
+		}
+		region, code := m.region()
+		return u, region, code, SourceCountry, nil
+	})
+}
+
+// operatorChange is an operator's change of one user's region: it checks
+// the inputs, then in one transaction lets decide lock what it needs and
+// name the user's new region (and the source to record), writes the user
+// row and an audit row with operator and reason, and after the commit drops
+// the user from this process's cache.
+func (s *Service) operatorChange(ctx context.Context, op, appCode string, userID int64, operator, reason string,
+	decide func(tx *sql.Tx) (u userRow, regionID int64, code, source string, err error)) (Profile, error) {
 	if err := validAppCode(appCode); err != nil {
 		return Profile{}, err
 	}
@@ -269,44 +284,18 @@ func (s *Service) ClearUserRegion(ctx context.Context, appCode string, userID in
 		return Profile{}, err
 	}
 	var out Profile
-	err := s.update(ctx, "clear user region", func(tx *sql.Tx) error {
+	err := s.update(ctx, op, func(tx *sql.Tx) error {
 		nowMs := s.nowMs()
-		// Keep the locking order (mapping, then user): learn the country
-		// without a lock, lock its mapping, then lock the user. A country
-		// that changed in between is read again under the user's lock; that
-		// rare path may deadlock, and the transaction is then retried.
-		cur, _, err := readProfile(ctx, tx, appCode, userID)
+		u, regionID, code, source, err := decide(tx)
 		if err != nil {
 			return err
 		}
-		var m countryMapping
-		if cur.Country != "" {
-			if m, err = lockCountryMapping(ctx, tx, appCode, cur.Country); err != nil {
-				return err
-			}
-		}
-		u, exists, err := lockUser(ctx, tx, appCode, userID)
-		if err != nil {
+		if err := setUserRegion(ctx, tx, appCode, userID, regionID, source, nowMs); err != nil {
 			return err
 		}
-		if !exists {
-			return ErrUserNotFound
-		}
-		if u.country != cur.Country {
-			m = countryMapping{}
-			if u.country != "" {
-				if m, err = lockCountryMapping(ctx, tx, appCode, u.country); err != nil {
-					return err
-				}
-			}
-		}
-		region, code := m.region()
-		if err := setUserRegion(ctx, tx, appCode, userID, region, SourceCountry, nowMs); err != nil {
-			return err
-		}
-		out = Profile{UserID: userID, DisplayUserID: u.display, Country: u.country, RegionID: region, RegionCode: code, UpdatedAtMs: nowMs}
+		out = Profile{UserID: userID, DisplayUserID: u.display, Country: u.country, RegionID: regionID, RegionCode: code, UpdatedAtMs: nowMs}
 		return insertAudit(ctx, tx, appCode, []auditRow{{
-			userID: userID, oldRegionID: u.regionID, newRegionID: region,
+			userID: userID, oldRegionID: u.regionID, newRegionID: regionID,
 			source: AuditAdmin, operator: operator, reason: reason,
 		}}, nowMs)
 	})
