@@ -25,7 +25,7 @@ func TestAdminOutboxIsScopedToTheTokensApp(t *testing.T) {
 	}
 	reg := prometheus.NewRegistry()
 	s, err := New(Config{Addr: "127.0.0.1:0", JWTSecret: testSecret}, slog.New(slog.DiscardHandler), reg, reg, nil,
-		Outbox(outboxrelay.NewInspector(db, nil)))
+		OutboxRoutes(outboxrelay.NewInspector(db, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -70,7 +70,7 @@ func wireOutbox(d *deps) error {
 	}
 
 	if d.cfg.hasRole(roleAPI) {
-		d.mounts = append(d.mounts, gateway.Outbox(outboxrelay.NewInspector(d.db, nil)))
+		d.mounts = append(d.mounts, gateway.OutboxRoutes(outboxrelay.NewInspector(d.db, nil)))
 	}
 	return nil
 }
