@@ -34,8 +34,8 @@ func (c *Config) setDefaults() {
 }
 
 // ParseDSN checks a DSN and returns the driver configuration with the options
-// voiceroom relies on: a dial timeout, UTC and client-side parameter
-// interpolation. Times are stored as Unix milliseconds, so parseTime plays no
+// voiceroom relies on: dial, read and write timeouts (unless the DSN sets
+// them), UTC and client-side parameter interpolation. Times are stored as Unix milliseconds, so parseTime plays no
 // part. It fails when the DSN names no database.
 func ParseDSN(dsn string) (*mysql.Config, error) {
 	cfg, err := mysql.ParseDSN(dsn)
@@ -50,6 +50,14 @@ func ParseDSN(dsn string) (*mysql.Config, error) {
 	}
 	if cfg.Timeout == 0 {
 		cfg.Timeout = 5 * time.Second
+	}
+	// A server that stops answering mid-query (a network partition) must
+	// fail the query, not hang it: nothing voiceroom runs takes this long.
+	if cfg.ReadTimeout == 0 {
+		cfg.ReadTimeout = 30 * time.Second
+	}
+	if cfg.WriteTimeout == 0 {
+		cfg.WriteTimeout = 30 * time.Second
 	}
 	cfg.Loc = time.UTC
 	// Client-side interpolation sends each statement in one round trip
