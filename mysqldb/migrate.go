@@ -19,7 +19,7 @@ const migrationLock = "voiceroom_migrate"
 
 // Migrate applies the pending embedded migrations in order and records each
 // one in goose_db_version. Processes that start together take turns through a
-// named lock; the wait for it is bounded by ctx and 60 seconds.
+// named lock; the wait for it is bounded by ctx and 25 seconds (below the read timeout).
 func Migrate(ctx context.Context, db *sql.DB, log *slog.Logger) error {
 	conn, err := db.Conn(ctx)
 	if err != nil {
@@ -27,11 +27,11 @@ func Migrate(ctx context.Context, db *sql.DB, log *slog.Logger) error {
 	}
 	defer conn.Close()
 	var got sql.NullInt64
-	if err := conn.QueryRowContext(ctx, "SELECT GET_LOCK(?, 60)", migrationLock).Scan(&got); err != nil {
+	if err := conn.QueryRowContext(ctx, "SELECT GET_LOCK(?, 25)", migrationLock).Scan(&got); err != nil {
 		return fmt.Errorf("migrate: take lock: %w", err)
 	}
 	if !got.Valid || got.Int64 != 1 {
-		return errors.New("migrate: another process held the migration lock for 60s")
+		return errors.New("migrate: another process held the migration lock for 25s")
 	}
 	defer func() {
 		// A fresh context: the lock must be released even when ctx ended.
