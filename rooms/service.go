@@ -407,8 +407,9 @@ func (s *Service) run(ctx context.Context, cmd *Command, prepare func(context.Co
 	defer cancel()
 
 	key := roomKey{cmd.AppCode, cmd.RoomID}
-	if cmd.ClientKey {
-		// A repeated create finds its room before checking the owner has none.
+	if cmd.ClientKey && cmd.Kind == KindCreateRoom {
+		// A repeated create finds its room before checking the owner has
+		// none; other commands look their key up once, under the lock.
 		if res, found, err := s.replayed(ctx, key, cmd); found || err != nil {
 			return res, err
 		}
@@ -535,11 +536,10 @@ func (s *Service) mutation(c *cell, cmd *Command, next *State, events []Event) (
 		room: roomRow{shortID: next.ShortID, ownerUserID: next.OwnerUserID, status: next.Status,
 			visibleRegionID: next.VisibleRegionID, mode: next.Mode, onlineCount: len(next.Online), createdAtMs: next.CreatedAtMs},
 	}
-	switch cmd.Kind {
-	case KindCreateRoom, KindCloseRoom, KindChangeRoomVisibleRegion:
-		m.snapshot = []byte{} // always
-	}
-	if m.snapshot != nil || next.Version-c.snapshotVersion >= int64(s.cfg.SnapshotEvery) {
+	// Creation, closing and region changes always snapshot: they are what
+	// a read of an unloaded room most likely wants current.
+	always := cmd.Kind == KindCreateRoom || cmd.Kind == KindCloseRoom || cmd.Kind == KindChangeRoomVisibleRegion
+	if always || next.Version-c.snapshotVersion >= int64(s.cfg.SnapshotEvery) {
 		if m.snapshot, err = json.Marshal(next); err != nil {
 			return nil, nil, Snapshot{}, apperr.Wrap(apperr.Internal, "encode snapshot", err)
 		}

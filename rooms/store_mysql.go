@@ -228,38 +228,34 @@ func writeGroup(ctx context.Context, tx *sql.Tx, ms []*mutation, nowMs int64) (s
 		}
 	}
 	const roomCols = `(app_code, room_id, room_short_id, owner_user_id, status, visible_region_id, mode, room_version, online_count, created_at_ms, updated_at_ms)`
+	// Each statement is head + VALUES tuples + tail.
 	stmts := []struct {
-		sql    string
+		head   string
 		values *rowsBuilder
+		tail   string
 	}{
 		// A plain insert: a second active room of one owner hits uk_rooms_active_owner.
-		{`INSERT INTO rooms ` + roomCols + ` VALUES `, &creates},
+		{`INSERT INTO rooms ` + roomCols + ` VALUES `, &creates, ``},
 		// The rows exist (primary key): this only updates them, in one statement.
-		{`INSERT INTO rooms ` + roomCols + ` VALUES %s ON DUPLICATE KEY UPDATE status = VALUES(status),
+		{`INSERT INTO rooms ` + roomCols + ` VALUES `, &updates, ` ON DUPLICATE KEY UPDATE status = VALUES(status),
 			visible_region_id = VALUES(visible_region_id), room_version = VALUES(room_version),
-			online_count = VALUES(online_count), updated_at_ms = VALUES(updated_at_ms)`, &updates},
+			online_count = VALUES(online_count), updated_at_ms = VALUES(updated_at_ms)`},
 		// The primary key (app_code, room_id, room_version) fences a second
 		// writer of the same room: its insert of a taken version fails.
 		{`INSERT INTO room_command_log (app_code, room_id, room_version, command_id, command_type, actor_user_id,
-			request_id, command, result, created_at_ms) VALUES `, &logs},
+			request_id, command, result, created_at_ms) VALUES `, &logs, ``},
 		{`INSERT INTO room_outbox (app_code, event_id, room_id, room_version, event_type, envelope, status,
-			retry_count, created_at_ms) VALUES `, &outbox},
-		{`INSERT INTO room_snapshots (app_code, room_id, room_version, state, updated_at_ms) VALUES %s
-			ON DUPLICATE KEY UPDATE room_version = VALUES(room_version), state = VALUES(state), updated_at_ms = VALUES(updated_at_ms)`, &snaps},
+			retry_count, created_at_ms) VALUES `, &outbox, ``},
+		{`INSERT INTO room_snapshots (app_code, room_id, room_version, state, updated_at_ms) VALUES `, &snaps,
+			` ON DUPLICATE KEY UPDATE room_version = VALUES(room_version), state = VALUES(state), updated_at_ms = VALUES(updated_at_ms)`},
 		{`INSERT INTO room_region_audit (app_code, room_id, room_version, old_region_id, new_region_id, operator,
-			reason, created_at_ms) VALUES `, &audits},
+			reason, created_at_ms) VALUES `, &audits, ``},
 	}
 	for _, s := range stmts {
 		if s.values.n == 0 {
 			continue
 		}
-		q := s.sql
-		if strings.Contains(q, "%s") {
-			q = strings.Replace(q, "%s", s.values.sql.String(), 1)
-		} else {
-			q += s.values.sql.String()
-		}
-		if _, err := tx.ExecContext(ctx, q, s.values.args...); err != nil {
+		if _, err := tx.ExecContext(ctx, s.head+s.values.sql.String()+s.tail, s.values.args...); err != nil {
 			return nil, err
 		}
 	}

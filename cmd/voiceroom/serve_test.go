@@ -210,14 +210,7 @@ func TestServeStartsReadyAndShutsDownInOrder(t *testing.T) {
 		"shutdown: closing redis",
 		"shutdown: complete",
 	}
-	at := 0
-	for _, step := range order {
-		i := strings.Index(logs[at:], step)
-		if i < 0 {
-			t.Fatalf("log lacks %q after position %d:\n%s", step, at, logs)
-		}
-		at += i + len(step)
-	}
+	mustLogInOrder(t, logs, order)
 }
 
 func TestServeRefusesTakenNATSPort(t *testing.T) {
@@ -301,11 +294,18 @@ func TestServeRelayRoleOnly(t *testing.T) {
 		"shutdown: workers stopped",
 		"shutdown: closing mysql",
 	}
+	mustLogInOrder(t, logs, order)
+}
+
+// mustLogInOrder fails the test unless every step appears in logs, each
+// after the one before it.
+func mustLogInOrder(tb testing.TB, logs string, steps []string) {
+	tb.Helper()
 	at := 0
-	for _, step := range order {
+	for _, step := range steps {
 		i := strings.Index(logs[at:], step)
 		if i < 0 {
-			t.Fatalf("log lacks %q after position %d:\n%s", step, at, logs)
+			tb.Fatalf("log lacks %q after position %d:\n%s", step, at, logs)
 		}
 		at += i + len(step)
 	}
