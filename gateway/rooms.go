@@ -80,7 +80,7 @@ func (h *roomHandlers) respond(c *fiber.Ctx, res rooms.Result, err error) error 
 	if res.Replayed {
 		c.Set("Idempotent-Replayed", "true")
 	}
-	return OK(c, res.Snapshot)
+	return OK(c, res.View)
 }
 
 func (h *roomHandlers) create(c *fiber.Ctx) error {
@@ -116,16 +116,16 @@ func (h *roomHandlers) get(c *fiber.Ctx) error {
 	return OK(c, snap)
 }
 
-// simple runs a command without arguments. withSnapshot false answers null
+// simple runs a command without arguments. withView false answers null
 // data (leave, heartbeat: API.md gives them no result).
-func (h *roomHandlers) simple(kind rooms.Kind, withSnapshot bool) fiber.Handler {
+func (h *roomHandlers) simple(kind rooms.Kind, withView bool) fiber.Handler {
 	return func(c *fiber.Ctx) error {
 		cmd, err := h.command(c, kind)
 		if err != nil {
 			return err
 		}
 		res, err := h.svc.Execute(c.UserContext(), cmd)
-		if err != nil || withSnapshot {
+		if err != nil || withView {
 			return h.respond(c, res, err)
 		}
 		return OK(c, nil)

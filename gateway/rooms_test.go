@@ -107,7 +107,7 @@ func (a *roomAPI) mustOK(method, path, as, body string, out any, headers ...stri
 
 func TestRoomRoutes(t *testing.T) {
 	a := newRoomAPI(t)
-	var room rooms.Snapshot
+	var room rooms.View
 	a.mustOK("POST", "/api/v1/rooms/create", "1", `{"room_name":"Evening chat","seat_count":8,"visible_region_id":99,"room_id":"app1_mine"}`, &room)
 	if room.RoomShortID != "app11" || room.VisibleRegionID != 3 || room.SeatCount != 8 || !strings.HasPrefix(room.RoomID, "app1_") || room.RoomID == "app1_mine" {
 		t.Fatalf("created %+v (client-sent region and id must be ignored)", room)
@@ -177,7 +177,7 @@ func TestRoomRoutes(t *testing.T) {
 		}
 	}
 
-	var snap rooms.Snapshot
+	var snap rooms.View
 	a.mustOK("GET", base, "3", "", &snap)
 	if snap.Status != "closed" || snap.Heat != 15 || snap.VisibleRegionID != 4 || !snap.Locked || snap.OnlineCount != 0 ||
 		len(snap.GiftRank) != 1 || snap.GiftRank[0].UserID != 2 {
@@ -196,10 +196,10 @@ func TestRoomRoutes(t *testing.T) {
 
 func TestRoomIdempotencyKeyOverHTTP(t *testing.T) {
 	a := newRoomAPI(t)
-	var room rooms.Snapshot
+	var room rooms.View
 	a.mustOK("POST", "/api/v1/rooms/create", "1", `{"room_name":"r"}`, &room)
 	base := "/api/v1/rooms/" + room.RoomID
-	var first, second rooms.Snapshot
+	var first, second rooms.View
 	a.mustOK("POST", base+"/join", "2", ``, &first, "Idempotency-Key", "join-2-a")
 	a.mustOK("POST", base+"/join", "3", ``, nil)
 	a.mustOK("POST", base+"/join", "2", ``, &second, "Idempotency-Key", "join-2-a")
@@ -207,7 +207,7 @@ func TestRoomIdempotencyKeyOverHTTP(t *testing.T) {
 		t.Fatalf("first %d/%d second %d/%d", first.RoomVersion, first.OnlineCount, second.RoomVersion, second.OnlineCount)
 	}
 	// The same key on a create returns the same room.
-	var c1, c2 rooms.Snapshot
+	var c1, c2 rooms.View
 	a.mustOK("POST", "/api/v1/rooms/create", "7", `{"room_name":"r7"}`, &c1, "Idempotency-Key", "create-7")
 	a.mustOK("POST", "/api/v1/rooms/create", "7", `{"room_name":"r7"}`, &c2, "Idempotency-Key", "create-7")
 	if c1.RoomID != c2.RoomID {

@@ -52,14 +52,14 @@ func TestRoomCommandsWhileJetStreamIsDown(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	room := created.Snapshot.RoomID
-	exec := func(kind rooms.Kind, user int64) rooms.Snapshot {
+	room := created.View.RoomID
+	exec := func(kind rooms.Kind, user int64) rooms.View {
 		t.Helper()
 		res, err := svc.Execute(ctx, &rooms.Command{Kind: kind, AppCode: testApp, RoomID: room, CommandID: rooms.NewCommandID(), Actor: rooms.Actor{UserID: user}})
 		if err != nil {
 			t.Fatalf("%s: %v", kind, err)
 		}
-		return res.Snapshot
+		return res.View
 	}
 	exec(rooms.KindJoinRoom, 2)
 	if err := svc.UpsertGift(ctx, testApp, rooms.Gift{GiftID: 1, Name: "Rose", Price: 10, Heat: 3, Enabled: true}); err != nil {
@@ -83,8 +83,8 @@ func TestRoomCommandsWhileJetStreamIsDown(t *testing.T) {
 	}
 	gift, err := svc.SendGift(ctx, &rooms.Command{AppCode: testApp, RoomID: room, CommandID: rooms.NewCommandID(), Actor: rooms.Actor{UserID: 2},
 		Args: rooms.Args{Count: 2, TargetUserID: 3}}, 1)
-	if err != nil || gift.Snapshot.Heat != 6 {
-		t.Fatalf("gift while JetStream is down: %+v %v", gift.Snapshot, err)
+	if err != nil || gift.View.Heat != 6 {
+		t.Fatalf("gift while JetStream is down: %+v %v", gift.View, err)
 	}
 	if got, _ := svc.Get(ctx, testApp, room); got.Heat != 6 || got.OnlineCount != 2 {
 		t.Fatalf("snapshot not updated: %+v", got)

@@ -120,14 +120,14 @@ func newTestEnvOn(tb testing.TB, db *sql.DB, cfg Config) *testEnv {
 	return e
 }
 
-func (e *testEnv) create(tb testing.TB, app string, owner int64) Snapshot {
+func (e *testEnv) create(tb testing.TB, app string, owner int64) View {
 	tb.Helper()
 	res, err := e.svc.Create(context.Background(), app, Actor{UserID: owner}, NewCommandID(), false, "req-1",
 		CreateRequest{Title: "Room of " + fmt.Sprint(owner), SeatCount: 5})
 	if err != nil {
 		tb.Fatalf("create: %v", err)
 	}
-	return res.Snapshot
+	return res.View
 }
 
 func (e *testEnv) do(tb testing.TB, app, room string, kind Kind, actor int64, args Args) (Result, error) {
@@ -136,13 +136,13 @@ func (e *testEnv) do(tb testing.TB, app, room string, kind Kind, actor int64, ar
 		Actor: Actor{UserID: actor}, Args: args})
 }
 
-func (e *testEnv) mustDo(tb testing.TB, app, room string, kind Kind, actor int64, args Args) Snapshot {
+func (e *testEnv) mustDo(tb testing.TB, app, room string, kind Kind, actor int64, args Args) View {
 	tb.Helper()
 	res, err := e.do(tb, app, room, kind, actor, args)
 	if err != nil {
 		tb.Fatalf("%s by %d: %v", kind, actor, err)
 	}
-	return res.Snapshot
+	return res.View
 }
 
 // count returns a COUNT(*) query's answer.

@@ -170,10 +170,10 @@ func (s *Service) Close() { s.committer.stop() }
 func (s *Service) Wallet() *wallet.Store { return s.wallet }
 
 // Result is the answer to a command: the room after it. Replayed is true
-// when the command_id had been applied before and Snapshot is that first
+// when the command_id had been applied before and View is that first
 // answer.
 type Result struct {
-	Snapshot Snapshot
+	View     View
 	Replayed bool
 }
 
@@ -368,27 +368,27 @@ func (s *Service) UpsertGift(ctx context.Context, appCode string, g Gift) error 
 	return s.gifts.upsert(ctx, appCode, g)
 }
 
-// Get returns a room's snapshot: from its cell when loaded, else from the
+// Get returns a room's view: from its cell when loaded, else from the
 // stored snapshot when no command came after it, else by loading the cell.
-func (s *Service) Get(ctx context.Context, appCode, roomID string) (Snapshot, error) {
+func (s *Service) Get(ctx context.Context, appCode, roomID string) (View, error) {
 	key := roomKey{appCode, roomID}
 	if c := s.loadedCell(key); c != nil {
 		if st := c.state.Load(); st != nil {
-			return st.Snapshot(), nil
+			return st.View(), nil
 		}
 	}
 	st, ok, err := s.store.storedSnapshot(ctx, appCode, roomID)
 	if err != nil {
-		return Snapshot{}, storageErr(err)
+		return View{}, storageErr(err)
 	}
 	if ok {
-		return st.Snapshot(), nil
+		return st.View(), nil
 	}
 	st, err = s.current(ctx, key)
 	if err != nil {
-		return Snapshot{}, err
+		return View{}, err
 	}
-	return st.Snapshot(), nil
+	return st.View(), nil
 }
 
 // run is the pipeline. prepare, when set, runs before the room is locked
@@ -459,13 +459,13 @@ func (s *Service) execLocked(ctx context.Context, c *cell, cmd *Command) (Result
 		}
 		c.touch(cmd, now)
 		if !changed {
-			return Result{Snapshot: cur.Snapshot()}, nil
+			return Result{View: cur.View()}, nil
 		}
 		next.Version = cur.Version + 1
 		next.UpdatedAtMs = now
 	}
 
-	m, msgs, snapshot, err := s.mutation(c, cmd, next, events)
+	m, msgs, view, err := s.mutation(c, cmd, next, events)
 	if err != nil {
 		return Result{}, err
 	}
@@ -484,7 +484,7 @@ func (s *Service) execLocked(ctx context.Context, c *cell, cmd *Command) (Result
 	if s.fast != nil && len(msgs) > 0 {
 		s.fast.Committed(msgs, s.now())
 	}
-	return Result{Snapshot: snapshot}, nil
+	return Result{View: view}, nil
 }
 
 // replayed answers a command whose Idempotency-Key the room's log already
@@ -502,24 +502,24 @@ func (s *Service) replayed(ctx context.Context, key roomKey, cmd *Command) (Resu
 }
 
 func decodeResult(stored []byte) (Result, error) {
-	var snap Snapshot
+	var snap View
 	if err := json.Unmarshal(stored, &snap); err != nil {
 		return Result{}, apperr.Wrap(apperr.Internal, "stored result unreadable", err)
 	}
-	return Result{Snapshot: snap, Replayed: true}, nil
+	return Result{View: snap, Replayed: true}, nil
 }
 
 // mutation builds what an accepted command writes, and the messages the
 // fast path gets after the commit.
-func (s *Service) mutation(c *cell, cmd *Command, next *State, events []Event) (*mutation, []bus.Message, Snapshot, error) {
-	snapshot := next.Snapshot()
-	result, err := json.Marshal(snapshot)
+func (s *Service) mutation(c *cell, cmd *Command, next *State, events []Event) (*mutation, []bus.Message, View, error) {
+	view := next.View()
+	result, err := json.Marshal(view)
 	if err != nil {
-		return nil, nil, Snapshot{}, apperr.Wrap(apperr.Internal, "encode result", err)
+		return nil, nil, View{}, apperr.Wrap(apperr.Internal, "encode result", err)
 	}
 	command, err := json.Marshal(cmd)
 	if err != nil {
-		return nil, nil, Snapshot{}, apperr.Wrap(apperr.Internal, "encode command", err)
+		return nil, nil, View{}, apperr.Wrap(apperr.Internal, "encode command", err)
 	}
 	m := &mutation{
 		appCode:     cmd.AppCode,
@@ -541,7 +541,7 @@ func (s *Service) mutation(c *cell, cmd *Command, next *State, events []Event) (
 	always := cmd.Kind == KindCreateRoom || cmd.Kind == KindCloseRoom || cmd.Kind == KindChangeRoomVisibleRegion
 	if always || next.Version-c.snapshotVersion >= int64(s.cfg.SnapshotEvery) {
 		if m.snapshot, err = json.Marshal(next); err != nil {
-			return nil, nil, Snapshot{}, apperr.Wrap(apperr.Internal, "encode snapshot", err)
+			return nil, nil, View{}, apperr.Wrap(apperr.Internal, "encode snapshot", err)
 		}
 	}
 	if cmd.Kind == KindSendGift {
@@ -556,7 +556,7 @@ func (s *Service) mutation(c *cell, cmd *Command, next *State, events []Event) (
 	}
 	card, err := json.Marshal(next.Card())
 	if err != nil {
-		return nil, nil, Snapshot{}, apperr.Wrap(apperr.Internal, "encode card", err)
+		return nil, nil, View{}, apperr.Wrap(apperr.Internal, "encode card", err)
 	}
 	msgs := make([]bus.Message, 0, len(events))
 	for _, ev := range events {
@@ -571,16 +571,16 @@ func (s *Service) mutation(c *cell, cmd *Command, next *State, events []Event) (
 			OccurredAtMs: cmd.NowMs,
 		}
 		if env.Payload, err = payload(card, ev.Body); err != nil {
-			return nil, nil, Snapshot{}, apperr.Wrap(apperr.Internal, "encode event", err)
+			return nil, nil, View{}, apperr.Wrap(apperr.Internal, "encode event", err)
 		}
 		msg, err := env.Message()
 		if err != nil {
-			return nil, nil, Snapshot{}, apperr.Wrap(apperr.Internal, "encode event", err)
+			return nil, nil, View{}, apperr.Wrap(apperr.Internal, "encode event", err)
 		}
 		m.outbox = append(m.outbox, outboxRow{eventID: env.EventID, eventType: ev.Type, envelope: msg.Data})
 		msgs = append(msgs, msg)
 	}
-	return m, msgs, snapshot, nil
+	return m, msgs, view, nil
 }
 
 // payload is {"room": card, ...body's fields}.

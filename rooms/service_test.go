@@ -182,7 +182,7 @@ func TestMySQLFailureLeavesMemoryUnchanged(t *testing.T) {
 		t.Fatal(err)
 	}
 	after, _ := e.svc.Get(ctx, "app1", room)
-	if !snapshotsEqual(before, after) {
+	if !viewsEqual(before, after) {
 		t.Fatalf("memory changed:\n%+v\n%+v", before, after)
 	}
 	if n := count(t, e.db, "SELECT COUNT(*) FROM room_command_log WHERE room_id = ?", room); n != logRows {
@@ -194,7 +194,7 @@ func TestMySQLFailureLeavesMemoryUnchanged(t *testing.T) {
 	}
 }
 
-func snapshotsEqual(a, b Snapshot) bool {
+func viewsEqual(a, b View) bool {
 	ja, _ := json.Marshal(a)
 	jb, _ := json.Marshal(b)
 	return string(ja) == string(jb)
@@ -221,13 +221,13 @@ func TestIdempotentReplayByCommandID(t *testing.T) {
 	rows := rowCounts(t, e.db, room)
 	balance, _ := e.svc.Wallet().Balance(ctx, "app1", 2)
 	second := send()
-	if !second.Replayed || first.Replayed || !snapshotsEqual(first.Snapshot, second.Snapshot) {
+	if !second.Replayed || first.Replayed || !viewsEqual(first.View, second.View) {
 		t.Fatalf("replay: first %v second %v", first.Replayed, second.Replayed)
 	}
 	// Something else happens; the replay still answers the first result.
 	e.mustDo(t, "app1", room, KindMicUp, 3, Args{SeatIndex: 2})
 	third := send()
-	if !snapshotsEqual(first.Snapshot, third.Snapshot) {
+	if !viewsEqual(first.View, third.View) {
 		t.Fatal("later replay answered another snapshot")
 	}
 	if got := rowCounts(t, e.db, room); got[0] != rows[0]+1 || got[1] != rows[1]+1 || got[2] != rows[2] {
@@ -238,7 +238,7 @@ func TestIdempotentReplayByCommandID(t *testing.T) {
 	}
 	// After the cell is dropped the log still answers.
 	e.svc.drop(e.svc.loadedCell(roomKey{"app1", room}))
-	if fourth := send(); !fourth.Replayed || !snapshotsEqual(first.Snapshot, fourth.Snapshot) {
+	if fourth := send(); !fourth.Replayed || !viewsEqual(first.View, fourth.View) {
 		t.Fatal("replay after reload differs")
 	}
 	// A repeated create key finds the first room, not a second one.
@@ -250,8 +250,8 @@ func TestIdempotentReplayByCommandID(t *testing.T) {
 		return res
 	}
 	c1, c2 := create(), create()
-	if c1.Snapshot.RoomID != c2.Snapshot.RoomID || !c2.Replayed {
-		t.Fatalf("repeated create: %s vs %s", c1.Snapshot.RoomID, c2.Snapshot.RoomID)
+	if c1.View.RoomID != c2.View.RoomID || !c2.Replayed {
+		t.Fatalf("repeated create: %s vs %s", c1.View.RoomID, c2.View.RoomID)
 	}
 }
 
@@ -283,8 +283,8 @@ func TestGiftDebitsInTheCommandTransaction(t *testing.T) {
 			Args: Args{Count: count, TargetUserID: 3}}, 1)
 	}
 	res, err := gift(2)
-	if err != nil || res.Snapshot.Heat != 10 || len(res.Snapshot.GiftRank) != 1 || res.Snapshot.GiftRank[0].Value != 20 {
-		t.Fatalf("gift: %+v %v", res.Snapshot, err)
+	if err != nil || res.View.Heat != 10 || len(res.View.GiftRank) != 1 || res.View.GiftRank[0].Value != 20 {
+		t.Fatalf("gift: %+v %v", res.View, err)
 	}
 	if b, _ := e.svc.Wallet().Balance(ctx, "app1", 2); b != 5 {
 		t.Fatalf("balance %d, want 5", b)
@@ -297,7 +297,7 @@ func TestGiftDebitsInTheCommandTransaction(t *testing.T) {
 		t.Fatalf("a refused gift wrote rows: %v -> %v", rows, got)
 	}
 	snap, _ := e.svc.Get(ctx, "app1", room)
-	if snap.Heat != 10 || snap.RoomVersion != res.Snapshot.RoomVersion {
+	if snap.Heat != 10 || snap.RoomVersion != res.View.RoomVersion {
 		t.Fatalf("a refused gift changed the room: heat %d version %d", snap.Heat, snap.RoomVersion)
 	}
 	if _, err := e.svc.SendGift(ctx, &Command{AppCode: "app1", RoomID: room, CommandID: NewCommandID(), Actor: Actor{UserID: 2},
@@ -636,11 +636,11 @@ func TestChangeVisibleRegionIsAudited(t *testing.T) {
 		t.Fatalf("no reason: %v", err)
 	}
 	res, err := change(Actor{Admin: true, Operator: "admin:9"}, 7, "BD request #12")
-	if err != nil || res.Snapshot.VisibleRegionID != 7 {
-		t.Fatalf("change: %+v %v", res.Snapshot, err)
+	if err != nil || res.View.VisibleRegionID != 7 {
+		t.Fatalf("change: %+v %v", res.View, err)
 	}
 	if n := count(t, e.db, `SELECT COUNT(*) FROM room_region_audit WHERE app_code = 'app1' AND room_id = ? AND old_region_id = 5
-		AND new_region_id = 7 AND operator = 'admin:9' AND reason = 'BD request #12' AND room_version = ?`, room, res.Snapshot.RoomVersion); n != 1 {
+		AND new_region_id = 7 AND operator = 'admin:9' AND reason = 'BD request #12' AND room_version = ?`, room, res.View.RoomVersion); n != 1 {
 		t.Fatal("audit row missing")
 	}
 	if n := count(t, e.db, "SELECT COUNT(*) FROM rooms WHERE room_id = ? AND visible_region_id = 7", room); n != 1 {

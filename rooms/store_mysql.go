@@ -150,7 +150,7 @@ type mutation struct {
 	actorUserID     int64
 	requestID       string
 	command         []byte // Command JSON, replayed at recovery
-	result          []byte // the Snapshot answered, returned to a repeated command_id
+	result          []byte // the View answered, returned to a repeated command_id
 	outbox          []outboxRow
 	room            roomRow
 	create          bool   // insert the rooms row (CreateRoom) instead of updating it

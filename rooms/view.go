@@ -1,8 +1,8 @@
 package rooms
 
-// Snapshot is a room as clients see it (API.md "the room snapshot"). It never
+// View is a room as clients see it (API.md "the room snapshot"). It never
 // carries the password or its hash, only Locked.
-type Snapshot struct {
+type View struct {
 	RoomID          string         `json:"room_id"`
 	RoomShortID     string         `json:"room_short_id"`
 	IMGroupID       string         `json:"im_group_id"`
@@ -26,22 +26,22 @@ type Snapshot struct {
 	UpdatedAtMs     int64          `json:"updated_at_ms"`
 }
 
-// SeatView is a seat in a Snapshot; UserID 0 is a free seat.
+// SeatView is a seat in a View; UserID 0 is a free seat.
 type SeatView struct {
 	Index  int   `json:"index"`
 	UserID int64 `json:"user_id"`
 	Locked bool  `json:"locked"`
 }
 
-// OnlineUser is a present user in a Snapshot.
+// OnlineUser is a present user in a View.
 type OnlineUser struct {
 	UserID     int64 `json:"user_id"`
 	JoinedAtMs int64 `json:"joined_at_ms"`
 }
 
-// Snapshot returns the client view of s.
-func (s *State) Snapshot() Snapshot {
-	v := Snapshot{
+// View returns the client view of s.
+func (s *State) View() View {
+	v := View{
 		RoomID:          s.RoomID,
 		RoomShortID:     s.ShortID,
 		IMGroupID:       s.RoomID,
