@@ -12,7 +12,7 @@ import (
 
 // OutboxReader reads the outbox of one app; *outboxrelay.Inspector is one.
 type OutboxReader interface {
-	Snapshot(ctx context.Context, appCode string) (outboxrelay.Snapshot, error)
+	Report(ctx context.Context, appCode string) (outboxrelay.Report, error)
 }
 
 // outboxTimeout bounds the queries of one GET /admin/v1/outbox.
@@ -28,11 +28,11 @@ func OutboxRoutes(r OutboxReader) Mount {
 		rt.Admin.Get("/v1/outbox", func(c *fiber.Ctx) error {
 			ctx, cancel := context.WithTimeout(c.UserContext(), outboxTimeout)
 			defer cancel()
-			snap, err := r.Snapshot(ctx, PrincipalOf(c).AppCode)
+			report, err := r.Report(ctx, PrincipalOf(c).AppCode)
 			if err != nil {
 				return apperr.Wrap(apperr.Unavailable, "outbox unavailable", err)
 			}
-			return OK(c, snap)
+			return OK(c, report)
 		})
 	}
 }

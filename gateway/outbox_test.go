@@ -35,14 +35,14 @@ func TestAdminOutboxIsScopedToTheTokensApp(t *testing.T) {
 		t.Fatalf("status %d: %+v", status, env)
 	}
 	raw, _ := json.Marshal(env.Data)
-	var snap outboxrelay.Snapshot
-	if err := json.Unmarshal(raw, &snap); err != nil {
+	var report outboxrelay.Report
+	if err := json.Unmarshal(raw, &report); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("%s", raw)
-	if snap.AppCode != "appA" || snap.PendingCount != 4 || len(snap.Undecodable) != 1 || snap.Undecodable[0].EventID != "ev-broken" ||
-		len(snap.TopRetries) != 1 || snap.TopRetries[0].RetryCount != 3 {
-		t.Fatalf("snapshot %+v", snap)
+	if report.AppCode != "appA" || report.PendingCount != 4 || len(report.Undecodable) != 1 || report.Undecodable[0].EventID != "ev-broken" ||
+		len(report.TopRetries) != 1 || report.TopRetries[0].RetryCount != 3 {
+		t.Fatalf("report %+v", report)
 	}
 
 	if status, _, _ := do(t, s, "GET", "/admin/v1/outbox", mustToken(t, "appA", 7, "", time.Hour), ""); status != http.StatusForbidden {

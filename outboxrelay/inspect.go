@@ -23,7 +23,7 @@ func NewInspector(db *sql.DB, now func() time.Time) *Inspector {
 	return &Inspector{db: db, now: now}
 }
 
-// Limits of a Snapshot, so that a large backlog never makes it slow: rows
+// Limits of a Report, so that a large backlog never makes it slow: rows
 // are looked for among the oldest scanLimit pending rows of the app, which
 // is where rows that keep failing sit.
 const (
@@ -33,8 +33,8 @@ const (
 	badRowsLimit = 50
 )
 
-// Snapshot is the outbox of one app as an operator sees it.
-type Snapshot struct {
+// Report is the outbox of one app as an operator sees it.
+type Report struct {
 	AppCode string `json:"app_code"`
 	// PendingCount is the number of pending rows, at most 100000 (then
 	// PendingCountCapped is true).
@@ -76,9 +76,9 @@ WHERE status = 'pending' AND app_code = ? ORDER BY id LIMIT 1`
 	undecodableSQL = `SELECT * FROM (` + oldestScanSQL + `) t WHERE last_error LIKE 'undecodable envelope%' ORDER BY id LIMIT ?`
 )
 
-// Snapshot reads the outbox of appCode. Errors come from MySQL.
-func (i *Inspector) Snapshot(ctx context.Context, appCode string) (Snapshot, error) {
-	s := Snapshot{AppCode: appCode, TopRetries: []RowInfo{}, Undecodable: []RowInfo{}}
+// Report reads the outbox of appCode. Errors come from MySQL.
+func (i *Inspector) Report(ctx context.Context, appCode string) (Report, error) {
+	s := Report{AppCode: appCode, TopRetries: []RowInfo{}, Undecodable: []RowInfo{}}
 	now := i.now()
 	if err := i.db.QueryRowContext(ctx, countPendingSQL, appCode, countLimit+1).Scan(&s.PendingCount); err != nil {
 		return s, fmt.Errorf("count pending outbox rows: %w", err)

@@ -525,23 +525,23 @@ func TestUndecodableRowStaysPending(t *testing.T) {
 		t.Fatalf("want each broken row logged once with its event_id, got:\n%s", strings.Join(lines, "\n"))
 	}
 
-	snap, err := outboxrelay.NewInspector(db, nil).Snapshot(context.Background(), testApp)
+	report, err := outboxrelay.NewInspector(db, nil).Report(context.Background(), testApp)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("snapshot: %+v", snap)
-	if snap.PendingCount != 2 || len(snap.Undecodable) != 2 || snap.Undecodable[0].ID != badJSON || snap.Undecodable[1].ID != badMatch {
-		t.Fatalf("snapshot of %s: %+v", testApp, snap)
+	t.Logf("snapshot: %+v", report)
+	if report.PendingCount != 2 || len(report.Undecodable) != 2 || report.Undecodable[0].ID != badJSON || report.Undecodable[1].ID != badMatch {
+		t.Fatalf("report of %s: %+v", testApp, report)
 	}
-	if len(snap.TopRetries) != 2 || snap.TopRetries[0].RetryCount != 2 || snap.OldestPendingEventID != "ev-bad-json" {
-		t.Fatalf("snapshot of %s: %+v", testApp, snap)
+	if len(report.TopRetries) != 2 || report.TopRetries[0].RetryCount != 2 || report.OldestPendingEventID != "ev-bad-json" {
+		t.Fatalf("report of %s: %+v", testApp, report)
 	}
-	snap2, err := outboxrelay.NewInspector(db, nil).Snapshot(context.Background(), "app2")
+	report2, err := outboxrelay.NewInspector(db, nil).Report(context.Background(), "app2")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(snap2.Undecodable) != 1 || snap2.Undecodable[0].ID != otherApp {
-		t.Fatalf("snapshot of app2: %+v", snap2)
+	if len(report2.Undecodable) != 1 || report2.Undecodable[0].ID != otherApp {
+		t.Fatalf("report of app2: %+v", report2)
 	}
 }
 
