@@ -13,6 +13,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"voiceroom"
 )
 
 // Delivery is one message handed to a handler.
@@ -396,7 +398,7 @@ func (c *Consumer) dispatch(msg jetstream.Msg, queues []chan job) {
 	key := msg.Subject()
 	j.env, j.decodeErr = DecodeEnvelope(msg.Data())
 	if j.decodeErr == nil {
-		key = j.env.AppCode + "." + j.env.RoomID
+		key = voiceroom.RoomKey{AppCode: j.env.AppCode, RoomID: j.env.RoomID}.String()
 	}
 	queues[shard(key, len(queues))] <- j
 }

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"voiceroom"
 )
 
 // Stream names and subject spaces. The two subject spaces must never
@@ -140,4 +142,21 @@ func splitSubject(subject string) (appCode, roomID, eventType string, err error)
 // dlqSubject is the subject a dead letter of durable is stored on.
 func dlqSubject(durable, original string) string {
 	return dlqPrefix + "." + durable + "." + original
+}
+
+// RoomKeyOf returns the room of a room event subject
+// room.events.<app_code>.<room_id>.<event_type> without checking its tokens
+// (Subject did when it built it): the per-room ordering key of a Message.
+// ok is false for any other subject.
+func RoomKeyOf(subject string) (key voiceroom.RoomKey, ok bool) {
+	rest, ok := strings.CutPrefix(subject, SubjectPrefix+".")
+	if !ok {
+		return key, false
+	}
+	app, rest, ok1 := strings.Cut(rest, ".")
+	room, _, ok2 := strings.Cut(rest, ".")
+	if !ok1 || !ok2 {
+		return key, false
+	}
+	return voiceroom.RoomKey{AppCode: app, RoomID: room}, true
 }

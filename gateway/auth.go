@@ -3,7 +3,6 @@ package gateway
 import (
 	"errors"
 	"fmt"
-	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -11,18 +10,12 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/golang-jwt/jwt/v5"
 
+	"voiceroom"
 	"voiceroom/apperr"
 )
 
 // RoleAdmin is the role claim of operators' tokens.
 const RoleAdmin = "admin"
-
-// appCodePattern is what an app_code may look like: it is part of row keys,
-// cache keys and NATS subjects, so no dots, wildcards or spaces.
-var appCodePattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,32}$`)
-
-// ValidAppCode reports whether s may be an app_code.
-func ValidAppCode(s string) bool { return appCodePattern.MatchString(s) }
 
 // Claims are the JWT claims voiceroom reads (API.md): app_code, sub (a decimal
 // user id; optional for admin tokens), exp, and role.
@@ -59,8 +52,8 @@ func PrincipalOf(c *fiber.Ctx) Principal {
 
 // IssueToken signs an HS256 token. userID 0 leaves sub out (admin only).
 func IssueToken(secret []byte, appCode string, userID int64, role string, ttl time.Duration, now time.Time) (string, error) {
-	if !ValidAppCode(appCode) {
-		return "", fmt.Errorf("app code %q: want 1-32 of [A-Za-z0-9_-]", appCode)
+	if !voiceroom.ValidAppCode(appCode) {
+		return "", fmt.Errorf("app code %q: want %s", appCode, voiceroom.AppCodeRule)
 	}
 	if userID < 0 || (userID == 0 && role != RoleAdmin) {
 		return "", errors.New("user id must be a positive number")
@@ -112,7 +105,7 @@ func (a *authenticator) principal(header string) (Principal, error) {
 	case err != nil:
 		return Principal{}, apperr.New(apperr.Unauthenticated, "invalid token")
 	}
-	if !ValidAppCode(claims.AppCode) {
+	if !voiceroom.ValidAppCode(claims.AppCode) {
 		return Principal{}, apperr.New(apperr.Unauthenticated, "token has no valid app_code")
 	}
 	p := Principal{AppCode: claims.AppCode, Admin: claims.Role == RoleAdmin}

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"voiceroom"
 	"voiceroom/bus"
 )
 
@@ -33,10 +34,10 @@ type FastPath struct {
 	stmts *statements
 
 	mu         sync.Mutex
-	rooms      map[string]*roomQueue // rooms with a publish in flight
-	blocked    map[string]string     // room -> newest event_id left to the relay
-	allBlocked string                // newest event_id left to the relay while blocked overflowed; "" = off
-	queued     int                   // events accepted and not yet published or handed over
+	rooms      map[voiceroom.RoomKey]*roomQueue // rooms with a publish in flight
+	blocked    map[voiceroom.RoomKey]string     // room -> newest event_id left to the relay
+	allBlocked string                           // newest event_id left to the relay while blocked overflowed; "" = off
+	queued     int                              // events accepted and not yet published or handed over
 	stopped    bool
 	lastWarn   time.Time
 	handedOver int // since lastWarn, for the rate-limited warning
@@ -50,7 +51,7 @@ type FastPath struct {
 
 // fastItem is one event on the fast path.
 type fastItem struct {
-	key         string
+	key         voiceroom.RoomKey
 	msg         bus.Message
 	committedAt time.Time
 }
@@ -84,8 +85,8 @@ func NewFastPath(db *sql.DB, pub Publisher, log *slog.Logger, m *Metrics, cfg Fa
 		m:       m,
 		cfg:     cfg,
 		stmts:   newStatements(db),
-		rooms:   make(map[string]*roomQueue),
-		blocked: make(map[string]string),
+		rooms:   make(map[voiceroom.RoomKey]*roomQueue),
+		blocked: make(map[voiceroom.RoomKey]string),
 		work:    make(chan fastItem, cfg.QueueSize),
 		marks:   make(chan string, cfg.MarkQueueSize),
 		done:    make(chan struct{}),
@@ -108,7 +109,10 @@ func (f *FastPath) Committed(msgs []bus.Message, committedAt time.Time) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for _, m := range msgs {
-		key := subjectRoomKey(m.Subject)
+		key, ok := bus.RoomKeyOf(m.Subject)
+		if !ok {
+			key = voiceroom.RoomKey{RoomID: m.Subject} // never from rooms; still one queue per subject
+		}
 		switch {
 		case f.stopped:
 			f.m.handOver("stopped", 1)
@@ -138,7 +142,7 @@ func (f *FastPath) Committed(msgs []bus.Message, committedAt time.Time) {
 // handOverLocked leaves n events of room key, the newest newestID, to the
 // relay and blocks the room until the relay has published newestID. A
 // room already blocked keeps its newer event_id.
-func (f *FastPath) handOverLocked(key, newestID, reason string, n int) {
+func (f *FastPath) handOverLocked(key voiceroom.RoomKey, newestID, reason string, n int) {
 	f.m.handOver(reason, n)
 	switch {
 	case f.allBlocked != "":
@@ -158,15 +162,6 @@ func (f *FastPath) handOverLocked(key, newestID, reason string, n int) {
 			"blocked_rooms", len(f.blocked))
 		f.lastWarn, f.handedOver = now, 0
 	}
-}
-
-// subjectRoomKey returns "<app_code>.<room_id>" of a room event subject.
-func subjectRoomKey(subject string) string {
-	rest := strings.TrimPrefix(subject, bus.SubjectPrefix+".")
-	if i := strings.LastIndexByte(rest, '.'); i > 0 {
-		return rest[:i]
-	}
-	return rest
 }
 
 // Run publishes what Committed hands over, marks the published rows and
@@ -402,13 +397,16 @@ func (f *FastPath) check(ctx context.Context) {
 		f.mu.Unlock()
 		return
 	}
-	type entry struct{ key, id string }
+	type entry struct {
+		key voiceroom.RoomKey // zero for allBlocked
+		id  string
+	}
 	entries := make([]entry, 0, len(f.blocked)+1)
 	for k, id := range f.blocked {
 		entries = append(entries, entry{k, id})
 	}
 	if f.allBlocked != "" {
-		entries = append(entries, entry{"", f.allBlocked})
+		entries = append(entries, entry{voiceroom.RoomKey{}, f.allBlocked})
 	}
 	f.mu.Unlock()
 
@@ -452,7 +450,7 @@ func (f *FastPath) check(ctx context.Context) {
 		if pending[e.id] {
 			continue
 		}
-		if e.key == "" {
+		if e.key == (voiceroom.RoomKey{}) {
 			if f.allBlocked == e.id {
 				f.allBlocked = ""
 			}

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"voiceroom"
 	"voiceroom/bus"
 )
 
@@ -146,7 +147,7 @@ type PassResult struct {
 type pass struct {
 	// failedRooms are the rooms with a failed row in this pass; their later
 	// rows wait for the next pass (publisher goroutine only).
-	failedRooms map[string]struct{}
+	failedRooms map[voiceroom.RoomKey]struct{}
 	// stop ends the pass early: a whole batch failed, so JetStream is
 	// most likely down and the next tick tries again from the oldest row.
 	stop atomic.Bool
@@ -160,7 +161,7 @@ type batch struct {
 	tx     *sql.Tx
 	ctx    context.Context // the transaction's; outlives Run's ctx so results are recorded
 	cancel context.CancelFunc
-	rows   []row // claimed rows, in id order; the publish stage keeps the decodable ones
+	rows   []voiceroom.OutboxRow // claimed rows, in id order; the publish stage keeps the decodable ones
 	bad    map[string][]int64
 	nBad   int
 
@@ -179,7 +180,7 @@ type batch struct {
 // calls it; it is exported for tests and benchmarks.
 func (r *Relay) Pass(ctx context.Context) PassResult {
 	start := r.cfg.Now()
-	p := &pass{failedRooms: make(map[string]struct{})}
+	p := &pass{failedRooms: make(map[voiceroom.RoomKey]struct{})}
 	slots := make(chan struct{}, r.cfg.Pipeline) // one per batch holding a transaction
 	toPublish := make(chan *batch, r.cfg.Pipeline)
 	toMark := make(chan *batch, r.cfg.Pipeline)
@@ -355,12 +356,12 @@ func (r *Relay) claim(b *batch, cursor int64) (claimed, error) {
 	defer rs.Close()
 	last := cursor
 	for rs.Next() {
-		var rw row
-		if err := rs.Scan(&rw.id, &rw.appCode, &rw.eventID, &rw.roomID, &rw.roomVersion, &rw.eventType,
-			&rw.envelope, &rw.retryCount, &rw.createdAtMs); err != nil {
+		var rw voiceroom.OutboxRow
+		if err := rs.Scan(&rw.ID, &rw.AppCode, &rw.EventID, &rw.RoomID, &rw.RoomVersion, &rw.EventType,
+			&rw.Envelope, &rw.RetryCount, &rw.CreatedAtMs); err != nil {
 			return fail(fmt.Errorf("claim: scan: %w", err))
 		}
-		last = rw.id
+		last = rw.ID
 		b.rows = append(b.rows, rw)
 	}
 	if err := rs.Err(); err != nil {
@@ -373,8 +374,8 @@ func (r *Relay) claim(b *batch, cursor int64) (claimed, error) {
 // row's columns, and returns the message to publish: the stored bytes on
 // the row's subject, with the event_id as Nats-Msg-Id. Errors wrap
 // ErrUndecodable.
-func rowMessage(rw row) (bus.Message, error) {
-	env, err := bus.DecodeEnvelope(rw.envelope)
+func rowMessage(rw voiceroom.OutboxRow) (bus.Message, error) {
+	env, err := bus.DecodeEnvelope(rw.Envelope)
 	if err != nil {
 		return bus.Message{}, fmt.Errorf("%w: %w", ErrUndecodable, err)
 	}
@@ -382,11 +383,11 @@ func rowMessage(rw row) (bus.Message, error) {
 		name      string
 		env, want any
 	}{
-		{"event_id", env.EventID, rw.eventID},
-		{"app_code", env.AppCode, rw.appCode},
-		{"room_id", env.RoomID, rw.roomID},
-		{"event_type", env.EventType, rw.eventType},
-		{"room_version", env.RoomVersion, rw.roomVersion},
+		{"event_id", env.EventID, rw.EventID},
+		{"app_code", env.AppCode, rw.AppCode},
+		{"room_id", env.RoomID, rw.RoomID},
+		{"event_type", env.EventType, rw.EventType},
+		{"room_version", env.RoomVersion, rw.RoomVersion},
 	} {
 		if f.env != f.want {
 			return bus.Message{}, fmt.Errorf("%w: %s differs from the row's", ErrUndecodable, f.name)
@@ -396,36 +397,33 @@ func rowMessage(rw row) (bus.Message, error) {
 	if err != nil {
 		return bus.Message{}, fmt.Errorf("%w: %w", ErrUndecodable, err)
 	}
-	return bus.Message{Subject: subject, ID: rw.eventID, Data: rw.envelope}, nil
+	return bus.Message{Subject: subject, ID: rw.EventID, Data: rw.Envelope}, nil
 }
 
 // undecodable sets a broken row aside in b: it is never published nor
 // deleted, gets retry_count + 1 and last_error "undecodable envelope: ..."
 // (what GET /admin/v1/outbox lists), and is logged once per process.
-func (r *Relay) undecodable(ctx context.Context, b *batch, rw row, err error) {
-	msg := sanitizeError(err, rw.eventID, "")
+func (r *Relay) undecodable(ctx context.Context, b *batch, rw voiceroom.OutboxRow, err error) {
+	msg := sanitizeError(err, rw.EventID, "")
 	if b.bad == nil {
 		b.bad = make(map[string][]int64)
 	}
-	b.bad[msg] = append(b.bad[msg], rw.id)
+	b.bad[msg] = append(b.bad[msg], rw.ID)
 	b.nBad++
 	r.m.sawUndecodable(1)
 
 	r.loggedMu.Lock()
-	_, seen := r.logged[rw.id]
+	_, seen := r.logged[rw.ID]
 	if !seen && len(r.logged) < 10000 {
-		r.logged[rw.id] = struct{}{}
+		r.logged[rw.ID] = struct{}{}
 	}
 	r.loggedMu.Unlock()
 	if !seen {
 		r.log.ErrorContext(ctx, "outbox row has an undecodable envelope; it stays pending until fixed",
-			"event_id", rw.eventID, "event_type", rw.eventType, "room_id", rw.roomID, "outbox_id", rw.id,
-			"retry_count", rw.retryCount+1, "status", "pending", "error", msg)
+			"event_id", rw.EventID, "event_type", rw.EventType, "room_id", rw.RoomID, "outbox_id", rw.ID,
+			"retry_count", rw.RetryCount+1, "status", "pending", "error", msg)
 	}
 }
-
-// roomKey identifies a room across apps.
-func roomKey(appCode, roomID string) string { return appCode + "." + roomID }
 
 // publish decodes b's rows and sends them, except those of rooms that
 // already failed in this pass, then sorts the results. Decoding happens
@@ -443,7 +441,7 @@ func (r *Relay) publish(ctx context.Context, p *pass, b *batch) {
 			r.undecodable(ctx, b, rw, err)
 			continue
 		}
-		if _, ok := p.failedRooms[roomKey(rw.appCode, rw.roomID)]; ok {
+		if _, ok := p.failedRooms[voiceroom.RoomKey{AppCode: rw.AppCode, RoomID: rw.RoomID}]; ok {
 			b.heldBack++
 			continue
 		}
@@ -468,21 +466,21 @@ func (r *Relay) publish(ctx context.Context, p *pass, b *batch) {
 	for j, res := range results {
 		rw := b.rows[j]
 		if res.Err == nil {
-			b.published = append(b.published, rw.id)
-			r.m.acked(pathRelay, rw.eventID, time.UnixMilli(rw.createdAtMs), now, res.Ack.Duplicate)
+			b.published = append(b.published, rw.ID)
+			r.m.acked(pathRelay, rw.EventID, time.UnixMilli(rw.CreatedAtMs), now, res.Ack.Duplicate)
 			continue
 		}
-		msg := sanitizeError(res.Err, rw.eventID, msgs[j].Subject)
+		msg := sanitizeError(res.Err, rw.EventID, msgs[j].Subject)
 		if b.failed == nil {
 			b.failed = make(map[string][]int64)
 		}
-		b.failed[msg] = append(b.failed[msg], rw.id)
+		b.failed[msg] = append(b.failed[msg], rw.ID)
 		b.nFailed++
-		p.failedRooms[roomKey(rw.appCode, rw.roomID)] = struct{}{}
+		p.failedRooms[voiceroom.RoomKey{AppCode: rw.AppCode, RoomID: rw.RoomID}] = struct{}{}
 		if logged < 10 { // a down stream fails the whole batch: a sample is enough
 			logged++
-			r.log.WarnContext(ctx, "outbox publish failed; row stays pending", "event_id", rw.eventID,
-				"event_type", rw.eventType, "room_id", rw.roomID, "retry_count", rw.retryCount+1,
+			r.log.WarnContext(ctx, "outbox publish failed; row stays pending", "event_id", rw.EventID,
+				"event_type", rw.EventType, "room_id", rw.RoomID, "retry_count", rw.RetryCount+1,
 				"status", "pending", "error", msg)
 		}
 	}
@@ -530,9 +528,9 @@ func (r *Relay) finish(p *pass, b *batch) {
 			published[id] = true
 		}
 		for _, rw := range b.rows {
-			if published[rw.id] {
-				r.log.Debug("outbox row published", "event_id", rw.eventID, "event_type", rw.eventType,
-					"room_id", rw.roomID, "retry_count", rw.retryCount, "status", "published")
+			if published[rw.ID] {
+				r.log.Debug("outbox row published", "event_id", rw.EventID, "event_type", rw.EventType,
+					"room_id", rw.RoomID, "retry_count", rw.RetryCount, "status", "published")
 			}
 		}
 	}

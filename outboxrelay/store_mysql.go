@@ -28,19 +28,6 @@ ORDER BY id
 LIMIT ?
 FOR UPDATE SKIP LOCKED`
 
-// row is one claimed outbox row.
-type row struct {
-	id          int64
-	appCode     string
-	eventID     string
-	roomID      string
-	roomVersion int64
-	eventType   string
-	envelope    []byte
-	retryCount  int
-	createdAtMs int64
-}
-
 // statements prepares each statement once per pool (and, inside
 // database/sql, once per connection) instead of once per call: the driver
 // otherwise prepares, executes and closes every statement that has

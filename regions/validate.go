@@ -5,6 +5,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"voiceroom"
 	"voiceroom/apperr"
 )
 
@@ -27,8 +28,6 @@ const (
 	// MaxRegionsPerApp bounds how many regions an app may create, so that
 	// listing them stays one small response.
 	MaxRegionsPerApp = 200
-	// appCodeMax is the app_code column size; the gateway checks the charset.
-	appCodeMax = 32
 )
 
 // GlobalRegionCode is the code of region_id 0, the fallback list bucket. It is
@@ -36,8 +35,8 @@ const (
 const GlobalRegionCode = "GLOBAL"
 
 func validAppCode(app string) error {
-	if app == "" || len(app) > appCodeMax {
-		return apperr.Invalid("app_code", "must be 1 to %d characters", appCodeMax)
+	if !voiceroom.ValidAppCode(app) {
+		return apperr.Invalid("app_code", "want %s", voiceroom.AppCodeRule)
 	}
 	return nil
 }

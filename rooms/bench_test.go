@@ -156,7 +156,7 @@ func BenchmarkRoomMemory(b *testing.B) {
 	}
 	cells := make([]*cell, rooms)
 	for i, st := range states {
-		c := newCell(roomKey{st.AppCode, st.RoomID})
+		c := newCell(roomKey{AppCode: st.AppCode, RoomID: st.RoomID})
 		cur := st
 		for u := int64(1); u <= users; u++ {
 			next := cur.Clone()

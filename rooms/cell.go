@@ -150,7 +150,7 @@ func (s *Service) drop(c *cell) {
 // side effects: nothing is written, no event is published again (the outbox
 // rows of those commands were committed with them).
 func (s *Service) load(ctx context.Context, c *cell) error {
-	sr, err := s.store.load(ctx, c.key.app, c.key.room)
+	sr, err := s.store.load(ctx, c.key.AppCode, c.key.RoomID)
 	if errors.Is(err, errRoomNotFound) {
 		return err
 	}
@@ -161,7 +161,7 @@ func (s *Service) load(ctx context.Context, c *cell) error {
 	st, err := replay(sr)
 	if err != nil {
 		s.metrics.loads.WithLabelValues("corrupt").Inc()
-		s.log.Error("room cannot be recovered", "app_code", c.key.app, "room_id", c.key.room, "error", err)
+		s.log.Error("room cannot be recovered", "app_code", c.key.AppCode, "room_id", c.key.RoomID, "error", err)
 		return apperr.Wrap(apperr.Unavailable, "room cannot be loaded", err)
 	}
 	now := s.now().UnixMilli()

@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/crypto/bcrypt"
 
+	"voiceroom"
 	"voiceroom/apperr"
 	"voiceroom/bus"
 	"voiceroom/wallet"
@@ -132,7 +133,8 @@ type Service struct {
 	cells map[roomKey]*cell
 }
 
-type roomKey struct{ app, room string }
+// roomKey is the shared room identity (voiceroom.RoomKey): one cell per key.
+type roomKey = voiceroom.RoomKey
 
 // New returns a Service and starts its committer. fast may be nil. Close
 // stops it.
@@ -310,7 +312,7 @@ func (s *Service) Join(ctx context.Context, cmd *Command, password string) (Resu
 	if !s.attempts.allow(key) {
 		return Result{}, apperr.New(apperr.RateLimited, "too many wrong passwords, try again in a minute")
 	}
-	st, err := s.current(ctx, roomKey{cmd.AppCode, cmd.RoomID})
+	st, err := s.current(ctx, roomKey{AppCode: cmd.AppCode, RoomID: cmd.RoomID})
 	if err != nil {
 		return Result{}, err
 	}
@@ -371,7 +373,7 @@ func (s *Service) UpsertGift(ctx context.Context, appCode string, g Gift) error 
 // Get returns a room's view: from its cell when loaded, else from the
 // stored snapshot when no command came after it, else by loading the cell.
 func (s *Service) Get(ctx context.Context, appCode, roomID string) (View, error) {
-	key := roomKey{appCode, roomID}
+	key := roomKey{AppCode: appCode, RoomID: roomID}
 	if c := s.loadedCell(key); c != nil {
 		if st := c.state.Load(); st != nil {
 			return st.View(), nil
@@ -406,7 +408,7 @@ func (s *Service) run(ctx context.Context, cmd *Command, prepare func(context.Co
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.CommandTimeout)
 	defer cancel()
 
-	key := roomKey{cmd.AppCode, cmd.RoomID}
+	key := roomKey{AppCode: cmd.AppCode, RoomID: cmd.RoomID}
 	if cmd.ClientKey && cmd.Kind == KindCreateRoom {
 		// A repeated create finds its room before checking the owner has
 		// none; other commands look their key up once, under the lock.
@@ -432,7 +434,7 @@ func (s *Service) execLocked(ctx context.Context, c *cell, cmd *Command) (Result
 	key := c.key
 	if cmd.ClientKey {
 		// Looked up again under the lock: the first run may have just committed.
-		if stored, err := s.store.lookupCommand(ctx, key.app, key.room, cmd.CommandID); err != nil {
+		if stored, err := s.store.lookupCommand(ctx, key.AppCode, key.RoomID, cmd.CommandID); err != nil {
 			return Result{}, storageErr(err)
 		} else if stored != nil {
 			return decodeResult(stored)
@@ -490,7 +492,7 @@ func (s *Service) execLocked(ctx context.Context, c *cell, cmd *Command) (Result
 // replayed answers a command whose Idempotency-Key the room's log already
 // holds, without locking the room.
 func (s *Service) replayed(ctx context.Context, key roomKey, cmd *Command) (Result, bool, error) {
-	stored, err := s.store.lookupCommand(ctx, key.app, key.room, cmd.CommandID)
+	stored, err := s.store.lookupCommand(ctx, key.AppCode, key.RoomID, cmd.CommandID)
 	if err != nil {
 		return Result{}, false, storageErr(err)
 	}
@@ -577,7 +579,8 @@ func (s *Service) mutation(c *cell, cmd *Command, next *State, events []Event) (
 		if err != nil {
 			return nil, nil, View{}, apperr.Wrap(apperr.Internal, "encode event", err)
 		}
-		m.outbox = append(m.outbox, outboxRow{eventID: env.EventID, eventType: ev.Type, envelope: msg.Data})
+		m.outbox = append(m.outbox, voiceroom.OutboxRow{AppCode: cmd.AppCode, EventID: env.EventID, RoomID: cmd.RoomID,
+			RoomVersion: next.Version, EventType: ev.Type, Envelope: msg.Data, CreatedAtMs: cmd.NowMs})
 		msgs = append(msgs, msg)
 	}
 	return m, msgs, view, nil

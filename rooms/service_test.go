@@ -237,7 +237,7 @@ func TestIdempotentReplayByCommandID(t *testing.T) {
 		t.Fatalf("balance %d -> %d: replay debited", balance, b)
 	}
 	// After the cell is dropped the log still answers.
-	e.svc.drop(e.svc.loadedCell(roomKey{"app1", room}))
+	e.svc.drop(e.svc.loadedCell(roomKey{AppCode: "app1", RoomID: room}))
 	if fourth := send(); !fourth.Replayed || !viewsEqual(first.View, fourth.View) {
 		t.Fatal("replay after reload differs")
 	}
@@ -424,24 +424,24 @@ func TestReloadGivesSameState(t *testing.T) {
 	}
 	e.mustDo(t, "app1", room, KindKickUser, 1, Args{TargetUserID: 3, BanSeconds: 600})
 	e.mustDo(t, "app1", room, KindTransferRoomHost, 1, Args{TargetUserID: 2})
-	want := e.svc.loadedCell(roomKey{"app1", room}).state.Load()
+	want := e.svc.loadedCell(roomKey{AppCode: "app1", RoomID: room}).state.Load()
 	rows := rowCounts(t, e.db, room)
 	balance, _ := e.svc.Wallet().Balance(ctx, "app1", 2)
 	if want.Version != 11 {
 		t.Fatalf("version %d", want.Version)
 	}
 
-	e.svc.drop(e.svc.loadedCell(roomKey{"app1", room}))
-	if _, err := e.svc.current(ctx, roomKey{"app1", room}); err != nil {
+	e.svc.drop(e.svc.loadedCell(roomKey{AppCode: "app1", RoomID: room}))
+	if _, err := e.svc.current(ctx, roomKey{AppCode: "app1", RoomID: room}); err != nil {
 		t.Fatal(err)
 	}
-	if got := e.svc.loadedCell(roomKey{"app1", room}).state.Load(); !stateEqual(want, got) {
+	if got := e.svc.loadedCell(roomKey{AppCode: "app1", RoomID: room}).state.Load(); !stateEqual(want, got) {
 		t.Fatalf("reloaded state differs:\n%+v\n%+v", want, got)
 	}
 
 	// A new process on the same database (the old one never closed).
 	e2 := newTestEnvOn(t, e.db, Config{SnapshotEvery: 4})
-	got, err := e2.svc.current(ctx, roomKey{"app1", room})
+	got, err := e2.svc.current(ctx, roomKey{AppCode: "app1", RoomID: room})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -518,7 +518,7 @@ func TestStaleSweeperRemovesSilentUsers(t *testing.T) {
 	// Idle and empty: evicted at IdleEvict, with a snapshot written.
 	e.clock.Advance(e.svc.cfg.IdleEvict)
 	e.svc.sweep(ctx)
-	if e.svc.loadedCell(roomKey{"app1", room}) != nil {
+	if e.svc.loadedCell(roomKey{AppCode: "app1", RoomID: room}) != nil {
 		t.Fatal("idle empty room not evicted")
 	}
 	if _, ok, _ := e.svc.store.storedSnapshot(ctx, "app1", room); !ok {
@@ -538,7 +538,7 @@ func TestRestartSweepsUsersWhoLeftWhileDown(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- e2.svc.Run(ctx) }()
 	deadline := time.Now().Add(10 * time.Second)
-	for e2.svc.loadedCell(roomKey{"app1", room}) == nil {
+	for e2.svc.loadedCell(roomKey{AppCode: "app1", RoomID: room}) == nil {
 		if time.Now().After(deadline) {
 			t.Fatal("room with users not loaded at start")
 		}
@@ -661,7 +661,7 @@ func TestOtherAppsRoomIsInvisible(t *testing.T) {
 	if _, err := e.svc.Get(ctx, "app1", "app1_nope"); !apperr.Is(err, apperr.NotFound) {
 		t.Fatalf("unknown room: %v", err)
 	}
-	if e.svc.loadedCell(roomKey{"app2", room}) != nil {
+	if e.svc.loadedCell(roomKey{AppCode: "app2", RoomID: room}) != nil {
 		t.Fatal("a cell was left for a room that does not exist")
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strings"
 
+	"voiceroom"
 	"voiceroom/apperr"
 	"voiceroom/mysqldb"
 	"voiceroom/wallet"
@@ -151,17 +152,12 @@ type mutation struct {
 	requestID       string
 	command         []byte // Command JSON, replayed at recovery
 	result          []byte // the View answered, returned to a repeated command_id
-	outbox          []outboxRow
+	outbox          []voiceroom.OutboxRow
 	room            roomRow
 	create          bool   // insert the rooms row (CreateRoom) instead of updating it
 	snapshot        []byte // State JSON when this command writes a snapshot, else nil
 	debit           *wallet.Debit
 	audit           *regionAudit
-}
-
-type outboxRow struct {
-	eventID, eventType string
-	envelope           []byte
 }
 
 // roomRow is the rooms table's view of a room.
@@ -218,7 +214,7 @@ func writeGroup(ctx context.Context, tx *sql.Tx, ms []*mutation, nowMs int64) (s
 		logs.add("(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", m.appCode, m.roomID, m.version, m.commandID, string(m.kind),
 			m.actorUserID, m.requestID, m.command, m.result, m.nowMs)
 		for _, o := range m.outbox {
-			outbox.add("(?, ?, ?, ?, ?, ?, 'pending', 0, ?)", m.appCode, o.eventID, m.roomID, m.version, o.eventType, o.envelope, m.nowMs)
+			outbox.add(voiceroom.OutboxInsertValues, o.InsertArgs()...)
 		}
 		if m.snapshot != nil {
 			snaps.add("(?, ?, ?, ?, ?)", m.appCode, m.roomID, m.version, m.snapshot, m.nowMs)
@@ -244,8 +240,7 @@ func writeGroup(ctx context.Context, tx *sql.Tx, ms []*mutation, nowMs int64) (s
 		// writer of the same room: its insert of a taken version fails.
 		{`INSERT INTO room_command_log (app_code, room_id, room_version, command_id, command_type, actor_user_id,
 			request_id, command, result, created_at_ms) VALUES `, &logs, ``},
-		{`INSERT INTO room_outbox (app_code, event_id, room_id, room_version, event_type, envelope, status,
-			retry_count, created_at_ms) VALUES `, &outbox, ``},
+		{voiceroom.OutboxInsertSQL, &outbox, ``},
 		{`INSERT INTO room_snapshots (app_code, room_id, room_version, state, updated_at_ms) VALUES `, &snaps,
 			` ON DUPLICATE KEY UPDATE room_version = VALUES(room_version), state = VALUES(state), updated_at_ms = VALUES(updated_at_ms)`},
 		{`INSERT INTO room_region_audit (app_code, room_id, room_version, old_region_id, new_region_id, operator,

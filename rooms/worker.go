@@ -48,7 +48,7 @@ func (s *Service) recoverRoomsWithUsers(ctx context.Context) {
 		wg.Add(1)
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			if _, err := s.current(ctx, roomKey{k[0], k[1]}); err != nil {
+			if _, err := s.current(ctx, roomKey{AppCode: k[0], RoomID: k[1]}); err != nil {
 				s.log.Warn("room not recovered", "app_code", k[0], "room_id", k[1], "error", err)
 			}
 		}()
@@ -115,14 +115,14 @@ func (s *Service) sweepStale(ctx context.Context, c *cell, now int64) {
 	if len(stale) == 0 {
 		return
 	}
-	cmd := &Command{Kind: KindSweepStale, AppCode: c.key.app, RoomID: c.key.room, CommandID: NewCommandID(),
+	cmd := &Command{Kind: KindSweepStale, AppCode: c.key.AppCode, RoomID: c.key.RoomID, CommandID: NewCommandID(),
 		Actor: Actor{Admin: true, Operator: "presence-sweeper"}, Args: Args{UserIDs: stale}}
 	if _, err := s.execLocked(ctx, c, cmd); err != nil {
-		s.log.Warn("presence sweep failed; retried next round", "app_code", c.key.app, "room_id", c.key.room, "error", err)
+		s.log.Warn("presence sweep failed; retried next round", "app_code", c.key.AppCode, "room_id", c.key.RoomID, "error", err)
 		return
 	}
 	s.metrics.swept.Add(float64(len(stale)))
-	s.log.Info("swept stale users", "app_code", c.key.app, "room_id", c.key.room, "users", stale)
+	s.log.Info("swept stale users", "app_code", c.key.AppCode, "room_id", c.key.RoomID, "users", stale)
 }
 
 // evict writes c's snapshot if the stored one is behind, then drops c. A

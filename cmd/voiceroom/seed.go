@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"io"
 
-	"voiceroom/gateway"
+	"voiceroom"
 	"voiceroom/regions"
 )
 
@@ -20,8 +20,8 @@ func seed(ctx context.Context, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return fmt.Errorf("%w: seed: %v", errUsage, err)
 	}
-	if !gateway.ValidAppCode(*app) {
-		return fmt.Errorf("%w: seed: --app %q: want 1-32 of [A-Za-z0-9_-]", errUsage, *app)
+	if !voiceroom.ValidAppCode(*app) {
+		return fmt.Errorf("%w: seed: --app %q: want %s", errUsage, *app, voiceroom.AppCodeRule)
 	}
 	cfg, err := loadConfig()
 	if err != nil {

@@ -1,0 +1,47 @@
+package voiceroom
+
+// OutboxRow is one row of room_outbox: one event of a committed room
+// command. The rooms package writes it in the command's own transaction
+// (pending, no retries); the outbox fast path and relay (package
+// outboxrelay) publish its Envelope to ROOM_EVENTS with Nats-Msg-Id =
+// EventID and mark it published. The row lives here because both sides,
+// and the tests that stand in for either, must agree on it, and neither
+// side may import the other.
+type OutboxRow struct {
+	// ID is assigned by MySQL on insert; relays claim rows in ID order.
+	ID          int64
+	AppCode     string
+	EventID     string // the envelope's event_id, unique per row
+	RoomID      string
+	RoomVersion int64
+	EventType   string
+	// Envelope is the bus.Envelope JSON, published byte for byte. Its
+	// event_id, app_code, room_id, event_type and room_version equal the
+	// row's columns.
+	Envelope []byte
+	// Status is OutboxPending or OutboxPublished.
+	Status string
+	// RetryCount is the number of failed publishes so far.
+	RetryCount int
+	// CreatedAtMs is the commit time of the command.
+	CreatedAtMs int64
+}
+
+// The values of room_outbox.status.
+const (
+	OutboxPending   = "pending"
+	OutboxPublished = "published"
+)
+
+// OutboxInsertSQL begins the multi-row insert of new outbox rows: append
+// OutboxInsertValues once per row (comma-separated) with the row's
+// InsertArgs. New rows are pending with no retries.
+const OutboxInsertSQL = `INSERT INTO room_outbox (app_code, event_id, room_id, room_version, event_type, envelope, status, retry_count, created_at_ms) VALUES `
+
+// OutboxInsertValues is one row's tuple of OutboxInsertSQL.
+const OutboxInsertValues = `(?, ?, ?, ?, ?, ?, 'pending', 0, ?)`
+
+// InsertArgs returns the arguments of r's OutboxInsertValues tuple.
+func (r OutboxRow) InsertArgs() []any {
+	return []any{r.AppCode, r.EventID, r.RoomID, r.RoomVersion, r.EventType, r.Envelope, r.CreatedAtMs}
+}

@@ -1,0 +1,16 @@
+package voiceroom
+
+// RoomKey identifies a room across apps. It is the unit of ordering: the
+// events of one room are committed, published and consumed in room_version
+// order, while different rooms never wait for each other. Every place that
+// keeps per-room order (the room cells, the outbox fast path and relay, the
+// consume loop) keys it by RoomKey.
+type RoomKey struct {
+	AppCode string
+	RoomID  string
+}
+
+// String returns "<app_code>.<room_id>", the form used where the key must be
+// a string (hashing onto handler queues). Neither part holds a '.', so it is
+// unambiguous.
+func (k RoomKey) String() string { return k.AppCode + "." + k.RoomID }
