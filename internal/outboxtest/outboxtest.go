@@ -32,6 +32,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"voiceroom"
 	"voiceroom/bus"
 	"voiceroom/internal/testenv"
 )
@@ -61,9 +62,6 @@ func RoomEnvelopes(appCode, roomID string, from int64, n int) []bus.Envelope {
 	return envs
 }
 
-// insertSQL is the rooms package's outbox insert (the row contract).
-const insertSQL = `INSERT INTO room_outbox (app_code, event_id, room_id, room_version, event_type, envelope, status, retry_count, created_at_ms) VALUES `
-
 // Insert writes one outbox row per envelope in one transaction, in the
 // given order, exactly as a room command does (envelope = the bytes of
 // Envelope.Marshal, created_at_ms = now), and returns the messages the
@@ -90,7 +88,7 @@ func InsertTx(ctx context.Context, db *sql.DB, createdAt time.Time, envs ...bus.
 	for lo := 0; lo < len(envs); lo += 1000 {
 		part := envs[lo:min(lo+1000, len(envs))]
 		var q strings.Builder
-		q.WriteString(insertSQL)
+		q.WriteString(voiceroom.OutboxInsertSQL)
 		args := make([]any, 0, 7*len(part))
 		for i, env := range part {
 			data, err := env.Marshal()
@@ -105,8 +103,8 @@ func InsertTx(ctx context.Context, db *sql.DB, createdAt time.Time, envs ...bus.
 			if i > 0 {
 				q.WriteString(",")
 			}
-			q.WriteString("(?, ?, ?, ?, ?, ?, 'pending', 0, ?)")
-			args = append(args, env.AppCode, env.EventID, env.RoomID, env.RoomVersion, env.EventType, data, createdAt.UnixMilli())
+			q.WriteString(voiceroom.OutboxInsertValues)
+			args = append(args, outboxRow(env, data, createdAt).InsertArgs()...)
 		}
 		if _, err := tx.ExecContext(ctx, q.String(), args...); err != nil {
 			return nil, err
@@ -115,12 +113,19 @@ func InsertTx(ctx context.Context, db *sql.DB, createdAt time.Time, envs ...bus.
 	return msgs, tx.Commit()
 }
 
+// outboxRow is the row a room command writes for env.
+func outboxRow(env bus.Envelope, data []byte, createdAt time.Time) voiceroom.OutboxRow {
+	return voiceroom.OutboxRow{AppCode: env.AppCode, EventID: env.EventID, RoomID: env.RoomID, RoomVersion: env.RoomVersion,
+		EventType: env.EventType, Envelope: data, CreatedAtMs: createdAt.UnixMilli()}
+}
+
 // InsertRaw writes a pending row with the given columns and envelope
 // bytes, which need not decode (a broken row), and returns its id.
 func InsertRaw(tb testing.TB, db *sql.DB, appCode, eventID, roomID string, version int64, eventType string, envelope []byte) int64 {
 	tb.Helper()
-	res, err := db.Exec(insertSQL+"(?, ?, ?, ?, ?, ?, 'pending', 0, ?)",
-		appCode, eventID, roomID, version, eventType, envelope, time.Now().UnixMilli())
+	row := voiceroom.OutboxRow{AppCode: appCode, EventID: eventID, RoomID: roomID, RoomVersion: version,
+		EventType: eventType, Envelope: envelope, CreatedAtMs: time.Now().UnixMilli()}
+	res, err := db.Exec(voiceroom.OutboxInsertSQL+voiceroom.OutboxInsertValues, row.InsertArgs()...)
 	if err != nil {
 		tb.Fatalf("insert raw outbox row: %v", err)
 	}
