@@ -24,7 +24,7 @@ func TestConsumeAcks(t *testing.T) {
 	js := conn.JetStream()
 	p := newTestPublisher(t, conn)
 	reg := prometheus.NewRegistry()
-	m := bus.NewMetrics(reg)
+	m := newTestMetrics(t, reg)
 
 	got := make(chan bus.Delivery, 10)
 	newTestConsumer(t, conn, bus.ConsumerConfig{Durable: "acks"}, bus.ConsumerRunConfig{},
@@ -91,7 +91,7 @@ func TestConsumePermanentDeadLetters(t *testing.T) {
 	js := conn.JetStream()
 	p := newTestPublisher(t, conn)
 	reg := prometheus.NewRegistry()
-	m := bus.NewMetrics(reg)
+	m := newTestMetrics(t, reg)
 
 	var calls atomic.Int32
 	newTestConsumer(t, conn, bus.ConsumerConfig{Durable: "perm", AckWait: 200 * time.Millisecond}, bus.ConsumerRunConfig{},
@@ -551,11 +551,11 @@ func TestMetricsNilSafe(t *testing.T) {
 		t.Fatal(err)
 	}
 	reg := prometheus.NewRegistry()
-	a, b := bus.NewMetrics(reg), bus.NewMetrics(reg) // shared registry is fine
+	a, b := newTestMetrics(t, reg), newTestMetrics(t, reg) // shared registry is fine
 	if a == nil || b == nil {
 		t.Fatal("nil metrics")
 	}
-	if bus.NewMetrics(nil) == nil {
+	if newTestMetrics(t, nil) == nil {
 		t.Fatal("nil metrics without registry")
 	}
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"voiceroom/bus"
 	"voiceroom/internal/testenv"
@@ -180,3 +181,13 @@ func mustDeadLetters(tb testing.TB, js jetstream.JetStream, want int) []bus.Dead
 }
 
 var errRetry = errors.New("downstream unavailable")
+
+// newTestMetrics returns bus metrics registered on reg.
+func newTestMetrics(tb testing.TB, reg prometheus.Registerer) *bus.Metrics {
+	tb.Helper()
+	m, err := bus.NewMetrics(reg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return m
+}

@@ -1,11 +1,12 @@
 package bus
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"voiceroom/internal/promreg"
+	"voiceroom/promreg"
 )
 
 // Metrics counts what consumers did with their messages. A nil *Metrics
@@ -20,9 +21,8 @@ type Metrics struct {
 // NewMetrics creates the bus metrics and registers them with reg (none if
 // reg is nil). Metrics already registered by an earlier NewMetrics on the
 // same registry are reused, so several consumers can share one registry.
-// It panics only if reg holds different collectors under the same names,
-// a wiring mistake.
-func NewMetrics(reg prometheus.Registerer) *Metrics {
+// It fails if reg holds different collectors under the same names.
+func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	labels := []string{"consumer"}
 	m := &Metrics{
 		acked: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -43,14 +43,15 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Buckets: prometheus.ExponentialBuckets(0.0005, 4, 10), // 0.5ms .. ~131s
 		}, labels),
 	}
-	if reg == nil {
-		return m
+	r := promreg.On(reg)
+	promreg.Add(r, &m.acked)
+	promreg.Add(r, &m.nakked)
+	promreg.Add(r, &m.deadLettered)
+	promreg.Add(r, &m.handlerDuration)
+	if err := r.Err(); err != nil {
+		return nil, fmt.Errorf("bus metrics: %w", err)
 	}
-	m.acked = promreg.Register(reg, m.acked)
-	m.nakked = promreg.Register(reg, m.nakked)
-	m.deadLettered = promreg.Register(reg, m.deadLettered)
-	m.handlerDuration = promreg.Register(reg, m.handlerDuration)
-	return m
+	return m, nil
 }
 
 // consumerMetrics are the series of one consumer, bound once.

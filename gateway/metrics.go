@@ -1,11 +1,14 @@
 package gateway
 
 import (
+	"fmt"
 	"strconv"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"voiceroom/promreg"
 )
 
 type httpMetrics struct {
@@ -13,7 +16,7 @@ type httpMetrics struct {
 	duration *prometheus.HistogramVec
 }
 
-func newHTTPMetrics(reg prometheus.Registerer) *httpMetrics {
+func newHTTPMetrics(reg prometheus.Registerer) (*httpMetrics, error) {
 	m := &httpMetrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "http_requests_total",
@@ -25,10 +28,13 @@ func newHTTPMetrics(reg prometheus.Registerer) *httpMetrics {
 			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5},
 		}, []string{"route", "method"}),
 	}
-	if reg != nil {
-		reg.MustRegister(m.requests, m.duration)
+	r := promreg.On(reg)
+	promreg.Add(r, &m.requests)
+	promreg.Add(r, &m.duration)
+	if err := r.Err(); err != nil {
+		return nil, fmt.Errorf("gateway metrics: %w", err)
 	}
-	return m
+	return m, nil
 }
 
 // middleware records every request under its route template, so the label

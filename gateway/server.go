@@ -103,12 +103,16 @@ func New(cfg Config, log *slog.Logger, reg prometheus.Registerer, gatherer prome
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	metrics, err := newHTTPMetrics(reg)
+	if err != nil {
+		return nil, err
+	}
 	s := &Server{
 		cfg:     cfg,
 		log:     log,
 		checks:  checks,
 		limiter: newRateLimiter(cfg.RatePerUser, cfg.RateBurst, time.Now),
-		metrics: newHTTPMetrics(reg),
+		metrics: metrics,
 	}
 	s.app = fiber.New(fiber.Config{
 		AppName:               "voiceroom",

@@ -120,7 +120,7 @@ func drain(b *testing.B, rows, relays, batch int, newPub func(i int) outboxrelay
 	// purged) and steal the server's time.
 	var acked atomic.Int64
 	all := make(chan struct{})
-	m := outboxrelay.NewMetrics(nil)
+	m := newTestMetrics(b, nil)
 	outboxrelay.SetOnAck(m, func(string, string, time.Time) {
 		if acked.Add(1) == int64(rows) {
 			close(all)
@@ -365,7 +365,7 @@ func BenchmarkLatency(b *testing.B) {
 				conn := testenv.NewJetStream(b)
 				pub, _ := bus.NewPublisher(conn.JetStream(), bus.PublisherConfig{})
 				lat := newLatencies()
-				m := outboxrelay.NewMetrics(nil)
+				m := newTestMetrics(b, nil)
 				outboxrelay.SetOnAck(m, lat.ack)
 				var fastPub outboxrelay.Publisher = pub
 				if !tc.fast {

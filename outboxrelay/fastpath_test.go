@@ -20,7 +20,7 @@ func TestFastPathPublishesAndMarks(t *testing.T) {
 	db := testenv.NewDB(t)
 	conn := testenv.NewJetStream(t)
 	reg := prometheus.NewRegistry()
-	m := outboxrelay.NewMetrics(reg)
+	m := newTestMetrics(t, reg)
 	fp, err := outboxrelay.NewFastPath(db, newTestPublisher(t, conn), testenv.Logger(t), m, outboxrelay.FastPathConfig{})
 	if err != nil {
 		t.Fatal(err)
@@ -83,7 +83,7 @@ func TestFastPathJetStreamDown(t *testing.T) {
 			db := testenv.NewDB(t)
 			js := outboxtest.NewJetStream(t)
 			reg := prometheus.NewRegistry()
-			m := outboxrelay.NewMetrics(reg)
+			m := newTestMetrics(t, reg)
 			cfg := outboxrelay.FastPathConfig{PublishTimeout: 300 * time.Millisecond, CheckInterval: 20 * time.Millisecond}
 			if knowsDown {
 				cfg.Connected = js.Conn().NATS().IsConnected
@@ -169,7 +169,7 @@ func TestFastPathQueueFullHandsOver(t *testing.T) {
 	conn := testenv.NewJetStream(t)
 	reg := prometheus.NewRegistry()
 	// Not running: nothing leaves the queue of one.
-	fp, err := outboxrelay.NewFastPath(db, newTestPublisher(t, conn), testenv.Logger(t), outboxrelay.NewMetrics(reg),
+	fp, err := outboxrelay.NewFastPath(db, newTestPublisher(t, conn), testenv.Logger(t), newTestMetrics(t, reg),
 		outboxrelay.FastPathConfig{QueueSize: 1})
 	if err != nil {
 		t.Fatal(err)
@@ -204,7 +204,7 @@ func TestFastPathShutdown(t *testing.T) {
 	db := testenv.NewDB(t)
 	conn := testenv.NewJetStream(t)
 	reg := prometheus.NewRegistry()
-	fp, err := outboxrelay.NewFastPath(db, newTestPublisher(t, conn), testenv.Logger(t), outboxrelay.NewMetrics(reg), outboxrelay.FastPathConfig{})
+	fp, err := outboxrelay.NewFastPath(db, newTestPublisher(t, conn), testenv.Logger(t), newTestMetrics(t, reg), outboxrelay.FastPathConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -29,6 +29,16 @@ func newTestPublisher(tb testing.TB, conn *bus.Conn) *bus.Publisher {
 	return p
 }
 
+// newTestMetrics returns outbox metrics registered on reg.
+func newTestMetrics(tb testing.TB, reg prometheus.Registerer) *outboxrelay.Metrics {
+	tb.Helper()
+	m, err := outboxrelay.NewMetrics(reg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return m
+}
+
 // newTestRelay returns a relay with short intervals on db and conn.
 func newTestRelay(tb testing.TB, db *sql.DB, pub outboxrelay.Publisher, m *outboxrelay.Metrics, cfg outboxrelay.Config) *outboxrelay.Relay {
 	tb.Helper()

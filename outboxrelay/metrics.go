@@ -1,11 +1,12 @@
 package outboxrelay
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"voiceroom/internal/promreg"
+	"voiceroom/promreg"
 )
 
 // Paths an event takes into the stream, the "path" label of the publish
@@ -40,9 +41,9 @@ type Metrics struct {
 
 // NewMetrics creates the outbox metrics and registers them with reg (none
 // if reg is nil). Metrics already registered by an earlier NewMetrics on
-// the same registry are reused. It panics only if reg holds different
-// collectors under the same names, a wiring mistake.
-func NewMetrics(reg prometheus.Registerer) *Metrics {
+// the same registry are reused. It fails if reg holds different
+// collectors under the same names.
+func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	m := &Metrics{
 		pending: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "room_outbox_pending_total",
@@ -90,27 +91,28 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Published outbox rows deleted by retention.",
 		}),
 	}
-	if reg == nil {
-		return m.bind()
+	r := promreg.On(reg)
+	promreg.Add(r, &m.pending)
+	promreg.Add(r, &m.oldestAge)
+	promreg.Add(r, &m.success)
+	promreg.Add(r, &m.failure)
+	promreg.Add(r, &m.duplicate)
+	promreg.Add(r, &m.latency)
+	promreg.Add(r, &m.undecodable)
+	promreg.Add(r, &m.handedOver)
+	promreg.Add(r, &m.heldBack)
+	promreg.Add(r, &m.dbFailures)
+	promreg.Add(r, &m.retentionRows)
+	if err := r.Err(); err != nil {
+		return nil, fmt.Errorf("outbox metrics: %w", err)
 	}
-	m.pending = promreg.Register(reg, m.pending)
-	m.oldestAge = promreg.Register(reg, m.oldestAge)
-	m.success = promreg.Register(reg, m.success)
-	m.failure = promreg.Register(reg, m.failure)
-	m.duplicate = promreg.Register(reg, m.duplicate)
-	m.latency = promreg.Register(reg, m.latency)
-	m.undecodable = promreg.Register(reg, m.undecodable)
-	m.handedOver = promreg.Register(reg, m.handedOver)
-	m.heldBack = promreg.Register(reg, m.heldBack)
-	m.dbFailures = promreg.Register(reg, m.dbFailures)
-	m.retentionRows = promreg.Register(reg, m.retentionRows)
-	return m.bind()
+	return m.bind(), nil
 }
 
 // pathSeries are the series of one path.
 type pathSeries struct {
-	success, duplicate prometheus.Counter
-	latency            prometheus.Observer
+	success, duplicate, failure prometheus.Counter
+	latency                     prometheus.Observer
 }
 
 func (m *Metrics) bind() *Metrics {
@@ -119,6 +121,7 @@ func (m *Metrics) bind() *Metrics {
 		m.paths[p] = pathSeries{
 			success:   m.success.WithLabelValues(p),
 			duplicate: m.duplicate.WithLabelValues(p),
+			failure:   m.failure.WithLabelValues(p), // at 0 from the start, for alerts
 			latency:   m.latency.WithLabelValues(p),
 		}
 	}
@@ -142,7 +145,7 @@ func (m *Metrics) acked(path, eventID string, committed, at time.Time, duplicate
 
 func (m *Metrics) failed(path string, n int) {
 	if m != nil && n > 0 {
-		m.failure.WithLabelValues(path).Add(float64(n))
+		m.paths[path].failure.Add(float64(n))
 	}
 }
 

@@ -127,7 +127,7 @@ func TestRelayPublishesPendingRows(t *testing.T) {
 	}
 	msgs := outboxtest.Insert(t, db, envs...)
 	reg := prometheus.NewRegistry()
-	r := newTestRelay(t, db, newTestPublisher(t, conn), outboxrelay.NewMetrics(reg), outboxrelay.Config{BatchSize: 7})
+	r := newTestRelay(t, db, newTestPublisher(t, conn), newTestMetrics(t, reg), outboxrelay.Config{BatchSize: 7})
 	run := runInBackground(t, r.Run)
 	testenv.Eventually(t, 10*time.Second, func() error {
 		if n := outboxtest.Count(t, db, "pending"); n > 0 {
@@ -211,7 +211,7 @@ func TestPublishFailureKeepsRowPendingThenSucceeds(t *testing.T) {
 
 	logs := &logBuffer{}
 	reg := prometheus.NewRegistry()
-	r, err := outboxrelay.New(db, newTestPublisher(t, conn), logs.logger(), outboxrelay.NewMetrics(reg), outboxrelay.Config{BatchSize: 2})
+	r, err := outboxrelay.New(db, newTestPublisher(t, conn), logs.logger(), newTestMetrics(t, reg), outboxrelay.Config{BatchSize: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -332,7 +332,7 @@ func TestTwoRelaysOneBacklog(t *testing.T) {
 	msgs := outboxtest.Insert(t, db, envs...)
 
 	reg := prometheus.NewRegistry()
-	m := outboxrelay.NewMetrics(reg)
+	m := newTestMetrics(t, reg)
 	var firstConn *bus.Conn
 	var wg sync.WaitGroup
 	for i := range 2 {
@@ -397,7 +397,7 @@ func TestStoppedAfterPublishBeforeMark(t *testing.T) {
 	conn := testenv.NewJetStream(t)
 	msgs := outboxtest.Insert(t, db, outboxtest.RoomEnvelopes(testApp, "room1", 1, 20)...)
 	reg := prometheus.NewRegistry()
-	m := outboxrelay.NewMetrics(reg)
+	m := newTestMetrics(t, reg)
 	crashing := newTestRelay(t, db, newTestPublisher(t, conn), m, outboxrelay.Config{})
 	outboxrelay.SetTestHookBeforeMark(crashing, func() error { return errors.New("killed") })
 	res := crashing.Pass(context.Background())
@@ -496,7 +496,7 @@ func TestUndecodableRowStaysPending(t *testing.T) {
 
 	logs := &logBuffer{}
 	reg := prometheus.NewRegistry()
-	r, err := outboxrelay.New(db, newTestPublisher(t, conn), logs.logger(), outboxrelay.NewMetrics(reg), outboxrelay.Config{BatchSize: 3})
+	r, err := outboxrelay.New(db, newTestPublisher(t, conn), logs.logger(), newTestMetrics(t, reg), outboxrelay.Config{BatchSize: 3})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -567,7 +567,7 @@ func TestRetentionDeletesOldPublishedRows(t *testing.T) {
 	// A publisher that never works: retention must not depend on it.
 	js := outboxtest.NewJetStream(t)
 	js.Stop()
-	r := newTestRelay(t, db, newTestPublisher(t, js.Conn()), outboxrelay.NewMetrics(reg),
+	r := newTestRelay(t, db, newTestPublisher(t, js.Conn()), newTestMetrics(t, reg),
 		outboxrelay.Config{Retention: time.Hour, RetentionBatch: 2, PollInterval: time.Hour, PublishTimeout: 100 * time.Millisecond})
 	run := runInBackground(t, r.Run)
 	testenv.Eventually(t, 10*time.Second, func() error {

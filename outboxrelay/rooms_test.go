@@ -34,7 +34,7 @@ func TestRoomCommandsWhileJetStreamIsDown(t *testing.T) {
 	js := outboxtest.NewJetStream(t)
 	db := testenv.NewDB(t)
 	reg := prometheus.NewRegistry()
-	m := outboxrelay.NewMetrics(reg)
+	m := newTestMetrics(t, reg)
 	fp, err := outboxrelay.NewFastPath(db, newTestPublisher(t, js.Conn()), testenv.Logger(t), m,
 		outboxrelay.FastPathConfig{Connected: js.Conn().NATS().IsConnected, PublishTimeout: time.Second})
 	if err != nil {

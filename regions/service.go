@@ -12,6 +12,7 @@ import (
 
 	"voiceroom/apperr"
 	"voiceroom/mysqldb"
+	"voiceroom/promreg"
 )
 
 // Config configures a Service. The zero value is valid: Validate fills in the
@@ -89,13 +90,13 @@ func New(ctx context.Context, db *sql.DB, log *slog.Logger, reg prometheus.Regis
 	s := &Service{db: db, log: log, cfg: cfg, now: cfg.Now, stmts: stmts}
 	if !cfg.DisableCache {
 		s.cache = newCache(cfg.CacheSize, cfg.CacheTTL)
-		if reg != nil {
-			for _, c := range s.cache.collectors() {
-				if err := reg.Register(c); err != nil {
-					stmts.close()
-					return nil, fmt.Errorf("regions: register metrics: %w", err)
-				}
-			}
+		r := promreg.On(reg)
+		for _, c := range s.cache.collectors() {
+			promreg.Add(r, &c)
+		}
+		if err := r.Err(); err != nil {
+			stmts.close()
+			return nil, fmt.Errorf("regions metrics: %w", err)
 		}
 	}
 	return s, nil

@@ -1,6 +1,12 @@
 package rooms
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"fmt"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"voiceroom/promreg"
+)
 
 // metrics of the rooms service.
 type metrics struct {
@@ -14,7 +20,7 @@ type metrics struct {
 	swept         prometheus.Counter
 }
 
-func newMetrics(reg prometheus.Registerer, loaded func() float64) *metrics {
+func newMetrics(reg prometheus.Registerer, loaded func() float64) (*metrics, error) {
 	m := &metrics{
 		commands: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "rooms_commands_total",
@@ -52,8 +58,17 @@ func newMetrics(reg prometheus.Registerer, loaded func() float64) *metrics {
 			Help: "Users removed by the presence sweeper after their heartbeats stopped.",
 		}),
 	}
-	if reg != nil {
-		reg.MustRegister(m.commands, m.commandSecs, m.commitBatch, m.commitSeconds, m.loadedRooms, m.loads, m.evictions, m.swept)
+	r := promreg.On(reg)
+	promreg.Add(r, &m.commands)
+	promreg.Add(r, &m.commandSecs)
+	promreg.Add(r, &m.commitBatch)
+	promreg.Add(r, &m.commitSeconds)
+	promreg.Add(r, &m.loadedRooms)
+	promreg.Add(r, &m.loads)
+	promreg.Add(r, &m.evictions)
+	promreg.Add(r, &m.swept)
+	if err := r.Err(); err != nil {
+		return nil, fmt.Errorf("rooms metrics: %w", err)
 	}
-	return m
+	return m, nil
 }

@@ -155,11 +155,15 @@ func New(db *sql.DB, users Users, regions Regions, fast FastPath, cfg Config, lo
 		attempts: newAttemptLimiter(cfg.PasswordAttempts, time.Minute, now),
 		cells:    map[roomKey]*cell{},
 	}
-	s.metrics = newMetrics(reg, func() float64 {
+	var err error
+	s.metrics, err = newMetrics(reg, func() float64 {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		return float64(len(s.cells))
 	})
+	if err != nil {
+		return nil, err
+	}
 	s.committer = newCommitter(db, s.log, s.metrics, now, cfg.CommitWorkers, cfg.CommitBatch)
 	return s, nil
 }

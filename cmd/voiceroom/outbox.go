@@ -23,10 +23,12 @@ func wireOutbox(d *deps) error {
 	if !d.cfg.hasRole(roleRelay) && !d.cfg.hasRole(roleRooms) && !d.cfg.hasRole(roleAPI) {
 		return nil
 	}
-	m := outboxrelay.NewMetrics(d.reg)
+	m, err := outboxrelay.NewMetrics(d.reg)
+	if err != nil {
+		return err
+	}
 	var pub *bus.Publisher
 	if d.cfg.hasRole(roleRelay) || d.cfg.hasRole(roleRooms) {
-		var err error
 		if pub, err = bus.NewPublisher(d.nats.JetStream(), bus.PublisherConfig{}); err != nil {
 			return fmt.Errorf("outbox publisher: %w", err)
 		}

@@ -18,6 +18,7 @@ import (
 	"voiceroom/gateway"
 	"voiceroom/mysqldb"
 	"voiceroom/outboxrelay"
+	"voiceroom/promreg"
 )
 
 // worker is a background component with a lifetime: Run blocks until its ctx
@@ -161,7 +162,13 @@ func open(ctx context.Context, cfg config, log *slog.Logger) (d *deps, err error
 			d.close()
 		}
 	}()
-	d.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	r := promreg.On(d.reg)
+	goc, proc := collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})
+	promreg.Add(r, &goc)
+	promreg.Add(r, &proc)
+	if err := r.Err(); err != nil {
+		return d, err
+	}
 
 	if d.secret, err = cfg.jwtSecret(log); err != nil {
 		return d, err
