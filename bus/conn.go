@@ -11,6 +11,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"voiceroom/apperr"
 )
 
 // ConnConfig configures the client connection to NATS.
@@ -40,21 +42,27 @@ func (c ConnConfig) WithDefaults() ConnConfig {
 	return c
 }
 
-// Validate checks c after defaults are applied. Errors wrap
-// ErrInvalidConfig.
+// Validate checks c after defaults are applied: every URL has a scheme
+// (nats://host:port). Errors are *apperr.ConfigError naming the field and
+// wrap ErrInvalidConfig.
 func (c ConnConfig) Validate() error {
 	c = c.WithDefaults()
 	if strings.TrimSpace(c.URL) == "" {
-		return fmt.Errorf("%w: nats url: required", ErrInvalidConfig)
+		return apperr.BadConfig("URL", "%w: nats url: required", ErrInvalidConfig)
+	}
+	for _, u := range strings.Split(c.URL, ",") {
+		if !strings.Contains(u, "://") {
+			return apperr.BadConfig("URL", "%w: nats url %q: want nats://host:port[,nats://...]", ErrInvalidConfig, u)
+		}
 	}
 	if c.ConnectTimeout < 0 {
-		return fmt.Errorf("%w: nats connect timeout %s: must be positive", ErrInvalidConfig, c.ConnectTimeout)
+		return apperr.BadConfig("ConnectTimeout", "%w: nats connect timeout %s: must be positive", ErrInvalidConfig, c.ConnectTimeout)
 	}
 	if (c.TLSCertFile == "") != (c.TLSKeyFile == "") {
-		return fmt.Errorf("%w: nats tls cert file and key file: set both or neither", ErrInvalidConfig)
+		return apperr.BadConfig("TLSCertFile", "%w: nats tls cert file and key file: set both or neither", ErrInvalidConfig)
 	}
 	if c.Password != "" && c.User == "" {
-		return fmt.Errorf("%w: nats password without user", ErrInvalidConfig)
+		return apperr.BadConfig("Password", "%w: nats password without user", ErrInvalidConfig)
 	}
 	return nil
 }

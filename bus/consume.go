@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"voiceroom"
+	"voiceroom/apperr"
 )
 
 // Delivery is one message handed to a handler.
@@ -112,26 +113,29 @@ func (c ConsumerRunConfig) WithDefaults() ConsumerRunConfig {
 	return c
 }
 
-// Validate checks c after defaults are applied. Errors wrap
-// ErrInvalidConfig.
+// Validate checks c after defaults are applied. Errors are
+// *apperr.ConfigError naming the field and wrap ErrInvalidConfig.
 func (c ConsumerRunConfig) Validate() error {
 	c = c.WithDefaults()
 	if err := checkToken("durable", c.Durable); err != nil {
-		return fmt.Errorf("%w: consumer: %w", ErrInvalidConfig, err)
+		return apperr.BadConfig("Durable", "%w: consumer: %w", ErrInvalidConfig, err)
 	}
-	if c.Concurrency < 1 {
-		return fmt.Errorf("%w: consumer %s: concurrency %d: must be at least 1", ErrInvalidConfig, c.Durable, c.Concurrency)
+	if c.Concurrency < 1 || c.Concurrency > MaxConcurrency {
+		return apperr.BadConfig("Concurrency", "%w: consumer %s: concurrency %d: want 1..%d", ErrInvalidConfig, c.Durable, c.Concurrency, MaxConcurrency)
 	}
 	if c.FetchBatch < 1 {
-		return fmt.Errorf("%w: consumer %s: fetch batch %d: must be at least 1", ErrInvalidConfig, c.Durable, c.FetchBatch)
+		return apperr.BadConfig("FetchBatch", "%w: consumer %s: fetch batch %d: must be at least 1", ErrInvalidConfig, c.Durable, c.FetchBatch)
 	}
 	for i, d := range c.NakDelays {
 		if d < 0 {
-			return fmt.Errorf("%w: consumer %s: nak delay [%d] %s: must not be negative", ErrInvalidConfig, c.Durable, i, d)
+			return apperr.BadConfig("NakDelays", "%w: consumer %s: nak delay [%d] %s: must not be negative", ErrInvalidConfig, c.Durable, i, d)
 		}
 	}
+	if c.MaxDeliver > 0 && c.MaxDeliver <= len(c.NakDelays) {
+		return apperr.BadConfig("MaxDeliver", "%w: consumer %s: max deliver %d: must exceed the %d nak delays", ErrInvalidConfig, c.Durable, c.MaxDeliver, len(c.NakDelays))
+	}
 	if c.ShutdownTimeout < 0 {
-		return fmt.Errorf("%w: consumer %s: shutdown timeout %s: must be positive", ErrInvalidConfig, c.Durable, c.ShutdownTimeout)
+		return apperr.BadConfig("ShutdownTimeout", "%w: consumer %s: shutdown timeout %s: must be positive", ErrInvalidConfig, c.Durable, c.ShutdownTimeout)
 	}
 	return nil
 }

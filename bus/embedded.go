@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+
+	"voiceroom/apperr"
 )
 
 // EmbeddedConfig configures the in-process nats-server that runs
@@ -47,21 +49,21 @@ func (c EmbeddedConfig) WithDefaults() EmbeddedConfig {
 	return c
 }
 
-// Validate checks c after defaults are applied. Errors wrap
-// ErrInvalidConfig.
+// Validate checks c after defaults are applied. Errors are
+// *apperr.ConfigError naming the field and wrap ErrInvalidConfig.
 func (c EmbeddedConfig) Validate() error {
 	c = c.WithDefaults()
 	if _, _, err := parseListen(c.Listen); err != nil {
-		return err
+		return &apperr.ConfigError{Field: "Listen", Err: err}
 	}
 	if c.StoreDir == "" {
-		return fmt.Errorf("%w: embedded nats store dir: required", ErrInvalidConfig)
+		return apperr.BadConfig("StoreDir", "%w: embedded nats store dir: required", ErrInvalidConfig)
 	}
 	if strings.ContainsAny(c.ServerName, " \t\r\n") {
-		return fmt.Errorf("%w: embedded nats server name %q: must not contain whitespace", ErrInvalidConfig, c.ServerName)
+		return apperr.BadConfig("ServerName", "%w: embedded nats server name %q: must not contain whitespace", ErrInvalidConfig, c.ServerName)
 	}
 	if c.ReadyTimeout < 0 {
-		return fmt.Errorf("%w: embedded nats ready timeout %s: must be positive", ErrInvalidConfig, c.ReadyTimeout)
+		return apperr.BadConfig("ReadyTimeout", "%w: embedded nats ready timeout %s: must be positive", ErrInvalidConfig, c.ReadyTimeout)
 	}
 	return nil
 }

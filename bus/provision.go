@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"voiceroom/apperr"
 )
 
 // Durable consumer names of the product's sinks.
@@ -54,22 +56,24 @@ func (c StreamConfig) WithDefaults() StreamConfig {
 
 // Validate checks c after defaults are applied: positive durations, a
 // duplicate window no longer than either max age (the server's rule) and
-// 1 to 5 replicas. Errors wrap ErrInvalidConfig.
+// 1, 3 or 5 replicas (an even count tolerates no more failures than the
+// odd count below it). Errors are *apperr.ConfigError naming the field and
+// wrap ErrInvalidConfig.
 func (c StreamConfig) Validate() error {
 	c = c.WithDefaults()
 	switch {
 	case c.DuplicateWindow < 0:
-		return fmt.Errorf("%w: stream duplicate window %s: must be positive", ErrInvalidConfig, c.DuplicateWindow)
+		return apperr.BadConfig("DuplicateWindow", "%w: stream duplicate window %s: must be positive", ErrInvalidConfig, c.DuplicateWindow)
 	case c.MaxAge < 0:
-		return fmt.Errorf("%w: stream max age %s: must be positive", ErrInvalidConfig, c.MaxAge)
+		return apperr.BadConfig("MaxAge", "%w: stream max age %s: must be positive", ErrInvalidConfig, c.MaxAge)
 	case c.DLQMaxAge < 0:
-		return fmt.Errorf("%w: dead-letter stream max age %s: must be positive", ErrInvalidConfig, c.DLQMaxAge)
+		return apperr.BadConfig("DLQMaxAge", "%w: dead-letter stream max age %s: must be positive", ErrInvalidConfig, c.DLQMaxAge)
 	case c.DuplicateWindow > c.MaxAge:
-		return fmt.Errorf("%w: stream duplicate window %s: longer than max age %s", ErrInvalidConfig, c.DuplicateWindow, c.MaxAge)
+		return apperr.BadConfig("MaxAge", "%w: stream max age %s: shorter than the duplicate window %s", ErrInvalidConfig, c.MaxAge, c.DuplicateWindow)
 	case c.DuplicateWindow > c.DLQMaxAge:
-		return fmt.Errorf("%w: stream duplicate window %s: longer than dead-letter max age %s", ErrInvalidConfig, c.DuplicateWindow, c.DLQMaxAge)
-	case c.Replicas < 1 || c.Replicas > 5:
-		return fmt.Errorf("%w: stream replicas %d: must be 1 to 5", ErrInvalidConfig, c.Replicas)
+		return apperr.BadConfig("DLQMaxAge", "%w: dead-letter stream max age %s: shorter than the duplicate window %s", ErrInvalidConfig, c.DLQMaxAge, c.DuplicateWindow)
+	case c.Replicas != 1 && c.Replicas != 3 && c.Replicas != 5:
+		return apperr.BadConfig("Replicas", "%w: stream replicas %d: must be 1, 3 or 5", ErrInvalidConfig, c.Replicas)
 	}
 	return nil
 }
@@ -151,35 +155,43 @@ func (c ConsumerConfig) WithDefaults() ConsumerConfig {
 	return c
 }
 
-// Validate checks c after defaults are applied. Errors wrap
-// ErrInvalidConfig (and ErrInvalidSubjectToken for a bad durable name).
+// Limits of ConsumerConfig and ConsumerRunConfig.
+const (
+	MaxMaxDeliver    = 1000
+	MaxMaxAckPending = 100000
+	MaxConcurrency   = 256
+)
+
+// Validate checks c after defaults are applied. Errors are
+// *apperr.ConfigError naming the field and wrap ErrInvalidConfig (and
+// ErrInvalidSubjectToken for a bad durable name).
 func (c ConsumerConfig) Validate() error {
 	c = c.WithDefaults()
 	if err := checkToken("durable", c.Durable); err != nil {
-		return fmt.Errorf("%w: consumer: %w", ErrInvalidConfig, err)
+		return apperr.BadConfig("Durable", "%w: consumer: %w", ErrInvalidConfig, err)
 	}
 	if c.FilterSubject != allEventsSubject && !strings.HasPrefix(c.FilterSubject, SubjectPrefix+".") {
-		return fmt.Errorf("%w: consumer %s: filter subject %q: must lie under %s", ErrInvalidConfig, c.Durable, c.FilterSubject, SubjectPrefix)
+		return apperr.BadConfig("FilterSubject", "%w: consumer %s: filter subject %q: must lie under %s", ErrInvalidConfig, c.Durable, c.FilterSubject, SubjectPrefix)
 	}
 	if c.AckWait < 0 {
-		return fmt.Errorf("%w: consumer %s: ack wait %s: must be positive", ErrInvalidConfig, c.Durable, c.AckWait)
+		return apperr.BadConfig("AckWait", "%w: consumer %s: ack wait %s: must be positive", ErrInvalidConfig, c.Durable, c.AckWait)
 	}
 	for i, d := range c.BackOff {
 		if d <= 0 {
-			return fmt.Errorf("%w: consumer %s: backoff[%d] %s: must be positive", ErrInvalidConfig, c.Durable, i, d)
+			return apperr.BadConfig("BackOff", "%w: consumer %s: backoff[%d] %s: must be positive", ErrInvalidConfig, c.Durable, i, d)
 		}
 	}
 	if len(c.BackOff) > 0 && c.AckWait != c.BackOff[0] {
-		return fmt.Errorf("%w: consumer %s: ack wait %s differs from backoff[0] %s, which the server uses as ack wait", ErrInvalidConfig, c.Durable, c.AckWait, c.BackOff[0])
+		return apperr.BadConfig("AckWait", "%w: consumer %s: ack wait %s differs from backoff[0] %s, which the server uses as ack wait", ErrInvalidConfig, c.Durable, c.AckWait, c.BackOff[0])
 	}
-	if c.MaxDeliver < 1 {
-		return fmt.Errorf("%w: consumer %s: max deliver %d: must be at least 1", ErrInvalidConfig, c.Durable, c.MaxDeliver)
+	if c.MaxDeliver < 1 || c.MaxDeliver > MaxMaxDeliver {
+		return apperr.BadConfig("MaxDeliver", "%w: consumer %s: max deliver %d: want 1..%d", ErrInvalidConfig, c.Durable, c.MaxDeliver, MaxMaxDeliver)
 	}
 	if c.MaxDeliver <= len(c.BackOff) {
-		return fmt.Errorf("%w: consumer %s: max deliver %d: must exceed the %d backoff values", ErrInvalidConfig, c.Durable, c.MaxDeliver, len(c.BackOff))
+		return apperr.BadConfig("MaxDeliver", "%w: consumer %s: max deliver %d: must exceed the %d backoff values", ErrInvalidConfig, c.Durable, c.MaxDeliver, len(c.BackOff))
 	}
-	if c.MaxAckPending < 1 {
-		return fmt.Errorf("%w: consumer %s: max ack pending %d: must be at least 1", ErrInvalidConfig, c.Durable, c.MaxAckPending)
+	if c.MaxAckPending < 1 || c.MaxAckPending > MaxMaxAckPending {
+		return apperr.BadConfig("MaxAckPending", "%w: consumer %s: max ack pending %d: want 1..%d", ErrInvalidConfig, c.Durable, c.MaxAckPending, MaxMaxAckPending)
 	}
 	return nil
 }

@@ -5,6 +5,8 @@ import (
 	"fmt"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"voiceroom/apperr"
 )
 
 // PubAck is the stream's answer to a publish.
@@ -34,12 +36,12 @@ func (c PublisherConfig) WithDefaults() PublisherConfig {
 	return c
 }
 
-// Validate checks c after defaults are applied. Errors wrap
-// ErrInvalidConfig.
+// Validate checks c after defaults are applied. Errors are
+// *apperr.ConfigError naming the field and wrap ErrInvalidConfig.
 func (c PublisherConfig) Validate() error {
 	c = c.WithDefaults()
 	if c.MaxInFlight < 1 {
-		return fmt.Errorf("%w: publisher max in flight %d: must be at least 1", ErrInvalidConfig, c.MaxInFlight)
+		return apperr.BadConfig("MaxInFlight", "%w: publisher max in flight %d: must be at least 1", ErrInvalidConfig, c.MaxInFlight)
 	}
 	return nil
 }

@@ -18,11 +18,12 @@ import (
 	"voiceroom/apperr"
 )
 
-// Config configures the HTTP edge.
+// Config configures the HTTP edge. Zero fields take the defaults given.
 type Config struct {
-	// Addr is the listen address. Default "127.0.0.1:8080".
+	// Addr is the listen address, host:port. Default "127.0.0.1:8080".
 	Addr string
-	// BodyLimit is the largest request body in bytes. Default 64 KiB.
+	// BodyLimit is the largest request body in bytes. 1 KiB..16 MiB,
+	// default 64 KiB.
 	BodyLimit int
 	// JWTSecret is the HS256 key of app and admin tokens. Required, ≥ 16 bytes.
 	JWTSecret []byte
@@ -35,19 +36,20 @@ type Config struct {
 	RateBurst   int
 }
 
-// Validate applies defaults and checks the configuration.
-func (c *Config) Validate() error {
+// Limits of Config.BodyLimit.
+const (
+	MinBodyLimit = 1 << 10
+	MaxBodyLimit = 16 << 20
+)
+
+// WithDefaults returns c with every zero or negative field set to its
+// default.
+func (c Config) WithDefaults() Config {
 	if c.Addr == "" {
 		c.Addr = "127.0.0.1:8080"
 	}
-	if _, _, err := net.SplitHostPort(c.Addr); err != nil {
-		return fmt.Errorf("addr %q: %w", c.Addr, err)
-	}
 	if c.BodyLimit <= 0 {
 		c.BodyLimit = 64 << 10
-	}
-	if len(c.JWTSecret) < 16 {
-		return errors.New("jwt secret must be at least 16 bytes")
 	}
 	if c.ReadTimeout <= 0 {
 		c.ReadTimeout = 10 * time.Second
@@ -63,6 +65,22 @@ func (c *Config) Validate() error {
 	}
 	if c.RateBurst <= 0 {
 		c.RateBurst = 100
+	}
+	return c
+}
+
+// Validate checks c after defaults are applied; it never changes c. Errors
+// are *apperr.ConfigError naming the field.
+func (c Config) Validate() error {
+	c = c.WithDefaults()
+	if _, _, err := net.SplitHostPort(c.Addr); err != nil {
+		return apperr.BadConfig("Addr", "addr %q: want host:port: %w", c.Addr, err)
+	}
+	if c.BodyLimit < MinBodyLimit || c.BodyLimit > MaxBodyLimit {
+		return apperr.BadConfig("BodyLimit", "body limit %d: want %d..%d bytes", c.BodyLimit, MinBodyLimit, MaxBodyLimit)
+	}
+	if len(c.JWTSecret) < 16 {
+		return apperr.BadConfig("JWTSecret", "jwt secret must be at least 16 bytes")
 	}
 	return nil
 }
@@ -100,6 +118,7 @@ type Server struct {
 
 // New builds the server and its routes. Nothing listens until Listen.
 func New(cfg Config, log *slog.Logger, reg prometheus.Registerer, gatherer prometheus.Gatherer, checks []Check, mounts ...Mount) (*Server, error) {
+	cfg = cfg.WithDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}

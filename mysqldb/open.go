@@ -10,27 +10,45 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
+
+	"voiceroom/apperr"
 )
 
 // Config says how to reach MySQL.
 type Config struct {
 	// DSN is a go-sql-driver DSN, e.g. "root:@tcp(127.0.0.1:3306)/voiceroom".
-	// It must name a database; that database is created if missing.
+	// It must name a database; that database is created if missing. Required.
 	DSN string
-	// MaxOpenConns bounds the pool. Default 64.
+	// MaxOpenConns bounds the pool. 1..1000, default 64.
 	MaxOpenConns int
 	// ConnectTimeout bounds how long Open retries an unreachable server before
 	// giving up. Default 15s.
 	ConnectTimeout time.Duration
 }
 
-func (c *Config) setDefaults() {
+// WithDefaults returns c with every zero or negative field set to its
+// default.
+func (c Config) WithDefaults() Config {
 	if c.MaxOpenConns <= 0 {
 		c.MaxOpenConns = 64
 	}
 	if c.ConnectTimeout <= 0 {
 		c.ConnectTimeout = 15 * time.Second
 	}
+	return c
+}
+
+// Validate checks c after defaults are applied; it never changes c. Errors
+// are *apperr.ConfigError naming the field.
+func (c Config) Validate() error {
+	c = c.WithDefaults()
+	if _, err := ParseDSN(c.DSN); err != nil {
+		return &apperr.ConfigError{Field: "DSN", Err: err}
+	}
+	if c.MaxOpenConns > 1000 {
+		return apperr.BadConfig("MaxOpenConns", "max open conns %d: want 1..1000", c.MaxOpenConns)
+	}
+	return nil
 }
 
 // ParseDSN checks a DSN and returns the driver configuration with the options
@@ -71,7 +89,10 @@ func ParseDSN(dsn string) (*mysql.Config, error) {
 // a pool. An unreachable server is retried with backoff until
 // cfg.ConnectTimeout; then Open fails with the last error, never hangs.
 func Open(ctx context.Context, cfg Config, log *slog.Logger) (*sql.DB, error) {
-	cfg.setDefaults()
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
 	dcfg, err := ParseDSN(cfg.DSN)
 	if err != nil {
 		return nil, err

@@ -1,8 +1,9 @@
 package outboxrelay
 
 import (
-	"fmt"
 	"time"
+
+	"voiceroom/apperr"
 )
 
 // RetryFixedInterval is the only retry strategy (the outbox spec's V1): a
@@ -88,16 +89,24 @@ func (c Config) WithDefaults() Config {
 	return c
 }
 
-// Validate checks c after defaults are applied. An unknown retry strategy
-// wraps ErrUnknownRetryStrategy; a batch size above MaxBatchSize wraps
-// ErrInvalidConfig.
+// MaxPipeline bounds Pipeline: each batch in flight holds a MySQL
+// connection.
+const MaxPipeline = 64
+
+// Validate checks c after defaults are applied; it never changes c. Errors
+// are *apperr.ConfigError naming the field: an unknown retry strategy wraps
+// ErrUnknownRetryStrategy, any other bad value ErrInvalidConfig.
 func (c Config) Validate() error {
 	c = c.WithDefaults()
-	if c.RetryStrategy != RetryFixedInterval {
-		return fmt.Errorf("%w %q: want %q", ErrUnknownRetryStrategy, c.RetryStrategy, RetryFixedInterval)
-	}
-	if c.BatchSize > MaxBatchSize {
-		return fmt.Errorf("%w: batch size %d: at most %d", ErrInvalidConfig, c.BatchSize, MaxBatchSize)
+	switch {
+	case c.RetryStrategy != RetryFixedInterval:
+		return apperr.BadConfig("RetryStrategy", "%w %q: want %q", ErrUnknownRetryStrategy, c.RetryStrategy, RetryFixedInterval)
+	case c.BatchSize > MaxBatchSize:
+		return apperr.BadConfig("BatchSize", "%w: batch size %d: at most %d", ErrInvalidConfig, c.BatchSize, MaxBatchSize)
+	case c.RetentionBatch > MaxBatchSize:
+		return apperr.BadConfig("RetentionBatch", "%w: retention batch %d: at most %d", ErrInvalidConfig, c.RetentionBatch, MaxBatchSize)
+	case c.Pipeline > MaxPipeline:
+		return apperr.BadConfig("Pipeline", "%w: pipeline %d: at most %d", ErrInvalidConfig, c.Pipeline, MaxPipeline)
 	}
 	return nil
 }
@@ -168,9 +177,17 @@ func (c FastPathConfig) WithDefaults() FastPathConfig {
 	return c
 }
 
-// Validate checks c after defaults are applied. It never fails today; it
-// is here so that FastPath follows the shape of every worker.
+// Validate checks c after defaults are applied; it never changes c. Errors
+// are *apperr.ConfigError naming the field and wrap ErrInvalidConfig.
 func (c FastPathConfig) Validate() error {
+	c = c.WithDefaults()
+	switch {
+	case c.MarkBatch > MaxBatchSize:
+		// One placeholder per event_id in a mark statement.
+		return apperr.BadConfig("MarkBatch", "%w: mark batch %d: at most %d", ErrInvalidConfig, c.MarkBatch, MaxBatchSize)
+	case c.MarkQueueSize < c.MarkBatch:
+		return apperr.BadConfig("MarkQueueSize", "%w: mark queue size %d: below the mark batch %d", ErrInvalidConfig, c.MarkQueueSize, c.MarkBatch)
+	}
 	return nil
 }
 

@@ -15,47 +15,53 @@ import (
 	"voiceroom/promreg"
 )
 
-// Config configures a Service. The zero value is valid: Validate fills in the
-// defaults.
+// Config configures a Service. The zero value is valid: zero fields take
+// the defaults given.
 type Config struct {
-	// CacheSize bounds the in-process user region cache, in users. Default
-	// 100000 (about 10 MB).
+	// CacheSize bounds the in-process user region cache, in users.
+	// 1..10000000, default 100000 (about 10 MB).
 	CacheSize int
 	// CacheTTL is the longest an entry is served after it was read from
 	// MySQL. Changes made through this Service invalidate at once; changes made
-	// by another process are seen within CacheTTL. Default 3s.
+	// by another process are seen within CacheTTL. At most 10m, default 3s.
 	CacheTTL time.Duration
 	// DisableCache makes every lookup read MySQL.
 	DisableCache bool
 	// RebuildBatch is how many users one rebuild transaction recomputes.
-	// Default 500.
+	// 1..5000, default 500.
 	RebuildBatch int
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
 }
 
-// Validate applies defaults and checks the configuration.
-func (c *Config) Validate() error {
+// WithDefaults returns c with every zero field set to its default.
+func (c Config) WithDefaults() Config {
 	if c.CacheSize == 0 {
 		c.CacheSize = 100_000
-	}
-	if c.CacheSize < 0 || c.CacheSize > 10_000_000 {
-		return fmt.Errorf("cache size %d: want 1..10000000", c.CacheSize)
 	}
 	if c.CacheTTL == 0 {
 		c.CacheTTL = 3 * time.Second
 	}
-	if c.CacheTTL < 0 || c.CacheTTL > 10*time.Minute {
-		return fmt.Errorf("cache ttl %v: want up to 10m", c.CacheTTL)
-	}
 	if c.RebuildBatch == 0 {
 		c.RebuildBatch = 500
 	}
-	if c.RebuildBatch < 1 || c.RebuildBatch > 5000 {
-		return fmt.Errorf("rebuild batch %d: want 1..5000", c.RebuildBatch)
-	}
 	if c.Now == nil {
 		c.Now = time.Now
+	}
+	return c
+}
+
+// Validate checks c after defaults are applied; it never changes c. Errors
+// are *apperr.ConfigError naming the field.
+func (c Config) Validate() error {
+	c = c.WithDefaults()
+	switch {
+	case c.CacheSize < 0 || c.CacheSize > 10_000_000:
+		return apperr.BadConfig("CacheSize", "cache size %d: want 1..10000000", c.CacheSize)
+	case c.CacheTTL < 0 || c.CacheTTL > 10*time.Minute:
+		return apperr.BadConfig("CacheTTL", "cache ttl %v: want up to 10m", c.CacheTTL)
+	case c.RebuildBatch < 1 || c.RebuildBatch > 5000:
+		return apperr.BadConfig("RebuildBatch", "rebuild batch %d: want 1..5000", c.RebuildBatch)
 	}
 	return nil
 }
@@ -80,6 +86,7 @@ type Service struct {
 // its frequent statements there, within ctx. reg, when not nil, receives the
 // cache metrics. Close releases the statements.
 func New(ctx context.Context, db *sql.DB, log *slog.Logger, reg prometheus.Registerer, cfg Config) (*Service, error) {
+	cfg = cfg.WithDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("regions: %w", err)
 	}

@@ -17,7 +17,6 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
-	"golang.org/x/crypto/bcrypt"
 
 	"voiceroom"
 	"voiceroom/apperr"
@@ -46,73 +45,6 @@ type FastPath interface {
 	Committed(msgs []bus.Message, committedAt time.Time)
 }
 
-// Config tunes the service. Zero fields take the defaults given.
-type Config struct {
-	// PresenceTTL is how long a present user may go without a heartbeat
-	// before the sweeper removes them (RoomUserLeft, reason stale). Default 30s.
-	PresenceTTL time.Duration
-	// SweepInterval is how often the sweeper looks. Default PresenceTTL/3.
-	SweepInterval time.Duration
-	// IdleEvict drops a cell with nobody present after this long without a
-	// command. Default 10m.
-	IdleEvict time.Duration
-	// SnapshotEvery writes a room's snapshot every this many versions (and
-	// at creation, closing, region changes and eviction); recovery replays
-	// at most this many commands. Default 64.
-	SnapshotEvery int
-	// MaxOnline is the most users one room holds. Default 1000.
-	MaxOnline int
-	// CommitWorkers is the number of transactions in flight at once, and
-	// CommitBatch the most commands one of them carries. Defaults 4 and 128.
-	CommitWorkers, CommitBatch int
-	// CommandTimeout bounds how long a command waits for its room. Default 5s.
-	CommandTimeout time.Duration
-	// PasswordAttempts wrong room passwords per user and room are allowed
-	// per minute. Default 5.
-	PasswordAttempts int
-	// BcryptCost is the cost of password hashes. Default bcrypt.DefaultCost.
-	BcryptCost int
-	// DefaultCoverURL is a room's cover when the creator gives none.
-	DefaultCoverURL string
-	// RecoverLimit bounds how many rooms with users are loaded at start.
-	// Default 100000.
-	RecoverLimit int
-}
-
-// Validate applies defaults and checks the configuration.
-func (c *Config) Validate() error {
-	setDefault(&c.PresenceTTL, 30*time.Second)
-	setDefault(&c.SweepInterval, c.PresenceTTL/3)
-	setDefault(&c.IdleEvict, 10*time.Minute)
-	setDefault(&c.SnapshotEvery, 64)
-	setDefault(&c.MaxOnline, 1000)
-	setDefault(&c.CommitWorkers, 4)
-	setDefault(&c.CommitBatch, 128)
-	setDefault(&c.CommandTimeout, 5*time.Second)
-	setDefault(&c.PasswordAttempts, 5)
-	setDefault(&c.BcryptCost, bcrypt.DefaultCost)
-	setDefault(&c.DefaultCoverURL, "https://cdn.voiceroom.example/default-room-cover.png")
-	setDefault(&c.RecoverLimit, 100000)
-	switch {
-	case c.PresenceTTL < time.Second:
-		return fmt.Errorf("presence ttl %v: want at least 1s", c.PresenceTTL)
-	case c.SweepInterval > c.PresenceTTL:
-		return fmt.Errorf("sweep interval %v: longer than the presence ttl %v", c.SweepInterval, c.PresenceTTL)
-	case c.CommitBatch > 1000:
-		return fmt.Errorf("commit batch %d: want at most 1000", c.CommitBatch)
-	case c.BcryptCost < bcrypt.MinCost || c.BcryptCost > bcrypt.MaxCost:
-		return fmt.Errorf("bcrypt cost %d: want %d..%d", c.BcryptCost, bcrypt.MinCost, bcrypt.MaxCost)
-	}
-	return nil
-}
-
-func setDefault[T comparable](v *T, def T) {
-	var zero T
-	if *v == zero {
-		*v = def
-	}
-}
-
 // Service owns the rooms of this process: one cell per loaded room, the
 // command pipeline, recovery, the presence sweeper and eviction.
 type Service struct {
@@ -139,6 +71,7 @@ type roomKey = voiceroom.RoomKey
 // New returns a Service and starts its committer. fast may be nil. Close
 // stops it.
 func New(db *sql.DB, users Users, regions Regions, fast FastPath, cfg Config, log *slog.Logger, reg prometheus.Registerer, now func() time.Time) (*Service, error) {
+	cfg = cfg.WithDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
