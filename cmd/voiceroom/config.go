@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/url"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/caarlos0/env/v11"
 
+	"voiceroom/apperr"
 	"voiceroom/bus"
 	"voiceroom/gateway"
 	"voiceroom/mysqldb"
@@ -124,14 +124,29 @@ func badVar(name, format string, args ...any) error {
 	return &configError{Var: name, Msg: fmt.Sprintf(format, args...)}
 }
 
-// loadConfig reads and validates the environment. Every error names the
-// variable at fault.
+// loadConfig reads the environment, normalises it (see normalised) and
+// validates it. Every error names the variable at fault.
 func loadConfig() (config, error) {
 	var cfg config
 	if err := env.Parse(&cfg); err != nil {
 		return cfg, nameParseErrors(err)
 	}
+	cfg = cfg.normalised()
 	return cfg, cfg.validate()
+}
+
+// normalised returns c with the roles trimmed of spaces and an empty node id
+// replaced by the host name.
+func (c config) normalised() config {
+	roles := make([]string, len(c.Roles))
+	for i, r := range c.Roles {
+		roles[i] = strings.TrimSpace(r)
+	}
+	c.Roles = roles
+	if c.NodeID == "" {
+		c.NodeID, _ = os.Hostname()
+	}
+	return c
 }
 
 // nameParseErrors rewrites the parser's errors, which name Go fields, into
@@ -167,113 +182,201 @@ func unwrapAll(err error) error {
 	}
 }
 
-func (c *config) validate() error {
-	var errs []error
+// validate checks c without changing it. Its own rules are about the
+// process (roles, logging, Redis, the JWT variable) and about values that
+// span packages; each package's Config checks its own fields, and its
+// errors are reported under the variable that set the field (configVars).
+// A variable with a default may not be set to zero or less (it would
+// silently become the package's default), except where zero means
+// something (zeroOK).
+func (c config) validate() error {
+	var errs varErrors
 	check := func(ok bool, name, format string, args ...any) {
 		if !ok {
-			errs = append(errs, badVar(name, format, args...))
+			errs.add(&configError{Var: name, Msg: fmt.Sprintf(format, args...)})
 		}
 	}
-	_, _, err := net.SplitHostPort(c.HTTPAddr)
-	check(err == nil, "VOICEROOM_HTTP_ADDR", "want host:port, got %q", c.HTTPAddr)
-	check(c.HTTPBodyLimit >= 1024 && c.HTTPBodyLimit <= 16<<20, "VOICEROOM_HTTP_BODY_LIMIT", "want 1024..16777216 bytes, got %d", c.HTTPBodyLimit)
-	check(c.HTTPRatePerUser > 0, "VOICEROOM_HTTP_RATE_PER_USER", "must be positive")
-	check(c.HTTPRateBurst > 0, "VOICEROOM_HTTP_RATE_BURST", "must be positive")
-	check(c.HTTPShutdownTimeout > 0, "VOICEROOM_HTTP_SHUTDOWN_TIMEOUT", "must be positive")
+	errs.positive(c)
 
-	_, err = mysqldb.ParseDSN(c.MySQLDSN)
-	check(err == nil, "VOICEROOM_MYSQL_DSN", "%v", err)
-	check(c.MySQLMaxOpenConns > 0 && c.MySQLMaxOpenConns <= 1000, "VOICEROOM_MYSQL_MAX_OPEN_CONNS", "want 1..1000, got %d", c.MySQLMaxOpenConns)
-	check(c.MySQLConnectWait > 0, "VOICEROOM_MYSQL_CONNECT_TIMEOUT", "must be positive")
+	// The process.
 	if c.RedisAddr != "" {
-		_, _, err = net.SplitHostPort(c.RedisAddr)
+		_, _, err := net.SplitHostPort(c.RedisAddr)
 		check(err == nil, "VOICEROOM_REDIS_ADDR", "want host:port or empty, got %q", c.RedisAddr)
 	}
 	check(c.RedisDB >= 0 && c.RedisDB <= 15, "VOICEROOM_REDIS_DB", "want 0..15, got %d", c.RedisDB)
-
-	if c.NATSURL == "" {
-		host, _, err := net.SplitHostPort(c.NATSListen)
-		check(err == nil, "VOICEROOM_NATS_LISTEN", "want host:port, got %q", c.NATSListen)
-		if err == nil {
-			ip := net.ParseIP(host)
-			check(host == "localhost" || (ip != nil && ip.IsLoopback()), "VOICEROOM_NATS_LISTEN", "the embedded server listens on loopback only, got %q", host)
-		}
-		check(c.DataDir != "", "VOICEROOM_DATA_DIR", "must not be empty")
-	} else {
-		for _, u := range strings.Split(c.NATSURL, ",") {
-			check(strings.Contains(u, "://"), "VOICEROOM_NATS_URL", "want nats://host:port[,nats://...], got %q", u)
-		}
+	check(c.JWTSecret == "" || len(c.JWTSecret) >= 16, "VOICEROOM_JWT_SECRET", "must be at least 16 bytes (or empty in development)")
+	check(len(c.Roles) > 0, "VOICEROOM_ROLES", "name at least one role of %s", strings.Join(allRoles, ","))
+	for _, r := range c.Roles {
+		check(slices.Contains(allRoles, r), "VOICEROOM_ROLES", "unknown role %q (want some of %s)", r, strings.Join(allRoles, ","))
 	}
-	check((c.NATSTLSCert == "") == (c.NATSTLSKey == ""), "VOICEROOM_NATS_TLS_CERT", "set VOICEROOM_NATS_TLS_CERT and VOICEROOM_NATS_TLS_KEY together")
-	check(c.NATSConnectTimeout > 0, "VOICEROOM_NATS_CONNECT_TIMEOUT", "must be positive")
+	check(c.NodeID != "", "VOICEROOM_NODE_ID", "empty, and the host name is unknown: set it")
+	check(c.LogFormat == "json" || c.LogFormat == "text", "VOICEROOM_LOG_FORMAT", "want json or text, got %q", c.LogFormat)
+	_, err := parseLevel(c.LogLevel)
+	check(err == nil, "VOICEROOM_LOG_LEVEL", "want debug, info, warn or error, got %q", c.LogLevel)
 
+	// Operators' bounds, tighter than the packages' (whose tests run them
+	// faster).
 	check(c.StreamDuplicateWindow >= time.Second, "VOICEROOM_STREAM_DUPLICATE_WINDOW", "want at least 1s, got %v", c.StreamDuplicateWindow)
-	check(c.StreamMaxAge >= c.StreamDuplicateWindow, "VOICEROOM_STREAM_MAX_AGE", "must be at least the duplicate window")
-	check(c.StreamReplicas == 1 || c.StreamReplicas == 3 || c.StreamReplicas == 5, "VOICEROOM_STREAM_REPLICAS", "want 1, 3 or 5, got %d", c.StreamReplicas)
 	check(c.DLQMaxAge >= time.Hour, "VOICEROOM_DLQ_MAX_AGE", "want at least 1h, got %v", c.DLQMaxAge)
-	for _, sink := range []struct {
-		prefix                 string
-		ackWait                time.Duration
-		backOff                []time.Duration
-		maxDeliver, maxPending int
-	}{
-		{"VOICEROOM_IMBRIDGE_", c.IMBridgeAckWait, c.IMBridgeBackOff, c.IMBridgeMaxDeliver, c.IMBridgeMaxAckPending},
-		{"VOICEROOM_PROJECTOR_", c.ProjectorAckWait, c.ProjectorBackOff, c.ProjectorMaxDeliver, c.ProjectorMaxAckPending},
-	} {
-		check(sink.ackWait >= time.Second, sink.prefix+"ACK_WAIT", "want at least 1s, got %v", sink.ackWait)
-		check(len(sink.backOff) > 0, sink.prefix+"BACKOFF", "name at least one delay")
-		for _, d := range sink.backOff {
-			check(d > 0, sink.prefix+"BACKOFF", "delays must be positive, got %v", d)
-		}
-		check(sink.maxDeliver > len(sink.backOff) && sink.maxDeliver <= 1000, sink.prefix+"MAX_DELIVER",
-			"want more than the %d BACKOFF steps and at most 1000, got %d", len(sink.backOff), sink.maxDeliver)
-		check(sink.maxPending > 0 && sink.maxPending <= 100000, sink.prefix+"MAX_ACK_PENDING", "want 1..100000, got %d", sink.maxPending)
-	}
-	check(c.IMBridgeConcurrency > 0 && c.IMBridgeConcurrency <= 256, "VOICEROOM_IMBRIDGE_CONCURRENCY", "want 1..256, got %d", c.IMBridgeConcurrency)
-	check(c.ProjectorConcurrency > 0 && c.ProjectorConcurrency <= 256, "VOICEROOM_PROJECTOR_CONCURRENCY", "want 1..256, got %d", c.ProjectorConcurrency)
+	check(c.IMBridgeAckWait >= time.Second, "VOICEROOM_IMBRIDGE_ACK_WAIT", "want at least 1s, got %v", c.IMBridgeAckWait)
+	check(c.ProjectorAckWait >= time.Second, "VOICEROOM_PROJECTOR_ACK_WAIT", "want at least 1s, got %v", c.ProjectorAckWait)
+	check(c.RegionsCacheTTL >= 100*time.Millisecond, "VOICEROOM_REGIONS_CACHE_TTL", "want at least 100ms, got %v", c.RegionsCacheTTL)
 
-	check(c.RoomsPresenceTTL >= time.Second && c.RoomsPresenceTTL <= time.Hour, "VOICEROOM_ROOMS_PRESENCE_TTL", "want 1s..1h, got %v", c.RoomsPresenceTTL)
-	check(c.RoomsSweepInterval > 0 && c.RoomsSweepInterval <= c.RoomsPresenceTTL, "VOICEROOM_ROOMS_SWEEP_INTERVAL", "want more than 0 and at most VOICEROOM_ROOMS_PRESENCE_TTL, got %v", c.RoomsSweepInterval)
-	check(c.RoomsIdleEvict >= time.Second, "VOICEROOM_ROOMS_IDLE_EVICT", "want at least 1s, got %v", c.RoomsIdleEvict)
-	check(c.RoomsSnapshotEvery >= 1 && c.RoomsSnapshotEvery <= 10000, "VOICEROOM_ROOMS_SNAPSHOT_EVERY", "want 1..10000, got %d", c.RoomsSnapshotEvery)
-	check(c.RoomsMaxOnline >= 1 && c.RoomsMaxOnline <= 100000, "VOICEROOM_ROOMS_MAX_ONLINE", "want 1..100000, got %d", c.RoomsMaxOnline)
-	check(c.RoomsCommitWorkers >= 1 && c.RoomsCommitWorkers <= 64, "VOICEROOM_ROOMS_COMMIT_WORKERS", "want 1..64, got %d", c.RoomsCommitWorkers)
+	// Values that span packages.
 	check(c.RoomsCommitWorkers < c.MySQLMaxOpenConns, "VOICEROOM_ROOMS_COMMIT_WORKERS", "must be below VOICEROOM_MYSQL_MAX_OPEN_CONNS (%d), which reads need too", c.MySQLMaxOpenConns)
-	check(c.RoomsCommitBatch >= 1 && c.RoomsCommitBatch <= 1000, "VOICEROOM_ROOMS_COMMIT_BATCH", "want 1..1000, got %d", c.RoomsCommitBatch)
-	check(c.RoomsCommandTimeout >= 100*time.Millisecond, "VOICEROOM_ROOMS_COMMAND_TIMEOUT", "want at least 100ms, got %v", c.RoomsCommandTimeout)
-	check(c.RoomsPasswordAttempts >= 1 && c.RoomsPasswordAttempts <= 1000, "VOICEROOM_ROOMS_PASSWORD_ATTEMPTS", "want 1..1000, got %d", c.RoomsPasswordAttempts)
-	check(checkHTTPURL(c.RoomsDefaultCoverURL), "VOICEROOM_ROOMS_DEFAULT_COVER_URL", "want an http(s) URL, got %q", c.RoomsDefaultCoverURL)
-	// The outbox spec: a value <= 0 takes the default (outboxrelay does
-	// that); an unknown retry strategy stops the process.
-	outbox := c.outbox()
-	if err := outbox.Validate(); errors.Is(err, outboxrelay.ErrUnknownRetryStrategy) {
-		errs = append(errs, badVar("VOICEROOM_OUTBOX_RETRY_STRATEGY", "unknown retry strategy %q (want %s)", c.OutboxRetryStrategy, outboxrelay.RetryFixedInterval))
-	} else if err != nil {
-		errs = append(errs, badVar("VOICEROOM_OUTBOX_BATCH_SIZE", "want at most %d, got %d", outboxrelay.MaxBatchSize, c.OutboxBatchSize))
-	}
 	// MySQL closes once the workers have stopped or the shutdown timeout
 	// has passed: the relay must be able to finish its batch before that.
+	outbox := c.outbox()
 	check(outbox.DrainBound() < c.ShutdownTimeout, "VOICEROOM_OUTBOX_PUBLISH_TIMEOUT",
 		"the publish timeout (%v) plus %v to record the results must be shorter than VOICEROOM_SHUTDOWN_TIMEOUT (%v)",
 		outbox.WithDefaults().PublishTimeout, outboxrelay.DefaultStatementTimeout, c.ShutdownTimeout)
-	check(c.RegionsCacheSize >= 0 && c.RegionsCacheSize <= 10_000_000, "VOICEROOM_REGIONS_CACHE_SIZE", "want 0 (no cache) ..10000000 users, got %d", c.RegionsCacheSize)
-	check(c.RegionsCacheTTL >= 100*time.Millisecond && c.RegionsCacheTTL <= 10*time.Minute, "VOICEROOM_REGIONS_CACHE_TTL", "want 100ms..10m, got %v", c.RegionsCacheTTL)
-	check(c.RegionsRebuildBatch >= 1 && c.RegionsRebuildBatch <= 5000, "VOICEROOM_REGIONS_REBUILD_BATCH", "want 1..5000, got %d", c.RegionsRebuildBatch)
 
-	check(c.JWTSecret == "" || len(c.JWTSecret) >= 16, "VOICEROOM_JWT_SECRET", "must be at least 16 bytes (or empty in development)")
-	check(len(c.Roles) > 0, "VOICEROOM_ROLES", "name at least one role of %s", strings.Join(allRoles, ","))
-	for i, r := range c.Roles {
-		c.Roles[i] = strings.TrimSpace(r)
-		check(slices.Contains(allRoles, c.Roles[i]), "VOICEROOM_ROLES", "unknown role %q (want some of %s)", r, strings.Join(allRoles, ","))
+	// Each package's own rules.
+	errs.of(c.mysql().Validate(), "mysql", mysqlVars)
+	errs.of(c.gateway(c.secretForValidation()).Validate(), "http", httpVars)
+	errs.of(c.streams().Validate(), "stream", streamVars)
+	for _, cc := range c.consumers() {
+		errs.of(cc.Validate(), cc.Durable, sinkVars(cc.Durable))
+		errs.of(c.consumerRun(cc.Durable).Validate(), cc.Durable, sinkVars(cc.Durable))
 	}
-	if c.NodeID == "" {
-		c.NodeID, _ = os.Hostname()
+	conn := c.natsConn()
+	if c.NATSURL == "" {
+		errs.of(c.embedded().Validate(), "nats", natsVars)
+		conn.URL = "nats://" + c.NATSListen // where serve will connect
 	}
-	check(c.ShutdownTimeout > 0, "VOICEROOM_SHUTDOWN_TIMEOUT", "must be positive")
-	check(c.LogFormat == "json" || c.LogFormat == "text", "VOICEROOM_LOG_FORMAT", "want json or text, got %q", c.LogFormat)
-	_, err = parseLevel(c.LogLevel)
-	check(err == nil, "VOICEROOM_LOG_LEVEL", "want debug, info, warn or error, got %q", c.LogLevel)
-	return errors.Join(errs...)
+	errs.of(conn.Validate(), "nats", natsVars)
+	errs.of(outbox.Validate(), "outbox", outboxVars)
+	errs.of(c.fastPath().Validate(), "outbox", outboxVars)
+	errs.of(c.rooms().Validate(), "rooms", roomsVars)
+	errs.of(c.regions().Validate(), "regions", regionsVars)
+	return errs.join()
+}
+
+// The variables that set each package's Config fields, by Go field name,
+// so that a package's *apperr.ConfigError is reported under its variable.
+var (
+	mysqlVars = map[string]string{
+		"DSN": "VOICEROOM_MYSQL_DSN", "MaxOpenConns": "VOICEROOM_MYSQL_MAX_OPEN_CONNS", "ConnectTimeout": "VOICEROOM_MYSQL_CONNECT_TIMEOUT",
+	}
+	httpVars = map[string]string{
+		"Addr": "VOICEROOM_HTTP_ADDR", "BodyLimit": "VOICEROOM_HTTP_BODY_LIMIT", "JWTSecret": "VOICEROOM_JWT_SECRET",
+		"RatePerUser": "VOICEROOM_HTTP_RATE_PER_USER", "RateBurst": "VOICEROOM_HTTP_RATE_BURST",
+	}
+	streamVars = map[string]string{
+		"DuplicateWindow": "VOICEROOM_STREAM_DUPLICATE_WINDOW", "MaxAge": "VOICEROOM_STREAM_MAX_AGE",
+		"Replicas": "VOICEROOM_STREAM_REPLICAS", "DLQMaxAge": "VOICEROOM_DLQ_MAX_AGE",
+	}
+	natsVars = map[string]string{
+		"Listen": "VOICEROOM_NATS_LISTEN", "StoreDir": "VOICEROOM_DATA_DIR", "URL": "VOICEROOM_NATS_URL",
+		"User": "VOICEROOM_NATS_USER", "Password": "VOICEROOM_NATS_PASSWORD", "CredsFile": "VOICEROOM_NATS_CREDS",
+		"TLSCAFile": "VOICEROOM_NATS_TLS_CA", "TLSCertFile": "VOICEROOM_NATS_TLS_CERT", "TLSKeyFile": "VOICEROOM_NATS_TLS_KEY",
+		"ConnectTimeout": "VOICEROOM_NATS_CONNECT_TIMEOUT",
+	}
+	outboxVars = map[string]string{
+		"PollInterval": "VOICEROOM_OUTBOX_POLL_INTERVAL", "BatchSize": "VOICEROOM_OUTBOX_BATCH_SIZE",
+		"PublishTimeout": "VOICEROOM_OUTBOX_PUBLISH_TIMEOUT", "RetryStrategy": "VOICEROOM_OUTBOX_RETRY_STRATEGY",
+		"Retention": "VOICEROOM_OUTBOX_RETENTION",
+	}
+	roomsVars = map[string]string{
+		"PresenceTTL": "VOICEROOM_ROOMS_PRESENCE_TTL", "SweepInterval": "VOICEROOM_ROOMS_SWEEP_INTERVAL",
+		"IdleEvict": "VOICEROOM_ROOMS_IDLE_EVICT", "SnapshotEvery": "VOICEROOM_ROOMS_SNAPSHOT_EVERY",
+		"MaxOnline": "VOICEROOM_ROOMS_MAX_ONLINE", "CommitWorkers": "VOICEROOM_ROOMS_COMMIT_WORKERS",
+		"CommitBatch": "VOICEROOM_ROOMS_COMMIT_BATCH", "CommandTimeout": "VOICEROOM_ROOMS_COMMAND_TIMEOUT",
+		"PasswordAttempts": "VOICEROOM_ROOMS_PASSWORD_ATTEMPTS", "DefaultCoverURL": "VOICEROOM_ROOMS_DEFAULT_COVER_URL",
+	}
+	regionsVars = map[string]string{
+		"CacheSize": "VOICEROOM_REGIONS_CACHE_SIZE", "CacheTTL": "VOICEROOM_REGIONS_CACHE_TTL", "RebuildBatch": "VOICEROOM_REGIONS_REBUILD_BATCH",
+	}
+)
+
+// sinkVars are the variables of a sink's consumer and consume loop.
+func sinkVars(durable string) map[string]string {
+	prefix := "VOICEROOM_PROJECTOR_"
+	if durable == bus.DurableIMBridge {
+		prefix = "VOICEROOM_IMBRIDGE_"
+	}
+	return map[string]string{
+		"AckWait": prefix + "ACK_WAIT", "BackOff": prefix + "BACKOFF", "NakDelays": prefix + "BACKOFF",
+		"MaxDeliver": prefix + "MAX_DELIVER", "MaxAckPending": prefix + "MAX_ACK_PENDING",
+		"Concurrency": prefix + "CONCURRENCY", "ShutdownTimeout": "VOICEROOM_SHUTDOWN_TIMEOUT",
+	}
+}
+
+// zeroOK are the numeric variables that may be zero or less: zero has a
+// meaning of its own, or (the outbox spec) a value at or below zero takes
+// the default.
+var zeroOK = map[string]bool{
+	"VOICEROOM_REDIS_DB":               true,
+	"VOICEROOM_REGIONS_CACHE_SIZE":     true, // 0: no cache
+	"VOICEROOM_OUTBOX_POLL_INTERVAL":   true,
+	"VOICEROOM_OUTBOX_BATCH_SIZE":      true,
+	"VOICEROOM_OUTBOX_PUBLISH_TIMEOUT": true,
+	"VOICEROOM_OUTBOX_RETENTION":       true,
+}
+
+// varErrors collects configuration errors, at most one per variable.
+type varErrors struct {
+	errs []error
+	seen map[string]bool
+}
+
+func (e *varErrors) add(err *configError) {
+	if e.seen == nil {
+		e.seen = map[string]bool{}
+	}
+	if e.seen[err.Var] {
+		return
+	}
+	e.seen[err.Var] = true
+	e.errs = append(e.errs, err)
+}
+
+// of adds a package's Validate error under the variable of its field;
+// an error naming a field no variable sets is reported under the
+// component's name.
+func (e *varErrors) of(err error, component string, vars map[string]string) {
+	if err == nil {
+		return
+	}
+	name, ok := vars[apperr.ConfigFieldOf(err)]
+	if !ok {
+		name = component + " configuration"
+	}
+	e.add(&configError{Var: name, Msg: err.Error()})
+}
+
+// positive reports every numeric variable at or below zero, except zeroOK.
+func (e *varErrors) positive(c config) {
+	v, t := reflect.ValueOf(c), reflect.TypeOf(c)
+	for i := range t.NumField() {
+		name, _, _ := strings.Cut(t.Field(i).Tag.Get("env"), ",")
+		if zeroOK[name] {
+			continue
+		}
+		f := v.Field(i)
+		switch f.Kind() {
+		case reflect.Int, reflect.Int64:
+			if f.Int() <= 0 {
+				e.add(&configError{Var: name, Msg: fmt.Sprintf("must be positive, got %v", f.Interface())})
+			}
+		case reflect.Float64:
+			if f.Float() <= 0 {
+				e.add(&configError{Var: name, Msg: fmt.Sprintf("must be positive, got %v", f.Float())})
+			}
+		}
+	}
+}
+
+func (e *varErrors) join() error { return errors.Join(e.errs...) }
+
+// secretForValidation is the JWT key the gateway's Config is checked with:
+// the variable, or when it is empty a stand-in for the development key
+// jwtSecret generates (32 bytes), which the variable's rule cannot see yet.
+func (c config) secretForValidation() []byte {
+	if c.JWTSecret != "" {
+		return []byte(c.JWTSecret)
+	}
+	return make([]byte, 32)
 }
 
 // hasRole reports whether serve runs role.
@@ -351,6 +454,17 @@ func (c *config) gateway(secret []byte) gateway.Config {
 	}
 }
 
+// mysql is the configuration of the pool serve opens.
+func (c *config) mysql() mysqldb.Config {
+	return mysqldb.Config{DSN: c.MySQLDSN, MaxOpenConns: c.MySQLMaxOpenConns, ConnectTimeout: c.MySQLConnectWait}
+}
+
+// embedded is the configuration of the embedded NATS server (used when
+// VOICEROOM_NATS_URL is empty).
+func (c *config) embedded() bus.EmbeddedConfig {
+	return bus.EmbeddedConfig{Listen: c.NATSListen, StoreDir: filepath.Join(c.DataDir, "jetstream")}
+}
+
 func (c *config) regions() regions.Config {
 	return regions.Config{
 		CacheSize:    c.RegionsCacheSize,
@@ -404,11 +518,6 @@ func (c *config) rooms() rooms.Config {
 		PasswordAttempts: c.RoomsPasswordAttempts,
 		DefaultCoverURL:  c.RoomsDefaultCoverURL,
 	}
-}
-
-func checkHTTPURL(s string) bool {
-	u, err := url.Parse(s)
-	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != ""
 }
 
 func parseLevel(s string) (slog.Level, error) {

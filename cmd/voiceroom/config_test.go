@@ -47,6 +47,14 @@ func TestBadValuesNameTheVariable(t *testing.T) {
 		{"VOICEROOM_REGIONS_CACHE_TTL", "1h"},
 		{"VOICEROOM_REGIONS_REBUILD_BATCH", "0"},
 		{"VOICEROOM_REGIONS_REBUILD_BATCH", "100000"},
+		// Rules a package's Config holds, reported under the variable of the field.
+		{"VOICEROOM_ROOMS_MAX_ONLINE", "200000"},
+		{"VOICEROOM_STREAM_REPLICAS", "4"},
+		{"VOICEROOM_REGIONS_CACHE_SIZE", "20000000"},
+		{"VOICEROOM_HTTP_BODY_LIMIT", "100000000"},
+		{"VOICEROOM_NATS_TLS_CERT", "cert.pem"},
+		{"VOICEROOM_PROJECTOR_CONCURRENCY", "1000"},
+		{"VOICEROOM_MYSQL_MAX_OPEN_CONNS", "5000"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name+"="+tt.value, func(t *testing.T) {
@@ -59,6 +67,28 @@ func TestBadValuesNameTheVariable(t *testing.T) {
 				t.Fatalf("error %q does not name %s", err, tt.name)
 			}
 		})
+	}
+}
+
+// TestValidateChangesNothing: normalising is loadConfig's step, and
+// validate only reads.
+func TestValidateChangesNothing(t *testing.T) {
+	t.Setenv("VOICEROOM_ROLES", " api, rooms")
+	cfg, err := loadConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Roles[0] != "api" || cfg.Roles[1] != "rooms" {
+		t.Fatalf("roles not trimmed: %q", cfg.Roles)
+	}
+	raw := cfg
+	raw.Roles = []string{" api"}
+	raw.NodeID = ""
+	if err := raw.validate(); err == nil || !strings.Contains(err.Error(), "VOICEROOM_NODE_ID") || !strings.Contains(err.Error(), "VOICEROOM_ROLES") {
+		t.Fatalf("want errors naming VOICEROOM_NODE_ID and VOICEROOM_ROLES, got %v", err)
+	}
+	if raw.Roles[0] != " api" || raw.NodeID != "" {
+		t.Fatalf("validate changed the config: %q %q", raw.Roles, raw.NodeID)
 	}
 }
 

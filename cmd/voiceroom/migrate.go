@@ -28,7 +28,9 @@ func migrate(ctx context.Context) error {
 // openMigrated opens a small pool for a one-shot command and applies the
 // pending migrations.
 func openMigrated(ctx context.Context, cfg config, log *slog.Logger) (*sql.DB, error) {
-	db, err := mysqldb.Open(ctx, mysqldb.Config{DSN: cfg.MySQLDSN, MaxOpenConns: 4, ConnectTimeout: cfg.MySQLConnectWait}, log)
+	mcfg := cfg.mysql()
+	mcfg.MaxOpenConns = 4 // one-shot: a small pool
+	db, err := mysqldb.Open(ctx, mcfg, log)
 	if err != nil {
 		return nil, fmt.Errorf("VOICEROOM_MYSQL_DSN: %w", err)
 	}

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"path/filepath"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -65,76 +64,108 @@ func serve(ctx context.Context) error {
 	}
 	defer d.close()
 
-	if err := wireRoles(ctx, d); err != nil {
+	r, err := start(ctx, d)
+	if err != nil {
 		return err
 	}
+	runErr := r.supervise(ctx)
+	return errors.Join(runErr, r.shutDown())
+}
 
+// running is what start started: HTTP serving and the workers.
+type running struct {
+	d           *deps
+	srv         *gateway.Server
+	httpDone    chan error // Serve's result; refilled with nil once read early
+	stopWorkers context.CancelFunc
+	workersDone chan error // the workers' joined result
+	// workersFinished is set when the workers' result was taken early.
+	workersFinished bool
+}
+
+// start wires the roles, starts HTTP and then the workers (only once HTTP
+// serves). A worker that returns before shutdown, with or without an
+// error, stops the process (see supervise).
+func start(ctx context.Context, d *deps) (*running, error) {
+	if err := wireRoles(ctx, d); err != nil {
+		return nil, err
+	}
 	checks := []gateway.Check{
 		{Name: "mysql", Fn: d.db.PingContext},
 		{Name: "nats", Fn: d.nats.Ping},
 	}
-	srv, err := gateway.New(cfg.gateway(d.secret), log, d.reg, d.reg, checks, d.mounts...)
+	srv, err := gateway.New(d.cfg.gateway(d.secret), d.log, d.reg, d.reg, checks, d.mounts...)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if err := srv.Listen(); err != nil {
-		return badVar("VOICEROOM_HTTP_ADDR", "%v", err)
+		return nil, badVar("VOICEROOM_HTTP_ADDR", "%v", err)
 	}
-	httpDone := make(chan error, 1)
-	go func() { httpDone <- srv.Serve() }()
-	log.Info("http serving", "addr", srv.Addr())
+	r := &running{d: d, srv: srv, httpDone: make(chan error, 1), workersDone: make(chan error, 1)}
+	go func() { r.httpDone <- srv.Serve() }()
+	d.log.Info("http serving", "addr", srv.Addr())
 
-	// Workers start only once HTTP serves. A worker that returns before
-	// shutdown, with or without an error, stops the process.
+	// The workers' context is not serve's: they stop when shutDown says,
+	// after the process has started draining.
 	workerCtx, stopWorkers := context.WithCancel(context.Background())
-	defer stopWorkers()
+	r.stopWorkers = stopWorkers
 	var group errgroup.Group
 	for _, w := range d.workers {
-		log.Info("worker starting", "worker", w.name)
+		d.log.Info("worker starting", "worker", w.name)
 		group.Go(func() error {
 			err := w.run(workerCtx)
 			if err != nil {
-				log.Error("worker failed", "worker", w.name, "error", err)
+				d.log.Error("worker failed", "worker", w.name, "error", err)
 				return fmt.Errorf("worker %s: %w", w.name, err)
 			}
 			if workerCtx.Err() == nil {
 				return fmt.Errorf("worker %s stopped on its own", w.name)
 			}
-			log.Info("worker stopped", "worker", w.name)
+			d.log.Info("worker stopped", "worker", w.name)
 			return nil
 		})
 	}
-	workersDone := make(chan error, 1)
-	var workersEarly <-chan error // stays nil (never ready) without workers
-	if len(d.workers) > 0 {
-		workersEarly = workersDone
-	}
-	go func() { workersDone <- group.Wait() }()
+	go func() { r.workersDone <- group.Wait() }()
+	return r, nil
+}
 
-	var runErr error
-	workersFinished := false
+// supervise waits for a signal (ctx), HTTP failing, or a worker returning,
+// and returns the failure that ended the run, if any.
+func (r *running) supervise(ctx context.Context) error {
+	var workersEarly <-chan error // stays nil (never ready) without workers
+	if len(r.d.workers) > 0 {
+		workersEarly = r.workersDone
+	}
 	select {
 	case <-ctx.Done():
-		log.Info("shutdown: signal received")
-	case err := <-httpDone:
-		runErr = fmt.Errorf("http stopped: %w", err)
-		httpDone <- nil
+		r.d.log.Info("shutdown: signal received")
+		return nil
+	case err := <-r.httpDone:
+		r.httpDone <- nil // shutDown reads it again
+		return fmt.Errorf("http stopped: %w", err)
 	case err := <-workersEarly:
-		runErr = err
-		workersFinished = true
+		r.workersFinished = true
+		return err
 	}
+}
 
+// shutDown drains: readyz answers 503, the workers stop within
+// VOICEROOM_SHUTDOWN_TIMEOUT, then HTTP shuts down gracefully within
+// VOICEROOM_HTTP_SHUTDOWN_TIMEOUT. deps.close does the rest.
+func (r *running) shutDown() error {
+	log, cfg := r.d.log, r.d.cfg
+	var errs error
 	log.Info("shutdown: draining, readyz answers 503")
-	srv.SetDraining()
+	r.srv.SetDraining()
 
 	log.Info("shutdown: stopping workers", "timeout", cfg.ShutdownTimeout)
-	stopWorkers()
-	if !workersFinished {
+	r.stopWorkers()
+	if !r.workersFinished {
 		select {
-		case err := <-workersDone:
-			runErr = errors.Join(runErr, err)
+		case err := <-r.workersDone:
+			errs = errors.Join(errs, err)
 		case <-time.After(cfg.ShutdownTimeout):
-			runErr = errors.Join(runErr, errors.New("workers did not stop within VOICEROOM_SHUTDOWN_TIMEOUT"))
+			errs = errors.Join(errs, errors.New("workers did not stop within VOICEROOM_SHUTDOWN_TIMEOUT"))
 			log.Error("shutdown: workers did not stop in time", "timeout", cfg.ShutdownTimeout)
 		}
 	}
@@ -143,14 +174,14 @@ func serve(ctx context.Context) error {
 	log.Info("shutdown: http", "timeout", cfg.HTTPShutdownTimeout)
 	sctx, cancel := context.WithTimeout(context.Background(), cfg.HTTPShutdownTimeout)
 	defer cancel()
-	if err := srv.Shutdown(sctx); err != nil {
-		runErr = errors.Join(runErr, fmt.Errorf("http shutdown: %w", err))
+	if err := r.srv.Shutdown(sctx); err != nil {
+		errs = errors.Join(errs, fmt.Errorf("http shutdown: %w", err))
 	}
-	if err := <-httpDone; err != nil {
-		runErr = errors.Join(runErr, err)
+	if err := <-r.httpDone; err != nil {
+		errs = errors.Join(errs, err)
 	}
 	log.Info("shutdown: http stopped")
-	return runErr
+	return errs
 }
 
 // open connects MySQL (migrating it when configured), Redis and NATS (the
@@ -175,7 +206,7 @@ func open(ctx context.Context, cfg config, log *slog.Logger) (d *deps, err error
 	}
 
 	log.Info("mysql: connecting")
-	d.db, err = mysqldb.Open(ctx, mysqldb.Config{DSN: cfg.MySQLDSN, MaxOpenConns: cfg.MySQLMaxOpenConns, ConnectTimeout: cfg.MySQLConnectWait}, log)
+	d.db, err = mysqldb.Open(ctx, cfg.mysql(), log)
 	if err != nil {
 		return d, fmt.Errorf("VOICEROOM_MYSQL_DSN: %w", err)
 	}
@@ -198,10 +229,7 @@ func open(ctx context.Context, cfg config, log *slog.Logger) (d *deps, err error
 	natsCfg := cfg.natsConn()
 	if cfg.NATSURL == "" {
 		log.Info("nats: starting embedded server", "listen", cfg.NATSListen)
-		d.embed, err = bus.RunEmbedded(bus.EmbeddedConfig{
-			Listen:   cfg.NATSListen,
-			StoreDir: filepath.Join(cfg.DataDir, "jetstream"),
-		}, log)
+		d.embed, err = bus.RunEmbedded(cfg.embedded(), log)
 		if errors.Is(err, bus.ErrAddrInUse) {
 			return d, badVar("VOICEROOM_NATS_LISTEN", "%s is already in use (another voiceroom or nats-server?): %v", cfg.NATSListen, err)
 		}
