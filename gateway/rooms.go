@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"strconv"
 	"strings"
 
 	"github.com/gofiber/fiber/v2"
@@ -10,8 +9,8 @@ import (
 	"voiceroom/rooms"
 )
 
-// RoomRoutes mounts the room commands (API.md), the gift catalog and wallet
-// admin routes, and ChangeRoomVisibleRegion.
+// RoomRoutes mounts the room commands (API.md), the gift catalog and
+// ChangeRoomVisibleRegion. The wallet has its own mount (WalletRoutes).
 func RoomRoutes(svc *rooms.Service) Mount {
 	h := &roomHandlers{svc: svc}
 	return func(r Routers) {
@@ -29,10 +28,8 @@ func RoomRoutes(svc *rooms.Service) Mount {
 		r.API.Post("/v1/rooms/:room_id/password", h.password)
 		r.API.Post("/v1/rooms/:room_id/kick", h.kick)
 		r.API.Post("/v1/rooms/:room_id/close", h.simple(rooms.KindCloseRoom, true))
-		r.API.Get("/v1/wallet", h.balance)
 
 		r.Admin.Post("/v1/gifts", h.upsertGift)
-		r.Admin.Post("/v1/wallets/:user_id/credit", h.credit)
 		r.Admin.Post("/v1/rooms/:room_id/region", h.changeRegion)
 		r.Admin.Post("/v1/rooms/:room_id/close", h.adminClose)
 	}
@@ -278,15 +275,6 @@ func (h *roomHandlers) kick(c *fiber.Ctx) error {
 	return h.respond(c, res, err)
 }
 
-func (h *roomHandlers) balance(c *fiber.Ctx) error {
-	p := PrincipalOf(c)
-	balance, err := h.svc.Wallet().Balance(c.UserContext(), p.AppCode, p.UserID)
-	if err != nil {
-		return err
-	}
-	return OK(c, fiber.Map{"user_id": p.UserID, "balance": balance})
-}
-
 func (h *roomHandlers) upsertGift(c *fiber.Ctx) error {
 	var req struct {
 		GiftID  int64  `json:"gift_id"`
@@ -303,26 +291,6 @@ func (h *roomHandlers) upsertGift(c *fiber.Ctx) error {
 		return err
 	}
 	return OK(c, g)
-}
-
-func (h *roomHandlers) credit(c *fiber.Ctx) error {
-	userID, err := strconv.ParseInt(c.Params("user_id"), 10, 64)
-	if err != nil || userID <= 0 {
-		return apperr.Invalid("user_id", "must be a positive number")
-	}
-	var req struct {
-		Amount         int64  `json:"amount"`
-		IdempotencyKey string `json:"idempotency_key"`
-	}
-	if err := Bind(c, &req); err != nil {
-		return err
-	}
-	p := PrincipalOf(c)
-	res, err := h.svc.Wallet().Credit(c.UserContext(), p.AppCode, userID, req.Amount, req.IdempotencyKey, p.Operator())
-	if err != nil {
-		return err
-	}
-	return OK(c, res)
 }
 
 func (h *roomHandlers) changeRegion(c *fiber.Ctx) error {

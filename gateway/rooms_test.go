@@ -48,7 +48,7 @@ func newRoomAPI(t *testing.T) *roomAPI {
 		t.Fatal(err)
 	}
 	t.Cleanup(svc.Close)
-	srv, err := New(Config{JWTSecret: testSecret, RatePerUser: 10000, RateBurst: 10000}, testenv.Logger(t), reg, reg, nil, RoomRoutes(svc))
+	srv, err := New(Config{JWTSecret: testSecret, RatePerUser: 10000, RateBurst: 10000}, testenv.Logger(t), reg, reg, nil, RoomRoutes(svc), WalletRoutes(svc.Wallet()))
 	if err != nil {
 		t.Fatal(err)
 	}

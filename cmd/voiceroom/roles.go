@@ -8,6 +8,7 @@ import (
 	"voiceroom/gateway"
 	"voiceroom/regions"
 	"voiceroom/rooms"
+	"voiceroom/wallet"
 )
 
 // wireRoles builds the components of each role serve runs and adds their
@@ -29,7 +30,7 @@ func wireRoles(ctx context.Context, d *deps) error {
 		d.closers = append(d.closers, regionSvc.Close)
 	}
 	if api {
-		d.mounts = append(d.mounts, gateway.RegionRoutes(regionSvc))
+		d.mounts = append(d.mounts, gateway.RegionRoutes(regionSvc), gateway.WalletRoutes(wallet.New(d.db, time.Now)))
 	}
 	if err := wireOutbox(d); err != nil {
 		return err
