@@ -37,213 +37,284 @@ type limits struct {
 // is false for commands that leave nothing to persist (a heartbeat, a join
 // by someone already present): the state stays as it was.
 // A rejected command returns an *apperr.Error and s must be discarded. apply
-// is deterministic: it reads only s and c (c.NowMs is the clock).
+// is deterministic: it reads only s and c (c.NowMs is the clock). Each kind
+// is a method below, with the same contract.
 func apply(s *State, c *Command, lim limits, replay bool) (events []Event, changed bool, err error) {
 	if s.Status != StatusActive {
 		return nil, false, apperr.New(apperr.FailedPrecondition, "room is closed")
 	}
+	switch c.Kind {
+	case KindJoinRoom:
+		return s.join(c, lim, replay)
+	case KindLeaveRoom:
+		return s.leaveRoom(c)
+	case KindHeartbeat:
+		return nil, false, s.mustBePresent(c.Actor.UserID) // the cell records the beat
+	case KindMicUp:
+		return s.micUp(c)
+	case KindMicDown:
+		return s.micDown(c)
+	case KindChangeMicSeat:
+		return s.changeMicSeat(c)
+	case KindSetSeatLock:
+		return s.setSeatLock(c)
+	case KindTransferRoomHost:
+		return s.transferHost(c)
+	case KindSendGift:
+		return s.sendGift(c)
+	case KindSetRoomPassword:
+		return s.setPassword(c)
+	case KindKickUser:
+		return s.kick(c)
+	case KindCloseRoom:
+		return s.closeRoom(c)
+	case KindChangeRoomVisibleRegion:
+		return s.changeVisibleRegion(c)
+	case KindSweepStale:
+		return s.sweepStale(c)
+	}
+	return nil, false, apperr.New(apperr.InvalidArgument, "unknown command %q", c.Kind)
+}
+
+// join is JoinRoom: refused while banned, on a locked room without the password, or when full (not on replay, see limits).
+func (s *State) join(c *Command, lim limits, replay bool) ([]Event, bool, error) {
 	a := &c.Args
 	actor := c.Actor.UserID
 	now := c.NowMs
-
-	switch c.Kind {
-	case KindJoinRoom:
-		if until := s.banUntil(actor); until > now {
-			return nil, false, apperr.New(apperr.FailedPrecondition, "you are banned from this room until %s",
-				time.UnixMilli(until).UTC().Format(time.RFC3339))
-		}
-		if s.isPresent(actor) {
-			return nil, false, nil // joining again only refreshes presence (the cell's)
-		}
-		if s.Locked() && !s.isManager(actor) && a.PasswordHash != s.PasswordHash {
-			if !a.PasswordGiven {
-				return nil, false, apperr.New(apperr.PermissionDenied, "room is locked: password required")
-			}
-			return nil, false, apperr.New(apperr.PermissionDenied, "wrong password")
-		}
-		if !replay && lim.maxOnline > 0 && len(s.Online) >= lim.maxOnline {
-			return nil, false, apperr.New(apperr.FailedPrecondition, "room is full")
-		}
-		s.addPresence(Presence{UserID: actor, JoinedAtMs: now})
-		return []Event{{EventRoomUserJoined, UserJoined{UserID: actor}}}, true, nil
-
-	case KindLeaveRoom:
-		if !s.isPresent(actor) {
-			return nil, false, nil // leaving twice is not an error
-		}
-		return []Event{s.leave(actor, LeaveReasonLeave)}, true, nil
-
-	case KindHeartbeat:
-		return nil, false, s.mustBePresent(actor) // the cell records the beat
-
-	case KindMicUp:
-		if err := s.mustBePresent(actor); err != nil {
-			return nil, false, err
-		}
-		if cur := s.seatOf(actor); cur >= 0 {
-			return nil, false, apperr.New(apperr.FailedPrecondition, "already on seat %d: change seats instead", cur)
-		}
-		if err := s.mustBeFreeSeat(a.SeatIndex); err != nil {
-			return nil, false, err
-		}
-		s.Seats[a.SeatIndex].UserID = actor
-		return []Event{{EventRoomMicUp, MicMoved{UserID: actor, SeatIndex: a.SeatIndex}}}, true, nil
-
-	case KindMicDown:
-		cur := s.seatOf(actor)
-		if cur < 0 {
-			return nil, false, apperr.New(apperr.FailedPrecondition, "not on a seat")
-		}
-		s.Seats[cur].UserID = 0
-		return []Event{{EventRoomMicDown, MicMoved{UserID: actor, SeatIndex: cur}}}, true, nil
-
-	case KindChangeMicSeat:
-		if err := s.mustBePresent(actor); err != nil {
-			return nil, false, err
-		}
-		cur := s.seatOf(actor)
-		if cur < 0 {
-			return nil, false, apperr.New(apperr.FailedPrecondition, "not on a seat: take one first")
-		}
-		if a.SeatIndex == cur {
-			return nil, false, apperr.New(apperr.FailedPrecondition, "already on seat %d", cur)
-		}
-		if err := s.mustBeFreeSeat(a.SeatIndex); err != nil {
-			return nil, false, err
-		}
-		s.Seats[cur].UserID = 0
-		s.Seats[a.SeatIndex].UserID = actor
-		return []Event{{EventRoomMicChanged, MicChanged{UserID: actor, FromSeatIndex: cur, ToSeatIndex: a.SeatIndex}}}, true, nil
-
-	case KindSetSeatLock:
-		if err := s.mustManage(c.Actor); err != nil {
-			return nil, false, err
-		}
-		if err := s.mustBeSeat(a.SeatIndex); err != nil {
-			return nil, false, err
-		}
-		seat := &s.Seats[a.SeatIndex]
-		if seat.Locked == a.Locked {
-			return nil, false, nil
-		}
-		var events []Event
-		if a.Locked && seat.UserID != 0 {
-			events = append(events, Event{EventRoomMicDown, MicMoved{UserID: seat.UserID, SeatIndex: a.SeatIndex}})
-			seat.UserID = 0
-		}
-		seat.Locked = a.Locked
-		return append(events, Event{EventRoomSeatLockChanged, SeatLockChanged{SeatIndex: a.SeatIndex, Locked: a.Locked}}), true, nil
-
-	case KindTransferRoomHost:
-		if actor != s.OwnerUserID && actor != s.HostUserID {
-			return nil, false, apperr.New(apperr.PermissionDenied, "only the owner or the host may transfer the host")
-		}
-		if !s.isPresent(a.TargetUserID) {
-			return nil, false, apperr.New(apperr.FailedPrecondition, "user %d is not in the room", a.TargetUserID)
-		}
-		if a.TargetUserID == s.HostUserID {
-			return nil, false, nil
-		}
-		from := s.HostUserID
-		s.HostUserID = a.TargetUserID
-		return []Event{{EventRoomHostTransferred, HostTransferred{FromUserID: from, ToUserID: a.TargetUserID}}}, true, nil
-
-	case KindSendGift:
-		if err := s.mustBePresent(actor); err != nil {
-			return nil, false, err
-		}
-		if !s.isPresent(a.TargetUserID) {
-			return nil, false, apperr.New(apperr.FailedPrecondition, "receiver %d is not in the room", a.TargetUserID)
-		}
-		value, heat, err := giftTotals(a)
-		if err != nil {
-			return nil, false, err
-		}
-		before := s.rank()
-		s.Heat += heat
-		s.addContribution(actor, value)
-		events := []Event{
-			{EventRoomGiftSent, GiftSent{SenderUserID: actor, ReceiverUserID: a.TargetUserID, GiftID: a.GiftID,
-				GiftName: a.GiftName, Count: a.Count, Value: value, HeatDelta: heat}},
-			{EventRoomHeatChanged, HeatChanged{Heat: s.Heat, Delta: heat}},
-		}
-		if after := s.rank(); !slices.Equal(before, after) {
-			events = append(events, Event{EventRoomRankChanged, RankChanged{GiftRank: after}})
-		}
-		return events, true, nil
-
-	case KindSetRoomPassword:
-		if err := s.mustManage(c.Actor); err != nil {
-			return nil, false, err
-		}
-		if a.PasswordHash == "" && !s.Locked() {
-			return nil, false, nil
-		}
-		s.PasswordHash = a.PasswordHash
-		return []Event{{EventRoomPasswordChanged, PasswordChanged{Locked: s.Locked()}}}, true, nil
-
-	case KindKickUser:
-		if err := s.mustManage(c.Actor); err != nil {
-			return nil, false, err
-		}
-		target := a.TargetUserID
-		switch {
-		case target == actor:
-			return nil, false, apperr.Invalid("user_id", "you cannot kick yourself")
-		case target == s.OwnerUserID:
-			return nil, false, apperr.New(apperr.PermissionDenied, "the owner cannot be kicked")
-		}
-		present := s.isPresent(target)
-		if !present && a.BanSeconds == 0 {
-			return nil, false, apperr.New(apperr.FailedPrecondition, "user %d is not in the room", target)
-		}
-		var until int64
-		if a.BanSeconds > 0 {
-			until = now + a.BanSeconds*1000
-			s.setBan(target, until, now)
-		}
-		events := []Event{{EventRoomUserKicked, UserKicked{UserID: target, ByUserID: actor, BanUntilMs: until}}}
-		if present {
-			events = append(events, s.leave(target, LeaveReasonKicked))
-		}
-		if target == s.HostUserID {
-			s.HostUserID = s.OwnerUserID
-		}
-		return events, true, nil
-
-	case KindCloseRoom:
-		if actor != s.OwnerUserID && !c.Actor.Admin {
-			return nil, false, apperr.New(apperr.PermissionDenied, "only the owner may close the room")
-		}
-		var events []Event
-		for len(s.Online) > 0 {
-			events = append(events, s.leave(s.Online[0].UserID, LeaveReasonClosed))
-		}
-		s.Status = StatusClosed
-		return append(events, Event{EventRoomClosed, Closed{ByUserID: actor, Operator: c.Actor.Operator}}), true, nil
-
-	case KindChangeRoomVisibleRegion:
-		if !c.Actor.Admin {
-			return nil, false, apperr.New(apperr.PermissionDenied, "only an admin may change a room's region")
-		}
-		if a.RegionID == s.VisibleRegionID {
-			return nil, false, nil
-		}
-		old := s.VisibleRegionID
-		s.VisibleRegionID = a.RegionID
-		return []Event{{EventRoomVisibleRegionChanged, VisibleRegionChanged{OldRegionID: old, NewRegionID: a.RegionID,
-			Reason: a.Reason, Operator: c.Actor.Operator}}}, true, nil
-
-	case KindSweepStale:
-		var events []Event
-		for _, id := range a.UserIDs {
-			if s.isPresent(id) {
-				events = append(events, s.leave(id, LeaveReasonStale))
-			}
-		}
-		return events, len(events) > 0, nil
+	if until := s.banUntil(actor); until > now {
+		return nil, false, apperr.New(apperr.FailedPrecondition, "you are banned from this room until %s",
+			time.UnixMilli(until).UTC().Format(time.RFC3339))
 	}
-	return nil, false, apperr.New(apperr.InvalidArgument, "unknown command %q", c.Kind)
+	if s.isPresent(actor) {
+		return nil, false, nil // joining again only refreshes presence (the cell's)
+	}
+	if s.Locked() && !s.isManager(actor) && a.PasswordHash != s.PasswordHash {
+		if !a.PasswordGiven {
+			return nil, false, apperr.New(apperr.PermissionDenied, "room is locked: password required")
+		}
+		return nil, false, apperr.New(apperr.PermissionDenied, "wrong password")
+	}
+	if !replay && lim.maxOnline > 0 && len(s.Online) >= lim.maxOnline {
+		return nil, false, apperr.New(apperr.FailedPrecondition, "room is full")
+	}
+	s.addPresence(Presence{UserID: actor, JoinedAtMs: now})
+	return []Event{{EventRoomUserJoined, UserJoined{UserID: actor}}}, true, nil
+}
+
+// leaveRoom is LeaveRoom; leaving twice is not an error.
+func (s *State) leaveRoom(c *Command) ([]Event, bool, error) {
+	actor := c.Actor.UserID
+	if !s.isPresent(actor) {
+		return nil, false, nil // leaving twice is not an error
+	}
+	return []Event{s.leave(actor, LeaveReasonLeave)}, true, nil
+}
+
+// micUp is MicUp: a present user takes a free, unlocked seat.
+func (s *State) micUp(c *Command) ([]Event, bool, error) {
+	a := &c.Args
+	actor := c.Actor.UserID
+	if err := s.mustBePresent(actor); err != nil {
+		return nil, false, err
+	}
+	if cur := s.seatOf(actor); cur >= 0 {
+		return nil, false, apperr.New(apperr.FailedPrecondition, "already on seat %d: change seats instead", cur)
+	}
+	if err := s.mustBeFreeSeat(a.SeatIndex); err != nil {
+		return nil, false, err
+	}
+	s.Seats[a.SeatIndex].UserID = actor
+	return []Event{{EventRoomMicUp, MicMoved{UserID: actor, SeatIndex: a.SeatIndex}}}, true, nil
+}
+
+// micDown is MicDown.
+func (s *State) micDown(c *Command) ([]Event, bool, error) {
+	actor := c.Actor.UserID
+	cur := s.seatOf(actor)
+	if cur < 0 {
+		return nil, false, apperr.New(apperr.FailedPrecondition, "not on a seat")
+	}
+	s.Seats[cur].UserID = 0
+	return []Event{{EventRoomMicDown, MicMoved{UserID: actor, SeatIndex: cur}}}, true, nil
+}
+
+// changeMicSeat is ChangeMicSeat: from the actor's seat to a free, unlocked one.
+func (s *State) changeMicSeat(c *Command) ([]Event, bool, error) {
+	a := &c.Args
+	actor := c.Actor.UserID
+	if err := s.mustBePresent(actor); err != nil {
+		return nil, false, err
+	}
+	cur := s.seatOf(actor)
+	if cur < 0 {
+		return nil, false, apperr.New(apperr.FailedPrecondition, "not on a seat: take one first")
+	}
+	if a.SeatIndex == cur {
+		return nil, false, apperr.New(apperr.FailedPrecondition, "already on seat %d", cur)
+	}
+	if err := s.mustBeFreeSeat(a.SeatIndex); err != nil {
+		return nil, false, err
+	}
+	s.Seats[cur].UserID = 0
+	s.Seats[a.SeatIndex].UserID = actor
+	return []Event{{EventRoomMicChanged, MicChanged{UserID: actor, FromSeatIndex: cur, ToSeatIndex: a.SeatIndex}}}, true, nil
+}
+
+// setSeatLock is SetSeatLock; locking an occupied seat takes its user down first.
+func (s *State) setSeatLock(c *Command) ([]Event, bool, error) {
+	a := &c.Args
+	if err := s.mustManage(c.Actor); err != nil {
+		return nil, false, err
+	}
+	if err := s.mustBeSeat(a.SeatIndex); err != nil {
+		return nil, false, err
+	}
+	seat := &s.Seats[a.SeatIndex]
+	if seat.Locked == a.Locked {
+		return nil, false, nil
+	}
+	var events []Event
+	if a.Locked && seat.UserID != 0 {
+		events = append(events, Event{EventRoomMicDown, MicMoved{UserID: seat.UserID, SeatIndex: a.SeatIndex}})
+		seat.UserID = 0
+	}
+	seat.Locked = a.Locked
+	return append(events, Event{EventRoomSeatLockChanged, SeatLockChanged{SeatIndex: a.SeatIndex, Locked: a.Locked}}), true, nil
+}
+
+// transferHost is TransferRoomHost, by the owner or the host to a present user.
+func (s *State) transferHost(c *Command) ([]Event, bool, error) {
+	a := &c.Args
+	actor := c.Actor.UserID
+	if actor != s.OwnerUserID && actor != s.HostUserID {
+		return nil, false, apperr.New(apperr.PermissionDenied, "only the owner or the host may transfer the host")
+	}
+	if !s.isPresent(a.TargetUserID) {
+		return nil, false, apperr.New(apperr.FailedPrecondition, "user %d is not in the room", a.TargetUserID)
+	}
+	if a.TargetUserID == s.HostUserID {
+		return nil, false, nil
+	}
+	from := s.HostUserID
+	s.HostUserID = a.TargetUserID
+	return []Event{{EventRoomHostTransferred, HostTransferred{FromUserID: from, ToUserID: a.TargetUserID}}}, true, nil
+}
+
+// sendGift is SendGift: heat, the sender's contribution and, when it moves, the rank.
+func (s *State) sendGift(c *Command) ([]Event, bool, error) {
+	a := &c.Args
+	actor := c.Actor.UserID
+	if err := s.mustBePresent(actor); err != nil {
+		return nil, false, err
+	}
+	if !s.isPresent(a.TargetUserID) {
+		return nil, false, apperr.New(apperr.FailedPrecondition, "receiver %d is not in the room", a.TargetUserID)
+	}
+	value, heat, err := giftTotals(a)
+	if err != nil {
+		return nil, false, err
+	}
+	before := s.rank()
+	s.Heat += heat
+	s.addContribution(actor, value)
+	events := []Event{
+		{EventRoomGiftSent, GiftSent{SenderUserID: actor, ReceiverUserID: a.TargetUserID, GiftID: a.GiftID,
+			GiftName: a.GiftName, Count: a.Count, Value: value, HeatDelta: heat}},
+		{EventRoomHeatChanged, HeatChanged{Heat: s.Heat, Delta: heat}},
+	}
+	if after := s.rank(); !slices.Equal(before, after) {
+		events = append(events, Event{EventRoomRankChanged, RankChanged{GiftRank: after}})
+	}
+	return events, true, nil
+}
+
+// setPassword is SetRoomPassword; an empty hash unlocks.
+func (s *State) setPassword(c *Command) ([]Event, bool, error) {
+	a := &c.Args
+	if err := s.mustManage(c.Actor); err != nil {
+		return nil, false, err
+	}
+	if a.PasswordHash == "" && !s.Locked() {
+		return nil, false, nil
+	}
+	s.PasswordHash = a.PasswordHash
+	return []Event{{EventRoomPasswordChanged, PasswordChanged{Locked: s.Locked()}}}, true, nil
+}
+
+// kick is KickUser, with an optional ban; the owner cannot be kicked.
+func (s *State) kick(c *Command) ([]Event, bool, error) {
+	a := &c.Args
+	actor := c.Actor.UserID
+	now := c.NowMs
+	if err := s.mustManage(c.Actor); err != nil {
+		return nil, false, err
+	}
+	target := a.TargetUserID
+	switch {
+	case target == actor:
+		return nil, false, apperr.Invalid("user_id", "you cannot kick yourself")
+	case target == s.OwnerUserID:
+		return nil, false, apperr.New(apperr.PermissionDenied, "the owner cannot be kicked")
+	}
+	present := s.isPresent(target)
+	if !present && a.BanSeconds == 0 {
+		return nil, false, apperr.New(apperr.FailedPrecondition, "user %d is not in the room", target)
+	}
+	var until int64
+	if a.BanSeconds > 0 {
+		until = now + a.BanSeconds*1000
+		s.setBan(target, until, now)
+	}
+	events := []Event{{EventRoomUserKicked, UserKicked{UserID: target, ByUserID: actor, BanUntilMs: until}}}
+	if present {
+		events = append(events, s.leave(target, LeaveReasonKicked))
+	}
+	if target == s.HostUserID {
+		s.HostUserID = s.OwnerUserID
+	}
+	return events, true, nil
+}
+
+// closeRoom is CloseRoom, by the owner or an admin: everyone leaves.
+func (s *State) closeRoom(c *Command) ([]Event, bool, error) {
+	actor := c.Actor.UserID
+	if actor != s.OwnerUserID && !c.Actor.Admin {
+		return nil, false, apperr.New(apperr.PermissionDenied, "only the owner may close the room")
+	}
+	var events []Event
+	for len(s.Online) > 0 {
+		events = append(events, s.leave(s.Online[0].UserID, LeaveReasonClosed))
+	}
+	s.Status = StatusClosed
+	return append(events, Event{EventRoomClosed, Closed{ByUserID: actor, Operator: c.Actor.Operator}}), true, nil
+}
+
+// changeVisibleRegion is ChangeRoomVisibleRegion, by an admin.
+func (s *State) changeVisibleRegion(c *Command) ([]Event, bool, error) {
+	a := &c.Args
+	if !c.Actor.Admin {
+		return nil, false, apperr.New(apperr.PermissionDenied, "only an admin may change a room's region")
+	}
+	if a.RegionID == s.VisibleRegionID {
+		return nil, false, nil
+	}
+	old := s.VisibleRegionID
+	s.VisibleRegionID = a.RegionID
+	return []Event{{EventRoomVisibleRegionChanged, VisibleRegionChanged{OldRegionID: old, NewRegionID: a.RegionID,
+		Reason: a.Reason, Operator: c.Actor.Operator}}}, true, nil
+}
+
+// sweepStale is SweepStale: the users given leave with reason stale.
+func (s *State) sweepStale(c *Command) ([]Event, bool, error) {
+	a := &c.Args
+	var events []Event
+	for _, id := range a.UserIDs {
+		if s.isPresent(id) {
+			events = append(events, s.leave(id, LeaveReasonStale))
+		}
+	}
+	return events, len(events) > 0, nil
+
 }
 
 // leave removes userID's presence and seat and returns the RoomUserLeft event.
