@@ -1,7 +1,7 @@
 package gateway
 
 import (
-	"strconv"
+	"hash/maphash"
 	"sync"
 	"time"
 
@@ -11,54 +11,86 @@ import (
 	"voiceroom/apperr"
 )
 
-// rateLimiter gives each principal (app_code and user) a token bucket. Idle
-// buckets are dropped, so memory follows the number of active users.
+// rateLimiter gives each principal (app_code, user, admin or not) a token
+// bucket. A request costs O(1): the buckets are spread over shards, each
+// with its own lock, and idle buckets are dropped by generations instead of
+// by a sweep: every idleBucket a shard's current map becomes its previous
+// one and the old previous one is dropped whole. A bucket used again is
+// moved back into the current map, so a bucket lives while it is used at
+// least once every idleBucket, and is dropped at the first use of its shard
+// more than 2×idleBucket after its own last use (a shard nobody uses keeps
+// what it holds, and does not grow).
 type rateLimiter struct {
 	perSec float64
 	burst  int
 	now    func() time.Time
-
-	mu        sync.Mutex
-	buckets   map[string]*bucket
-	lastSweep time.Time
+	seed   maphash.Seed
+	shards [rateShards]rateShard
 }
 
-type bucket struct {
-	lim      *rate.Limiter
-	lastSeen time.Time
-}
+// rateShards spreads the buckets so that concurrent requests of different
+// users rarely share a lock.
+const rateShards = 64
 
-// idleBucket is how long an unused bucket is kept.
+// idleBucket is how long an unused bucket is kept at least.
 const idleBucket = 5 * time.Minute
 
-func newRateLimiter(perSec float64, burst int, now func() time.Time) *rateLimiter {
-	return &rateLimiter{perSec: perSec, burst: burst, now: now, buckets: map[string]*bucket{}, lastSweep: now()}
+type principalKey struct {
+	app   string
+	user  int64
+	admin bool
 }
 
-func (r *rateLimiter) allow(key string) bool {
+type rateShard struct {
+	mu       sync.Mutex
+	cur      map[principalKey]*rate.Limiter
+	prev     map[principalKey]*rate.Limiter
+	rotateAt time.Time
+}
+
+func newRateLimiter(perSec float64, burst int, now func() time.Time) *rateLimiter {
+	r := &rateLimiter{perSec: perSec, burst: burst, now: now, seed: maphash.MakeSeed()}
+	start := now()
+	for i := range r.shards {
+		r.shards[i].cur = map[principalKey]*rate.Limiter{}
+		r.shards[i].rotateAt = start.Add(idleBucket)
+	}
+	return r
+}
+
+// shard returns the shard of k's bucket.
+func (r *rateLimiter) shard(k principalKey) *rateShard {
+	var h maphash.Hash
+	h.SetSeed(r.seed)
+	h.WriteString(k.app)
+	return &r.shards[(h.Sum64()^uint64(k.user))%rateShards]
+}
+
+func (r *rateLimiter) allow(k principalKey) bool {
+	sh := r.shard(k)
 	now := r.now()
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if now.Sub(r.lastSweep) > time.Minute {
-		for k, b := range r.buckets {
-			if now.Sub(b.lastSeen) > idleBucket {
-				delete(r.buckets, k)
-			}
-		}
-		r.lastSweep = now
+
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if !now.Before(sh.rotateAt) {
+		sh.prev, sh.cur = sh.cur, make(map[principalKey]*rate.Limiter, len(sh.cur))
+		sh.rotateAt = now.Add(idleBucket)
 	}
-	b, ok := r.buckets[key]
+	lim, ok := sh.cur[k]
 	if !ok {
-		b = &bucket{lim: rate.NewLimiter(rate.Limit(r.perSec), r.burst)}
-		r.buckets[key] = b
+		if lim, ok = sh.prev[k]; ok {
+			delete(sh.prev, k)
+		} else {
+			lim = rate.NewLimiter(rate.Limit(r.perSec), r.burst)
+		}
+		sh.cur[k] = lim
 	}
-	b.lastSeen = now
-	return b.lim.AllowN(now, 1)
+	return lim.AllowN(now, 1)
 }
 
 func (r *rateLimiter) middleware(c *fiber.Ctx) error {
 	p := PrincipalOf(c)
-	if !r.allow(p.AppCode + ":" + strconv.FormatInt(p.UserID, 10) + ":" + strconv.FormatBool(p.Admin)) {
+	if !r.allow(principalKey{app: p.AppCode, user: p.UserID, admin: p.Admin}) {
 		return apperr.New(apperr.RateLimited, "too many requests")
 	}
 	return c.Next()
