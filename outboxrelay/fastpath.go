@@ -175,6 +175,7 @@ func (f *FastPath) Run(ctx context.Context) error {
 		return fmt.Errorf("outbox fast path: %w", ErrAlreadyRunning)
 	}
 	defer f.stmts.close()
+	f.warm(ctx)
 	f.log.Info("outbox fast path started", "publish_timeout", f.cfg.PublishTimeout, "workers", f.cfg.Workers,
 		"queue_size", f.cfg.QueueSize)
 
@@ -389,9 +390,19 @@ func (f *FastPath) checkLoop(ctx context.Context) {
 	}
 }
 
+// warm prepares the mark statements on the pool, outside any
+// transaction; check calls it again until it has succeeded.
+func (f *FastPath) warm(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, f.cfg.StatementTimeout)
+	defer cancel()
+	n := f.cfg.MarkBatch
+	f.stmts.warm(ctx, lockPendingByEventSQL(n), markPublishedSQL(n))
+}
+
 // check asks MySQL which of the blocked rooms' newest handed-over events
 // are still pending and frees the rooms whose event is not.
 func (f *FastPath) check(ctx context.Context) {
+	f.warm(ctx)
 	f.mu.Lock()
 	if len(f.blocked) == 0 && f.allBlocked == "" {
 		f.mu.Unlock()

@@ -73,6 +73,15 @@ func New(db *sql.DB, pub Publisher, log *slog.Logger, m *Metrics, cfg Config) (*
 	}, nil
 }
 
+// warm prepares the statements of a pass on the pool, before any of its
+// transactions holds a connection.
+func (r *Relay) warm(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, r.cfg.StatementTimeout)
+	defer cancel()
+	n := r.cfg.BatchSize
+	r.stmts.warm(ctx, claimSQL, markPublishedSQL(n), markPublishedRangeSQL, markFailedSQL(n))
+}
+
 // Config returns the relay's configuration with defaults applied.
 func (r *Relay) Config() Config { return r.cfg }
 
@@ -180,6 +189,7 @@ type batch struct {
 // calls it; it is exported for tests and benchmarks.
 func (r *Relay) Pass(ctx context.Context) PassResult {
 	start := r.cfg.Now()
+	r.warm(ctx)
 	p := &pass{failedRooms: make(map[voiceroom.RoomKey]struct{})}
 	slots := make(chan struct{}, r.cfg.Pipeline) // one per batch holding a transaction
 	toPublish := make(chan *batch, r.cfg.Pipeline)

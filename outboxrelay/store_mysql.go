@@ -34,6 +34,12 @@ FOR UPDATE SKIP LOCKED`
 // arguments, a round trip more per statement. Statements with IN lists
 // have a fixed number of placeholders, and shorter lists are padded by
 // repeating their last value, so one statement serves every batch.
+//
+// Statements are prepared on the pool only outside transactions (warm,
+// prepared): preparing on the pool needs a second connection, and
+// transactions holding every connection while each waits for one more
+// would wait for ever. Inside a transaction, get binds a pool statement to
+// the transaction's connection, or prepares one there alone.
 type statements struct {
 	db *sql.DB
 	mu sync.Mutex
@@ -44,16 +50,36 @@ func newStatements(db *sql.DB) *statements {
 	return &statements{db: db, m: make(map[string]*sql.Stmt)}
 }
 
-// get returns query prepared on tx's connection.
+// get returns query prepared on tx's connection, never taking another
+// connection from the pool. The statement ends with tx.
 func (s *statements) get(ctx context.Context, tx *sql.Tx, query string) (*sql.Stmt, error) {
-	st, err := s.prepared(ctx, query)
-	if err != nil {
-		return nil, err
+	s.mu.Lock()
+	st, ok := s.m[query]
+	s.mu.Unlock()
+	if ok {
+		return tx.StmtContext(ctx, st), nil
 	}
-	return tx.StmtContext(ctx, st), nil
+	// Not warmed yet (MySQL was unreachable then): this transaction only.
+	st, err := tx.PrepareContext(ctx, query)
+	if err != nil {
+		return nil, fmt.Errorf("prepare: %w", err)
+	}
+	return st, nil
 }
 
-// prepared returns query prepared on the pool.
+// warm prepares queries on the pool that are not yet, so that get finds
+// them. Call it outside any transaction. A failure is left for the next
+// call; get copes meanwhile.
+func (s *statements) warm(ctx context.Context, queries ...string) {
+	for _, q := range queries {
+		if _, err := s.prepared(ctx, q); err != nil {
+			return
+		}
+	}
+}
+
+// prepared returns query prepared on the pool. Call it outside any
+// transaction.
 func (s *statements) prepared(ctx context.Context, query string) (*sql.Stmt, error) {
 	s.mu.Lock()
 	st, ok := s.m[query]
