@@ -79,7 +79,7 @@ func checkStored(b *testing.B, js jetstream.JetStream, want int) {
 // encoding included.
 func BenchmarkPublish(b *testing.B) {
 	conn := testenv.NewJetStream(b)
-	p := newTestPublisher(b, conn)
+	p := testenv.NewPublisher(b, conn)
 	envs := benchEnvelopes(b.N)
 	lat := make([]time.Duration, b.N)
 	ctx := context.Background()
@@ -130,7 +130,7 @@ const benchBatch = 1000
 // messages per call, default MaxInFlight.
 func BenchmarkPublishBatch(b *testing.B) {
 	conn := testenv.NewJetStream(b)
-	p := newTestPublisher(b, conn)
+	p := testenv.NewPublisher(b, conn)
 	msgs := benchMessages(b, b.N)
 	ctx := context.Background()
 	b.ReportAllocs()
@@ -182,7 +182,7 @@ func BenchmarkConsume(b *testing.B) {
 	for _, ackSync := range []bool{false, true} {
 		b.Run(fmt.Sprintf("ack_sync=%v", ackSync), func(b *testing.B) {
 			conn := testenv.NewJetStream(b)
-			p := newTestPublisher(b, conn)
+			p := testenv.NewPublisher(b, conn)
 			for _, r := range p.PublishBatch(context.Background(), benchMessages(b, b.N)) {
 				if r.Err != nil {
 					b.Fatal(r.Err)

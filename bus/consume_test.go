@@ -22,7 +22,7 @@ import (
 func TestConsumeAcks(t *testing.T) {
 	conn := testenv.NewJetStream(t)
 	js := conn.JetStream()
-	p := newTestPublisher(t, conn)
+	p := testenv.NewPublisher(t, conn)
 	reg := prometheus.NewRegistry()
 	m := newTestMetrics(t, reg)
 
@@ -53,7 +53,7 @@ func TestConsumeAcks(t *testing.T) {
 func TestConsumeRetryThenSucceed(t *testing.T) {
 	conn := testenv.NewJetStream(t)
 	js := conn.JetStream()
-	p := newTestPublisher(t, conn)
+	p := testenv.NewPublisher(t, conn)
 
 	var calls atomic.Int32
 	delivered := make(chan uint64, 10)
@@ -89,7 +89,7 @@ func TestConsumeRetryThenSucceed(t *testing.T) {
 func TestConsumePermanentDeadLetters(t *testing.T) {
 	conn := testenv.NewJetStream(t)
 	js := conn.JetStream()
-	p := newTestPublisher(t, conn)
+	p := testenv.NewPublisher(t, conn)
 	reg := prometheus.NewRegistry()
 	m := newTestMetrics(t, reg)
 
@@ -168,7 +168,7 @@ func TestConsumeUndecodableDeadLetters(t *testing.T) {
 func TestConsumeMaxDeliverDeadLetters(t *testing.T) {
 	conn := testenv.NewJetStream(t)
 	js := conn.JetStream()
-	p := newTestPublisher(t, conn)
+	p := testenv.NewPublisher(t, conn)
 
 	var calls atomic.Int32
 	newTestConsumer(t, conn, bus.ConsumerConfig{
@@ -197,7 +197,7 @@ func TestConsumeMaxDeliverDeadLetters(t *testing.T) {
 func TestConsumeMaxDeliveriesAdvisory(t *testing.T) {
 	conn := testenv.NewJetStream(t)
 	js := conn.JetStream()
-	p := newTestPublisher(t, conn)
+	p := testenv.NewPublisher(t, conn)
 	const durable = "advisory"
 	const ackWait = 1500 * time.Millisecond
 	mustProvisionConsumer(t, conn, bus.ConsumerConfig{Durable: durable, AckWait: ackWait, MaxDeliver: 1})
@@ -248,7 +248,7 @@ func TestConsumeMaxDeliveriesAdvisory(t *testing.T) {
 func TestConsumeInProgressKeepsLongHandler(t *testing.T) {
 	conn := testenv.NewJetStream(t)
 	js := conn.JetStream()
-	p := newTestPublisher(t, conn)
+	p := testenv.NewPublisher(t, conn)
 
 	var calls atomic.Int32
 	done := make(chan struct{})
@@ -279,7 +279,7 @@ func TestConsumeInProgressKeepsLongHandler(t *testing.T) {
 func TestConsumeShutdownLetsHandlerFinish(t *testing.T) {
 	conn := testenv.NewJetStream(t)
 	js := conn.JetStream()
-	p := newTestPublisher(t, conn)
+	p := testenv.NewPublisher(t, conn)
 
 	started := make(chan struct{})
 	release := make(chan struct{})
@@ -313,7 +313,7 @@ func TestConsumeShutdownLetsHandlerFinish(t *testing.T) {
 func TestConsumeShutdownCancelsStuckHandler(t *testing.T) {
 	conn := testenv.NewJetStream(t)
 	js := conn.JetStream()
-	p := newTestPublisher(t, conn)
+	p := testenv.NewPublisher(t, conn)
 
 	started := make(chan struct{})
 	handlerDone := make(chan error, 1)
@@ -344,7 +344,7 @@ func TestConsumeShutdownCancelsStuckHandler(t *testing.T) {
 
 func TestConsumeShutdownAbandonsHandlerIgnoringCtx(t *testing.T) {
 	conn := testenv.NewJetStream(t)
-	p := newTestPublisher(t, conn)
+	p := testenv.NewPublisher(t, conn)
 
 	started := make(chan struct{})
 	release := make(chan struct{})
@@ -378,7 +378,7 @@ func TestConsumeShutdownAbandonsHandlerIgnoringCtx(t *testing.T) {
 func TestConsumePerRoomOrder(t *testing.T) {
 	conn := testenv.NewJetStream(t)
 	js := conn.JetStream()
-	p := newTestPublisher(t, conn)
+	p := testenv.NewPublisher(t, conn)
 
 	const rooms, perRoom = 8, 40
 	var (
@@ -451,7 +451,7 @@ func TestConsumePerRoomOrder(t *testing.T) {
 func TestConsumeHandlerPanicIsRetried(t *testing.T) {
 	conn := testenv.NewJetStream(t)
 	js := conn.JetStream()
-	p := newTestPublisher(t, conn)
+	p := testenv.NewPublisher(t, conn)
 	var calls atomic.Int32
 	newTestConsumer(t, conn, bus.ConsumerConfig{Durable: "panic"}, bus.ConsumerRunConfig{NakDelays: []time.Duration{10 * time.Millisecond}},
 		func(context.Context, bus.Delivery) error {
@@ -470,7 +470,7 @@ func TestConsumeHandlerPanicIsRetried(t *testing.T) {
 func TestConsumeClassify(t *testing.T) {
 	conn := testenv.NewJetStream(t)
 	js := conn.JetStream()
-	p := newTestPublisher(t, conn)
+	p := testenv.NewPublisher(t, conn)
 	errBadRequest := errors.New("400 bad request")
 	newTestConsumer(t, conn, bus.ConsumerConfig{Durable: "classify"}, bus.ConsumerRunConfig{
 		Classify: func(err error) bool { return errors.Is(err, errBadRequest) },
@@ -486,7 +486,7 @@ func TestConsumeClassify(t *testing.T) {
 func TestConsumeAckSync(t *testing.T) {
 	conn := testenv.NewJetStream(t)
 	js := conn.JetStream()
-	p := newTestPublisher(t, conn)
+	p := testenv.NewPublisher(t, conn)
 	newTestConsumer(t, conn, bus.ConsumerConfig{Durable: "acksync"}, bus.ConsumerRunConfig{AckSync: true},
 		func(context.Context, bus.Delivery) error { return nil }, nil)
 	ack := mustPublish(t, p, newTestEnvelope("r1", 1))

@@ -120,19 +120,14 @@ func TestEmbeddedConfigValidate(t *testing.T) {
 }
 
 func TestConnectGivesUp(t *testing.T) {
-	// A port nobody listens on: bind one and close it.
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	url := "nats://user:secret@" + l.Addr().String()
-	l.Close()
+	addr := testenv.ClosedAddr(t)
+	url := "nats://user:secret@" + addr
 
-	_, err = bus.Connect(context.Background(), bus.ConnConfig{URL: url, ConnectTimeout: 300 * time.Millisecond}, testenv.Logger(t))
+	_, err := bus.Connect(context.Background(), bus.ConnConfig{URL: url, ConnectTimeout: 300 * time.Millisecond}, testenv.Logger(t))
 	if err == nil {
 		t.Fatal("connected to nothing")
 	}
-	if msg := err.Error(); !strings.Contains(msg, l.Addr().String()) || strings.Contains(msg, "secret") {
+	if msg := err.Error(); !strings.Contains(msg, addr) || strings.Contains(msg, "secret") {
 		t.Fatalf("error should name the address without the password: %q", msg)
 	}
 }

@@ -30,15 +30,6 @@ func newTestEnvelope(room string, version int64) bus.Envelope {
 	}
 }
 
-func newTestPublisher(tb testing.TB, conn *bus.Conn) *bus.Publisher {
-	tb.Helper()
-	p, err := bus.NewPublisher(conn.JetStream(), bus.PublisherConfig{})
-	if err != nil {
-		tb.Fatalf("new publisher: %v", err)
-	}
-	return p
-}
-
 func mustPublish(tb testing.TB, p *bus.Publisher, env bus.Envelope) bus.PubAck {
 	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

@@ -12,7 +12,7 @@ import (
 
 func TestPublishDeduplicates(t *testing.T) {
 	conn := testenv.NewJetStream(t)
-	p := newTestPublisher(t, conn)
+	p := testenv.NewPublisher(t, conn)
 	env := newTestEnvelope("r1", 1)
 
 	first := mustPublish(t, p, env)
@@ -40,7 +40,7 @@ func TestPublishDeduplicates(t *testing.T) {
 
 func TestPublishInvalidSendsNothing(t *testing.T) {
 	conn := testenv.NewJetStream(t)
-	p := newTestPublisher(t, conn)
+	p := testenv.NewPublisher(t, conn)
 	env := newTestEnvelope("bad room", 1)
 	if _, err := p.Publish(context.Background(), env); !errors.Is(err, bus.ErrInvalidEnvelope) {
 		t.Fatalf("err %v, want ErrInvalidEnvelope", err)
@@ -108,7 +108,7 @@ func TestPublishBatch(t *testing.T) {
 
 func TestPublishBatchCancelled(t *testing.T) {
 	conn := testenv.NewJetStream(t)
-	p := newTestPublisher(t, conn)
+	p := testenv.NewPublisher(t, conn)
 	msgs := make([]bus.Message, 10)
 	for i := range msgs {
 		m, err := newTestEnvelope("r1", int64(i+1)).Message()
@@ -139,7 +139,7 @@ func TestPublishBatchNoStream(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	p := newTestPublisher(t, conn)
+	p := testenv.NewPublisher(t, conn)
 	m, err := newTestEnvelope("r1", 1).Message()
 	if err != nil {
 		t.Fatal(err)
@@ -156,7 +156,7 @@ func TestPublishBatchNoStream(t *testing.T) {
 
 func TestPublishEnvelopes(t *testing.T) {
 	conn := testenv.NewJetStream(t)
-	p := newTestPublisher(t, conn)
+	p := testenv.NewPublisher(t, conn)
 	envs := []bus.Envelope{newTestEnvelope("r1", 1), newTestEnvelope("r1", 0), newTestEnvelope("r2", 1)}
 	results := p.PublishEnvelopes(context.Background(), envs)
 	if results[0].Err != nil || results[2].Err != nil || !errors.Is(results[1].Err, bus.ErrInvalidEnvelope) {

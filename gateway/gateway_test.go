@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -18,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"voiceroom/apperr"
+	"voiceroom/internal/testenv"
 )
 
 var testSecret = []byte("test-secret-0123456789")
@@ -28,15 +28,15 @@ type echoReq struct {
 }
 
 // newTestServer builds a server with a few routes that exercise the edge.
-func newTestServer(tb testing.TB, checks ...Check) (*Server, *bytes.Buffer) {
+func newTestServer(tb testing.TB, checks ...Check) (*Server, *testenv.LogBuffer) {
 	tb.Helper()
 	return newTestServerConfig(tb, Config{Addr: "127.0.0.1:0", BodyLimit: 1024, JWTSecret: testSecret, RatePerUser: 1000, RateBurst: 1000}, checks...)
 }
 
-func newTestServerConfig(tb testing.TB, cfg Config, checks ...Check) (*Server, *bytes.Buffer) {
+func newTestServerConfig(tb testing.TB, cfg Config, checks ...Check) (*Server, *testenv.LogBuffer) {
 	tb.Helper()
-	logs := &bytes.Buffer{}
-	log := slog.New(slog.NewJSONHandler(&lockedWriter{w: logs}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	logs := &testenv.LogBuffer{}
+	log := logs.JSONLogger()
 	reg := prometheus.NewRegistry()
 	s, err := New(cfg, log, reg, reg, checks, func(r Routers) {
 		r.API.Post("/v1/echo", func(c *fiber.Ctx) error {
@@ -57,17 +57,6 @@ func newTestServerConfig(tb testing.TB, cfg Config, checks ...Check) (*Server, *
 		tb.Fatal(err)
 	}
 	return s, logs
-}
-
-type lockedWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (l *lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
 }
 
 func mustToken(tb testing.TB, app string, user int64, role string, ttl time.Duration) string {

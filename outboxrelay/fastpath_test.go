@@ -21,7 +21,7 @@ func TestFastPathPublishesAndMarks(t *testing.T) {
 	conn := testenv.NewJetStream(t)
 	reg := prometheus.NewRegistry()
 	m := newTestMetrics(t, reg)
-	fp, err := outboxrelay.NewFastPath(db, newTestPublisher(t, conn), testenv.Logger(t), m, outboxrelay.FastPathConfig{})
+	fp, err := outboxrelay.NewFastPath(db, testenv.NewPublisher(t, conn), testenv.Logger(t), m, outboxrelay.FastPathConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,7 +49,7 @@ func TestFastPathPublishesAndMarks(t *testing.T) {
 		}
 	}
 
-	r := newTestRelay(t, db, newTestPublisher(t, conn), m, outboxrelay.Config{})
+	r := newTestRelay(t, db, testenv.NewPublisher(t, conn), m, outboxrelay.Config{})
 	if res := r.Pass(context.Background()); res.Claimed != 0 {
 		t.Fatalf("the relay took rows the fast path published: %+v", res)
 	}
@@ -81,19 +81,19 @@ func TestFastPathJetStreamDown(t *testing.T) {
 	for _, knowsDown := range []bool{true, false} {
 		t.Run(fmt.Sprintf("connected_check=%v", knowsDown), func(t *testing.T) {
 			db := testenv.NewDB(t)
-			js := outboxtest.NewJetStream(t)
+			js := testenv.RunJetStream(t)
 			reg := prometheus.NewRegistry()
 			m := newTestMetrics(t, reg)
 			cfg := outboxrelay.FastPathConfig{PublishTimeout: 300 * time.Millisecond, CheckInterval: 20 * time.Millisecond}
 			if knowsDown {
 				cfg.Connected = js.Conn().NATS().IsConnected
 			}
-			fp, err := outboxrelay.NewFastPath(db, newTestPublisher(t, js.Conn()), testenv.Logger(t), m, cfg)
+			fp, err := outboxrelay.NewFastPath(db, testenv.NewPublisher(t, js.Conn()), testenv.Logger(t), m, cfg)
 			if err != nil {
 				t.Fatal(err)
 			}
 			runInBackground(t, fp.Run)
-			relay := newTestRelay(t, db, newTestPublisher(t, js.Conn()), m, outboxrelay.Config{})
+			relay := newTestRelay(t, db, testenv.NewPublisher(t, js.Conn()), m, outboxrelay.Config{})
 
 			js.Stop()
 			v1 := outboxtest.Insert(t, db, outboxtest.NewEnvelope(testApp, "room1", 1, "gift_sent"))
@@ -169,7 +169,7 @@ func TestFastPathQueueFullHandsOver(t *testing.T) {
 	conn := testenv.NewJetStream(t)
 	reg := prometheus.NewRegistry()
 	// Not running: nothing leaves the queue of one.
-	fp, err := outboxrelay.NewFastPath(db, newTestPublisher(t, conn), testenv.Logger(t), newTestMetrics(t, reg),
+	fp, err := outboxrelay.NewFastPath(db, testenv.NewPublisher(t, conn), testenv.Logger(t), newTestMetrics(t, reg),
 		outboxrelay.FastPathConfig{QueueSize: 1})
 	if err != nil {
 		t.Fatal(err)
@@ -204,7 +204,7 @@ func TestFastPathShutdown(t *testing.T) {
 	db := testenv.NewDB(t)
 	conn := testenv.NewJetStream(t)
 	reg := prometheus.NewRegistry()
-	fp, err := outboxrelay.NewFastPath(db, newTestPublisher(t, conn), testenv.Logger(t), newTestMetrics(t, reg), outboxrelay.FastPathConfig{})
+	fp, err := outboxrelay.NewFastPath(db, testenv.NewPublisher(t, conn), testenv.Logger(t), newTestMetrics(t, reg), outboxrelay.FastPathConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,33 +1,21 @@
 package outboxrelay_test
 
 import (
-	"bytes"
 	"context"
 	"database/sql"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
-	"voiceroom/bus"
 	"voiceroom/internal/testenv"
 	"voiceroom/outboxrelay"
 )
 
 const testApp = "app1"
-
-func newTestPublisher(tb testing.TB, conn *bus.Conn) *bus.Publisher {
-	tb.Helper()
-	p, err := bus.NewPublisher(conn.JetStream(), bus.PublisherConfig{})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return p
-}
 
 // newTestMetrics returns outbox metrics registered on reg.
 func newTestMetrics(tb testing.TB, reg prometheus.Registerer) *outboxrelay.Metrics {
@@ -127,26 +115,12 @@ func labelValue(m *dto.Metric, name string) string {
 	return ""
 }
 
-// logBuffer collects JSON logs safely.
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
+// logBuffer collects the JSON logs of a test (testenv.LogBuffer) and picks
+// lines from them.
+type logBuffer struct{ testenv.LogBuffer }
 
 func (l *logBuffer) logger() *slog.Logger {
-	return slog.New(slog.NewJSONHandler(l, &slog.HandlerOptions{Level: slog.LevelDebug})).With("node_id", "test-node")
+	return l.JSONLogger().With("node_id", "test-node")
 }
 
 func (l *logBuffer) lines(containing string) []string {

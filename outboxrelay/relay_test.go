@@ -127,7 +127,7 @@ func TestRelayPublishesPendingRows(t *testing.T) {
 	}
 	msgs := outboxtest.Insert(t, db, envs...)
 	reg := prometheus.NewRegistry()
-	r := newTestRelay(t, db, newTestPublisher(t, conn), newTestMetrics(t, reg), outboxrelay.Config{BatchSize: 7})
+	r := newTestRelay(t, db, testenv.NewPublisher(t, conn), newTestMetrics(t, reg), outboxrelay.Config{BatchSize: 7})
 	run := runInBackground(t, r.Run)
 	testenv.Eventually(t, 10*time.Second, func() error {
 		if n := outboxtest.Count(t, db, "pending"); n > 0 {
@@ -211,7 +211,7 @@ func TestPublishFailureKeepsRowPendingThenSucceeds(t *testing.T) {
 
 	logs := &logBuffer{}
 	reg := prometheus.NewRegistry()
-	r, err := outboxrelay.New(db, newTestPublisher(t, conn), logs.logger(), newTestMetrics(t, reg), outboxrelay.Config{BatchSize: 2})
+	r, err := outboxrelay.New(db, testenv.NewPublisher(t, conn), logs.logger(), newTestMetrics(t, reg), outboxrelay.Config{BatchSize: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -276,9 +276,9 @@ func TestPublishFailureKeepsRowPendingThenSucceeds(t *testing.T) {
 // the next pass publishes every row exactly once.
 func TestJetStreamDownThenBack(t *testing.T) {
 	db := testenv.NewDB(t)
-	js := outboxtest.NewJetStream(t)
+	js := testenv.RunJetStream(t)
 	msgs := outboxtest.Insert(t, db, outboxtest.RoomEnvelopes(testApp, "room1", 1, 25)...)
-	r := newTestRelay(t, db, newTestPublisher(t, js.Conn()), nil, outboxrelay.Config{BatchSize: 10, PublishTimeout: 300 * time.Millisecond})
+	r := newTestRelay(t, db, testenv.NewPublisher(t, js.Conn()), nil, outboxrelay.Config{BatchSize: 10, PublishTimeout: 300 * time.Millisecond})
 
 	js.Stop()
 	res := r.Pass(context.Background())
@@ -354,7 +354,7 @@ func TestTwoRelaysOneBacklog(t *testing.T) {
 			}
 			cancel()
 		}
-		r := newTestRelay(t, pool, newTestPublisher(t, conn), m, outboxrelay.Config{BatchSize: 50})
+		r := newTestRelay(t, pool, testenv.NewPublisher(t, conn), m, outboxrelay.Config{BatchSize: 50})
 		run := runInBackground(t, r.Run)
 		wg.Go(func() {
 			testenv.Eventually(t, 60*time.Second, func() error {
@@ -398,7 +398,7 @@ func TestStoppedAfterPublishBeforeMark(t *testing.T) {
 	msgs := outboxtest.Insert(t, db, outboxtest.RoomEnvelopes(testApp, "room1", 1, 20)...)
 	reg := prometheus.NewRegistry()
 	m := newTestMetrics(t, reg)
-	crashing := newTestRelay(t, db, newTestPublisher(t, conn), m, outboxrelay.Config{})
+	crashing := newTestRelay(t, db, testenv.NewPublisher(t, conn), m, outboxrelay.Config{})
 	outboxrelay.SetTestHookBeforeMark(crashing, func() error { return errors.New("killed") })
 	res := crashing.Pass(context.Background())
 	if res.Unmarked != 20 || outboxtest.Count(t, db, "pending") != 20 {
@@ -408,7 +408,7 @@ func TestStoppedAfterPublishBeforeMark(t *testing.T) {
 		t.Fatalf("stream holds %d", n)
 	}
 
-	next := newTestRelay(t, db, newTestPublisher(t, conn), m, outboxrelay.Config{})
+	next := newTestRelay(t, db, testenv.NewPublisher(t, conn), m, outboxrelay.Config{})
 	res = next.Pass(context.Background())
 	if res.Published != 20 || outboxtest.Count(t, db, "pending") != 0 {
 		t.Fatalf("after the restart: %+v", res)
@@ -446,11 +446,11 @@ func (p *countingPublisher) PublishBatch(ctx context.Context, msgs []bus.Message
 // results are recorded, and Run returns holding no MySQL connection.
 func TestCancelStopsClaimingAndBoundsInFlight(t *testing.T) {
 	db := testenv.NewDB(t)
-	js := outboxtest.NewJetStream(t)
+	js := testenv.RunJetStream(t)
 	outboxtest.Insert(t, db, outboxtest.RoomEnvelopes(testApp, "room1", 1, 100)...)
 	js.Stop() // publishes get no ack: the batch in flight lasts its whole timeout
 
-	pub := &countingPublisher{Publisher: newTestPublisher(t, js.Conn()), started: make(chan struct{})}
+	pub := &countingPublisher{Publisher: testenv.NewPublisher(t, js.Conn()), started: make(chan struct{})}
 	const timeout = time.Second
 	r := newTestRelay(t, db, pub, nil, outboxrelay.Config{BatchSize: 10, PublishTimeout: timeout, PollInterval: time.Hour})
 	run := runInBackground(t, r.Run)
@@ -496,7 +496,7 @@ func TestUndecodableRowStaysPending(t *testing.T) {
 
 	logs := &logBuffer{}
 	reg := prometheus.NewRegistry()
-	r, err := outboxrelay.New(db, newTestPublisher(t, conn), logs.logger(), newTestMetrics(t, reg), outboxrelay.Config{BatchSize: 3})
+	r, err := outboxrelay.New(db, testenv.NewPublisher(t, conn), logs.logger(), newTestMetrics(t, reg), outboxrelay.Config{BatchSize: 3})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -565,9 +565,9 @@ func TestRetentionDeletesOldPublishedRows(t *testing.T) {
 	}
 	reg := prometheus.NewRegistry()
 	// A publisher that never works: retention must not depend on it.
-	js := outboxtest.NewJetStream(t)
+	js := testenv.RunJetStream(t)
 	js.Stop()
-	r := newTestRelay(t, db, newTestPublisher(t, js.Conn()), newTestMetrics(t, reg),
+	r := newTestRelay(t, db, testenv.NewPublisher(t, js.Conn()), newTestMetrics(t, reg),
 		outboxrelay.Config{Retention: time.Hour, RetentionBatch: 2, PollInterval: time.Hour, PublishTimeout: 100 * time.Millisecond})
 	run := runInBackground(t, r.Run)
 	testenv.Eventually(t, 10*time.Second, func() error {

@@ -31,11 +31,11 @@ func (profiles) UserRegion(_ context.Context, _ string, id int64) (string, int64
 func (profiles) CheckRegion(context.Context, string, int64) error { return nil }
 
 func TestRoomCommandsWhileJetStreamIsDown(t *testing.T) {
-	js := outboxtest.NewJetStream(t)
+	js := testenv.RunJetStream(t)
 	db := testenv.NewDB(t)
 	reg := prometheus.NewRegistry()
 	m := newTestMetrics(t, reg)
-	fp, err := outboxrelay.NewFastPath(db, newTestPublisher(t, js.Conn()), testenv.Logger(t), m,
+	fp, err := outboxrelay.NewFastPath(db, testenv.NewPublisher(t, js.Conn()), testenv.Logger(t), m,
 		outboxrelay.FastPathConfig{Connected: js.Conn().NATS().IsConnected, PublishTimeout: time.Second})
 	if err != nil {
 		t.Fatal(err)
@@ -106,7 +106,7 @@ func TestRoomCommandsWhileJetStreamIsDown(t *testing.T) {
 	}
 
 	js.Start()
-	r := newTestRelay(t, db, newTestPublisher(t, js.Conn()), m, outboxrelay.Config{})
+	r := newTestRelay(t, db, testenv.NewPublisher(t, js.Conn()), m, outboxrelay.Config{})
 	testenv.Eventually(t, 20*time.Second, func() error {
 		r.Pass(ctx)
 		for _, id := range ids {

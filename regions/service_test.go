@@ -16,30 +16,9 @@ import (
 	"voiceroom/regions"
 )
 
-// fakeClock is a clock tests move by hand, so TTL expiry is a decision of the
-// test, never a wait.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func newFakeClock() *fakeClock { return &fakeClock{t: time.UnixMilli(1_800_000_000_000)} }
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
-
 const testTTL = 3 * time.Second
 
-func newTestService(tb testing.TB, db *sql.DB, clock *fakeClock, cfg regions.Config) *regions.Service {
+func newTestService(tb testing.TB, db *sql.DB, clock *testenv.Clock, cfg regions.Config) *regions.Service {
 	tb.Helper()
 	cfg.Now = clock.Now
 	if cfg.CacheTTL == 0 {
@@ -108,7 +87,7 @@ func mustRegion(tb testing.TB, svc *regions.Service, app string, user int64) int
 
 func TestUserRegionLookup(t *testing.T) {
 	db := testenv.NewDB(t)
-	svc := newTestService(t, db, newFakeClock(), regions.Config{})
+	svc := newTestService(t, db, testenv.NewClock(time.Time{}), regions.Config{})
 	f := mustFixture(t, svc, "app1")
 	mustPut(t, svc, "app1", 1, "sg_user", "SG")
 	mustPut(t, svc, "app1", 2, "my_user", "MY")
@@ -142,7 +121,7 @@ func TestUserRegionLookup(t *testing.T) {
 
 func TestCheckRegion(t *testing.T) {
 	db := testenv.NewDB(t)
-	svc := newTestService(t, db, newFakeClock(), regions.Config{})
+	svc := newTestService(t, db, testenv.NewClock(time.Time{}), regions.Config{})
 	f := mustFixture(t, svc, "app1")
 	other := mustFixture(t, svc, "app2")
 	disabled := regions.StatusDisabled
@@ -176,7 +155,7 @@ func TestCheckRegion(t *testing.T) {
 // sees a change.
 func TestUserRegionIsCachedWithinTTL(t *testing.T) {
 	db := testenv.NewDB(t)
-	clock := newFakeClock()
+	clock := testenv.NewClock(time.Time{})
 	svc := newTestService(t, db, clock, regions.Config{})
 	f := mustFixture(t, svc, "app1")
 	mustPut(t, svc, "app1", 1, "sg_user", "SG")
@@ -201,7 +180,7 @@ func TestUserRegionIsCachedWithinTTL(t *testing.T) {
 // the other within the TTL.
 func TestCrossProcessCacheSeesChangeWithinTTL(t *testing.T) {
 	db := testenv.NewDB(t)
-	clock := newFakeClock()
+	clock := testenv.NewClock(time.Time{})
 	a := newTestService(t, db, clock, regions.Config{})
 	b := newTestService(t, db, clock, regions.Config{})
 	f := mustFixture(t, a, "app1")
@@ -228,7 +207,7 @@ func TestUserRegionFailsClosed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	clock := newFakeClock()
+	clock := testenv.NewClock(time.Time{})
 	svc := newTestService(t, pool, clock, regions.Config{})
 	mustFixture(t, svc, "app1")
 	mustPut(t, svc, "app1", 1, "sg_user", "SG")
@@ -251,7 +230,7 @@ func TestUserRegionFailsClosed(t *testing.T) {
 
 func TestPutProfileRules(t *testing.T) {
 	db := testenv.NewDB(t)
-	clock := newFakeClock()
+	clock := testenv.NewClock(time.Time{})
 	svc := newTestService(t, db, clock, regions.Config{})
 	f := mustFixture(t, svc, "app1")
 	ctx := context.Background()
@@ -312,7 +291,7 @@ func TestPutProfileRules(t *testing.T) {
 
 func TestRebuildBatchesAndIsIdempotent(t *testing.T) {
 	db := testenv.NewDB(t)
-	svc := newTestService(t, db, newFakeClock(), regions.Config{RebuildBatch: 3})
+	svc := newTestService(t, db, testenv.NewClock(time.Time{}), regions.Config{RebuildBatch: 3})
 	f := mustFixture(t, svc, "app1")
 	mustFixture(t, svc, "app2")
 	countries := []string{"SG", "MY", "SA", "US", ""}
@@ -372,7 +351,7 @@ func TestRebuildBatchesAndIsIdempotent(t *testing.T) {
 // deterministically by TestCountryChangeRacingOperator.
 func TestRegionsStayConsistentUnderConcurrency(t *testing.T) {
 	db := testenv.NewDB(t)
-	svc := newTestService(t, db, newFakeClock(), regions.Config{RebuildBatch: 7})
+	svc := newTestService(t, db, testenv.NewClock(time.Time{}), regions.Config{RebuildBatch: 7})
 	f := mustFixture(t, svc, "app1")
 	const users = 40
 	countries := []string{"SG", "MY", "SA", "US", ""}
@@ -433,7 +412,7 @@ func TestRegionsStayConsistentUnderConcurrency(t *testing.T) {
 
 func TestSeedIsIdempotent(t *testing.T) {
 	db := testenv.NewDB(t)
-	svc := newTestService(t, db, newFakeClock(), regions.Config{})
+	svc := newTestService(t, db, testenv.NewClock(time.Time{}), regions.Config{})
 	ctx := context.Background()
 	data := regions.DemoData()
 	rep, err := svc.Seed(ctx, "demo", data)
@@ -477,7 +456,7 @@ func TestSeedIsIdempotent(t *testing.T) {
 // such sign-ups deadlock each other until the retries ran out.
 func TestConcurrentRegistrations(t *testing.T) {
 	db := testenv.NewDB(t)
-	svc := newTestService(t, db, newFakeClock(), regions.Config{})
+	svc := newTestService(t, db, testenv.NewClock(time.Time{}), regions.Config{})
 	f := mustFixture(t, svc, "app1")
 	const workers, each = 64, 10
 	var wg sync.WaitGroup
@@ -528,12 +507,12 @@ func TestBusyPoolDoesNotStarve(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { pool.Close() })
-	setup := newTestService(t, pool, newFakeClock(), regions.Config{})
+	setup := newTestService(t, pool, testenv.NewClock(time.Time{}), regions.Config{})
 	mustFixture(t, setup, "app1")
 	for i := int64(1); i <= 16; i++ {
 		mustPut(t, setup, "app1", i, fmt.Sprintf("user_%d", i), "SG")
 	}
-	svc := newTestService(t, pool, newFakeClock(), regions.Config{})
+	svc := newTestService(t, pool, testenv.NewClock(time.Time{}), regions.Config{})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	var wg sync.WaitGroup

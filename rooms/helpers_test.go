@@ -22,24 +22,6 @@ func stateEqual(a, b *State) bool {
 	return string(ja) == string(jb)
 }
 
-// testClock is a clock the test moves.
-type testClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *testClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *testClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
-}
-
 // testUsers is the user directory of these tests (the regions package is
 // another package's concern; its own tests cover it). Users below 1,000,000 have a
 // profile "u<id>" in region 5 unless set otherwise.
@@ -91,7 +73,7 @@ type testEnv struct {
 	svc   *Service
 	db    *sql.DB
 	users *testUsers
-	clock *testClock
+	clock *testenv.Clock
 	fast  *recordingFastPath
 	cfg   Config
 }
@@ -110,7 +92,7 @@ func newTestEnvOn(tb testing.TB, db *sql.DB, cfg Config) *testEnv {
 		cfg.BcryptCost = 4 // the minimum: tests need no slow hashes
 	}
 	e := &testEnv{db: db, users: &testUsers{regions: map[int64]int64{}, missing: map[int64]bool{}},
-		clock: &testClock{now: time.UnixMilli(1_800_000_000_000)}, fast: &recordingFastPath{}, cfg: cfg}
+		clock: testenv.NewClock(time.Time{}), fast: &recordingFastPath{}, cfg: cfg}
 	svc, err := New(db, e.users, e.users, e.fast, cfg, testenv.Logger(tb), prometheus.NewRegistry(), e.clock.Now)
 	if err != nil {
 		tb.Fatal(err)

@@ -112,7 +112,7 @@ type roomView struct {
 // command, with the coins moved once.
 func TestServeRoomFlowSurvivesKill(t *testing.T) {
 	p, vars := startServe(t)
-	base := "http://" + vars["VOICEROOM_HTTP_ADDR"]
+	base := p.waitServing(t, vars)
 	waitReady(t, p, base)
 	c := &client{t: t, base: base, secret: []byte(vars["VOICEROOM_JWT_SECRET"])}
 

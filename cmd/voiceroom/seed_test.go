@@ -1,7 +1,6 @@
 package main
 
 import (
-	"database/sql"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -9,8 +8,6 @@ import (
 	"os/exec"
 	"testing"
 	"time"
-
-	"github.com/go-sql-driver/mysql"
 
 	"voiceroom/gateway"
 	"voiceroom/internal/testenv"
@@ -24,23 +21,10 @@ func TestSeedCommandIsIdempotent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mcfg, err := mysql.ParseDSN(testenv.MySQLDSN())
-	if err != nil {
-		t.Fatal(err)
-	}
-	mcfg.DBName = fmt.Sprintf("vrt_seed_%d", time.Now().UnixNano())
-	admin, _ := mysql.ParseDSN(testenv.MySQLDSN())
-	db, err := sql.Open("mysql", admin.FormatDSN())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		db.Exec("DROP DATABASE IF EXISTS `" + mcfg.DBName + "`")
-		db.Close()
-	})
+	db, dsn := testenv.NewDBWithDSN(t)
 	seed := func(args ...string) (int, string) {
 		cmd := exec.Command(bin, append([]string{"seed"}, args...)...)
-		cmd.Env = append(os.Environ(), "VOICEROOM_MYSQL_DSN="+mcfg.FormatDSN(), "VOICEROOM_LOG_FORMAT=text")
+		cmd.Env = append(os.Environ(), "VOICEROOM_MYSQL_DSN="+dsn, "VOICEROOM_LOG_FORMAT=text")
 		out, err := cmd.CombinedOutput()
 		if ee, ok := err.(*exec.ExitError); ok {
 			return ee.ExitCode(), string(out)
@@ -52,8 +36,8 @@ func TestSeedCommandIsIdempotent(t *testing.T) {
 	}
 	count := func() string {
 		var regions, countries, users int
-		q := "SELECT (SELECT COUNT(*) FROM `%[1]s`.regions WHERE app_code = 'demo'), (SELECT COUNT(*) FROM `%[1]s`.countries WHERE app_code = 'demo'), (SELECT COUNT(*) FROM `%[1]s`.users WHERE app_code = 'demo')"
-		if err := db.QueryRow(fmt.Sprintf(q, mcfg.DBName)).Scan(&regions, &countries, &users); err != nil {
+		q := "SELECT (SELECT COUNT(*) FROM regions WHERE app_code = 'demo'), (SELECT COUNT(*) FROM countries WHERE app_code = 'demo'), (SELECT COUNT(*) FROM users WHERE app_code = 'demo')"
+		if err := db.QueryRow(q).Scan(&regions, &countries, &users); err != nil {
 			t.Fatal(err)
 		}
 		return fmt.Sprintf("%d regions, %d countries, %d users", regions, countries, users)
@@ -80,7 +64,7 @@ func TestSeedCommandIsIdempotent(t *testing.T) {
 // answers (a user without a profile, not an unknown route).
 func TestServeMountsRegionRoutes(t *testing.T) {
 	p, vars := startServe(t, "VOICEROOM_ROLES=api")
-	base := "http://" + vars["VOICEROOM_HTTP_ADDR"]
+	base := p.waitServing(t, vars)
 	tok, err := gateway.IssueToken([]byte(vars["VOICEROOM_JWT_SECRET"]), "demo", 42, "", time.Hour, time.Now())
 	if err != nil {
 		t.Fatal(err)

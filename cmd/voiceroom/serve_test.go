@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"database/sql"
 	"fmt"
@@ -10,13 +9,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/go-sql-driver/mysql"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -39,64 +38,24 @@ var buildBinary = sync.OnceValues(func() (string, error) {
 	return bin, nil
 })
 
-func freeAddr(tb testing.TB) string {
-	tb.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
-// syncBuffer is a bytes.Buffer safe to read while the process writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 type proc struct {
 	cmd  *exec.Cmd
-	logs *syncBuffer
+	logs *testenv.LogBuffer
 	done chan error
 }
 
-// startServe runs `voiceroom serve` with a database, data dir and ports of
-// the test's own, plus extra environment.
+// startServe runs `voiceroom serve` with a database (testenv's), data dir
+// and ports of the test's own, plus extra environment. The HTTP and NATS
+// ports are 0 (the process picks free ones); waitServing fills in the
+// addresses it took.
 func startServe(tb testing.TB, extraEnv ...string) (*proc, map[string]string) {
 	tb.Helper()
-	if testing.Short() {
-		tb.Skip("needs MySQL; skipped with -short")
-	}
-	mcfg, err := mysql.ParseDSN(testenv.MySQLDSN())
-	if err != nil {
-		tb.Fatal(err)
-	}
-	mcfg.DBName = fmt.Sprintf("vrt_serve_%d", time.Now().UnixNano())
-	tb.Cleanup(func() {
-		admin, _ := mysql.ParseDSN(testenv.MySQLDSN())
-		if db, err := sql.Open("mysql", admin.FormatDSN()); err == nil {
-			db.Exec("DROP DATABASE IF EXISTS `" + mcfg.DBName + "`")
-			db.Close()
-		}
-	})
+	_, dsn := testenv.NewDBWithDSN(tb) // skips under -short
 	vars := map[string]string{
-		"VOICEROOM_HTTP_ADDR":      freeAddr(tb),
-		"VOICEROOM_NATS_LISTEN":    freeAddr(tb),
+		"VOICEROOM_HTTP_ADDR":      "127.0.0.1:0",
+		"VOICEROOM_NATS_LISTEN":    "127.0.0.1:0",
 		"VOICEROOM_DATA_DIR":       tb.TempDir(),
-		"VOICEROOM_MYSQL_DSN":      mcfg.FormatDSN(),
+		"VOICEROOM_MYSQL_DSN":      dsn,
 		"VOICEROOM_REDIS_ADDR":     testenv.RedisAddr(),
 		"VOICEROOM_LOG_FORMAT":     "text",
 		"VOICEROOM_LOG_LEVEL":      "debug",
@@ -125,7 +84,7 @@ func startServeWith(tb testing.TB, vars map[string]string) *proc {
 	for k, v := range vars {
 		cmd.Env = append(cmd.Env, k+"="+v)
 	}
-	p := &proc{cmd: cmd, logs: &syncBuffer{}, done: make(chan error, 1)}
+	p := &proc{cmd: cmd, logs: &testenv.LogBuffer{}, done: make(chan error, 1)}
 	cmd.Stdout, cmd.Stderr = p.logs, p.logs
 	if err := cmd.Start(); err != nil {
 		tb.Fatal(err)
@@ -138,6 +97,38 @@ func startServeWith(tb testing.TB, vars map[string]string) *proc {
 		}
 	})
 	return p
+}
+
+var (
+	httpServingLine = regexp.MustCompile(`msg="http serving".* addr=(\S+)`)
+	natsURLLine     = regexp.MustCompile(`msg="nats: connecting".* url=nats://(\S+)`)
+)
+
+// waitServing waits until p serves HTTP, sets vars' VOICEROOM_HTTP_ADDR
+// and (for the embedded server) VOICEROOM_NATS_LISTEN to the addresses it
+// took, so that a restart with vars listens on the same ones, and returns
+// the HTTP base URL.
+func (p *proc) waitServing(tb testing.TB, vars map[string]string) string {
+	tb.Helper()
+	var addr string
+	testenv.Eventually(tb, 60*time.Second, func() error {
+		select {
+		case err := <-p.done:
+			tb.Fatalf("serve exited early: %v\n%s", err, p.logs.String())
+		default:
+		}
+		m := httpServingLine.FindStringSubmatch(p.logs.String())
+		if m == nil {
+			return fmt.Errorf("not serving http yet")
+		}
+		addr = m[1]
+		return nil
+	})
+	vars["VOICEROOM_HTTP_ADDR"] = addr
+	if m := natsURLLine.FindStringSubmatch(p.logs.String()); m != nil && vars["VOICEROOM_NATS_URL"] == "" {
+		vars["VOICEROOM_NATS_LISTEN"] = m[1]
+	}
+	return "http://" + addr
 }
 
 // wait returns the exit code, failing the test if the process runs past limit.
@@ -160,7 +151,7 @@ func (p *proc) wait(tb testing.TB, limit time.Duration) int {
 
 func TestServeStartsReadyAndShutsDownInOrder(t *testing.T) {
 	p, vars := startServe(t)
-	base := "http://" + vars["VOICEROOM_HTTP_ADDR"]
+	base := p.waitServing(t, vars)
 	waitReady(t, p, base)
 
 	// The embedded server is reachable from outside the process (the nats CLI
@@ -229,7 +220,7 @@ func TestServeRefusesTakenNATSPort(t *testing.T) {
 }
 
 func TestServeGivesUpOnUnreachableMySQL(t *testing.T) {
-	p, _ := startServe(t, "VOICEROOM_MYSQL_DSN=root:@tcp("+freeAddr(t)+")/voiceroom", "VOICEROOM_MYSQL_CONNECT_TIMEOUT=1s")
+	p, _ := startServe(t, "VOICEROOM_MYSQL_DSN=root:@tcp("+testenv.ClosedAddr(t)+")/voiceroom", "VOICEROOM_MYSQL_CONNECT_TIMEOUT=1s")
 	if code := p.wait(t, 30*time.Second); code == 0 {
 		t.Fatal("exit code 0 with MySQL unreachable")
 	}
@@ -253,7 +244,7 @@ func TestServeRejectsBadConfig(t *testing.T) {
 // closes.
 func TestServeRelayRoleOnly(t *testing.T) {
 	p, vars := startServe(t, "VOICEROOM_ROLES=relay", "VOICEROOM_OUTBOX_POLL_INTERVAL=100ms")
-	base := "http://" + vars["VOICEROOM_HTTP_ADDR"]
+	base := p.waitServing(t, vars)
 	waitReady(t, p, base)
 	db, err := sql.Open("mysql", vars["VOICEROOM_MYSQL_DSN"])
 	if err != nil {

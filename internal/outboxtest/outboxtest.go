@@ -1,13 +1,13 @@
 // Package outboxtest helps tests that involve the room outbox: it writes
-// outbox rows exactly as the rooms package does (and broken ones), reads
-// their state back, reads what ROOM_EVENTS holds, and runs an embedded
-// JetStream that a test can stop and start again, to make "JetStream is
-// down" real.
+// outbox rows exactly as the rooms package does (voiceroom.OutboxRow, and
+// broken ones), reads their state back, and reads what ROOM_EVENTS holds.
+// A JetStream that a test can stop and start again, to make "JetStream is
+// down" real, is testenv.RunJetStream.
 //
 // The rooms package's acceptance tests (JoinRoom / SendGift while
 // JetStream is down) use it like this:
 //
-//	js := outboxtest.NewJetStream(t)         // a server the test controls
+//	js := testenv.RunJetStream(t)            // a server the test controls
 //	db := testenv.NewDB(t)
 //	fp := newFastPath(db, js.Conn())         // outboxrelay.NewFastPath, Connected: js.Conn().NATS().IsConnected
 //	js.Stop()
@@ -22,9 +22,6 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
-	"fmt"
-	"log/slog"
-	"net"
 	"strings"
 	"testing"
 	"time"
@@ -34,7 +31,6 @@ import (
 
 	"voiceroom"
 	"voiceroom/bus"
-	"voiceroom/internal/testenv"
 )
 
 // NewEnvelope returns a valid envelope with a fresh event_id and
@@ -232,88 +228,4 @@ func StreamLen(tb testing.TB, js jetstream.JetStream) uint64 {
 		tb.Fatalf("stream %s: %v", bus.StreamName, err)
 	}
 	return s.CachedInfo().State.Msgs
-}
-
-// JetStream is an embedded JetStream server on a fixed loopback port and
-// store directory, with one client connection, that a test can stop and
-// start again: the connection sees a real outage and reconnects, and the
-// stream keeps what it stored.
-type JetStream struct {
-	tb     testing.TB
-	listen string
-	dir    string
-	srv    *bus.Server
-	conn   *bus.Conn
-}
-
-// NewJetStream starts the server, connects, provisions ROOM_EVENTS,
-// ROOM_EVENTS_DLQ and the default consumers, and cleans up when the test
-// ends. Skipped under -short like every test with servers.
-func NewJetStream(tb testing.TB) *JetStream {
-	tb.Helper()
-	if testing.Short() {
-		tb.Skip("needs JetStream; skipped with -short")
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	j := &JetStream{tb: tb, listen: ln.Addr().String(), dir: tb.TempDir()}
-	ln.Close()
-	j.Start()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	j.conn, err = bus.Connect(ctx, bus.ConnConfig{URL: j.srv.ClientURL(), Name: tb.Name()}, slog.New(slog.DiscardHandler))
-	if err != nil {
-		tb.Fatalf("connect to embedded jetstream: %v", err)
-	}
-	tb.Cleanup(func() {
-		j.conn.Close()
-		if j.srv != nil {
-			j.srv.Shutdown()
-		}
-	})
-	if err := bus.Provision(ctx, j.conn.JetStream(), bus.StreamConfig{}, bus.DefaultConsumers()...); err != nil {
-		tb.Fatalf("provision jetstream: %v", err)
-	}
-	return j
-}
-
-// Conn returns the test's connection; it survives Stop and Start.
-func (j *JetStream) Conn() *bus.Conn { return j.conn }
-
-// URL returns the client URL, for more connections.
-func (j *JetStream) URL() string { return "nats://" + j.listen }
-
-// Stop shuts the server down and waits until the connection has noticed.
-func (j *JetStream) Stop() {
-	j.tb.Helper()
-	j.srv.Shutdown()
-	j.srv = nil
-	if j.conn != nil {
-		testenv.Eventually(j.tb, 10*time.Second, func() error {
-			if j.conn.NATS().IsConnected() {
-				return fmt.Errorf("connection still up")
-			}
-			return nil
-		})
-	}
-}
-
-// Start starts the server (again) on the same port and store directory
-// and, after a Stop, waits until the connection is back.
-func (j *JetStream) Start() {
-	j.tb.Helper()
-	var err error
-	j.srv, err = bus.RunEmbedded(bus.EmbeddedConfig{Listen: j.listen, StoreDir: j.dir}, slog.New(slog.DiscardHandler))
-	if err != nil {
-		j.tb.Fatalf("start embedded jetstream on %s: %v", j.listen, err)
-	}
-	if j.conn != nil {
-		testenv.Eventually(j.tb, 15*time.Second, func() error {
-			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-			defer cancel()
-			return j.conn.Ping(ctx)
-		})
-	}
 }

@@ -3,6 +3,19 @@
 // Redis key prefix (its keys deleted on cleanup), JetStream embedded in the
 // test process, and a poll-until helper.
 //
+// It is the one home of the shared test helpers; a package's own
+// _test.go files keep only what is specific to it:
+//
+//   - NewDB, NewDBWithDSN: a database of the test's own (cmd/voiceroom's
+//     process tests pass its DSN to the binary);
+//   - NewRedis: a key prefix of the test's own;
+//   - NewJetStream, RunJetStream, NewJetStreamServer: an embedded JetStream
+//     (RunJetStream can Stop and Start it); NewPublisher publishes to it;
+//   - Eventually: wait for a condition, never a bare sleep;
+//   - Logger (through tb.Log) and LogBuffer (logs a test reads back);
+//   - Clock: a clock the test moves;
+//   - ports: see ClosedAddr.
+//
 // Tests that need servers are skipped under -short. The servers are found
 // through VOICEROOM_TEST_MYSQL_DSN (default "root:@tcp(127.0.0.1:3306)/") and
 // VOICEROOM_TEST_REDIS_ADDR (default "127.0.0.1:6379"); deploy/services.sh
