@@ -4,6 +4,13 @@
 // panic recovery, health, readiness and Prometheus metrics.
 //
 // Each domain's routes live in a file of their own here (regions.go, rooms.go,
-// ...) and are handed to New as a Mount, so the domain packages never import
-// Fiber and the server never needs to know which domains exist.
+// wallet.go, outbox.go) behind a constructor named for the domain
+// (RegionRoutes, RoomRoutes, WalletRoutes, OutboxRoutes) that takes the
+// domain's service and returns a Mount handed to New, so the domain packages
+// never import Fiber and the server never needs to know which domains exist.
+// A handler binds and checks the request, calls the service with the
+// request's context and the token's app_code, and returns its error as is:
+// errors.go maps the apperr kind to the envelope.
+//
+// The rate limiter costs O(1) per request (ratelimit.go).
 package gateway

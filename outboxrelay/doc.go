@@ -45,7 +45,7 @@
 // row's columns, is never published nor deleted: it stays pending with
 // retry_count + 1 and last_error "undecodable envelope: ...", is counted
 // (room_outbox_undecodable_total), logged once per process with its
-// event_id, and listed by GET /admin/v1/outbox ([Inspector]). It costs one
+// event_id, and listed by GET /admin/v1/outbox (the [Report] of an [Inspector]). It costs one
 // row of a batch per pass and never blocks the rows behind it.
 //
 // # Order in the stream
@@ -103,6 +103,10 @@
 // (commit to stream ack, a histogram), each by path (fast or relay), plus
 // counters of duplicates, undecodable rows, events the fast path left to
 // the relay and why, held-back rows, failed statements and retention.
+//
+// The rows are voiceroom.OutboxRow, the type the rooms package writes.
+// Statements are prepared on the pool before a pass's transactions begin,
+// never while one holds a connection (store_mysql.go).
 //
 // Logs carry worker=room_outbox, path, and per event event_id,
 // event_type, room_id, retry_count, status and error; node_id comes with

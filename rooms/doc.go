@@ -46,5 +46,12 @@
 // users who left while the process was down are swept. Idle rooms with nobody
 // present are evicted from memory.
 //
+// # Names
+//
+// View is the room as clients see it (API.md's "room snapshot"); a snapshot
+// here is only the stored state of recovery (room_snapshots). The
+// room_outbox row is voiceroom.OutboxRow and a cell's key voiceroom.RoomKey,
+// shared with the outbox relay.
+//
 // A loaded room with 50 present users holds about 4 KiB (BenchmarkRoomMemory).
 package rooms
