@@ -6,4 +6,8 @@
 // Any error that is not an *Error (a driver error, a timeout) is INTERNAL at
 // the edge unless a package wraps it with a kind first, for example
 // apperr.Wrap(apperr.Unavailable, "database unavailable", err).
+//
+// ConfigError is the other error every layer shares: what a component's
+// Config.Validate returns, naming the Go field at fault, so that
+// cmd/voiceroom reports it under the environment variable that set it.
 package apperr
