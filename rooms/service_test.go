@@ -3,6 +3,7 @@ package rooms
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -10,6 +11,7 @@ import (
 
 	"voiceroom/apperr"
 	"voiceroom/bus"
+	"voiceroom/internal/testenv"
 	"voiceroom/wallet"
 )
 
@@ -537,13 +539,14 @@ func TestRestartSweepsUsersWhoLeftWhileDown(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- e2.svc.Run(ctx) }()
-	deadline := time.Now().Add(10 * time.Second)
-	for e2.svc.loadedCell(roomKey{AppCode: "app1", RoomID: room}) == nil {
-		if time.Now().After(deadline) {
-			t.Fatal("room with users not loaded at start")
+	// Loaded means the cell holds its state: the cell is in the map before
+	// its load finishes, and cancelling then would cancel the load.
+	testenv.Eventually(t, 10*time.Second, func() error {
+		if c := e2.svc.loadedCell(roomKey{AppCode: "app1", RoomID: room}); c == nil || c.state.Load() == nil {
+			return errors.New("room with users not loaded at start")
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return nil
+	})
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)

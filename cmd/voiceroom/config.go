@@ -185,7 +185,8 @@ func unwrapAll(err error) error {
 // validate checks c without changing it. Its own rules are about the
 // process (roles, logging, Redis, the JWT variable) and about values that
 // span packages; each package's Config checks its own fields, and its
-// errors are reported under the variable that set the field (configVars).
+// errors are reported under the variable that set the field (the *Vars
+// maps below).
 // A variable with a default may not be set to zero or less (it would
 // silently become the package's default), except where zero means
 // something (zeroOK).
