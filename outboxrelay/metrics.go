@@ -115,7 +115,20 @@ type pathSeries struct {
 	latency                     prometheus.Observer
 }
 
+// The label values of handedOver and dbFailures, created at 0 so that an
+// alert on their rate sees them before the first event.
+var (
+	handOverReasons = []string{"stopped", "room_blocked", "disconnected", "queue_full", "publish_failed", "mark_queue_full"}
+	dbOps           = []string{"claim", "mark", "fast_mark", "check", "retention", "stats"}
+)
+
 func (m *Metrics) bind() *Metrics {
+	for _, r := range handOverReasons {
+		m.handedOver.WithLabelValues(r)
+	}
+	for _, op := range dbOps {
+		m.dbFailures.WithLabelValues(op)
+	}
 	m.paths = make(map[string]pathSeries)
 	for _, p := range []string{pathRelay, pathFast} {
 		m.paths[p] = pathSeries{
