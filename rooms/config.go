@@ -18,7 +18,7 @@ type Config struct {
 	// Default PresenceTTL/3.
 	SweepInterval time.Duration
 	// IdleEvict drops a cell with nobody present after this long without a
-	// command. Default 10m.
+	// command. At least 1s, default 10m.
 	IdleEvict time.Duration
 	// SnapshotEvery writes a room's snapshot every this many versions (and
 	// at creation, closing, region changes and eviction); recovery replays
@@ -73,8 +73,8 @@ func (c Config) Validate() error {
 		return apperr.BadConfig("PresenceTTL", "presence ttl %v: want 1s..1h", c.PresenceTTL)
 	case c.SweepInterval <= 0 || c.SweepInterval > c.PresenceTTL:
 		return apperr.BadConfig("SweepInterval", "sweep interval %v: want more than 0 and at most the presence ttl %v", c.SweepInterval, c.PresenceTTL)
-	case c.IdleEvict < 0:
-		return apperr.BadConfig("IdleEvict", "idle evict %v: must be positive", c.IdleEvict)
+	case c.IdleEvict < time.Second:
+		return apperr.BadConfig("IdleEvict", "idle evict %v: want at least 1s", c.IdleEvict)
 	case !between(c.SnapshotEvery, 1, 10000):
 		return apperr.BadConfig("SnapshotEvery", "snapshot every %d: want 1..10000", c.SnapshotEvery)
 	case !between(c.MaxOnline, 1, 100000):
