@@ -64,7 +64,9 @@ type Config struct {
 	// CommitWorkers is the number of transactions in flight at once, and
 	// CommitBatch the most commands one of them carries. Defaults 4 and 128.
 	CommitWorkers, CommitBatch int
-	// CommandTimeout bounds how long a command waits for its room. Default 5s.
+	// CommandTimeout bounds a command from start to answer: the wait for its
+	// room, loading it, the commit queue and the transaction with its
+	// retries. A command answers UNAVAILABLE when it passes. Default 5s.
 	CommandTimeout time.Duration
 	// PasswordAttempts wrong room passwords per user and room are allowed
 	// per minute. Default 5.
@@ -158,7 +160,7 @@ func New(db *sql.DB, users Users, regions Regions, fast FastPath, cfg Config, lo
 		defer s.mu.Unlock()
 		return float64(len(s.cells))
 	})
-	s.committer = newCommitter(db, s.log, s.metrics, now, cfg.CommitWorkers, cfg.CommitBatch)
+	s.committer = newCommitter(db, s.log, s.metrics, now, cfg.CommitWorkers, cfg.CommitBatch, cfg.CommandTimeout)
 	return s, nil
 }
 
@@ -470,8 +472,11 @@ func (s *Service) execLocked(ctx context.Context, c *cell, cmd *Command) (Result
 		return Result{}, err
 	}
 	if err := s.committer.commit(ctx, m); err != nil {
-		if errors.Is(err, errFenced) || cur == nil {
-			s.drop(c) // stale, or the empty cell of a create that did not happen
+		if errors.Is(err, errFenced) || errors.Is(err, errInDoubt) || cur == nil {
+			// Stale, maybe changed by a write whose outcome is unknown, or the
+			// empty cell of a create that did not happen: the next command
+			// reloads what MySQL holds.
+			s.drop(c)
 		}
 		if errors.Is(err, errOwnerHasRoom) {
 			if existing, _ := s.store.activeRoomOf(ctx, cmd.AppCode, cmd.Actor.UserID); existing != "" {

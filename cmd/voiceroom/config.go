@@ -44,6 +44,7 @@ type config struct {
 	HTTPRatePerUser     float64       `env:"VOICEROOM_HTTP_RATE_PER_USER" envDefault:"50"`
 	HTTPRateBurst       int           `env:"VOICEROOM_HTTP_RATE_BURST" envDefault:"100"`
 	HTTPShutdownTimeout time.Duration `env:"VOICEROOM_HTTP_SHUTDOWN_TIMEOUT" envDefault:"10s"`
+	HTTPRequestTimeout  time.Duration `env:"VOICEROOM_HTTP_REQUEST_TIMEOUT" envDefault:"10s"`
 
 	MySQLDSN          string        `env:"VOICEROOM_MYSQL_DSN" envDefault:"root:@tcp(127.0.0.1:3306)/voiceroom"`
 	MySQLMaxOpenConns int           `env:"VOICEROOM_MYSQL_MAX_OPEN_CONNS" envDefault:"64"`
@@ -180,6 +181,8 @@ func (c *config) validate() error {
 	check(c.HTTPRatePerUser > 0, "VOICEROOM_HTTP_RATE_PER_USER", "must be positive")
 	check(c.HTTPRateBurst > 0, "VOICEROOM_HTTP_RATE_BURST", "must be positive")
 	check(c.HTTPShutdownTimeout > 0, "VOICEROOM_HTTP_SHUTDOWN_TIMEOUT", "must be positive")
+	check(c.HTTPRequestTimeout >= c.RoomsCommandTimeout, "VOICEROOM_HTTP_REQUEST_TIMEOUT",
+		"want at least VOICEROOM_ROOMS_COMMAND_TIMEOUT (%v), got %v", c.RoomsCommandTimeout, c.HTTPRequestTimeout)
 
 	_, err = mysqldb.ParseDSN(c.MySQLDSN)
 	check(err == nil, "VOICEROOM_MYSQL_DSN", "%v", err)
@@ -348,6 +351,8 @@ func (c *config) gateway(secret []byte) gateway.Config {
 		JWTSecret:   secret,
 		RatePerUser: c.HTTPRatePerUser,
 		RateBurst:   c.HTTPRateBurst,
+		// A room command's own timeout ends first; this bounds the rest.
+		RequestTimeout: c.HTTPRequestTimeout,
 	}
 }
 
