@@ -140,7 +140,9 @@ func TestStuckWriteAnswersWithinDeadline(t *testing.T) {
 	}
 
 	got := <-stuck
-	if !errors.Is(got.err, errInDoubt) {
+	// errInDoubt, or a plain UNAVAILABLE when the group's transaction, which
+	// ends at the same deadline, reported its rollback first.
+	if !apperr.Is(got.err, apperr.Unavailable) {
 		t.Fatalf("stuck join: %v", got.err)
 	}
 	// A correctness check of the deadline, not a measurement: before it held,
