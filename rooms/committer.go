@@ -219,9 +219,9 @@ func (c *committer) write(ctx context.Context, batch []*pendingWrite) {
 		}
 		return
 	}
-	if len(batch) == 1 || mysqldb.ErrorNumber(err) == 0 {
-		// Alone, or the server could not be reached in time: splitting
-		// would not help.
+	if len(batch) == 1 || mysqldb.ErrorNumber(err) == 0 || ctx.Err() != nil {
+		// Alone, the server could not be reached, or no time is left:
+		// splitting would not help.
 		for _, p := range batch {
 			cerr := classifyWriteError(p.m, err)
 			if !errors.Is(cerr, errOwnerHasRoom) {

@@ -229,3 +229,37 @@ func TestInDoubtWriteIsFoundByItsKey(t *testing.T) {
 	checkStoredAgrees(t, e, "app1", b)
 	checkStoredAgrees(t, e, "app1", x)
 }
+
+// A command whose deadline passes while its write is still queued behind a
+// stuck group is never written: it answers UNAVAILABLE (not in doubt), and
+// its room keeps its cell.
+func TestQueuedWriteIsDroppedAtItsDeadline(t *testing.T) {
+	e := newTestEnv(t, Config{CommandTimeout: 30 * time.Second, CommitWorkers: 1})
+	x := e.create(t, "app1", 1).RoomID
+	a := e.create(t, "app1", 2).RoomID
+	release := lockRoomRows(t, e.db, "app1", x)
+	cellA := e.svc.loadedCell(roomKey{"app1", a})
+
+	xCtx, cancelX := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancelX()
+	xDone := e.goDo(xCtx, &Command{Kind: KindJoinRoom, AppCode: "app1", RoomID: x, CommandID: NewCommandID(), Actor: Actor{UserID: 100}})
+	waitForLockWaits(t, e.db, 1)
+	aCtx, cancelA := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancelA()
+	got := <-e.goDo(aCtx, &Command{Kind: KindJoinRoom, AppCode: "app1", RoomID: a, CommandID: NewCommandID(), Actor: Actor{UserID: 100}})
+	if !apperr.Is(got.err, apperr.Unavailable) || errors.Is(got.err, errInDoubt) {
+		t.Fatalf("queued join: %v, want UNAVAILABLE without doubt", got.err)
+	}
+	if got := <-xDone; !apperr.Is(got.err, apperr.Unavailable) {
+		t.Fatalf("x: %v", got.err)
+	}
+	release()
+	// The worker is free again: a later command of a commits, at version 2.
+	snap := e.mustDo(t, "app1", a, KindJoinRoom, 101, Args{})
+	st := checkStoredAgrees(t, e, "app1", a)
+	if e.svc.loadedCell(roomKey{"app1", a}) != cellA || snap.RoomVersion != 2 || st.isPresent(100) {
+		t.Fatalf("room a: version %d, 100 present %v, same cell %v", snap.RoomVersion, st.isPresent(100),
+			e.svc.loadedCell(roomKey{"app1", a}) == cellA)
+	}
+	checkStoredAgrees(t, e, "app1", x)
+}
