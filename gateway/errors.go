@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"context"
 	"errors"
 	"net/http"
 
@@ -57,6 +58,10 @@ func kindOf(err error) *apperr.Error {
 	var fe *fiber.Error
 	if errors.As(err, &fe) {
 		return fromFiber(fe)
+	}
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		// The request's deadline passed in code that did not name a kind.
+		return apperr.Wrap(apperr.Unavailable, "request timed out, try again", err)
 	}
 	return apperr.Wrap(apperr.Internal, "internal error", err)
 }

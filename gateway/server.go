@@ -34,6 +34,10 @@ type Config struct {
 	// on /api and /admin; RateBurst the burst above it. Defaults 50 and 100.
 	RatePerUser float64
 	RateBurst   int
+	// RequestTimeout bounds each request: the context its handler passes
+	// to every I/O ends then, and the request answers UNAVAILABLE. Keep it
+	// above the rooms' command timeout. Default 10s.
+	RequestTimeout time.Duration
 }
 
 // Limits of Config.BodyLimit.
@@ -65,6 +69,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.RateBurst <= 0 {
 		c.RateBurst = 100
+	}
+	if c.RequestTimeout <= 0 {
+		c.RequestTimeout = 10 * time.Second
 	}
 	return c
 }
@@ -145,7 +152,7 @@ func New(cfg Config, log *slog.Logger, reg prometheus.Registerer, gatherer prome
 	})
 	auth := newAuthenticator(cfg.JWTSecret, time.Now)
 
-	s.app.Use(requestIDMiddleware, s.metrics.middleware, s.recoverMiddleware)
+	s.app.Use(requestIDMiddleware, s.metrics.middleware, s.recoverMiddleware, s.deadlineMiddleware)
 	s.app.Get("/healthz", func(c *fiber.Ctx) error { return OK(c, fiber.Map{"status": "alive"}) })
 	s.app.Get("/readyz", s.handleReady)
 	s.app.Get("/metrics", adaptor.HTTPHandler(promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{})))

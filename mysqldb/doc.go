@@ -3,5 +3,13 @@
 // deploy/migrations, and runs write transactions through a closure that is
 // retried on deadlock.
 //
+// Every query takes the caller's context, and Update's retries end with it.
+// When a context ends mid-query the driver closes the connection (the pool
+// replaces it) and the server rolls the transaction back once it notices;
+// the session's innodb_lock_wait_timeout (5s unless the DSN sets one)
+// bounds how long an abandoned transaction can still wait for, and hold,
+// row locks. An error from Update means nothing was committed, unless it
+// wraps ErrOutcomeUnknown (the COMMIT went unanswered).
+//
 // MySQL is the source of truth: every other store is derived from it.
 package mysqldb

@@ -158,3 +158,81 @@ func TestUpdateRollsBackOnError(t *testing.T) {
 		t.Fatalf("IsDuplicate(%v) = false", err)
 	}
 }
+
+// A transaction stuck on a row lock ends with its context, leaves no
+// connection in use, and its server-side remains (the server does not see
+// the client leave while it waits for a lock) give up their locks within
+// the session's innodb_lock_wait_timeout.
+func TestUpdateEndsWithItsContext(t *testing.T) {
+	_, dsn := testenv.NewDBWithDSN(t)
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Params = map[string]string{"innodb_lock_wait_timeout": "1"}
+	db, err := mysqldb.Open(context.Background(), mysqldb.Config{DSN: cfg.FormatDSN()}, testenv.Logger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.Exec("CREATE TABLE probe (id INT PRIMARY KEY, v INT) ENGINE=InnoDB"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec("INSERT INTO probe VALUES (1, 0), (2, 0)"); err != nil {
+		t.Fatal(err)
+	}
+	holder, err := db.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Rollback()
+	if _, err := holder.Exec("SELECT v FROM probe WHERE id = 2 FOR UPDATE"); err != nil {
+		t.Fatal(err)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	attempts := 0
+	err = mysqldb.Update(ctx, db, func(tx *sql.Tx) error {
+		attempts++
+		if _, err := tx.ExecContext(ctx, "UPDATE probe SET v = v + 1 WHERE id = 1"); err != nil {
+			return err
+		}
+		_, err := tx.ExecContext(ctx, "UPDATE probe SET v = v + 1 WHERE id = 2")
+		return err
+	})
+	if !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, mysqldb.ErrOutcomeUnknown) || attempts != 1 {
+		t.Fatalf("update: %v after %d attempts; want the context's deadline, surely rolled back", err, attempts)
+	}
+	testenv.Eventually(t, 5*time.Second, func() error {
+		if n := db.Stats().InUse; n != 1 { // the holder's
+			return fmt.Errorf("%d connections in use, want 1", n)
+		}
+		return nil
+	})
+	// Row 1 is free again once the abandoned transaction's lock wait ends,
+	// though the holder still holds row 2.
+	testenv.Eventually(t, 10*time.Second, func() error {
+		_, err := db.Exec("UPDATE probe SET v = 10 WHERE id = 1")
+		return err
+	})
+	var v int
+	if err := db.QueryRow("SELECT v FROM probe WHERE id = 1").Scan(&v); err != nil || v != 10 {
+		t.Fatalf("row 1: %d %v", v, err)
+	}
+}
+
+func TestParseDSNBoundsLockWaits(t *testing.T) {
+	for dsn, want := range map[string]string{
+		"u:p@tcp(h:3306)/db":                             "5",
+		"u:p@tcp(h:3306)/db?innodb_lock_wait_timeout=20": "20",
+	} {
+		cfg, err := mysqldb.ParseDSN(dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := cfg.Params["innodb_lock_wait_timeout"]; got != want {
+			t.Errorf("%s: innodb_lock_wait_timeout %q, want %q", dsn, got, want)
+		}
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"strings"
 	"time"
 
@@ -51,9 +52,13 @@ func (c Config) Validate() error {
 	return nil
 }
 
+// DefaultLockWaitSeconds is the session's innodb_lock_wait_timeout unless
+// the DSN sets one.
+const DefaultLockWaitSeconds = 5
+
 // ParseDSN checks a DSN and returns the driver configuration with the options
-// voiceroom relies on: dial, read and write timeouts (unless the DSN sets
-// them), UTC and client-side parameter interpolation. Times are stored as Unix milliseconds, so parseTime plays no
+// voiceroom relies on: dial, read and write timeouts and
+// innodb_lock_wait_timeout (unless the DSN sets them), UTC and client-side parameter interpolation. Times are stored as Unix milliseconds, so parseTime plays no
 // part. It fails when the DSN names no database.
 func ParseDSN(dsn string) (*mysql.Config, error) {
 	cfg, err := mysql.ParseDSN(dsn)
@@ -76,6 +81,16 @@ func ParseDSN(dsn string) (*mysql.Config, error) {
 	}
 	if cfg.WriteTimeout == 0 {
 		cfg.WriteTimeout = 30 * time.Second
+	}
+	// A transaction whose client gave up (its context ended, so the driver
+	// closed the connection) goes on waiting on the server for the row lock
+	// it wanted, holding the locks it already took, until this timeout:
+	// keep that near the deadlines of requests, not the server's 50s.
+	if _, ok := cfg.Params["innodb_lock_wait_timeout"]; !ok {
+		if cfg.Params == nil {
+			cfg.Params = map[string]string{}
+		}
+		cfg.Params["innodb_lock_wait_timeout"] = strconv.Itoa(DefaultLockWaitSeconds)
 	}
 	cfg.Loc = time.UTC
 	// Client-side interpolation sends each statement in one round trip

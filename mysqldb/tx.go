@@ -24,6 +24,13 @@ const maxTxAttempts = 5
 // wait timeout (1205) rolls back and runs fn again, up to five times, so fn
 // must be safe to repeat: it should only touch tx and values it recomputes.
 // Any other error from fn rolls back and is returned as is.
+//
+// ctx bounds everything, retries included: every query of fn must take it
+// (the driver then closes the connection of a query still running when ctx
+// ends, and the server rolls its transaction back). Only the COMMIT itself
+// is not interrupted (the driver takes no context for it; the DSN's read
+// timeout bounds it). Every error means nothing was committed, except one
+// wrapping ErrOutcomeUnknown.
 func Update(ctx context.Context, db *sql.DB, fn func(tx *sql.Tx) error) error {
 	var err error
 	for attempt := 1; attempt <= maxTxAttempts; attempt++ {
@@ -33,7 +40,7 @@ func Update(ctx context.Context, db *sql.DB, fn func(tx *sql.Tx) error) error {
 		}
 		select {
 		case <-ctx.Done():
-			return err
+			return fmt.Errorf("transaction not retried: %w: %w", ctx.Err(), err)
 		case <-time.After(time.Duration(attempt) * 5 * time.Millisecond):
 		}
 	}
@@ -54,9 +61,21 @@ func updateOnce(ctx context.Context, db *sql.DB, fn func(tx *sql.Tx) error) (err
 		return err
 	}
 	if err = tx.Commit(); err != nil {
+		if commitMayHaveHappened(err) {
+			return fmt.Errorf("commit: %w: %w", ErrOutcomeUnknown, err)
+		}
 		return fmt.Errorf("commit: %w", err)
 	}
 	return nil
+}
+
+// commitMayHaveHappened tells a failed COMMIT that the server may have
+// carried out from one that it surely did not: an answer from the server (an
+// error number) or a transaction that database/sql ended before sending
+// COMMIT (its context ended first) is sure; a broken connection is not.
+func commitMayHaveHappened(err error) bool {
+	return ErrorNumber(err) == 0 && !errors.Is(err, sql.ErrTxDone) &&
+		!errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)
 }
 
 // IsRetryable reports whether err is a deadlock or a lock wait timeout, after

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"voiceroom/apperr"
@@ -21,6 +22,13 @@ import (
 // A group that fails as a whole for a reason other than a deadlock is split:
 // each of its mutations is written alone, so one bad mutation (a second room
 // of one owner, a fenced version) fails only its own command.
+//
+// Deadlines: each command's context bounds its wait, in the queue and for
+// its group. A group's transaction runs until the latest deadline of its
+// members, and never longer than maxWait, so a stuck group holds one worker
+// for at most that long while the other workers go on. A command whose
+// deadline passes while its group is still writing answers errInDoubt at
+// once; one whose deadline passes while it is still queued is never written.
 type committer struct {
 	db       *sql.DB
 	log      *slog.Logger
@@ -29,6 +37,7 @@ type committer struct {
 	in       chan *pendingWrite
 	maxBatch int
 	workers  int
+	maxWait  time.Duration // bounds a group whose members have no deadline
 
 	mu     sync.RWMutex // held for reading while queueing; closed under the write lock
 	closed bool
@@ -36,15 +45,26 @@ type committer struct {
 	wg     sync.WaitGroup
 }
 
+// A pendingWrite's state moves from queued to taken (a worker writes it) or
+// to abandoned (its command's deadline passed first; no worker writes it),
+// whichever comes first.
+const (
+	writeQueued int32 = iota
+	writeTaken
+	writeAbandoned
+)
+
 // pendingWrite is a mutation waiting for its commit.
 type pendingWrite struct {
-	m    *mutation
-	done chan error // buffered: the committer never blocks on it
+	ctx   context.Context // the command's: its deadline bounds the group's
+	m     *mutation
+	state atomic.Int32
+	done  chan error // buffered: the committer never blocks on it
 }
 
-func newCommitter(db *sql.DB, log *slog.Logger, m *metrics, now func() time.Time, workers, maxBatch int) *committer {
+func newCommitter(db *sql.DB, log *slog.Logger, m *metrics, now func() time.Time, workers, maxBatch int, maxWait time.Duration) *committer {
 	c := &committer{db: db, log: log, metrics: m, now: now, in: make(chan *pendingWrite, workers*maxBatch),
-		maxBatch: maxBatch, workers: workers, quit: make(chan struct{})}
+		maxBatch: maxBatch, workers: workers, maxWait: maxWait, quit: make(chan struct{})}
 	for range workers {
 		c.wg.Add(1)
 		go func() {
@@ -56,7 +76,7 @@ func newCommitter(db *sql.DB, log *slog.Logger, m *metrics, now func() time.Time
 }
 
 // stop refuses new writes, lets the workers write what is queued, and waits
-// for them.
+// for them. It returns within maxWait per queued group.
 func (c *committer) stop() {
 	c.mu.Lock()
 	if c.closed {
@@ -80,31 +100,45 @@ func (c *committer) work() {
 			for {
 				select {
 				case p := <-c.in:
-					c.write(context.Background(), []*pendingWrite{p})
+					if p.take() {
+						c.commitGroup([]*pendingWrite{p})
+					}
 				default:
 					return
 				}
 			}
 		}
-		batch = append(batch[:0], first)
+		batch = batch[:0]
+		if first.take() {
+			batch = append(batch, first)
+		}
 	gather:
 		for len(batch) < c.maxBatch {
 			select {
 			case p := <-c.in:
-				batch = append(batch, p)
+				if p.take() {
+					batch = append(batch, p)
+				}
 			default:
 				break gather
 			}
 		}
-		c.write(context.Background(), batch)
+		if len(batch) > 0 {
+			c.commitGroup(batch)
+		}
 	}
 }
 
+// take claims p for a worker. It fails when p's command gave up first.
+func (p *pendingWrite) take() bool { return p.state.CompareAndSwap(writeQueued, writeTaken) }
+
 // commit queues m and waits for its transaction. It fails with UNAVAILABLE
-// when ctx ends first; the write may still happen, and the command's
-// command_id then finds it.
+// when ctx ends first: errInDoubt if a worker had already taken m (the
+// write may still commit; the cell must reload, and the command's
+// command_id then finds the answer), a plain UNAVAILABLE if m was never
+// written.
 func (c *committer) commit(ctx context.Context, m *mutation) error {
-	p := &pendingWrite{m: m, done: make(chan error, 1)}
+	p := &pendingWrite{ctx: ctx, m: m, done: make(chan error, 1)}
 	c.mu.RLock()
 	if c.closed {
 		c.mu.RUnlock()
@@ -117,9 +151,40 @@ func (c *committer) commit(ctx context.Context, m *mutation) error {
 		c.mu.RUnlock()
 		return apperr.Wrap(apperr.Unavailable, "room storage busy, try again", ctx.Err())
 	}
-	// Once queued, the outcome must be awaited: the cell may not move on
-	// before it knows whether its state changed.
-	return <-p.done
+	select {
+	case err := <-p.done:
+		return err
+	case <-ctx.Done():
+	}
+	if p.state.CompareAndSwap(writeQueued, writeAbandoned) {
+		return apperr.Wrap(apperr.Unavailable, "room storage busy, try again", ctx.Err())
+	}
+	select {
+	case err := <-p.done: // answered just now
+		return err
+	default:
+		return errInDoubt
+	}
+}
+
+// commitGroup writes one group under a deadline that lets its slowest member
+// still be answered, and answers its commands.
+func (c *committer) commitGroup(batch []*pendingWrite) {
+	deadline := c.now().Add(c.maxWait)
+	latest := time.Time{}
+	for _, p := range batch {
+		if d, ok := p.ctx.Deadline(); ok && d.After(latest) {
+			latest = d
+		}
+	}
+	if !latest.IsZero() && latest.Before(deadline) {
+		deadline = latest
+	}
+	// The group serves several commands: it must not end when the first
+	// member's context does, only when the last one could still use it.
+	ctx, cancel := context.WithDeadline(context.WithoutCancel(batch[0].ctx), deadline)
+	defer cancel()
+	c.write(ctx, batch)
 }
 
 // write commits one group and answers its commands.
@@ -147,8 +212,16 @@ func (c *committer) write(ctx context.Context, batch []*pendingWrite) {
 		}
 		return
 	}
-	if len(batch) == 1 || mysqldb.ErrorNumber(err) == 0 {
-		// Alone, or the server could not be reached: splitting would not help.
+	if errors.Is(err, mysqldb.ErrOutcomeUnknown) {
+		c.log.Warn("room commands' commit outcome unknown; their rooms reload", "commands", len(batch), "error", err)
+		for _, p := range batch {
+			p.done <- errInDoubt
+		}
+		return
+	}
+	if len(batch) == 1 || mysqldb.ErrorNumber(err) == 0 || ctx.Err() != nil {
+		// Alone, the server could not be reached, or no time is left:
+		// splitting would not help.
 		for _, p := range batch {
 			cerr := classifyWriteError(p.m, err)
 			if !errors.Is(cerr, errOwnerHasRoom) {

@@ -30,7 +30,9 @@ type Config struct {
 	// default 4), and CommitBatch the most commands one of them carries
 	// (1..1000, default 128).
 	CommitWorkers, CommitBatch int
-	// CommandTimeout bounds how long a command waits for its room. At least
+	// CommandTimeout bounds a command from start to answer: the wait for its
+	// room, loading it, the commit queue and the transaction with its
+	// retries. A command answers UNAVAILABLE when it passes. At least
 	// 100ms, default 5s.
 	CommandTimeout time.Duration
 	// PasswordAttempts wrong room passwords per user and room are allowed

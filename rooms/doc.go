@@ -25,6 +25,36 @@
 // other commands together. After a restart every present user gets one full
 // PresenceTTL to beat again before the sweeper removes them.
 //
+// # Deadlines
+//
+// A command answers within Config.CommandTimeout (and the caller's context,
+// if that ends first), whatever MySQL does: the timeout bounds the wait for
+// the room's token, loading the room, the lookups before it, the commit
+// queue, and the transaction with its deadlock retries, whose every query
+// takes the command's context. Past it the command answers UNAVAILABLE at
+// once, and its room's token is free for the next command.
+//
+// A group transaction serves commands of several rooms: it runs until the
+// latest deadline of its members (never longer than CommandTimeout), so a
+// stuck group holds one of the CommitWorkers that long while the others go
+// on writing other rooms' commands (only a COMMIT the server does not
+// answer can hold it longer, up to the DSN's read timeout). A member whose own deadline passes first
+// does not wait for the group:
+//   - if its mutation was still queued, it is never written and the room is
+//     unchanged;
+//   - if its group was already writing, the outcome is in doubt: the cell is
+//     dropped, so the room's next command reloads it from what MySQL holds
+//     (snapshot plus command log), and a retry with the same Idempotency-Key
+//     answers the committed result if the write committed, or runs afresh if
+//     it did not. A reloaded cell that is still behind a late commit is
+//     fenced by the command log's key (see Recovery).
+//
+// The driver abandons a query whose context ended by closing its connection;
+// the server rolls its transaction back, but only once it stops waiting for
+// the lock it wanted, which mysqldb bounds with innodb_lock_wait_timeout
+// (5s unless the DSN sets it). Until then the other rooms of that group stay
+// locked in MySQL; rooms outside it are not affected.
+//
 // # Events and order
 //
 // Every event is a bus.Envelope whose payload holds the room's Card after

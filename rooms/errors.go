@@ -15,6 +15,12 @@ var (
 	// cell's state was stale (another process owns the room, or the log
 	// moved under it). The cell is dropped and reloads on the next command.
 	errFenced = apperr.New(apperr.Unavailable, "room state changed elsewhere, try again")
+	// errInDoubt is a command whose deadline passed while its write was
+	// under way, or whose COMMIT went unanswered: it may or may not have
+	// committed. The cell is dropped, so the room reloads from what MySQL
+	// holds, and a retry with the same Idempotency-Key finds the answer if
+	// the write committed.
+	errInDoubt = apperr.New(apperr.Unavailable, "room storage did not answer in time, try again")
 	// errInsufficientBalance is a gift the sender cannot pay for.
 	errInsufficientBalance = apperr.New(apperr.InsufficientBalance, "not enough coins for this gift")
 	// errNoProfile is a user without a profile creating a room.

@@ -97,7 +97,7 @@ func New(db *sql.DB, users Users, regions Regions, fast FastPath, cfg Config, lo
 	if err != nil {
 		return nil, err
 	}
-	s.committer = newCommitter(db, s.log, s.metrics, now, cfg.CommitWorkers, cfg.CommitBatch)
+	s.committer = newCommitter(db, s.log, s.metrics, now, cfg.CommitWorkers, cfg.CommitBatch, cfg.CommandTimeout)
 	return s, nil
 }
 
@@ -245,6 +245,8 @@ func (s *Service) Join(ctx context.Context, cmd *Command, password string) (Resu
 	if password == "" {
 		return s.run(ctx, cmd, nil)
 	}
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.CommandTimeout)
+	defer cancel()
 	key := attemptKey{cmd.AppCode, cmd.RoomID, cmd.Actor.UserID}
 	if !s.attempts.allow(key) {
 		return Result{}, apperr.New(apperr.RateLimited, "too many wrong passwords, try again in a minute")
@@ -280,6 +282,8 @@ func (s *Service) SetPassword(ctx context.Context, cmd *Command, password string
 // SendGift runs SendGift for gift giftID of the catalog.
 func (s *Service) SendGift(ctx context.Context, cmd *Command, giftID int64) (Result, error) {
 	cmd.Kind = KindSendGift
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.CommandTimeout)
+	defer cancel()
 	gift, err := s.gifts.get(ctx, cmd.AppCode, giftID)
 	if err != nil {
 		return Result{}, err
@@ -295,6 +299,8 @@ func (s *Service) ChangeVisibleRegion(ctx context.Context, cmd *Command, regionI
 	if err := checkText("reason", reason, 1, maxReason); err != nil {
 		return Result{}, err
 	}
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.CommandTimeout)
+	defer cancel()
 	if err := s.regions.CheckRegion(ctx, cmd.AppCode, regionID); err != nil {
 		return Result{}, err
 	}
@@ -331,7 +337,9 @@ func (s *Service) Get(ctx context.Context, appCode, roomID string) (View, error)
 }
 
 // run is the pipeline. prepare, when set, runs before the room is locked
-// (for CreateRoom: look up the owner, who has no room yet).
+// (for CreateRoom: look up the owner, who has no room yet). CommandTimeout
+// bounds it all; the methods that look something up before run start the
+// same deadline earlier, so their lookups count against it too.
 func (s *Service) run(ctx context.Context, cmd *Command, prepare func(context.Context) error) (res Result, err error) {
 	start := s.now()
 	defer func() {
@@ -409,8 +417,15 @@ func (s *Service) execLocked(ctx context.Context, c *cell, cmd *Command) (Result
 		return Result{}, err
 	}
 	if err := s.committer.commit(ctx, m); err != nil {
-		if errors.Is(err, errFenced) || cur == nil {
-			s.drop(c) // stale, or the empty cell of a create that did not happen
+		if errors.Is(err, errInDoubt) {
+			s.log.Warn("room command outcome in doubt after its deadline; the room reloads", "app_code", cmd.AppCode,
+				"room_id", cmd.RoomID, "room_version", next.Version, "command_id", cmd.CommandID)
+		}
+		if errors.Is(err, errFenced) || errors.Is(err, errInDoubt) || cur == nil {
+			// Stale, maybe changed by a write whose outcome is unknown, or the
+			// empty cell of a create that did not happen: the next command
+			// reloads what MySQL holds.
+			s.drop(c)
 		}
 		if errors.Is(err, errOwnerHasRoom) {
 			if existing, _ := s.store.activeRoomOf(ctx, cmd.AppCode, cmd.Actor.UserID); existing != "" {

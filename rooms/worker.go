@@ -48,6 +48,8 @@ func (s *Service) recoverRoomsWithUsers(ctx context.Context) {
 		wg.Add(1)
 		go func() {
 			defer func() { <-sem; wg.Done() }()
+			ctx, cancel := context.WithTimeout(ctx, s.cfg.CommandTimeout)
+			defer cancel()
 			if _, err := s.current(ctx, roomKey{AppCode: k[0], RoomID: k[1]}); err != nil {
 				s.log.Warn("room not recovered", "app_code", k[0], "room_id", k[1], "error", err)
 			}
@@ -72,8 +74,12 @@ func (s *Service) sweep(ctx context.Context) {
 	}
 }
 
-// sweepCell removes c's stale users, or evicts c when it has been idle.
+// sweepCell removes c's stale users, or evicts c when it has been idle. Like
+// a client's command, it gives up after CommandTimeout, so one stuck room
+// does not hold up the sweep of the others.
 func (s *Service) sweepCell(ctx context.Context, c *cell) {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.CommandTimeout)
+	defer cancel()
 	now := s.now().UnixMilli()
 	st := c.state.Load()
 	if st == nil {

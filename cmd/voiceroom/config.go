@@ -44,6 +44,7 @@ type config struct {
 	HTTPRatePerUser     float64       `env:"VOICEROOM_HTTP_RATE_PER_USER" envDefault:"50"`
 	HTTPRateBurst       int           `env:"VOICEROOM_HTTP_RATE_BURST" envDefault:"100"`
 	HTTPShutdownTimeout time.Duration `env:"VOICEROOM_HTTP_SHUTDOWN_TIMEOUT" envDefault:"10s"`
+	HTTPRequestTimeout  time.Duration `env:"VOICEROOM_HTTP_REQUEST_TIMEOUT" envDefault:"10s"`
 
 	MySQLDSN          string        `env:"VOICEROOM_MYSQL_DSN" envDefault:"root:@tcp(127.0.0.1:3306)/voiceroom"`
 	MySQLMaxOpenConns int           `env:"VOICEROOM_MYSQL_MAX_OPEN_CONNS" envDefault:"64"`
@@ -198,6 +199,8 @@ func (c config) validate() error {
 		}
 	}
 	errs.positive(c)
+	check(c.HTTPRequestTimeout >= c.RoomsCommandTimeout, "VOICEROOM_HTTP_REQUEST_TIMEOUT",
+		"want at least VOICEROOM_ROOMS_COMMAND_TIMEOUT (%v), got %v", c.RoomsCommandTimeout, c.HTTPRequestTimeout)
 
 	// The process.
 	if c.RedisAddr != "" {
@@ -262,6 +265,7 @@ var (
 	httpVars = map[string]string{
 		"Addr": "VOICEROOM_HTTP_ADDR", "BodyLimit": "VOICEROOM_HTTP_BODY_LIMIT", "JWTSecret": "VOICEROOM_JWT_SECRET",
 		"RatePerUser": "VOICEROOM_HTTP_RATE_PER_USER", "RateBurst": "VOICEROOM_HTTP_RATE_BURST",
+		"RequestTimeout": "VOICEROOM_HTTP_REQUEST_TIMEOUT",
 	}
 	streamVars = map[string]string{
 		"DuplicateWindow": "VOICEROOM_STREAM_DUPLICATE_WINDOW", "MaxAge": "VOICEROOM_STREAM_MAX_AGE",
@@ -452,6 +456,8 @@ func (c *config) gateway(secret []byte) gateway.Config {
 		JWTSecret:   secret,
 		RatePerUser: c.HTTPRatePerUser,
 		RateBurst:   c.HTTPRateBurst,
+		// A room command's own timeout ends first; this bounds the rest.
+		RequestTimeout: c.HTTPRequestTimeout,
 	}
 }
 

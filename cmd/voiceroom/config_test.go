@@ -13,6 +13,7 @@ func TestBadValuesNameTheVariable(t *testing.T) {
 		{"VOICEROOM_HTTP_ADDR", "8080"},
 		{"VOICEROOM_HTTP_BODY_LIMIT", "lots"},
 		{"VOICEROOM_HTTP_BODY_LIMIT", "10"},
+		{"VOICEROOM_HTTP_REQUEST_TIMEOUT", "1s"}, // shorter than the rooms command timeout
 		{"VOICEROOM_MYSQL_DSN", "root@tcp(127.0.0.1:3306)"},
 		{"VOICEROOM_MYSQL_MAX_OPEN_CONNS", "0"},
 		{"VOICEROOM_REDIS_ADDR", "localhost"},
