@@ -39,8 +39,8 @@ type limits struct {
 // A rejected command returns an *apperr.Error and s must be discarded. apply
 // is deterministic: it reads only s and c (c.NowMs is the clock).
 func apply(s *State, c *Command, lim limits, replay bool) (events []Event, changed bool, err error) {
-	if s.Status != StatusActive {
-		return nil, false, apperr.New(apperr.FailedPrecondition, "room is closed")
+	if err := s.admits(c); err != nil {
+		return nil, false, err
 	}
 	a := &c.Args
 	actor := c.Actor.UserID
@@ -233,6 +233,12 @@ func apply(s *State, c *Command, lim limits, replay bool) (events []Event, chang
 		s.VisibleRegionID = a.RegionID
 		return []Event{{EventRoomVisibleRegionChanged, VisibleRegionChanged{OldRegionID: old, NewRegionID: a.RegionID,
 			Reason: a.Reason, Operator: c.Actor.Operator}}}, true, nil
+
+	case KindBanRoom:
+		return s.ban(c)
+
+	case KindRestoreRoom:
+		return s.restore(c)
 
 	case KindSweepStale:
 		var events []Event

@@ -127,6 +127,8 @@ type Service struct {
 	fast      FastPath
 	attempts  *attemptLimiter
 	metrics   *metrics
+	// moderation counts operator actions (audit.go).
+	moderation *moderationMetrics
 
 	mu    sync.Mutex
 	cells map[roomKey]*cell
@@ -158,6 +160,10 @@ func New(db *sql.DB, users Users, regions Regions, fast FastPath, cfg Config, lo
 		defer s.mu.Unlock()
 		return float64(len(s.cells))
 	})
+	var err error
+	if s.moderation, err = newModerationMetrics(reg); err != nil {
+		return nil, err
+	}
 	s.committer = newCommitter(db, s.log, s.metrics, now, cfg.CommitWorkers, cfg.CommitBatch)
 	return s, nil
 }
@@ -191,7 +197,7 @@ const (
 	maxTitle       = 64
 	maxDescription = 500
 	maxURL         = 512
-	maxReason      = 255
+	maxReason      = maxAuditReason
 	maxCommandID   = 64
 )
 
@@ -481,6 +487,9 @@ func (s *Service) execLocked(ctx context.Context, c *cell, cmd *Command) (Result
 		return Result{}, err
 	}
 	c.committed(next, m.snapshot != nil, cmd, now)
+	if m.roomAudit != nil {
+		s.CountModeration(m.roomAudit.Action)
+	}
 	if s.fast != nil && len(msgs) > 0 {
 		s.fast.Committed(msgs, s.now())
 	}
@@ -538,7 +547,8 @@ func (s *Service) mutation(c *cell, cmd *Command, next *State, events []Event) (
 	}
 	// Creation, closing and region changes always snapshot: they are what
 	// a read of an unloaded room most likely wants current.
-	always := cmd.Kind == KindCreateRoom || cmd.Kind == KindCloseRoom || cmd.Kind == KindChangeRoomVisibleRegion
+	always := cmd.Kind == KindCreateRoom || cmd.Kind == KindCloseRoom || cmd.Kind == KindChangeRoomVisibleRegion ||
+		cmd.Kind == KindBanRoom || cmd.Kind == KindRestoreRoom
 	if always || next.Version-c.snapshotVersion >= int64(s.cfg.SnapshotEvery) {
 		if m.snapshot, err = json.Marshal(next); err != nil {
 			return nil, nil, Snapshot{}, apperr.Wrap(apperr.Internal, "encode snapshot", err)
@@ -553,6 +563,9 @@ func (s *Service) mutation(c *cell, cmd *Command, next *State, events []Event) (
 	if cmd.Kind == KindChangeRoomVisibleRegion {
 		old := c.state.Load().VisibleRegionID
 		m.audit = &regionAudit{oldRegionID: old, newRegionID: next.VisibleRegionID, operator: cmd.Actor.Operator, reason: cmd.Args.Reason}
+	}
+	if m.roomAudit, err = roomAuditOf(cmd, c.state.Load(), next); err != nil {
+		return nil, nil, Snapshot{}, apperr.Wrap(apperr.Internal, "encode audit", err)
 	}
 	card, err := json.Marshal(next.Card())
 	if err != nil {
