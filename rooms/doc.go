@@ -36,12 +36,12 @@
 // # Recovery
 //
 // A room is its latest snapshot (room_snapshots, written every SnapshotEvery
-// versions and at creation, closing, region changes and eviction) plus the
-// command-log rows after it, replayed through the same rules. Replay has no
-// side effects: the debits and outbox rows of those commands were committed
-// with them. The command log's primary key (app_code, room_id, room_version)
-// fences a second writer of the same room: a cell whose state is stale fails
-// its write, is dropped and reloads. Rooms load on their first command; at
+// versions and at creation, closing, region changes, bans, restores and
+// eviction) plus the command-log rows after it, replayed through the same
+// rules. Replay has no side effects: the debits, outbox and audit rows of
+// those commands were committed with them. The command log's primary key
+// (app_code, room_id, room_version) fences a second writer of the same room:
+// a cell whose state is stale fails its write, is dropped and reloads. Rooms load on their first command; at
 // start the rooms role also loads every room whose last state lists users, so
 // users who left while the process was down are swept. Idle rooms with nobody
 // present are evicted from memory.

@@ -545,8 +545,8 @@ func (s *Service) mutation(c *cell, cmd *Command, next *State, events []Event) (
 		room: roomRow{shortID: next.ShortID, ownerUserID: next.OwnerUserID, status: next.Status,
 			visibleRegionID: next.VisibleRegionID, mode: next.Mode, onlineCount: len(next.Online), createdAtMs: next.CreatedAtMs},
 	}
-	// Creation, closing and region changes always snapshot: they are what
-	// a read of an unloaded room most likely wants current.
+	// Creation, closing, region changes, bans and restores always snapshot:
+	// they are what a read of an unloaded room most likely wants current.
 	always := cmd.Kind == KindCreateRoom || cmd.Kind == KindCloseRoom || cmd.Kind == KindChangeRoomVisibleRegion ||
 		cmd.Kind == KindBanRoom || cmd.Kind == KindRestoreRoom
 	if always || next.Version-c.snapshotVersion >= int64(s.cfg.SnapshotEvery) {
