@@ -9,8 +9,9 @@ import (
 	"voiceroom/rooms"
 )
 
-// RoomRoutes mounts the room commands (API.md), the gift catalog and
-// ChangeRoomVisibleRegion. The wallet has its own mount (WalletRoutes).
+// RoomRoutes mounts the room commands (API.md), the gift catalog,
+// ChangeRoomVisibleRegion, and the operators' ban, restore and audit trail
+// (moderation.go). The wallet has its own mount (WalletRoutes).
 func RoomRoutes(svc *rooms.Service) Mount {
 	h := &roomHandlers{svc: svc}
 	return func(r Routers) {
@@ -32,6 +33,9 @@ func RoomRoutes(svc *rooms.Service) Mount {
 		r.Admin.Post("/v1/gifts", h.upsertGift)
 		r.Admin.Post("/v1/rooms/:room_id/region", h.changeRegion)
 		r.Admin.Post("/v1/rooms/:room_id/close", h.adminClose)
+		r.Admin.Post("/v1/rooms/:room_id/ban", h.moderate(rooms.KindBanRoom))
+		r.Admin.Post("/v1/rooms/:room_id/restore", h.moderate(rooms.KindRestoreRoom))
+		r.Admin.Get("/v1/rooms/:room_id/audit", h.audit)
 	}
 }
 
@@ -312,11 +316,16 @@ func (h *roomHandlers) changeRegion(c *fiber.Ctx) error {
 	return h.respond(c, res, err)
 }
 
+// adminClose closes a room, with an optional {reason} for its audit trail.
 func (h *roomHandlers) adminClose(c *fiber.Ctx) error {
+	var req reasonRequest
+	if err := Bind(c, &req); err != nil {
+		return err
+	}
 	cmd, err := h.command(c, rooms.KindCloseRoom)
 	if err != nil {
 		return err
 	}
-	res, err := h.svc.Execute(c.UserContext(), cmd)
+	res, err := h.svc.CloseRoom(c.UserContext(), cmd, req.Reason)
 	return h.respond(c, res, err)
 }

@@ -66,15 +66,56 @@
 // # Recovery
 //
 // A room is its latest snapshot (room_snapshots, written every SnapshotEvery
-// versions and at creation, closing, region changes and eviction) plus the
-// command-log rows after it, replayed through the same rules. Replay has no
-// side effects: the debits and outbox rows of those commands were committed
-// with them. The command log's primary key (app_code, room_id, room_version)
-// fences a second writer of the same room: a cell whose state is stale fails
-// its write, is dropped and reloads. Rooms load on their first command; at
+// versions and at creation, closing, region changes, bans, restores and
+// eviction) plus the command-log rows after it, replayed through the same
+// rules. Replay has no side effects: the debits, outbox and audit rows of
+// those commands were committed with them. The command log's primary key
+// (app_code, room_id, room_version) fences a second writer of the same room:
+// a cell whose state is stale fails its write, is dropped and reloads. Rooms load on their first command; at
 // start the rooms role also loads every room whose last state lists users, so
 // users who left while the process was down are swept. Idle rooms with nobody
 // present are evicted from memory.
+//
+// # Moderation
+//
+// BanRoom and RestoreRoom (moderation.go) are room commands like the others,
+// issued by admins only, each with a required reason (1..256 characters) and
+// idempotent by Idempotency-Key. A ban removes everyone present (one
+// RoomUserLeft each, reason banned), frees their seats (locks, password, host
+// and per-user bans stay), sets the status banned and emits RoomBanned; every
+// event carries the card, so a list drops the room on its status alone. A
+// restore sets it active again (RoomRestored); nobody is brought back.
+// Banning a banned room or restoring an active one changes nothing; neither
+// applies to a closed room.
+//
+// A banned room refuses joins, heartbeats, seat, gift, password, host and
+// kick commands with FAILED_PRECONDITION "room is banned", even from its
+// owner or an admin. Leaves and presence sweeps find nobody and change
+// nothing. An admin may still change its visible region, and close it.
+//
+// Decided: a banned room still is its owner's one active room, and keeps its
+// short id (rooms.active_owner_user_id and active_short_id count banned), so
+// a ban cannot be dodged by opening another room; a second create is
+// ALREADY_EXISTS naming the banned room. For the same reason only an admin
+// may close a banned room (the owner gets FAILED_PRECONDITION): closing is
+// what frees the owner to open a new one.
+//
+// # Audit trail
+//
+// Every operator action on a room is one room_audit row (audit.go): operator
+// (the admin token's sub, "admin:<sub>"), time, action, reason, and the
+// values before and after as JSON. The operator's room commands (region
+// change, ban, restore, close by an admin) write theirs in their own
+// transaction, so an action is audited exactly when it takes effect; a
+// command that changes nothing writes none. A region change is also still
+// written to room_region_audit, and the migration copied the older ones into
+// the trail. Actions outside the room commands (pin and unpin, hide and
+// unhide) call InsertAudit with their own *sql.Tx (the change and its row
+// commit together) and then Service.CountModeration, or
+// Service.RecordAudit outside a transaction. Service.Audit reads a room's
+// trail newest first (audit_id descending) in pages, within one app.
+// rooms_moderation_actions_total{action} counts committed actions; every
+// action's series exists from the start at 0.
 //
 // # Names
 //

@@ -25,6 +25,14 @@ var (
 	errInsufficientBalance = apperr.New(apperr.InsufficientBalance, "not enough coins for this gift")
 	// errNoProfile is a user without a profile creating a room.
 	errNoProfile = apperr.New(apperr.FailedPrecondition, "set your profile first (PUT /api/v1/users/me)")
+	// errRoomClosed is any command on a closed room.
+	errRoomClosed = apperr.New(apperr.FailedPrecondition, "room is closed")
+	// errRoomBanned is a command a banned room refuses (a join, a seat, a
+	// gift...): only an admin's restore, close or region change apply.
+	errRoomBanned = apperr.New(apperr.FailedPrecondition, "room is banned")
+	// errBannedClose is the owner closing a banned room: only an admin may,
+	// so that closing cannot free the owner's one room from a ban.
+	errBannedClose = apperr.New(apperr.FailedPrecondition, "room is banned: only an admin may close it")
 	// errShuttingDown is a command that arrives after the service stopped.
 	errShuttingDown = apperr.New(apperr.Unavailable, "shutting down, try again")
 )

@@ -40,8 +40,8 @@ type limits struct {
 // is deterministic: it reads only s and c (c.NowMs is the clock). Each kind
 // is a method below, with the same contract.
 func apply(s *State, c *Command, lim limits, replay bool) (events []Event, changed bool, err error) {
-	if s.Status != StatusActive {
-		return nil, false, apperr.New(apperr.FailedPrecondition, "room is closed")
+	if err := s.admits(c); err != nil {
+		return nil, false, err
 	}
 	switch c.Kind {
 	case KindJoinRoom:
@@ -70,6 +70,10 @@ func apply(s *State, c *Command, lim limits, replay bool) (events []Event, chang
 		return s.closeRoom(c)
 	case KindChangeRoomVisibleRegion:
 		return s.changeVisibleRegion(c)
+	case KindBanRoom:
+		return s.ban(c)
+	case KindRestoreRoom:
+		return s.restore(c)
 	case KindSweepStale:
 		return s.sweepStale(c)
 	}

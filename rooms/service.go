@@ -60,6 +60,8 @@ type Service struct {
 	fast      FastPath
 	attempts  *attemptLimiter
 	metrics   *metrics
+	// moderation counts operator actions (audit.go).
+	moderation *moderationMetrics
 
 	mu    sync.Mutex
 	cells map[roomKey]*cell
@@ -97,6 +99,9 @@ func New(db *sql.DB, users Users, regions Regions, fast FastPath, cfg Config, lo
 	if err != nil {
 		return nil, err
 	}
+	if s.moderation, err = newModerationMetrics(reg); err != nil {
+		return nil, err
+	}
 	s.committer = newCommitter(db, s.log, s.metrics, now, cfg.CommitWorkers, cfg.CommitBatch, cfg.CommandTimeout)
 	return s, nil
 }
@@ -130,7 +135,7 @@ const (
 	maxTitle       = 64
 	maxDescription = 500
 	maxURL         = 512
-	maxReason      = 255
+	maxReason      = maxAuditReason
 	maxCommandID   = 64
 )
 
@@ -435,6 +440,9 @@ func (s *Service) execLocked(ctx context.Context, c *cell, cmd *Command) (Result
 		return Result{}, err
 	}
 	c.committed(next, m.snapshot != nil, cmd, now)
+	if m.roomAudit != nil {
+		s.CountModeration(m.roomAudit.Action)
+	}
 	if s.fast != nil && len(msgs) > 0 {
 		s.fast.Committed(msgs, s.now())
 	}
@@ -490,9 +498,10 @@ func (s *Service) mutation(c *cell, cmd *Command, next *State, events []Event) (
 		room: roomRow{shortID: next.ShortID, ownerUserID: next.OwnerUserID, status: next.Status,
 			visibleRegionID: next.VisibleRegionID, mode: next.Mode, onlineCount: len(next.Online), createdAtMs: next.CreatedAtMs},
 	}
-	// Creation, closing and region changes always snapshot: they are what
-	// a read of an unloaded room most likely wants current.
-	always := cmd.Kind == KindCreateRoom || cmd.Kind == KindCloseRoom || cmd.Kind == KindChangeRoomVisibleRegion
+	// Creation, closing, region changes, bans and restores always snapshot:
+	// they are what a read of an unloaded room most likely wants current.
+	always := cmd.Kind == KindCreateRoom || cmd.Kind == KindCloseRoom || cmd.Kind == KindChangeRoomVisibleRegion ||
+		cmd.Kind == KindBanRoom || cmd.Kind == KindRestoreRoom
 	if always || next.Version-c.snapshotVersion >= int64(s.cfg.SnapshotEvery) {
 		if m.snapshot, err = json.Marshal(next); err != nil {
 			return nil, nil, View{}, apperr.Wrap(apperr.Internal, "encode snapshot", err)
@@ -507,6 +516,9 @@ func (s *Service) mutation(c *cell, cmd *Command, next *State, events []Event) (
 	if cmd.Kind == KindChangeRoomVisibleRegion {
 		old := c.state.Load().VisibleRegionID
 		m.audit = &regionAudit{oldRegionID: old, newRegionID: next.VisibleRegionID, operator: cmd.Actor.Operator, reason: cmd.Args.Reason}
+	}
+	if m.roomAudit, err = roomAuditOf(cmd, c.state.Load(), next); err != nil {
+		return nil, nil, View{}, apperr.Wrap(apperr.Internal, "encode audit", err)
 	}
 	card, err := json.Marshal(next.Card())
 	if err != nil {

@@ -158,6 +158,7 @@ type mutation struct {
 	snapshot        []byte // State JSON when this command writes a snapshot, else nil
 	debit           *wallet.Debit
 	audit           *regionAudit
+	roomAudit       *AuditEntry // the room_audit row of an operator's command, else nil
 }
 
 // roomRow is the rooms table's view of a room.
@@ -198,7 +199,7 @@ func writeGroup(ctx context.Context, tx *sql.Tx, ms []*mutation, nowMs int64) (s
 			short[debitOf[j]] = !ok
 		}
 	}
-	var creates, updates, logs, outbox, snaps, audits rowsBuilder
+	var creates, updates, logs, outbox, snaps, audits, roomAudits rowsBuilder
 	for i, m := range ms {
 		if short[i] {
 			continue
@@ -221,6 +222,9 @@ func writeGroup(ctx context.Context, tx *sql.Tx, ms []*mutation, nowMs int64) (s
 		}
 		if a := m.audit; a != nil {
 			audits.add("(?, ?, ?, ?, ?, ?, ?, ?)", m.appCode, m.roomID, m.version, a.oldRegionID, a.newRegionID, a.operator, a.reason, m.nowMs)
+		}
+		if e := m.roomAudit; e != nil {
+			roomAudits.add(auditTuple, e.values()...)
 		}
 	}
 	const roomCols = `(app_code, room_id, room_short_id, owner_user_id, status, visible_region_id, mode, room_version, online_count, created_at_ms, updated_at_ms)`
@@ -245,6 +249,7 @@ func writeGroup(ctx context.Context, tx *sql.Tx, ms []*mutation, nowMs int64) (s
 			` ON DUPLICATE KEY UPDATE room_version = VALUES(room_version), state = VALUES(state), updated_at_ms = VALUES(updated_at_ms)`},
 		{`INSERT INTO room_region_audit (app_code, room_id, room_version, old_region_id, new_region_id, operator,
 			reason, created_at_ms) VALUES `, &audits, ``},
+		{auditInsertHead, &roomAudits, ``},
 	}
 	for _, s := range stmts {
 		if s.values.n == 0 {
