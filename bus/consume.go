@@ -171,10 +171,10 @@ type Consumer struct {
 	backOff          []time.Duration
 	nakDelays        []time.Duration
 	maxDeliver       int
-	serverMaxDeliver int             // the durable's MaxDeliver: marks follow it
-	marks            marks           // last-delivery marks of the durable
+	serverMaxDeliver int              // the durable's MaxDeliver: marks follow it
+	marks            marks            // last-delivery marks of the durable
 	dlq              jetstream.Stream // ROOM_EVENTS_DLQ, to remove replayed letters
-	hctx       context.Context // handlers' ctx: cancelled ShutdownTimeout after Run's ctx
+	hctx             context.Context  // handlers' ctx: cancelled ShutdownTimeout after Run's ctx
 }
 
 // NewConsumer returns a Consumer that runs h for every message of the

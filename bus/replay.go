@@ -348,7 +348,7 @@ type replayer struct {
 	inflight chan struct{}
 	acks     chan jetstream.PubAckFuture
 	done     chan struct{}
-	skipped int // by the sender
+	skipped  int // by the sender
 	// Set by the collector, read after done is closed.
 	replayed, duplicates int
 	err                  error
