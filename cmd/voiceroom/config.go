@@ -110,6 +110,8 @@ type config struct {
 	ShutdownTimeout time.Duration `env:"VOICEROOM_SHUTDOWN_TIMEOUT" envDefault:"15s"`
 	LogFormat       string        `env:"VOICEROOM_LOG_FORMAT" envDefault:"json"`
 	LogLevel        string        `env:"VOICEROOM_LOG_LEVEL" envDefault:"info"`
+
+	DLQSettings // VOICEROOM_DLQ_GAP_CHECK_INTERVAL, _MAX_REPLAY, VOICEROOM_BUS_MONITOR_INTERVAL (dlq.go)
 }
 
 // configError is a bad setting; its message names the variable.
@@ -211,6 +213,7 @@ func (c *config) validate() error {
 	check(c.StreamMaxAge >= c.StreamDuplicateWindow, "VOICEROOM_STREAM_MAX_AGE", "must be at least the duplicate window")
 	check(c.StreamReplicas == 1 || c.StreamReplicas == 3 || c.StreamReplicas == 5, "VOICEROOM_STREAM_REPLICAS", "want 1, 3 or 5, got %d", c.StreamReplicas)
 	check(c.DLQMaxAge >= time.Hour, "VOICEROOM_DLQ_MAX_AGE", "want at least 1h, got %v", c.DLQMaxAge)
+	errs = append(errs, c.DLQSettings.validate()...)
 	for _, sink := range []struct {
 		prefix                 string
 		ackWait                time.Duration

@@ -47,6 +47,10 @@ func TestBadValuesNameTheVariable(t *testing.T) {
 		{"VOICEROOM_REGIONS_CACHE_TTL", "1h"},
 		{"VOICEROOM_REGIONS_REBUILD_BATCH", "0"},
 		{"VOICEROOM_REGIONS_REBUILD_BATCH", "100000"},
+		{"VOICEROOM_DLQ_GAP_CHECK_INTERVAL", "10ms"},
+		{"VOICEROOM_DLQ_GAP_CHECK_INTERVAL", "often"},
+		{"VOICEROOM_BUS_MONITOR_INTERVAL", "2h"},
+		{"VOICEROOM_DLQ_MAX_REPLAY", "0"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name+"="+tt.value, func(t *testing.T) {
