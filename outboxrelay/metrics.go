@@ -121,9 +121,23 @@ func (m *Metrics) bind() *Metrics {
 			duplicate: m.duplicate.WithLabelValues(p),
 			latency:   m.latency.WithLabelValues(p),
 		}
+		m.failure.WithLabelValues(p) // alert series exist at 0 from the start
+	}
+	for _, r := range handOverReasons {
+		m.handedOver.WithLabelValues(r)
+	}
+	for _, op := range dbOps {
+		m.dbFailures.WithLabelValues(op)
 	}
 	return m
 }
+
+// The label values of the labelled counters, created at 0 so that an
+// alert on a rate sees them before the first event.
+var (
+	handOverReasons = []string{"queue_full", "room_blocked", "disconnected", "stopped", "mark_queue_full"}
+	dbOps           = []string{"claim", "mark", "fast_mark", "check", "retention", "stats"}
+)
 
 func (m *Metrics) acked(path, eventID string, committed, at time.Time, duplicate bool) {
 	if m == nil {
