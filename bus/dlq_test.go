@@ -178,6 +178,9 @@ func TestDLQListPagedAndPerApp(t *testing.T) {
 	if n := len(mustList(t, q, "sinka", "app3", 0, 0).Letters); n != 0 {
 		t.Errorf("app3 sees %d letters", n)
 	}
+	if page := mustList(t, q, "sinka", "app1", 1<<40, 0); len(page.Letters) != 0 || page.Next != 0 {
+		t.Errorf("after the end: %+v", page)
+	}
 	if n := len(mustList(t, q, "sinkb", "app1", 0, 0).Letters); n != 0 {
 		t.Errorf("sinkb has %d letters", n)
 	}
