@@ -164,7 +164,8 @@ type Consumer struct {
 	metrics  *consumerMetrics
 	running  chan struct{}
 	started  atomic.Bool
-	stopping atomic.Bool // Run's ctx ended: queued messages are nakked, not handled
+	settling sync.WaitGroup // replays whose letter is being removed before their ack
+	stopping atomic.Bool    // Run's ctx ended: queued messages are nakked, not handled
 
 	// Set by Run before any goroutine starts.
 	ackWait          time.Duration
@@ -298,6 +299,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 	done := make(chan struct{})
 	go func() {
 		wg.Wait()
+		c.settling.Wait() // bounded: each removal has its own timeout
 		close(done)
 	}()
 	timer := time.NewTimer(c.cfg.ShutdownTimeout)
@@ -586,15 +588,29 @@ func clampIndex(nd uint64, n int) int {
 // at worst, a letter offered again or a mark the gap check clears, never
 // a handled replay that is offered again after its ack. If the letter
 // cannot be removed the message is nakked and handled again.
+//
+// A replay's removal runs beside the handler goroutine, which goes on
+// with the next message: removals of a replay batch overlap instead of
+// costing a round trip each. Their number is bounded by the durable's
+// MaxAckPending, since each holds an unacked message; Run waits for them.
 func (c *Consumer) handled(j job) {
-	ctx := context.Background()
-	if j.replayOf > 0 {
-		if err := c.removeLetter(ctx, j.replayOf); err != nil {
+	if j.replayOf == 0 {
+		c.settleHandled(j)
+		return
+	}
+	c.settling.Go(func() {
+		if err := c.removeLetter(context.Background(), j.replayOf); err != nil {
 			c.logFor(j, slog.LevelWarn, "replayed letter not removed, nakking", err, "dlq_seq", j.replayOf)
 			c.nak(j, c.nakDelay(j.meta.NumDelivered), nil)
 			return
 		}
-	}
+		c.settleHandled(j)
+	})
+}
+
+// settleHandled removes the mark of a handled message, if any, and acks it.
+func (c *Consumer) settleHandled(j job) {
+	ctx := context.Background()
 	if j.marked {
 		if err := c.marks.remove(ctx, j.meta.Sequence.Stream); err != nil {
 			// The gap check may later make a letter of a handled message;
