@@ -628,14 +628,18 @@ func (c *Consumer) removeLetter(ctx context.Context, dlqSeq uint64) error {
 }
 
 // lettered cleans up after a message's dead letter was stored: the letter
-// it replayed (now superseded by the new one) and its mark go. Failures
-// are logged: an old letter left behind is offered again (harmless), a
-// mark left behind is cleared by the gap check, which finds the letter.
-func (c *Consumer) lettered(ctx context.Context, seq, replayOf uint64, log *slog.Logger) {
+// it replayed (now superseded by the new one) and its mark (if it may
+// have one) go. Failures are logged: an old letter left behind is offered
+// again (harmless), a mark left behind is cleared by the gap check, which
+// finds the letter.
+func (c *Consumer) lettered(ctx context.Context, seq, replayOf uint64, marked bool, log *slog.Logger) {
 	if replayOf > 0 {
 		if err := c.removeLetter(ctx, replayOf); err != nil {
 			log.Warn("superseded dead letter not removed", "dlq_seq", replayOf, "error", err)
 		}
+	}
+	if !marked {
+		return
 	}
 	if err := c.marks.remove(ctx, seq); err != nil {
 		log.Warn("last-delivery mark not removed", "error", err)
@@ -699,7 +703,7 @@ func (c *Consumer) deadLetter(j job, reason string) {
 		return
 	}
 	if j.replayOf > 0 || j.marked {
-		c.lettered(context.Background(), j.meta.Sequence.Stream, j.replayOf, c.log.With("subject", j.subject, "stream_seq", j.meta.Sequence.Stream))
+		c.lettered(context.Background(), j.meta.Sequence.Stream, j.replayOf, j.marked, c.log.With("subject", j.subject, "stream_seq", j.meta.Sequence.Stream))
 	}
 	if err := j.msg.TermWithReason("dead-lettered"); err != nil {
 		// The message comes again after ack wait and is dead-lettered
@@ -809,6 +813,6 @@ func (c *Consumer) deadLetterSeq(ctx context.Context, stream jetstream.Stream, a
 	if err := l.publish(ctx, c.js); err != nil {
 		return err
 	}
-	c.lettered(ctx, adv.StreamSeq, replayOf, c.log.With("stream_seq", adv.StreamSeq))
+	c.lettered(ctx, adv.StreamSeq, replayOf, marked(adv.Deliveries, c.serverMaxDeliver), c.log.With("stream_seq", adv.StreamSeq))
 	return nil
 }
