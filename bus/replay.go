@@ -225,8 +225,14 @@ func (q *DLQ) scan(ctx context.Context, filter string, after uint64, max int, fn
 	pending := cons.CachedInfo().NumPending
 	got := 0
 	for pending > 0 && got < max {
+		if err := ctx.Err(); err != nil {
+			return false, fmt.Errorf("read dead letters on %s: %w", filter, err)
+		}
 		n := min(uint64(max-got), pending, scanBatch)
-		batch, err := cons.Fetch(int(n), jetstream.FetchContext(ctx))
+		// No wait: the letters are stored, so the server answers at once;
+		// letters deleted since the count (handled replays) just come
+		// short instead of holding the pull open.
+		batch, err := cons.FetchNoWait(int(n))
 		if err != nil {
 			return false, fmt.Errorf("read dead letters on %s: %w", filter, err)
 		}
