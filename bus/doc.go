@@ -114,7 +114,9 @@
 //     "replay:<sink>:<letter seq>" (so a repeated request within the
 //     duplicate window stores nothing, while the event's own id is not
 //     taken by the first publish) and [HeaderReplayOf] = the letter's
-//     sequence. The letter stays listed until the copy is settled.
+//     sequence. The letter stays listed until the copy is settled. A
+//     replay is an old event arriving late: the sinks' room_version guard
+//     decides what it may still change.
 //  4. Handled: the sink's Consumer decodes the copy like any delivery
 //     ([Delivery.Subject] is the room.events subject, [Delivery.ReplayOf]
 //     the letter) and, once the handler succeeded, deletes the letter from
