@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -22,14 +23,22 @@ import (
 type Delivery struct {
 	// Envelope is the decoded, validated event.
 	Envelope Envelope
-	// Subject is the message's subject in ROOM_EVENTS.
+	// Subject is the event's subject,
+	// room.events.<app_code>.<room_id>.<event_type>, also for a replay
+	// (which is stored on a replay subject).
 	Subject string
-	// StreamSeq is the message's sequence in ROOM_EVENTS.
+	// StreamSeq is the message's sequence in ROOM_EVENTS (for a replay,
+	// the replayed copy's).
 	StreamSeq uint64
 	// NumDelivered counts deliveries to this consumer, 1 the first time.
 	NumDelivered uint64
 	// Consumer is the durable consumer's name.
 	Consumer string
+	// ReplayOf is, for a dead letter an operator replayed, the letter's
+	// sequence in ROOM_EVENTS_DLQ; 0 for an ordinary delivery. Handlers
+	// need not look at it: a replay carries the original envelope and
+	// event_id, and de-duplication applies as usual.
+	ReplayOf uint64
 }
 
 // Handler handles one delivery. nil acks the message; an error is sorted
@@ -161,14 +170,18 @@ type Consumer struct {
 	metrics  *consumerMetrics
 	running  chan struct{}
 	started  atomic.Bool
-	stopping atomic.Bool // Run's ctx ended: queued messages are nakked, not handled
+	settling sync.WaitGroup // replays whose letter is being removed before their ack
+	stopping atomic.Bool    // Run's ctx ended: queued messages are nakked, not handled
 
 	// Set by Run before any goroutine starts.
-	ackWait    time.Duration
-	backOff    []time.Duration
-	nakDelays  []time.Duration
-	maxDeliver int
-	hctx       context.Context // handlers' ctx: cancelled ShutdownTimeout after Run's ctx
+	ackWait          time.Duration
+	backOff          []time.Duration
+	nakDelays        []time.Duration
+	maxDeliver       int
+	serverMaxDeliver int              // the durable's MaxDeliver: marks follow it
+	marks            marks            // last-delivery marks of the durable
+	dlq              jetstream.Stream // ROOM_EVENTS_DLQ, to remove replayed letters
+	hctx             context.Context  // handlers' ctx: cancelled ShutdownTimeout after Run's ctx
 }
 
 // NewConsumer returns a Consumer that runs h for every message of the
@@ -209,6 +222,9 @@ type job struct {
 	meta      *jetstream.MsgMetadata
 	env       Envelope
 	decodeErr error
+	subject   string // the event's room.events subject (a replay's original)
+	replayOf  uint64 // the replayed letter's DLQ sequence, 0 if not a replay
+	marked    bool   // a last-delivery mark was written for this delivery
 }
 
 // Run fetches and handles messages until ctx ends. Then it stops fetching
@@ -230,8 +246,11 @@ func (c *Consumer) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("consumer %s: stream %s: %w", durable, StreamName, err)
 	}
-	if _, err := c.js.Stream(ctx, DLQStreamName); err != nil {
+	if c.dlq, err = c.js.Stream(ctx, DLQStreamName); err != nil {
 		return fmt.Errorf("consumer %s: dead-letter stream %s: %w", durable, DLQStreamName, err)
+	}
+	if c.marks, err = openMarks(ctx, c.js, durable); err != nil {
+		return fmt.Errorf("consumer %s: %w", durable, err)
 	}
 	c.settle(cons.CachedInfo().Config)
 
@@ -286,6 +305,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 	done := make(chan struct{})
 	go func() {
 		wg.Wait()
+		c.settling.Wait() // bounded: each removal has its own timeout
 		close(done)
 	}()
 	timer := time.NewTimer(c.cfg.ShutdownTimeout)
@@ -315,6 +335,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 func (c *Consumer) settle(server jetstream.ConsumerConfig) {
 	c.ackWait = server.AckWait
 	c.backOff = server.BackOff
+	c.serverMaxDeliver = server.MaxDeliver
 	c.maxDeliver = c.cfg.MaxDeliver
 	if c.maxDeliver == 0 {
 		c.maxDeliver = server.MaxDeliver // -1 or 0 on the server: unlimited
@@ -399,7 +420,12 @@ func (c *Consumer) fetch(ctx context.Context, cons jetstream.Consumer, n int, qu
 func (c *Consumer) dispatch(msg jetstream.Msg, queues []chan job) {
 	j := job{msg: msg}
 	j.meta, _ = msg.Metadata() // nil is handled by process
-	key := msg.Subject()
+	var replay bool
+	j.subject, replay = eventSubjectOf(msg.Subject())
+	if replay {
+		j.replayOf, _ = strconv.ParseUint(msg.Headers().Get(HeaderReplayOf), 10, 64)
+	}
+	key := j.subject
 	j.env, j.decodeErr = DecodeEnvelope(msg.Data())
 	if j.decodeErr == nil {
 		key = voiceroom.RoomKey{AppCode: j.env.AppCode, RoomID: j.env.RoomID}.String()
@@ -429,16 +455,27 @@ func (c *Consumer) process(j job) {
 		c.nak(j, 0, nil)
 		return
 	}
+	if marked(j.meta.NumDelivered, c.serverMaxDeliver) {
+		// If this process dies now, the server may give up on the
+		// message while nobody hears its advisory; the gap check finds
+		// the mark. A failed mark leaves only the advisory path.
+		if err := c.marks.put(context.Background(), j.meta.Sequence.Stream, j.meta.NumDelivered); err != nil {
+			c.logFor(j, slog.LevelWarn, "last-delivery mark failed", err)
+		} else {
+			j.marked = true
+		}
+	}
 	if j.decodeErr != nil {
 		c.deadLetter(j, j.decodeErr.Error())
 		return
 	}
 	d := Delivery{
 		Envelope:     j.env,
-		Subject:      j.msg.Subject(),
+		Subject:      j.subject,
 		StreamSeq:    j.meta.Sequence.Stream,
 		NumDelivered: j.meta.NumDelivered,
 		Consumer:     c.cfg.Durable,
+		ReplayOf:     j.replayOf,
 	}
 	stop := c.keepInProgress(j)
 	start := time.Now()
@@ -449,7 +486,7 @@ func (c *Consumer) process(j job) {
 	nd := j.meta.NumDelivered
 	switch {
 	case err == nil:
-		c.ack(j)
+		c.handled(j)
 	case c.hctx.Err() != nil:
 		// Cut short by shutdown: not the message's fault, never dead-letter.
 		c.nak(j, 0, err)
@@ -551,6 +588,70 @@ func clampIndex(nd uint64, n int) int {
 	return int(nd - 1)
 }
 
+// handled settles a message its handler succeeded on: the replayed letter
+// (if any) leaves the DLQ, the mark (if any) is removed, then the message
+// is acked. Both go before the ack so that a crash in between leaves,
+// at worst, a letter offered again or a mark the gap check clears, never
+// a handled replay that is offered again after its ack. If the letter
+// cannot be removed the message is nakked and handled again.
+//
+// A replay's removal runs beside the handler goroutine, which goes on
+// with the next message: removals of a replay batch overlap instead of
+// costing a round trip each. Their number is bounded by the durable's
+// MaxAckPending, since each holds an unacked message; Run waits for them.
+func (c *Consumer) handled(j job) {
+	if j.replayOf == 0 {
+		c.settleHandled(j)
+		return
+	}
+	c.settling.Go(func() {
+		if err := c.removeLetter(context.Background(), j.replayOf); err != nil {
+			c.logFor(j, slog.LevelWarn, "replayed letter not removed, nakking", err, "dlq_seq", j.replayOf)
+			c.nak(j, c.nakDelay(j.meta.NumDelivered), nil)
+			return
+		}
+		c.settleHandled(j)
+	})
+}
+
+// settleHandled removes the mark of a handled message, if any, and acks it.
+func (c *Consumer) settleHandled(j job) {
+	ctx := context.Background()
+	if j.marked {
+		if err := c.marks.remove(ctx, j.meta.Sequence.Stream); err != nil {
+			// The gap check may later make a letter of a handled message;
+			// replaying it is harmless (sinks de-duplicate).
+			c.logFor(j, slog.LevelWarn, "last-delivery mark not removed", err)
+		}
+	}
+	c.ack(j)
+}
+
+// removeLetter deletes a replayed letter from ROOM_EVENTS_DLQ; one
+// already gone is no error.
+func (c *Consumer) removeLetter(ctx context.Context, dlqSeq uint64) error {
+	return removeLetter(ctx, c.dlq, dlqSeq)
+}
+
+// lettered cleans up after a message's dead letter was stored: the letter
+// it replayed (now superseded by the new one) and its mark (if it may
+// have one) go. Failures are logged: an old letter left behind is offered
+// again (harmless), a mark left behind is cleared by the gap check, which
+// finds the letter.
+func (c *Consumer) lettered(ctx context.Context, seq, replayOf uint64, marked bool, log *slog.Logger) {
+	if replayOf > 0 {
+		if err := c.removeLetter(ctx, replayOf); err != nil {
+			log.Warn("superseded dead letter not removed", "dlq_seq", replayOf, "error", err)
+		}
+	}
+	if !marked {
+		return
+	}
+	if err := c.marks.remove(ctx, seq); err != nil {
+		log.Warn("last-delivery mark not removed", "error", err)
+	}
+}
+
 func (c *Consumer) ack(j job) {
 	var err error
 	if c.cfg.AckSync {
@@ -592,7 +693,7 @@ func (c *Consumer) nak(j job, delay time.Duration, cause error) {
 func (c *Consumer) deadLetter(j job, reason string) {
 	l := letter{
 		durable:    c.cfg.Durable,
-		subject:    j.msg.Subject(),
+		subject:    j.subject,
 		streamSeq:  j.meta.Sequence.Stream,
 		deliveries: j.meta.NumDelivered,
 		reason:     reason,
@@ -606,6 +707,9 @@ func (c *Consumer) deadLetter(j job, reason string) {
 		c.logFor(j, slog.LevelError, "dead-letter failed, nakking", err)
 		c.nak(j, c.nakDelay(j.meta.NumDelivered), nil)
 		return
+	}
+	if j.replayOf > 0 || j.marked {
+		c.lettered(context.Background(), j.meta.Sequence.Stream, j.replayOf, j.marked, c.log.With("subject", j.subject, "stream_seq", j.meta.Sequence.Stream))
 	}
 	if err := j.msg.TermWithReason("dead-lettered"); err != nil {
 		// The message comes again after ack wait and is dead-lettered
@@ -711,14 +815,10 @@ func (c *Consumer) deadLetterSeq(ctx context.Context, stream jetstream.Stream, a
 	if err != nil {
 		return fmt.Errorf("get %s seq %d: %w", StreamName, adv.StreamSeq, err)
 	}
-	l := letter{
-		durable:    c.cfg.Durable,
-		subject:    raw.Subject,
-		streamSeq:  adv.StreamSeq,
-		deliveries: adv.Deliveries,
-		reason:     ReasonMaxDeliveries,
-		data:       raw.Data,
-		header:     raw.Header,
+	l, replayOf := letterOfStored(c.cfg.Durable, raw, adv.Deliveries)
+	if err := l.publish(ctx, c.js); err != nil {
+		return err
 	}
-	return l.publish(ctx, c.js)
+	c.lettered(ctx, adv.StreamSeq, replayOf, marked(adv.Deliveries, c.serverMaxDeliver), c.log.With("stream_seq", adv.StreamSeq))
+	return nil
 }

@@ -30,8 +30,10 @@ const (
 
 // ReasonMaxDeliveries is the reason of a dead letter made after the
 // server itself stopped redelivering a message (MaxDeliver reached while
-// no handler answered).
-const ReasonMaxDeliveries = "max deliveries reached"
+// no handler answered), whether the MAX_DELIVERIES advisory or the gap
+// check found it. It is a stable token operators can match; letters
+// stored before it was introduced say "max deliveries reached".
+const ReasonMaxDeliveries = "max_deliveries"
 
 // maxReasonLen caps the reason header.
 const maxReasonLen = 256
@@ -74,6 +76,26 @@ func (l letter) publish(ctx context.Context, js jetstream.JetStream) error {
 		return fmt.Errorf("dead-letter %s seq %d: %w", l.subject, l.streamSeq, err)
 	}
 	return nil
+}
+
+// letterOfStored is the letter of a message read back from ROOM_EVENTS
+// after the server gave up on it, with the DLQ sequence of the letter it
+// replayed (0 if it is not a replay).
+func letterOfStored(durable string, raw *jetstream.RawStreamMsg, deliveries uint64) (letter, uint64) {
+	subject, replay := eventSubjectOf(raw.Subject)
+	var replayOf uint64
+	if replay {
+		replayOf, _ = strconv.ParseUint(raw.Header.Get(HeaderReplayOf), 10, 64)
+	}
+	return letter{
+		durable:    durable,
+		subject:    subject,
+		streamSeq:  raw.Sequence,
+		deliveries: deliveries,
+		reason:     ReasonMaxDeliveries,
+		data:       raw.Data,
+		header:     raw.Header,
+	}, replayOf
 }
 
 // cleanReason makes reason a one-line header value of at most
@@ -149,18 +171,5 @@ func ReadDeadLetters(ctx context.Context, js jetstream.JetStream, limit int) ([]
 }
 
 func deadLetterFrom(raw *jetstream.RawStreamMsg) DeadLetter {
-	deliveries, _ := strconv.ParseUint(raw.Header.Get(HeaderDLQDeliveries), 10, 64)
-	streamSeq, _ := strconv.ParseUint(raw.Header.Get(HeaderDLQStreamSeq), 10, 64)
-	return DeadLetter{
-		Sequence:          raw.Sequence,
-		Subject:           raw.Subject,
-		Time:              raw.Time,
-		Consumer:          raw.Header.Get(HeaderDLQConsumer),
-		Reason:            raw.Header.Get(HeaderDLQReason),
-		Deliveries:        deliveries,
-		OriginalSubject:   raw.Header.Get(HeaderDLQSubject),
-		OriginalStreamSeq: streamSeq,
-		Header:            raw.Header,
-		Data:              raw.Data,
-	}
+	return deadLetterOf(raw.Sequence, raw.Subject, raw.Time, raw.Header, raw.Data)
 }

@@ -2,7 +2,9 @@
 // small API: the event envelope and its subjects, an embedded nats-server
 // (the default deployment) or a connection to an external cluster, stream
 // and consumer provisioning, publishing with de-duplication, the consume
-// loop with ack/nak/term and dead-lettering, and reading dead letters.
+// loop with ack/nak/term and dead-lettering, and the dead letters:
+// listing and replaying them per sink, and finding the ones no advisory
+// announced.
 //
 // # Streams and subjects
 //
@@ -17,7 +19,14 @@
 // Dead letters live in [DLQStreamName] ("ROOM_EVENTS_DLQ") on subjects
 // dlq.<durable>.<original subject>, with headers that say who gave up, why,
 // after how many deliveries and where the original sits (see
-// [HeaderDLQReason] and friends). [ReadDeadLetters] lists them.
+// [HeaderDLQReason] and friends). [DLQ] lists them per sink and app and
+// replays them; [ReadDeadLetters] reads them all.
+//
+// A replay is stored in ROOM_EVENTS on
+// room.replay.<durable>.<app_code>.<room_id>.<event_type>. Each durable's
+// filter is its FilterSubject plus room.replay.<durable>.>, so a replay
+// reaches the one sink whose letter it was and no other; a consumer made
+// on ROOM_EVENTS without a filter would see every sink's replays.
 //
 // # Delivery guarantees
 //
@@ -47,13 +56,79 @@
 // delivery, the server stops redelivering on its own and only publishes a
 // MAX_DELIVERIES advisory; every running Consumer of that durable listens
 // for it, reads the message back from the stream and dead-letters it with
-// reason [ReasonMaxDeliveries]. Advisories are not stored: if no instance
-// of the durable is subscribed at that moment, the message stays in
-// ROOM_EVENTS (nothing is deleted) but no dead letter points at it; the
-// consumer's ack floor has moved past it. At shutdown the
+// reason [ReasonMaxDeliveries] ("max_deliveries"). At shutdown the
 // consumer naks without delay: the server reconsiders such a message only
 // when an instance pulls again, which it does after subscribing to the
 // advisory, so a restart does not lose a message on its last delivery.
+//
+// # Gaps: letters nobody heard of
+//
+// Advisories are not stored. If no instance of the durable is subscribed
+// when the server gives up (all of them down, a reconnect, an advisory
+// dropped), the message stays in ROOM_EVENTS but no dead letter points at
+// it, and the server keeps nothing per message that says so. The gap
+// check ([GapChecker], run by every sink process) closes that gap:
+//
+//   - A Consumer that receives a message on one of its last two
+//     deliveries (delivery n with n+1 >= the durable's MaxDeliver: with the
+//     default 10, only messages that already failed 8 times) first writes
+//     a mark <durable>.<stream seq> into the key-value bucket
+//     [LastDeliveryBucket]. It removes the mark when it settles the
+//     message: after the handler succeeded and before the ack, or after
+//     the dead letter is stored and before the term. A retryable failure
+//     keeps it (the next delivery is the last).
+//   - The check reads the durable's state (ack floor; delivered and ack
+//     pending) and then the marks of messages that state shows settled.
+//     Since a handled message loses its mark before its ack, a settled
+//     mark is a message that was dead-lettered (the check finds its letter
+//     on dlq.<durable>.<subject> by HeaderDLQStreamSeq and only removes
+//     the mark) or one the server gave up on unheard (the check reads it
+//     from ROOM_EVENTS and stores its letter with reason
+//     ReasonMaxDeliveries, then removes the mark).
+//
+// The cost is bounded: one key-value write and delete per message on its
+// last two deliveries (every message when MaxDeliver is 1 or 2, none when
+// it is unlimited), and per check one consumer info, one listing of the
+// durable's marks (at most GapCheckConfig.MaxPerCheck handled) and a few
+// lookups per settled mark. What it does not cover: a process that dies
+// between receiving a message and writing its mark, on the last delivery,
+// right after the previous delivery also went unanswered without a mark
+// (two silent failures in a row; with MaxDeliver 1, one). What it may over-cover: a mark it could not remove after the
+// handler succeeded becomes a letter of a handled message, which is
+// harmless to replay. nats-server does not always move the ack floor past
+// a message it gave up on; the check then waits until nothing is pending
+// or a later ack moves the floor. Letters stored before
+// ReasonMaxDeliveries became "max_deliveries" say "max deliveries
+// reached".
+//
+// # A dead letter's life
+//
+//  1. Stored: by the handler path (permanent error, undecodable envelope,
+//     retryable error on the last delivery), the advisory path or the gap
+//     check, with Nats-Msg-Id "<durable>:<stream seq>" so two paths store
+//     one letter within the duplicate window.
+//  2. Listed: [DLQ.List] reads only dlq.<sink>.room.events.<app_code>.>
+//     from a sequence on, paged.
+//  3. Replayed: [DLQ.Replay] stores a copy on the sink's replay subject,
+//     with the original data (event_id included) and headers, Nats-Msg-Id
+//     "replay:<sink>:<letter seq>" (so a repeated request within the
+//     duplicate window stores nothing, while the event's own id is not
+//     taken by the first publish) and [HeaderReplayOf] = the letter's
+//     sequence. The letter stays listed until the copy is settled. A
+//     replay is an old event arriving late: the sinks' room_version guard
+//     decides what it may still change.
+//  4. Handled: the sink's Consumer decodes the copy like any delivery
+//     ([Delivery.Subject] is the room.events subject, [Delivery.ReplayOf]
+//     the letter) and, once the handler succeeded, deletes the letter from
+//     ROOM_EVENTS_DLQ before acking; if the delete fails the copy is
+//     nakked and handled again, so a handled letter is never offered
+//     again.
+//  5. Failed again: the copy gets its own letter with the new reason
+//     (HeaderReplayOf kept, so it says which letter it supersedes), and
+//     then the old letter is deleted. If that delete fails, both are
+//     listed; replaying both is harmless.
+//
+// Letters expire with the stream's MaxAge (StreamConfig.DLQMaxAge).
 //
 // With a consumer BackOff, nats-server delays a nak of delivery n by the
 // requested delay plus BackOff[n-1] - AckWait; the consumer subtracts that

@@ -35,6 +35,14 @@ var (
 	// reconnecting in the background).
 	ErrNotConnected = errors.New("nats not connected")
 
+	// ErrUnknownSink reports a sink name that is not one of the DLQ's
+	// durables.
+	ErrUnknownSink = errors.New("unknown sink")
+
+	// ErrInvalidQuery reports a dead-letter query or replay the DLQ
+	// refuses: a negative limit, a bad app code, too many sequences.
+	ErrInvalidQuery = errors.New("invalid dead-letter query")
+
 	// ErrAlreadyRunning reports a second call to Consumer.Run.
 	ErrAlreadyRunning = errors.New("consumer already running")
 )

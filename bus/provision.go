@@ -84,8 +84,8 @@ func (c StreamConfig) streams() []jetstream.StreamConfig {
 	return []jetstream.StreamConfig{
 		{
 			Name:        StreamName,
-			Description: "voiceroom room events; each sink reads with its own durable consumer",
-			Subjects:    []string{allEventsSubject},
+			Description: "voiceroom room events; each sink reads with its own durable consumer, and its replays on room.replay.<durable>.>",
+			Subjects:    []string{allEventsSubject, allReplaySubject},
 			Retention:   jetstream.LimitsPolicy,
 			Storage:     jetstream.FileStorage,
 			Discard:     jetstream.DiscardOld,
@@ -197,7 +197,9 @@ func (c ConsumerConfig) Validate() error {
 }
 
 // consumer returns the JetStream definition: a durable pull consumer that
-// acks explicitly and starts at the oldest retained event.
+// acks explicitly, starts at the oldest retained event, and reads its
+// FilterSubject plus its own replay subjects (room.replay.<durable>.>),
+// never another durable's.
 func (c ConsumerConfig) consumer() jetstream.ConsumerConfig {
 	return jetstream.ConsumerConfig{
 		Durable:       c.Durable,
@@ -208,8 +210,10 @@ func (c ConsumerConfig) consumer() jetstream.ConsumerConfig {
 		BackOff:       c.BackOff,
 		MaxDeliver:    c.MaxDeliver,
 		MaxAckPending: c.MaxAckPending,
-		FilterSubject: c.FilterSubject,
-		ReplayPolicy:  jetstream.ReplayInstantPolicy,
+		// FilterSubjects replaces a FilterSubject of older deployments:
+		// the update sends both, the server keeps the list.
+		FilterSubjects: []string{c.FilterSubject, durableReplaySubject(c.Durable)},
+		ReplayPolicy:   jetstream.ReplayInstantPolicy,
 	}
 }
 
@@ -222,9 +226,11 @@ func DefaultConsumers() []ConsumerConfig {
 	}
 }
 
-// Provision creates or updates ROOM_EVENTS, ROOM_EVENTS_DLQ and the given
-// durable consumers, so it can run at every start: a second run changes
-// nothing, a changed setting is applied. Every config is validated before
+// Provision creates or updates ROOM_EVENTS, ROOM_EVENTS_DLQ, the
+// last-delivery bucket (see [LastDeliveryBucket]) and the given durable
+// consumers, so it can run at every start: a second run changes nothing, a
+// changed setting is applied. Deployments made before replays existed get
+// the replay subjects added to ROOM_EVENTS and to each durable's filter. Every config is validated before
 // anything is sent. Settings the server cannot change in place (storage
 // type, deliver policy) come back as the server's error.
 func Provision(ctx context.Context, js jetstream.JetStream, streams StreamConfig, consumers ...ConsumerConfig) error {
@@ -249,6 +255,9 @@ func Provision(ctx context.Context, js jetstream.JetStream, streams StreamConfig
 		if _, err := js.CreateOrUpdateStream(ctx, sc); err != nil {
 			return fmt.Errorf("provision stream %s: %w", sc.Name, err)
 		}
+	}
+	if _, err := js.CreateOrUpdateKeyValue(ctx, streams.lastDeliveryBucket()); err != nil {
+		return fmt.Errorf("provision bucket %s: %w", LastDeliveryBucket, err)
 	}
 	for _, c := range defs {
 		if _, err := js.CreateOrUpdateConsumer(ctx, StreamName, c); err != nil {

@@ -26,7 +26,7 @@ func TestProvisionIdempotent(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := s.CachedInfo().Config
-	if cfg.MaxAge != 7*24*time.Hour || cfg.Duplicates != 2*time.Minute || !slices.Equal(cfg.Subjects, []string{"room.events.>"}) {
+	if cfg.MaxAge != 7*24*time.Hour || cfg.Duplicates != 2*time.Minute || !slices.Equal(cfg.Subjects, []string{"room.events.>", "room.replay.>"}) {
 		t.Fatalf("stream config %+v", cfg)
 	}
 	dlq, err := js.Stream(ctx, bus.DLQStreamName)
@@ -38,7 +38,8 @@ func TestProvisionIdempotent(t *testing.T) {
 	}
 	for _, d := range []string{bus.DurableIMBridge, bus.DurableListProjector} {
 		c := mustConsumerInfo(t, js, d).Config
-		if c.AckWait != 30*time.Second || c.MaxDeliver != 10 || c.MaxAckPending != 1000 || c.FilterSubject != "room.events.>" {
+		if c.AckWait != 30*time.Second || c.MaxDeliver != 10 || c.MaxAckPending != 1000 ||
+			!slices.Equal(c.FilterSubjects, []string{"room.events.>", "room.replay." + d + ".>"}) {
 			t.Fatalf("consumer %s config %+v", d, c)
 		}
 	}

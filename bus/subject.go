@@ -160,3 +160,51 @@ func RoomKeyOf(subject string) (key voiceroom.RoomKey, ok bool) {
 	}
 	return voiceroom.RoomKey{AppCode: app, RoomID: room}, true
 }
+
+// ReplayPrefix starts every replay subject:
+// room.replay.<durable>.<app_code>.<room_id>.<event_type>. A replayed
+// dead letter is stored in ROOM_EVENTS on such a subject, which only that
+// durable's filter covers, so it reaches one sink and no other.
+const ReplayPrefix = "room.replay"
+
+// allReplaySubject matches every replay.
+const allReplaySubject = ReplayPrefix + ".>"
+
+// replaySubject is the subject a replay of original (a room.events
+// subject) to durable is stored on.
+func replaySubject(durable, original string) (string, error) {
+	rest, ok := strings.CutPrefix(original, SubjectPrefix+".")
+	if !ok {
+		return "", fmt.Errorf("subject %s: not under %s", quoteShort(original), SubjectPrefix)
+	}
+	return ReplayPrefix + "." + durable + "." + rest, nil
+}
+
+// durableReplaySubject matches the replays of durable.
+func durableReplaySubject(durable string) string {
+	return ReplayPrefix + "." + durable + ".>"
+}
+
+// eventSubjectOf returns the room.events subject a delivered subject
+// stands for: subject itself, or for a replay subject the original one,
+// with replay true.
+func eventSubjectOf(subject string) (original string, replay bool) {
+	rest, ok := strings.CutPrefix(subject, ReplayPrefix+".")
+	if !ok {
+		return subject, false
+	}
+	_, rest, ok = strings.Cut(rest, ".") // the durable
+	if !ok {
+		return subject, false
+	}
+	return SubjectPrefix + "." + rest, true
+}
+
+// dlqSinkFilter matches the dead letters of durable, of one app if
+// appCode is not empty.
+func dlqSinkFilter(durable, appCode string) string {
+	if appCode == "" {
+		return dlqPrefix + "." + durable + ".>"
+	}
+	return dlqPrefix + "." + durable + "." + SubjectPrefix + "." + appCode + ".>"
+}

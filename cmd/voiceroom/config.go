@@ -111,6 +111,8 @@ type config struct {
 	ShutdownTimeout time.Duration `env:"VOICEROOM_SHUTDOWN_TIMEOUT" envDefault:"15s"`
 	LogFormat       string        `env:"VOICEROOM_LOG_FORMAT" envDefault:"json"`
 	LogLevel        string        `env:"VOICEROOM_LOG_LEVEL" envDefault:"info"`
+
+	DLQSettings // VOICEROOM_DLQ_GAP_CHECK_INTERVAL, _MAX_REPLAY, VOICEROOM_BUS_MONITOR_INTERVAL (dlq.go)
 }
 
 // configError is a bad setting; its message names the variable.
@@ -225,6 +227,9 @@ func (c config) validate() error {
 	check(c.IMBridgeAckWait >= time.Second, "VOICEROOM_IMBRIDGE_ACK_WAIT", "want at least 1s, got %v", c.IMBridgeAckWait)
 	check(c.ProjectorAckWait >= time.Second, "VOICEROOM_PROJECTOR_ACK_WAIT", "want at least 1s, got %v", c.ProjectorAckWait)
 	check(c.RegionsCacheTTL >= 100*time.Millisecond, "VOICEROOM_REGIONS_CACHE_TTL", "want at least 100ms, got %v", c.RegionsCacheTTL)
+	for _, err := range c.DLQSettings.validate() {
+		errs.add(err)
+	}
 
 	// Values that span packages.
 	check(c.RoomsCommitWorkers < c.MySQLMaxOpenConns, "VOICEROOM_ROOMS_COMMIT_WORKERS", "must be below VOICEROOM_MYSQL_MAX_OPEN_CONNS (%d), which reads need too", c.MySQLMaxOpenConns)

@@ -57,6 +57,10 @@ func TestBadValuesNameTheVariable(t *testing.T) {
 		{"VOICEROOM_NATS_TLS_CERT", "cert.pem"},
 		{"VOICEROOM_PROJECTOR_CONCURRENCY", "1000"},
 		{"VOICEROOM_MYSQL_MAX_OPEN_CONNS", "5000"},
+		{"VOICEROOM_DLQ_GAP_CHECK_INTERVAL", "10ms"},
+		{"VOICEROOM_DLQ_GAP_CHECK_INTERVAL", "often"},
+		{"VOICEROOM_BUS_MONITOR_INTERVAL", "2h"},
+		{"VOICEROOM_DLQ_MAX_REPLAY", "0"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name+"="+tt.value, func(t *testing.T) {

@@ -1,0 +1,209 @@
+package bus
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"voiceroom/promreg"
+)
+
+// DLQMetrics are the series operators alert on for each sink: its
+// durable's backlog, its dead letters, the letters the gap check made and
+// the letters replayed. Every series of the sinks named at construction
+// exists from the start at 0. A nil *DLQMetrics records nothing.
+type DLQMetrics struct {
+	pending     *prometheus.GaugeVec
+	ackPending  *prometheus.GaugeVec
+	depth       *prometheus.GaugeVec
+	gap         *prometheus.CounterVec
+	replayed    *prometheus.CounterVec
+	refreshFail prometheus.Counter
+}
+
+// NewDLQMetrics creates the series for sinks and registers them with reg
+// (none if reg is nil). Series registered by an earlier NewDLQMetrics on
+// the same registry are shared. It returns an error if reg holds other
+// collectors under the same names.
+func NewDLQMetrics(reg prometheus.Registerer, sinks ...string) (*DLQMetrics, error) {
+	m := &DLQMetrics{
+		pending: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: "voiceroom", Subsystem: "bus", Name: "consumer_pending",
+			Help: "Messages of ROOM_EVENTS a durable has not been delivered yet (consumer info num_pending), as of the last refresh.",
+		}, []string{"consumer"}),
+		ackPending: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: "voiceroom", Subsystem: "bus", Name: "consumer_ack_pending",
+			Help: "Messages delivered to a durable and not yet acked (consumer info num_ack_pending), as of the last refresh.",
+		}, []string{"consumer"}),
+		depth: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: "voiceroom", Subsystem: "bus", Name: "dlq_depth",
+			Help: "Dead letters of a sink in ROOM_EVENTS_DLQ, all apps, as of the last refresh.",
+		}, []string{"sink"}),
+		gap: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "voiceroom", Subsystem: "bus", Name: "gap_dead_lettered_total",
+			Help: "Dead letters the gap check made for messages the server gave up on while no instance heard its advisory.",
+		}, []string{"consumer"}),
+		replayed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "voiceroom", Subsystem: "bus", Name: "dlq_replayed_total",
+			Help: "Dead letters replayed to their sink.",
+		}, []string{"sink"}),
+		refreshFail: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "voiceroom", Subsystem: "bus", Name: "monitor_refresh_failures_total",
+			Help: "Refreshes of the consumer and dead-letter gauges that failed; the gauges keep their last values.",
+		}),
+	}
+	r := promreg.On(reg)
+	promreg.Add(r, &m.pending)
+	promreg.Add(r, &m.ackPending)
+	promreg.Add(r, &m.depth)
+	promreg.Add(r, &m.gap)
+	promreg.Add(r, &m.replayed)
+	promreg.Add(r, &m.refreshFail)
+	if err := r.Err(); err != nil {
+		return nil, fmt.Errorf("bus dlq metrics: %w", err)
+	}
+	for _, s := range sinks {
+		m.pending.WithLabelValues(s)
+		m.ackPending.WithLabelValues(s)
+		m.depth.WithLabelValues(s)
+		m.gap.WithLabelValues(s)
+		m.replayed.WithLabelValues(s)
+	}
+	return m, nil
+}
+
+func (m *DLQMetrics) gapLettered(consumer string) {
+	if m != nil {
+		m.gap.WithLabelValues(consumer).Inc()
+	}
+}
+
+func (m *DLQMetrics) replay(sink string, n int) {
+	if m != nil && n > 0 {
+		m.replayed.WithLabelValues(sink).Add(float64(n))
+	}
+}
+
+// MonitorConfig configures a Monitor. Zero fields take their defaults
+// (see WithDefaults).
+type MonitorConfig struct {
+	// Durables are the sinks whose consumer state and dead letters are
+	// watched. Default imbridge and listprojector.
+	Durables []string
+	// Interval is the time between two refreshes. Default 15s.
+	Interval time.Duration
+	// Timeout bounds one refresh. Default 10s.
+	Timeout time.Duration
+}
+
+// WithDefaults returns c with zero fields set to their defaults.
+func (c MonitorConfig) WithDefaults() MonitorConfig {
+	if len(c.Durables) == 0 {
+		c.Durables = []string{DurableIMBridge, DurableListProjector}
+	}
+	if c.Interval == 0 {
+		c.Interval = 15 * time.Second
+	}
+	if c.Timeout == 0 {
+		c.Timeout = 10 * time.Second
+	}
+	return c
+}
+
+// Validate checks c after defaults are applied. Errors wrap
+// ErrInvalidConfig and name the field.
+func (c MonitorConfig) Validate() error {
+	c = c.WithDefaults()
+	for _, d := range c.Durables {
+		if err := checkToken("durable", d); err != nil {
+			return fmt.Errorf("%w: monitor: %w", ErrInvalidConfig, err)
+		}
+	}
+	if c.Interval < 0 {
+		return fmt.Errorf("%w: monitor: interval %s: must be positive", ErrInvalidConfig, c.Interval)
+	}
+	if c.Timeout < 0 {
+		return fmt.Errorf("%w: monitor: timeout %s: must be positive", ErrInvalidConfig, c.Timeout)
+	}
+	return nil
+}
+
+// Monitor refreshes the gauges of DLQMetrics from the server: each
+// durable's pending and ack-pending counts (consumer info) and each sink's
+// dead-letter count. Any process may run one; the values are the
+// server's, so several monitors report the same.
+type Monitor struct {
+	dlq     *DLQ
+	cfg     MonitorConfig
+	log     *slog.Logger
+	metrics *DLQMetrics
+}
+
+// NewMonitor returns a Monitor that writes into m.
+func NewMonitor(dlq *DLQ, cfg MonitorConfig, log *slog.Logger, m *DLQMetrics) (*Monitor, error) {
+	if dlq == nil || m == nil {
+		return nil, fmt.Errorf("%w: monitor: nil dlq or metrics", ErrInvalidConfig)
+	}
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	cfg.Durables = slices.Clone(cfg.Durables)
+	return &Monitor{dlq: dlq, cfg: cfg, log: log.With("component", "bus-monitor"), metrics: m}, nil
+}
+
+// Run refreshes at once and then every Interval until ctx ends, then
+// returns nil. A failed refresh is logged and counted.
+func (mo *Monitor) Run(ctx context.Context) error {
+	t := time.NewTicker(mo.cfg.Interval)
+	defer t.Stop()
+	for {
+		rctx, cancel := context.WithTimeout(ctx, mo.cfg.Timeout)
+		err := mo.Refresh(rctx)
+		cancel()
+		if err != nil && ctx.Err() == nil {
+			mo.metrics.refreshFail.Inc()
+			mo.log.Warn("refresh bus gauges", "error", err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// Refresh reads the server's state once into the gauges. It goes on past
+// a failing durable and returns the first error.
+func (mo *Monitor) Refresh(ctx context.Context) error {
+	var first error
+	for _, d := range mo.cfg.Durables {
+		if err := mo.refresh(ctx, d); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+func (mo *Monitor) refresh(ctx context.Context, durable string) error {
+	cons, err := mo.dlq.js.Consumer(ctx, StreamName, durable)
+	if err != nil {
+		return fmt.Errorf("consumer %s: %w", durable, err)
+	}
+	info := cons.CachedInfo()
+	mo.metrics.pending.WithLabelValues(durable).Set(float64(info.NumPending))
+	mo.metrics.ackPending.WithLabelValues(durable).Set(float64(info.NumAckPending))
+	depth, err := mo.dlq.Depth(ctx, durable)
+	if err != nil {
+		return err
+	}
+	mo.metrics.depth.WithLabelValues(durable).Set(float64(depth))
+	return nil
+}
