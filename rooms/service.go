@@ -128,8 +128,9 @@ type Service struct {
 	attempts  *attemptLimiter
 	metrics   *metrics
 
-	mu    sync.Mutex
-	cells map[roomKey]*cell
+	mu     sync.Mutex
+	cells  map[roomKey]*cell
+	groups map[string]roomKey // IM GroupId → room, for the loaded rooms whose GroupId is derived
 }
 
 type roomKey struct{ app, room string }
@@ -152,6 +153,7 @@ func New(db *sql.DB, users Users, regions Regions, fast FastPath, cfg Config, lo
 		fast:     fast,
 		attempts: newAttemptLimiter(cfg.PasswordAttempts, time.Minute, now),
 		cells:    map[roomKey]*cell{},
+		groups:   map[string]roomKey{},
 	}
 	s.metrics = newMetrics(reg, func() float64 {
 		s.mu.Lock()
