@@ -302,6 +302,9 @@ func (e *Emulator) serveREST(w http.ResponseWriter, r *http.Request) {
 			return
 		case "timeout":
 			e.countError("timeout")
+			// Read the body first: only then does the server notice the
+			// caller giving up and end r.Context().
+			_, _ = io.Copy(io.Discard, io.LimitReader(r.Body, emuMaxBody))
 			t := time.NewTimer(emuTimeoutCap)
 			defer t.Stop()
 			select {
