@@ -72,8 +72,8 @@ type config struct {
 
 	IMBridgeAckWait       time.Duration   `env:"VOICEROOM_IMBRIDGE_ACK_WAIT" envDefault:"30s"`
 	IMBridgeBackOff       []time.Duration `env:"VOICEROOM_IMBRIDGE_BACKOFF" envDefault:"1s,5s,30s,2m,5m" envSeparator:","`
-	IMBridgeMaxDeliver    int             `env:"VOICEROOM_IMBRIDGE_MAX_DELIVER" envDefault:"10"`
-	IMBridgeMaxAckPending int             `env:"VOICEROOM_IMBRIDGE_MAX_ACK_PENDING" envDefault:"1000"`
+	IMBridgeMaxDeliver    int             `env:"VOICEROOM_IMBRIDGE_MAX_DELIVER" envDefault:"-1"`
+	IMBridgeMaxAckPending int             `env:"VOICEROOM_IMBRIDGE_MAX_ACK_PENDING" envDefault:"20000"`
 	IMBridgeConcurrency   int             `env:"VOICEROOM_IMBRIDGE_CONCURRENCY" envDefault:"8"`
 
 	ProjectorAckWait       time.Duration   `env:"VOICEROOM_PROJECTOR_ACK_WAIT" envDefault:"30s"`
@@ -110,6 +110,8 @@ type config struct {
 	ShutdownTimeout time.Duration `env:"VOICEROOM_SHUTDOWN_TIMEOUT" envDefault:"15s"`
 	LogFormat       string        `env:"VOICEROOM_LOG_FORMAT" envDefault:"json"`
 	LogLevel        string        `env:"VOICEROOM_LOG_LEVEL" envDefault:"info"`
+
+	imConfig // Tencent IM (imbridge.go)
 }
 
 // configError is a bad setting; its message names the variable.
@@ -225,8 +227,8 @@ func (c *config) validate() error {
 		for _, d := range sink.backOff {
 			check(d > 0, sink.prefix+"BACKOFF", "delays must be positive, got %v", d)
 		}
-		check(sink.maxDeliver > len(sink.backOff) && sink.maxDeliver <= 1000, sink.prefix+"MAX_DELIVER",
-			"want more than the %d BACKOFF steps and at most 1000, got %d", len(sink.backOff), sink.maxDeliver)
+		check(sink.maxDeliver == -1 || sink.maxDeliver > len(sink.backOff) && sink.maxDeliver <= 1000, sink.prefix+"MAX_DELIVER",
+			"want -1 (unlimited), or more than the %d BACKOFF steps and at most 1000, got %d", len(sink.backOff), sink.maxDeliver)
 		check(sink.maxPending > 0 && sink.maxPending <= 100000, sink.prefix+"MAX_ACK_PENDING", "want 1..100000, got %d", sink.maxPending)
 	}
 	check(c.IMBridgeConcurrency > 0 && c.IMBridgeConcurrency <= 256, "VOICEROOM_IMBRIDGE_CONCURRENCY", "want 1..256, got %d", c.IMBridgeConcurrency)
@@ -270,6 +272,8 @@ func (c *config) validate() error {
 		c.NodeID, _ = os.Hostname()
 	}
 	check(c.ShutdownTimeout > 0, "VOICEROOM_SHUTDOWN_TIMEOUT", "must be positive")
+	errs = append(errs, c.imConfig.validate()...)
+	check(c.IMBridgeFetchBatch <= c.IMBridgeMaxAckPending, "VOICEROOM_IMBRIDGE_FETCH_BATCH", "must be at most VOICEROOM_IMBRIDGE_MAX_ACK_PENDING (%d)", c.IMBridgeMaxAckPending)
 	check(c.LogFormat == "json" || c.LogFormat == "text", "VOICEROOM_LOG_FORMAT", "want json or text, got %q", c.LogFormat)
 	_, err = parseLevel(c.LogLevel)
 	check(err == nil, "VOICEROOM_LOG_LEVEL", "want debug, info, warn or error, got %q", c.LogLevel)
