@@ -111,7 +111,7 @@ type config struct {
 	LogFormat       string        `env:"VOICEROOM_LOG_FORMAT" envDefault:"json"`
 	LogLevel        string        `env:"VOICEROOM_LOG_LEVEL" envDefault:"info"`
 
-	imConfig // Tencent IM (imbridge.go)
+	IMConfig // Tencent IM (imbridge.go)
 }
 
 // configError is a bad setting; its message names the variable.
@@ -272,7 +272,7 @@ func (c *config) validate() error {
 		c.NodeID, _ = os.Hostname()
 	}
 	check(c.ShutdownTimeout > 0, "VOICEROOM_SHUTDOWN_TIMEOUT", "must be positive")
-	errs = append(errs, c.imConfig.validate()...)
+	errs = append(errs, c.IMConfig.validate()...)
 	check(c.IMBridgeFetchBatch <= c.IMBridgeMaxAckPending, "VOICEROOM_IMBRIDGE_FETCH_BATCH", "must be at most VOICEROOM_IMBRIDGE_MAX_ACK_PENDING (%d)", c.IMBridgeMaxAckPending)
 	check(c.LogFormat == "json" || c.LogFormat == "text", "VOICEROOM_LOG_FORMAT", "want json or text, got %q", c.LogFormat)
 	_, err = parseLevel(c.LogLevel)

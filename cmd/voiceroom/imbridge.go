@@ -11,9 +11,9 @@ import (
 	"voiceroom/rooms"
 )
 
-// imConfig is the Tencent IM configuration: the default application
+// IMConfig is the Tencent IM configuration: the default application
 // (VOICEROOM_TIM_*), the per-app file and the bridge's tuning.
-type imConfig struct {
+type IMConfig struct {
 	TIMDomain        string `env:"VOICEROOM_TIM_DOMAIN"`
 	TIMSDKAppID      int64  `env:"VOICEROOM_TIM_SDKAPPID"`
 	TIMAdmin         string `env:"VOICEROOM_TIM_ADMIN" envDefault:"administrator"`
@@ -34,7 +34,7 @@ type imConfig struct {
 
 // validate checks the Tencent settings and loads the apps file; errors
 // name the variable.
-func (c *imConfig) validate() []error {
+func (c *IMConfig) validate() []error {
 	var errs []error
 	check := func(ok bool, name, format string, args ...any) {
 		if !ok {
