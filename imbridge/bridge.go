@@ -20,9 +20,10 @@ import (
 // WithDefaults).
 type Config struct {
 	// Consumer is the consume loop over the durable. Durable defaults to
-	// "imbridge", FetchBatch to 4096 (events waiting for a rate-limit
-	// token must be in hand to be batched; keep the durable's
-	// MaxAckPending at least this) and Classify to Permanent.
+	// "imbridge", FetchBatch to 16384 (events waiting for a rate-limit
+	// token must be in hand to be batched: about 16 per busy room; keep
+	// the durable's MaxAckPending at least this) and Classify to
+	// Permanent.
 	Consumer bus.ConsumerRunConfig
 	// Client configures the REST clients (timeouts, sigs, keep-alive).
 	Client ClientConfig
@@ -57,7 +58,7 @@ func (c Config) WithDefaults() Config {
 		c.Consumer.Durable = bus.DurableIMBridge
 	}
 	if c.Consumer.FetchBatch == 0 {
-		c.Consumer.FetchBatch = 4096
+		c.Consumer.FetchBatch = 16384
 	}
 	if c.Consumer.Classify == nil {
 		c.Consumer.Classify = func(err error) bool { return bus.IsPermanent(err) || Permanent(err) }

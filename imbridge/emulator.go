@@ -25,6 +25,7 @@ type Emulator struct {
 	apps        map[int64]Application
 	now         func() time.Time
 	maxMessages int
+	onShown     func([]string, time.Time)
 
 	mu       sync.Mutex
 	groups   map[string]*emuGroup // "<sdkappid>/<group_id>"
@@ -47,6 +48,9 @@ type EmulatorConfig struct {
 	// MaxMessages bounds the messages kept for inspection (the oldest go
 	// first; counts and events are kept regardless). Default 200000.
 	MaxMessages int
+	// OnShown, when set (benchmarks), sees every message shown, with its
+	// event ids, under the emulator's lock: it must be quick.
+	OnShown func(eventIDs []string, at time.Time)
 }
 
 // Emulator limits, Tencent's.
@@ -147,7 +151,7 @@ func NewEmulator(cfg EmulatorConfig) (*Emulator, error) {
 	if cfg.MaxMessages <= 0 {
 		cfg.MaxMessages = 200000
 	}
-	e := &Emulator{apps: map[int64]Application{}, now: cfg.Now, maxMessages: cfg.MaxMessages}
+	e := &Emulator{apps: map[int64]Application{}, now: cfg.Now, maxMessages: cfg.MaxMessages, onShown: cfg.OnShown}
 	for _, a := range cfg.Apps {
 		if err := a.Validate(); err != nil {
 			return nil, fmt.Errorf("%w: emulator: %w", ErrInvalidConfig, err)
@@ -499,6 +503,9 @@ func (e *Emulator) sendGroupMsg(app int64, body []byte) emuReply {
 			e.events[id] = ev
 		}
 		ev.Shown++
+	}
+	if e.onShown != nil {
+		e.onShown(m.EventIDs, now)
 	}
 	if len(e.messages) >= e.maxMessages {
 		e.messages = append(e.messages[:0], e.messages[len(e.messages)/2:]...)

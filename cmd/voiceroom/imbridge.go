@@ -27,7 +27,7 @@ type IMConfig struct {
 	IMBridgeCallsPerSecond  float64       `env:"VOICEROOM_IMBRIDGE_CALLS_PER_SECOND" envDefault:"180"`
 	IMBridgeGroupMsgsPerSec float64       `env:"VOICEROOM_IMBRIDGE_GROUP_MESSAGES_PER_SECOND" envDefault:"20"`
 	IMBridgeSenders         int           `env:"VOICEROOM_IMBRIDGE_SENDERS" envDefault:"32"`
-	IMBridgeFetchBatch      int           `env:"VOICEROOM_IMBRIDGE_FETCH_BATCH" envDefault:"4096"`
+	IMBridgeFetchBatch      int           `env:"VOICEROOM_IMBRIDGE_FETCH_BATCH" envDefault:"16384"`
 	IMBridgeMaxBatchEvents  int           `env:"VOICEROOM_IMBRIDGE_MAX_BATCH_EVENTS" envDefault:"64"`
 	imApps                  imbridge.Apps // parsed by validate
 }
