@@ -283,7 +283,10 @@ func TestBacklogIsBatched(t *testing.T) {
 	if batched == 0 {
 		t.Fatal("no batched message")
 	}
-	if st := emu.Stats(); st.Errors["80002"] != 0 || st.DuplicatesDropped != 0 {
+	// A call that timed out after the emulator took it is sent again with
+	// the same Random and dropped there as a duplicate: still shown once
+	// (waitShown above).
+	if st := emu.Stats(); st.Errors["80002"] != 0 {
 		t.Fatalf("stats %+v", st)
 	}
 }
