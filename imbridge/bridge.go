@@ -212,9 +212,11 @@ func New(js jetstream.JetStream, apps Apps, cfg Config, log *slog.Logger, m *Met
 // fetching, the calls in flight finish (each within the call timeout) and
 // the events still held are released for redelivery. Run returns an error
 // only when it cannot start.
-func (b *Bridge) Run(ctx context.Context) error {
+func (b *Bridge) Run(parent context.Context) error {
+	ctx, cancel := context.WithCancel(parent)
 	var wg sync.WaitGroup
 	defer wg.Wait()
+	defer cancel() // before the wait: stops the helpers when the consumer cannot start
 	wg.Go(func() { b.statsLoop(ctx) })
 	b.metrics.setConfigured(b.apps.Configured())
 	if !b.apps.Configured() {

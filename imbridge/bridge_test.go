@@ -359,3 +359,25 @@ func TestNoApplicationDoesNotConsume(t *testing.T) {
 		t.Fatalf("pending %d, delivered %d", info.NumPending, info.Delivered.Consumer)
 	}
 }
+
+// TestRunFailsWithoutDurable: a bridge that cannot start says so and
+// returns, instead of waiting for its context.
+func TestRunFailsWithoutDurable(t *testing.T) {
+	skipShort(t)
+	_, url := newTestEmulator(t)
+	js := newTestJetStream(t)
+	b, err := imbridge.New(js, testApps(url), imbridge.Config{Consumer: bus.ConsumerRunConfig{Durable: "missing"}}, testenv.Logger(t), nil, nil, time.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- b.Run(context.Background()) }()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatal("Run without its durable returned nil")
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("Run without its durable did not return")
+	}
+}
