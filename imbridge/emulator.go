@@ -140,22 +140,42 @@ type emuGroup struct {
 	recent   []time.Time // receipts within the last second
 }
 
+// WithDefaults returns c with zero fields defaulted.
+func (c EmulatorConfig) WithDefaults() EmulatorConfig {
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.MaxMessages == 0 {
+		c.MaxMessages = 200000
+	}
+	return c
+}
+
+// Validate checks c after defaults.
+func (c EmulatorConfig) Validate() error {
+	c = c.WithDefaults()
+	if len(c.Apps) == 0 {
+		return fmt.Errorf("%w: emulator: no application", ErrInvalidConfig)
+	}
+	for _, a := range c.Apps {
+		if err := a.Validate(); err != nil {
+			return fmt.Errorf("%w: emulator: application %d: %w", ErrInvalidConfig, a.SDKAppID, err)
+		}
+	}
+	if c.MaxMessages < 1 {
+		return fmt.Errorf("%w: emulator: max messages %d: must be at least 1", ErrInvalidConfig, c.MaxMessages)
+	}
+	return nil
+}
+
 // NewEmulator returns an Emulator accepting cfg.Apps.
 func NewEmulator(cfg EmulatorConfig) (*Emulator, error) {
-	if len(cfg.Apps) == 0 {
-		return nil, fmt.Errorf("%w: emulator: no application", ErrInvalidConfig)
-	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
-	if cfg.MaxMessages <= 0 {
-		cfg.MaxMessages = 200000
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
 	}
 	e := &Emulator{apps: map[int64]Application{}, now: cfg.Now, maxMessages: cfg.MaxMessages, onShown: cfg.OnShown}
 	for _, a := range cfg.Apps {
-		if err := a.Validate(); err != nil {
-			return nil, fmt.Errorf("%w: emulator: %w", ErrInvalidConfig, err)
-		}
 		e.apps[a.SDKAppID] = a
 	}
 	e.resetLocked()
