@@ -202,7 +202,7 @@ func startBench(b *testing.B, e *benchEnv) (stop func() time.Duration) {
 
 // BenchmarkBacklog carries a backlog spread over 1,000 active rooms
 // (VOICEROOM_BENCH_ROOMS, 20 events each: VOICEROOM_BENCH_EVENTS_PER_ROOM)
-// with the default limits (180 send calls/s): events/s carried, calls/s,
+// with the default limits (160 send calls/s): events/s carried, calls/s,
 // events per message, and the wait of each event (publish to shown).
 func BenchmarkBacklog(b *testing.B) {
 	if testing.Short() {
@@ -243,7 +243,7 @@ func BenchmarkBacklog(b *testing.B) {
 // the bridge runs, then waits for the last: VOICEROOM_BENCH_RATE events/s
 // (default 100) over VOICEROOM_BENCH_ROOMS rooms (default 100) for
 // VOICEROOM_BENCH_SECONDS (default 10). At 100 events/s it gives the
-// publish (≈ commit) to emulator receipt latency; above what 180 calls/s
+// publish (≈ commit) to emulator receipt latency; above what 160 calls/s
 // carry one by one it shows the queueing, latency and batch sizes.
 func BenchmarkOffered(b *testing.B) {
 	if testing.Short() {

@@ -24,7 +24,7 @@ type IMConfig struct {
 	TIMCallbackMaxSkew time.Duration `env:"VOICEROOM_TIM_CALLBACK_MAX_SKEW" envDefault:"60s"`
 
 	IMBridgeCallTimeout     time.Duration `env:"VOICEROOM_IMBRIDGE_CALL_TIMEOUT" envDefault:"3s"`
-	IMBridgeCallsPerSecond  float64       `env:"VOICEROOM_IMBRIDGE_CALLS_PER_SECOND" envDefault:"180"`
+	IMBridgeCallsPerSecond  float64       `env:"VOICEROOM_IMBRIDGE_CALLS_PER_SECOND" envDefault:"160"`
 	IMBridgeGroupMsgsPerSec float64       `env:"VOICEROOM_IMBRIDGE_GROUP_MESSAGES_PER_SECOND" envDefault:"20"`
 	IMBridgeSenders         int           `env:"VOICEROOM_IMBRIDGE_SENDERS" envDefault:"32"`
 	IMBridgeFetchBatch      int           `env:"VOICEROOM_IMBRIDGE_FETCH_BATCH" envDefault:"16384"`
