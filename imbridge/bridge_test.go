@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"voiceroom/bus"
 	"voiceroom/imbridge"
 	"voiceroom/internal/testenv"
@@ -342,9 +344,35 @@ func TestNoApplicationDoesNotConsume(t *testing.T) {
 	js := newTestJetStream(t)
 	r := newTestRoom("demo")
 	publish(t, js, r.event(rooms.EventRoomCreated, nil), r.joined(2))
-	stop := runBridge(t, js, imbridge.Apps{}, imbridge.Config{})
-	time.Sleep(300 * time.Millisecond) // give a wrongly consuming bridge time to act
+	reg := prometheus.NewRegistry()
+	m, err := imbridge.NewMetrics(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := imbridge.New(js, imbridge.Apps{}, imbridge.Config{StatsInterval: 50 * time.Millisecond}, testenv.Logger(t), m, nil, time.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- b.Run(runCtx) }()
+	// The pending gauge is read from the durable a few times: the bridge
+	// is running and still reports the events waiting.
+	for range 3 {
+		testenv.Eventually(t, 10*time.Second, func() error {
+			if v := gaugeValue(t, reg, "imbridge_consumer_pending"); v != 2 {
+				return fmt.Errorf("pending gauge %v", v)
+			}
+			return nil
+		})
+	}
+	if v := gaugeValue(t, reg, "imbridge_configured"); v != 0 {
+		t.Fatalf("configured gauge %v", v)
+	}
 	stop()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	c, err := js.Consumer(ctx, bus.StreamName, bus.DurableIMBridge)
@@ -380,4 +408,19 @@ func TestRunFailsWithoutDurable(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("Run without its durable did not return")
 	}
+}
+
+// gaugeValue reads an unlabelled gauge from reg.
+func gaugeValue(tb testing.TB, reg *prometheus.Registry, name string) float64 {
+	tb.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name && len(mf.GetMetric()) == 1 {
+			return mf.GetMetric()[0].GetGauge().GetValue()
+		}
+	}
+	return -1
 }

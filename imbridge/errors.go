@@ -48,20 +48,18 @@ func (e *APIError) Error() string {
 
 // Tencent error codes the bridge acts on.
 const (
-	CodeGroupNotFound      = 10010 // the group does not exist or was destroyed
-	CodeGroupIDInUse       = 10021 // create_group: the GroupId exists
-	CodeGroupIDInUseByYou  = 10025 // create_group: the GroupId exists and is yours
-	CodeSigExpired         = 70001
-	CodeSigEmpty           = 70002
-	CodeSigInvalid         = 70003
-	CodeSigBadKey          = 70009
-	CodeSigIdentifier      = 70013
-	CodeSigSDKAppID        = 70014
-	CodeMessageTooLong     = 80002
-	CodeInvalidRequest     = 10004
-	CodeNotAdmin           = 60018
-	CodeUnknownAPI         = 60003
-	CodeGroupFreqLimitDrop = 0 // dropped messages still answer 0, with MsgDropReason
+	CodeGroupNotFound     = 10010 // the group does not exist or was destroyed
+	CodeGroupIDInUse      = 10021 // create_group: the GroupId exists
+	CodeGroupIDInUseByYou = 10025 // create_group: the GroupId exists and is yours
+	CodeSigExpired        = 70001
+	CodeSigEmpty          = 70002
+	CodeSigInvalid        = 70003
+	CodeSigBadKey         = 70009
+	CodeSigIdentifier     = 70013
+	CodeSigSDKAppID       = 70014
+	CodeMessageTooLong    = 80002
+	CodeInvalidRequest    = 10004
+	CodeUnknownAPI        = 60003
 )
 
 // retryableCodes are Tencent errors worth another try: server-side
