@@ -130,7 +130,7 @@ type Service struct {
 
 	mu     sync.Mutex
 	cells  map[roomKey]*cell
-	groups map[string]roomKey // IM GroupId → room, for the loaded rooms whose GroupId is derived
+	groups map[string]roomKey // IM GroupId → room, of every loaded cell (the join-group callback)
 }
 
 type roomKey struct{ app, room string }
