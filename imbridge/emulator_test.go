@@ -2,7 +2,10 @@ package imbridge_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -59,5 +62,86 @@ func TestPermanentClassification(t *testing.T) {
 	}
 	if imbridge.Permanent(imbridge.ErrTransport) || imbridge.Permanent(imbridge.ErrMessageDropped) {
 		t.Error("transport and dropped must be retryable")
+	}
+}
+
+// TestEmulatorInspectionAPI pins the /_emu/ contract other tools code
+// against: plain JSON with these keys.
+func TestEmulatorInspectionAPI(t *testing.T) {
+	_, url := newTestEmulator(t)
+	c, err := imbridge.NewClient(imbridge.Application{SDKAppID: testSDKAppID, Admin: testAdmin, SecretKey: testKey, Domain: url}, imbridge.ClientConfig{}, time.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := context.Background()
+	if err := c.Call(ctx, imbridge.APICreateGroup, map[string]any{"Type": "AVChatRoom", "GroupId": "g1", "Name": "n", "Owner_Account": "7"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	send := map[string]any{"GroupId": "g1", "Random": 42, "MsgPriority": "High", "From_Account": testAdmin,
+		"MsgBody": []map[string]any{{"MsgType": "TIMCustomElem", "MsgContent": map[string]string{
+			"Desc": imbridge.DescBatch, "Data": `{"events":[{"event_id":"e1"},{"event_id":"e2"}]}`}}}}
+	for range 2 { // the second is a duplicate Random
+		if err := c.Call(ctx, imbridge.APISendGroupMsg, send, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	get := func(method, path, body string, wantStatus int) map[string]any {
+		t.Helper()
+		req, _ := http.NewRequest(method, url+path, strings.NewReader(body))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var out map[string]any
+		if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+			t.Fatalf("%s %s: %v", method, path, err)
+		}
+		if resp.StatusCode != wantStatus {
+			t.Fatalf("%s %s: status %d %v", method, path, resp.StatusCode, out)
+		}
+		return out
+	}
+	keys := func(v any, want ...string) {
+		t.Helper()
+		m, _ := v.(map[string]any)
+		for _, k := range want {
+			if _, ok := m[k]; !ok {
+				t.Fatalf("missing %q in %v", k, v)
+			}
+		}
+	}
+	groups := get("GET", "/_emu/groups", "", 200)["groups"].([]any)
+	keys(groups[0], "group_id", "name", "owner", "type", "created_at_ms", "destroyed", "message_count")
+	msgs := get("GET", "/_emu/messages?group_id=g1&limit=10", "", 200)["messages"].([]any)
+	if len(msgs) != 1 {
+		t.Fatalf("messages %v", msgs)
+	}
+	keys(msgs[0], "group_id", "random", "msg_seq", "received_at_ms", "priority", "desc", "event_ids", "data")
+	if ids := msgs[0].(map[string]any)["event_ids"].([]any); len(ids) != 2 || ids[1] != "e2" {
+		t.Fatalf("event_ids %v", ids)
+	}
+	ev := get("GET", "/_emu/events/e2", "", 200)
+	keys(ev, "event_id", "shown", "group_id", "first_received_at_ms")
+	if ev["shown"] != 1.0 {
+		t.Fatalf("event %v", ev)
+	}
+	get("GET", "/_emu/events/nope", "", 404)
+	st := get("GET", "/_emu/stats", "", 200)
+	keys(st, "calls", "errors", "messages", "events_shown", "duplicates_dropped", "rate_dropped")
+	if st["duplicates_dropped"] != 1.0 || st["events_shown"] != 2.0 || st["calls"].(map[string]any)[imbridge.APISendGroupMsg] != 2.0 {
+		t.Fatalf("stats %v", st)
+	}
+	get("POST", "/_emu/faults", `{"mode":"error","error_code":10002,"api":"`+imbridge.APISendGroupMsg+`"}`, 200)
+	var ae *imbridge.APIError
+	if err := c.Call(ctx, imbridge.APISendGroupMsg, send, nil); !errors.As(err, &ae) || ae.Code != 10002 {
+		t.Fatalf("under fault: %v", err)
+	}
+	get("POST", "/_emu/faults", `{"mode":"sideways"}`, 400)
+	get("DELETE", "/_emu/faults", "", 200)
+	get("POST", "/_emu/reset", "", 200)
+	if g := get("GET", "/_emu/groups", "", 200)["groups"].([]any); len(g) != 0 {
+		t.Fatalf("after reset: %v", g)
 	}
 }
