@@ -182,6 +182,9 @@ type Consumer struct {
 	marks            marks            // last-delivery marks of the durable
 	dlq              jetstream.Stream // ROOM_EVENTS_DLQ, to remove replayed letters
 	hctx             context.Context  // handlers' ctx: cancelled ShutdownTimeout after Run's ctx
+
+	async   AsyncHandler   // set by NewAsyncConsumer instead of handler
+	pending sync.WaitGroup // messages handed to async and not yet done
 }
 
 // NewConsumer returns a Consumer that runs h for every message of the
@@ -285,6 +288,10 @@ func (c *Consumer) Run(ctx context.Context) error {
 		queues[i] = q
 		wg.Go(func() {
 			for j := range q {
+				if c.async != nil {
+					c.processAsync(j, func() { <-slots })
+					continue
+				}
 				c.process(j)
 				<-slots
 			}
@@ -306,6 +313,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 	go func() {
 		wg.Wait()
 		c.settling.Wait() // bounded: each removal has its own timeout
+		c.pending.Wait() // asynchronous handlers' messages
 		close(done)
 	}()
 	timer := time.NewTimer(c.cfg.ShutdownTimeout)
@@ -482,7 +490,11 @@ func (c *Consumer) process(j job) {
 	err := c.call(d)
 	stop()
 	c.metrics.observe(time.Since(start))
+	c.finish(j, err)
+}
 
+// finish settles a handled message by its handler's result.
+func (c *Consumer) finish(j job, err error) {
 	nd := j.meta.NumDelivered
 	switch {
 	case err == nil:

@@ -127,7 +127,8 @@ type ConsumerConfig struct {
 	// MaxDeliver is how many times a message is delivered at most. It must
 	// exceed len(BackOff) (the server allows equal, but then the last
 	// BackOff value is never used as a wait before a redelivery).
-	// Default 10.
+	// -1 is unlimited (a sink that must never give up on a retryable
+	// error). Default 10.
 	MaxDeliver int
 	// MaxAckPending bounds the unacked messages across all instances of
 	// the consumer. Default 1000.
@@ -184,10 +185,10 @@ func (c ConsumerConfig) Validate() error {
 	if len(c.BackOff) > 0 && c.AckWait != c.BackOff[0] {
 		return apperr.BadConfig("AckWait", "%w: consumer %s: ack wait %s differs from backoff[0] %s, which the server uses as ack wait", ErrInvalidConfig, c.Durable, c.AckWait, c.BackOff[0])
 	}
-	if c.MaxDeliver < 1 || c.MaxDeliver > MaxMaxDeliver {
-		return apperr.BadConfig("MaxDeliver", "%w: consumer %s: max deliver %d: want 1..%d", ErrInvalidConfig, c.Durable, c.MaxDeliver, MaxMaxDeliver)
+	if (c.MaxDeliver < 1 && c.MaxDeliver != -1) || c.MaxDeliver > MaxMaxDeliver {
+		return apperr.BadConfig("MaxDeliver", "%w: consumer %s: max deliver %d: want -1 (unlimited) or 1..%d", ErrInvalidConfig, c.Durable, c.MaxDeliver, MaxMaxDeliver)
 	}
-	if c.MaxDeliver <= len(c.BackOff) {
+	if c.MaxDeliver != -1 && c.MaxDeliver <= len(c.BackOff) {
 		return apperr.BadConfig("MaxDeliver", "%w: consumer %s: max deliver %d: must exceed the %d backoff values", ErrInvalidConfig, c.Durable, c.MaxDeliver, len(c.BackOff))
 	}
 	if c.MaxAckPending < 1 || c.MaxAckPending > MaxMaxAckPending {

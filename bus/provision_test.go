@@ -83,7 +83,8 @@ func TestConsumerConfigValidate(t *testing.T) {
 		{"max deliver equals backoff", bus.ConsumerConfig{Durable: "d", BackOff: []time.Duration{time.Second, time.Second}, MaxDeliver: 2}, false},
 		{"ack wait differs from backoff[0]", bus.ConsumerConfig{Durable: "d", AckWait: 2 * time.Second, BackOff: []time.Duration{time.Second}, MaxDeliver: 3}, false},
 		{"zero backoff", bus.ConsumerConfig{Durable: "d", BackOff: []time.Duration{0}, MaxDeliver: 3}, false},
-		{"negative max deliver", bus.ConsumerConfig{Durable: "d", MaxDeliver: -1}, false},
+		{"negative max deliver", bus.ConsumerConfig{Durable: "d", MaxDeliver: -2}, false},
+		{"unlimited max deliver", bus.ConsumerConfig{Durable: "d", MaxDeliver: -1, BackOff: []time.Duration{time.Second}}, true},
 		{"negative max ack pending", bus.ConsumerConfig{Durable: "d", MaxAckPending: -1}, false},
 	}
 	for _, tt := range tests {

@@ -97,6 +97,7 @@ func (s *Service) lockCell(ctx context.Context, key roomKey, create bool) (*cell
 		if c == nil {
 			c = newCell(key)
 			s.cells[key] = c
+			s.indexGroup(key)
 		}
 		s.mu.Unlock()
 		if err := c.lock(ctx); err != nil {
@@ -141,6 +142,7 @@ func (s *Service) drop(c *cell) {
 	s.mu.Lock()
 	if s.cells[c.key] == c {
 		delete(s.cells, c.key)
+		s.unindexGroup(c.key)
 	}
 	s.mu.Unlock()
 }

@@ -63,8 +63,9 @@ type Service struct {
 	// moderation counts operator actions (audit.go).
 	moderation *moderationMetrics
 
-	mu    sync.Mutex
-	cells map[roomKey]*cell
+	mu     sync.Mutex
+	cells  map[roomKey]*cell
+	groups map[string]roomKey // IM GroupId → room, of every loaded cell (the join-group callback)
 }
 
 // roomKey is the shared room identity (voiceroom.RoomKey): one cell per key.
@@ -89,6 +90,7 @@ func New(db *sql.DB, users Users, regions Regions, fast FastPath, cfg Config, lo
 		fast:     fast,
 		attempts: newAttemptLimiter(cfg.PasswordAttempts, time.Minute, now),
 		cells:    map[roomKey]*cell{},
+		groups:   map[string]roomKey{},
 	}
 	var err error
 	s.metrics, err = newMetrics(reg, func() float64 {

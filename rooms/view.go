@@ -44,7 +44,7 @@ func (s *State) View() View {
 	v := View{
 		RoomID:          s.RoomID,
 		RoomShortID:     s.ShortID,
-		IMGroupID:       s.RoomID,
+		IMGroupID:       IMGroupID(s.AppCode, s.RoomID),
 		OwnerUserID:     s.OwnerUserID,
 		HostUserID:      s.HostUserID,
 		VisibleRegionID: s.VisibleRegionID,
@@ -79,6 +79,7 @@ func (s *State) View() View {
 type Card struct {
 	RoomID            string `json:"room_id"`
 	RoomShortID       string `json:"room_short_id"`
+	IMGroupID         string `json:"im_group_id"`
 	OwnerUserID       int64  `json:"owner_user_id"`
 	HostUserID        int64  `json:"host_user_id"`
 	VisibleRegionID   int64  `json:"visible_region_id"`
@@ -100,6 +101,7 @@ func (s *State) Card() Card {
 	return Card{
 		RoomID:            s.RoomID,
 		RoomShortID:       s.ShortID,
+		IMGroupID:         IMGroupID(s.AppCode, s.RoomID),
 		OwnerUserID:       s.OwnerUserID,
 		HostUserID:        s.HostUserID,
 		VisibleRegionID:   s.VisibleRegionID,

@@ -73,8 +73,8 @@ type config struct {
 
 	IMBridgeAckWait       time.Duration   `env:"VOICEROOM_IMBRIDGE_ACK_WAIT" envDefault:"30s"`
 	IMBridgeBackOff       []time.Duration `env:"VOICEROOM_IMBRIDGE_BACKOFF" envDefault:"1s,5s,30s,2m,5m" envSeparator:","`
-	IMBridgeMaxDeliver    int             `env:"VOICEROOM_IMBRIDGE_MAX_DELIVER" envDefault:"10"`
-	IMBridgeMaxAckPending int             `env:"VOICEROOM_IMBRIDGE_MAX_ACK_PENDING" envDefault:"1000"`
+	IMBridgeMaxDeliver    int             `env:"VOICEROOM_IMBRIDGE_MAX_DELIVER" envDefault:"-1"`
+	IMBridgeMaxAckPending int             `env:"VOICEROOM_IMBRIDGE_MAX_ACK_PENDING" envDefault:"20000"`
 	IMBridgeConcurrency   int             `env:"VOICEROOM_IMBRIDGE_CONCURRENCY" envDefault:"8"`
 
 	ProjectorAckWait       time.Duration   `env:"VOICEROOM_PROJECTOR_ACK_WAIT" envDefault:"30s"`
@@ -113,6 +113,7 @@ type config struct {
 	LogLevel        string        `env:"VOICEROOM_LOG_LEVEL" envDefault:"info"`
 
 	DLQSettings // VOICEROOM_DLQ_GAP_CHECK_INTERVAL, _MAX_REPLAY, VOICEROOM_BUS_MONITOR_INTERVAL (dlq.go)
+	IMConfig // Tencent IM (imbridge.go)
 }
 
 // configError is a bad setting; its message names the variable.
@@ -135,7 +136,11 @@ func loadConfig() (config, error) {
 		return cfg, nameParseErrors(err)
 	}
 	cfg = cfg.normalised()
-	return cfg, cfg.validate()
+	if err := cfg.validate(); err != nil {
+		return cfg, err
+	}
+	_, cfg.imApps = cfg.IMConfig.apps()
+	return cfg, nil
 }
 
 // normalised returns c with the roles trimmed of spaces and an empty node id
@@ -230,6 +235,11 @@ func (c config) validate() error {
 	for _, err := range c.DLQSettings.validate() {
 		errs.add(err)
 	}
+	imErrs, _ := c.IMConfig.apps()
+	for _, err := range imErrs {
+		errs.add(err)
+	}
+	check(c.IMBridgeFetchBatch <= c.IMBridgeMaxAckPending, "VOICEROOM_IMBRIDGE_FETCH_BATCH", "must be at most VOICEROOM_IMBRIDGE_MAX_ACK_PENDING (%d)", c.IMBridgeMaxAckPending)
 
 	// Values that span packages.
 	check(c.RoomsCommitWorkers < c.MySQLMaxOpenConns, "VOICEROOM_ROOMS_COMMIT_WORKERS", "must be below VOICEROOM_MYSQL_MAX_OPEN_CONNS (%d), which reads need too", c.MySQLMaxOpenConns)
@@ -322,6 +332,7 @@ var zeroOK = map[string]bool{
 	"VOICEROOM_OUTBOX_BATCH_SIZE":      true,
 	"VOICEROOM_OUTBOX_PUBLISH_TIMEOUT": true,
 	"VOICEROOM_OUTBOX_RETENTION":       true,
+	"VOICEROOM_IMBRIDGE_MAX_DELIVER":   true, // -1: no delivery limit
 }
 
 // varErrors collects configuration errors, at most one per variable.

@@ -30,6 +30,8 @@ commands:
   seed       create the demo app's regions, countries and users if missing:
              seed [--app demo]
   token      print a JWT: token --app APP --user ID [--role admin] [--ttl 1h]
+  imemu      run the local Tencent IM emulator: imemu [--listen 127.0.0.1:18080]
+             [--sdkappid N --admin ID --secret-key K] [--apps FILE] [--fault MODE ...]
   version    print the version
 `
 
@@ -57,6 +59,8 @@ func run(args []string) int {
 		err = seed(ctx, args[1:])
 	case "token":
 		err = token(args[1:])
+	case "imemu":
+		err = imemu(ctx, args[1:])
 	case "version", "--version", "-v":
 		fmt.Println("voiceroom", version)
 	case "help", "--help", "-h":

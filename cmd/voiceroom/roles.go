@@ -52,9 +52,14 @@ func wireRoles(ctx context.Context, d *deps) error {
 		})
 		if api {
 			d.mounts = append(d.mounts, gateway.RoomRoutes(svc))
+			cb, err := imCallbackMount(d, svc)
+			if err != nil {
+				return err
+			}
+			d.mounts = append(d.mounts, cb)
 		}
 	}
-	return nil
+	return wireIMBridge(d)
 }
 
 // newRegions builds the regions service: countries, regions and the cached

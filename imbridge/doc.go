@@ -1,0 +1,81 @@
+// Package imbridge delivers room events to Tencent Cloud IM, guards who
+// may join a room's IM group, and emulates Tencent IM for development and
+// tests.
+//
+// # Guarantees
+//
+// Delivery is at least once, and no event is ever dropped because of a
+// retry count. The [Bridge] reads the durable consumer "imbridge" on
+// ROOM_EVENTS and acks an event only once Tencent IM has accepted the
+// message that carries it (or once the event is known to need no call).
+//
+//   - A retryable failure (a transport error, a timeout, an HTTP status
+//     other than 200, a retryable ErrorCode, a message Tencent dropped with
+//     MsgDropReason) is retried forever, after 1 s, 5 s, 30 s, 2 min, then
+//     every 5 min (Config.RetryDelays, VOICEROOM_IMBRIDGE_BACKOFF). The
+//     bridge holds the room's events meanwhile (the consumer keeps telling
+//     the server they are in progress) rather than nakking them, so later
+//     events of the room cannot overtake them; the durable has no delivery
+//     limit (MaxDeliver -1), so a restart cannot turn retries into a dead
+//     letter either.
+//   - A permanent failure (see [Permanent]) dead-letters the event into
+//     ROOM_EVENTS_DLQ with Tencent's code and reason, and the room's later
+//     events carry on. A refused batch is first split, so only the
+//     offending event is dead-lettered.
+//   - Order: events of one room are sent in room order (stream order); a
+//     room's next message waits for the previous one.
+//   - No event is shown twice by a retry: a message's Random is derived
+//     from its event ids, and a retried message is the same message (same
+//     events, same Random, same bytes), so Tencent's 5-minute duplicate
+//     check drops a repeat whose first attempt did arrive. After a restart
+//     an event whose call had an unknown outcome may be grouped
+//     differently and shown again; clients de-duplicate by event_id.
+//   - Limits: at most Config.CallsPerSecond calls per API per Tencent
+//     application (Tencent allows 200) and Config.GroupMessagesPerSecond
+//     messages per group (Tencent drops above 40). The bridge waits for a
+//     token; it never drops.
+//   - Shutdown: the consumer stops fetching, calls in flight finish (each
+//     bounded by the call timeout) and their events are settled; events
+//     not yet sent are released for redelivery.
+//   - With no Tencent application configured, [Bridge.Run] logs that once
+//     and does not consume: events wait in the durable (within the
+//     stream's retention) and its pending count shows in
+//     imbridge_consumer_pending and the nats CLI.
+//
+// # Events and messages
+//
+// RoomCreated creates the room's AVChatRoom group (GroupId = the room's
+// im_group_id, see rooms.IMGroupID; "already exists" is success). Events
+// clients show become one send_group_msg with a TIMCustomElem whose Desc
+// is the event type and whose Data is the event JSON (event_id,
+// event_type, room_id, room_version, occurred_at_ms, payload); a message
+// for a group that is missing (10010) creates the group first. RoomClosed
+// is sent, then the group destroyed. RoomHeatChanged, RoomRankChanged,
+// RoomVisibleRegionChanged and unknown types are acked without a call and
+// counted as skipped.
+//
+// When a room's events come faster than the limits let through, the
+// events that waited go together: Data = {"events":[...]} in room order,
+// Desc = "RoomEventBatch", the whole request within 12 KB
+// ([MaxMessageBytes]). A message is built only once its tokens are in
+// hand, so the longer a room waits, the more one call carries.
+//
+// # The join-group guard
+//
+// [Guard] answers Group.CallbackBeforeApplyJoinGroup (POST /im/callback,
+// mounted by gateway): it allows a join only when Requestor_Account is
+// present in the room of GroupId, as the rooms of this process know from
+// memory (rooms.Service.IMGroupMember): JoinRoom succeeded and the user
+// has not left, been kicked or been swept. When the application has a
+// callback token it checks Sign = hex(sha256(token + RequestTime)) and
+// refuses a RequestTime further than GuardConfig.MaxSkew from now. It
+// reads memory only: microseconds, far inside Tencent's 2 s.
+//
+// # The emulator
+//
+// [Emulator] serves the same REST endpoints with Tencent's checks, keeps
+// groups and messages in memory, applies the 40 messages/s rule and the
+// Random duplicate check, injects faults, and shows what it received
+// under /_emu/ (groups, messages, events by id, stats). `voiceroom imemu`
+// runs it; tests mount it on an httptest server.
+package imbridge

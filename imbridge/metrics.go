@@ -1,0 +1,176 @@
+package imbridge
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Outcomes of an event, the "outcome" label of imbridge_events_total.
+const (
+	outcomeDelivered    = "delivered"
+	outcomeRetried      = "retried"
+	outcomeDeadLettered = "dead_lettered"
+	outcomeSkipped      = "skipped"
+)
+
+// Metrics are the bridge's and the callback guard's metrics. A nil
+// *Metrics records nothing.
+type Metrics struct {
+	events       *prometheus.CounterVec
+	calls        *prometheus.HistogramVec
+	commitToIM   prometheus.Histogram
+	batchEvents  prometheus.Histogram
+	pending      prometheus.Gauge
+	ackPending   prometheus.Gauge
+	configured   prometheus.Gauge
+	callbacks    *prometheus.CounterVec
+	callbackTime prometheus.Histogram
+}
+
+// NewMetrics creates the metrics and registers them on reg (none when reg
+// is nil). Collectors an earlier NewMetrics registered on reg are reused.
+func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
+	m := &Metrics{
+		events: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "imbridge_events_total",
+			Help: "Room events by type and outcome: delivered to Tencent IM, retried (one failed attempt), dead_lettered, skipped (not an IM event).",
+		}, []string{"event_type", "outcome"}),
+		calls: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "imbridge_call_duration_seconds",
+			Help:    "Tencent IM REST calls by API and result code (0 = OK, transport = no answer, dropped = MsgDropReason).",
+			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5},
+		}, []string{"api", "code"}),
+		commitToIM: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "imbridge_commit_to_im_seconds",
+			Help:    "From the command's commit (occurred_at_ms) to Tencent IM accepting the event's message.",
+			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300},
+		}),
+		batchEvents: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "imbridge_message_events",
+			Help:    "Events carried per group message (1 = single form).",
+			Buckets: []float64{1, 2, 3, 5, 8, 12, 16, 24, 32},
+		}),
+		pending: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "imbridge_consumer_pending",
+			Help: "Events in ROOM_EVENTS the imbridge durable has not yet been delivered, as of the last refresh.",
+		}),
+		ackPending: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "imbridge_consumer_ack_pending",
+			Help: "Events delivered to the imbridge durable and not yet acknowledged, as of the last refresh.",
+		}),
+		configured: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "imbridge_configured",
+			Help: "1 when a Tencent IM application is configured and the bridge consumes, 0 when it waits.",
+		}),
+		callbacks: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "imbridge_callback_total",
+			Help: "Tencent IM callbacks by command (join or other) and result (allow, deny, bad_sign, stale, unknown_app, ok).",
+		}, []string{"command", "result"}),
+		callbackTime: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "imbridge_callback_duration_seconds",
+			Help:    "Time to answer a Tencent IM callback.",
+			Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .05, .25, 1},
+		}),
+	}
+	if reg != nil {
+		var err error
+		m.events = register(reg, m.events, &err)
+		m.calls = register(reg, m.calls, &err)
+		m.commitToIM = register(reg, m.commitToIM, &err)
+		m.batchEvents = register(reg, m.batchEvents, &err)
+		m.pending = register(reg, m.pending, &err)
+		m.ackPending = register(reg, m.ackPending, &err)
+		m.configured = register(reg, m.configured, &err)
+		m.callbacks = register(reg, m.callbacks, &err)
+		m.callbackTime = register(reg, m.callbackTime, &err)
+		if err != nil {
+			return nil, err
+		}
+	}
+	for _, t := range knownTypes() {
+		for _, o := range []string{outcomeDelivered, outcomeRetried, outcomeDeadLettered, outcomeSkipped} {
+			m.events.WithLabelValues(t, o)
+		}
+	}
+	for _, api := range []string{APICreateGroup, APISendGroupMsg, APIDestroyGroup} {
+		m.calls.WithLabelValues(api, "0")
+	}
+	for _, r := range []string{"allow", "deny", "bad_sign", "stale", "unknown_app"} {
+		m.callbacks.WithLabelValues("join", r)
+	}
+	return m, nil
+}
+
+// register registers c, or returns the collector of that name already on
+// reg; other failures go to *errp.
+func register[C prometheus.Collector](reg prometheus.Registerer, c C, errp *error) C {
+	err := reg.Register(c)
+	if err == nil {
+		return c
+	}
+	var are prometheus.AlreadyRegisteredError
+	if errors.As(err, &are) {
+		if existing, ok := are.ExistingCollector.(C); ok {
+			return existing
+		}
+	}
+	*errp = errors.Join(*errp, fmt.Errorf("register imbridge metrics: %w", err))
+	return c
+}
+
+func (m *Metrics) event(eventType, outcome string, n int) {
+	if m == nil {
+		return
+	}
+	m.events.WithLabelValues(typeLabel(eventType), outcome).Add(float64(n))
+}
+
+func (m *Metrics) call(api string, err error, seconds float64) {
+	if m == nil {
+		return
+	}
+	m.calls.WithLabelValues(api, errorCode(err)).Observe(seconds)
+}
+
+func (m *Metrics) delivered(seconds float64) {
+	if m == nil {
+		return
+	}
+	m.commitToIM.Observe(seconds)
+}
+
+func (m *Metrics) batch(events int) {
+	if m == nil {
+		return
+	}
+	m.batchEvents.Observe(float64(events))
+}
+
+func (m *Metrics) consumer(pending, ackPending uint64) {
+	if m == nil {
+		return
+	}
+	m.pending.Set(float64(pending))
+	m.ackPending.Set(float64(ackPending))
+}
+
+func (m *Metrics) setConfigured(on bool) {
+	if m == nil {
+		return
+	}
+	v := 0.0
+	if on {
+		v = 1
+	}
+	m.configured.Set(v)
+}
+
+func (m *Metrics) callback(command, result string, seconds float64) {
+	if m == nil {
+		return
+	}
+	m.callbacks.WithLabelValues(command, result).Inc()
+	m.callbackTime.Observe(seconds)
+}
