@@ -313,7 +313,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 	go func() {
 		wg.Wait()
 		c.settling.Wait() // bounded: each removal has its own timeout
-		c.pending.Wait() // asynchronous handlers' messages
+		c.pending.Wait()  // asynchronous handlers' messages
 		close(done)
 	}()
 	timer := time.NewTimer(c.cfg.ShutdownTimeout)

@@ -1,10 +1,11 @@
 package imbridge
 
 import (
-	"errors"
 	"fmt"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"voiceroom/promreg"
 )
 
 // Outcomes of an event, the "outcome" label of imbridge_events_total.
@@ -74,20 +75,18 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .05, .25, 1},
 		}),
 	}
-	if reg != nil {
-		var err error
-		m.events = register(reg, m.events, &err)
-		m.calls = register(reg, m.calls, &err)
-		m.commitToIM = register(reg, m.commitToIM, &err)
-		m.batchEvents = register(reg, m.batchEvents, &err)
-		m.pending = register(reg, m.pending, &err)
-		m.ackPending = register(reg, m.ackPending, &err)
-		m.configured = register(reg, m.configured, &err)
-		m.callbacks = register(reg, m.callbacks, &err)
-		m.callbackTime = register(reg, m.callbackTime, &err)
-		if err != nil {
-			return nil, err
-		}
+	r := promreg.On(reg)
+	promreg.Add(r, &m.events)
+	promreg.Add(r, &m.calls)
+	promreg.Add(r, &m.commitToIM)
+	promreg.Add(r, &m.batchEvents)
+	promreg.Add(r, &m.pending)
+	promreg.Add(r, &m.ackPending)
+	promreg.Add(r, &m.configured)
+	promreg.Add(r, &m.callbacks)
+	promreg.Add(r, &m.callbackTime)
+	if err := r.Err(); err != nil {
+		return nil, fmt.Errorf("imbridge metrics: %w", err)
 	}
 	for _, t := range knownTypes() {
 		for _, o := range []string{outcomeDelivered, outcomeRetried, outcomeDeadLettered, outcomeSkipped} {
@@ -101,23 +100,6 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		m.callbacks.WithLabelValues("join", r)
 	}
 	return m, nil
-}
-
-// register registers c, or returns the collector of that name already on
-// reg; other failures go to *errp.
-func register[C prometheus.Collector](reg prometheus.Registerer, c C, errp *error) C {
-	err := reg.Register(c)
-	if err == nil {
-		return c
-	}
-	var are prometheus.AlreadyRegisteredError
-	if errors.As(err, &are) {
-		if existing, ok := are.ExistingCollector.(C); ok {
-			return existing
-		}
-	}
-	*errp = errors.Join(*errp, fmt.Errorf("register imbridge metrics: %w", err))
-	return c
 }
 
 func (m *Metrics) event(eventType, outcome string, n int) {

@@ -113,7 +113,7 @@ type config struct {
 	LogLevel        string        `env:"VOICEROOM_LOG_LEVEL" envDefault:"info"`
 
 	DLQSettings // VOICEROOM_DLQ_GAP_CHECK_INTERVAL, _MAX_REPLAY, VOICEROOM_BUS_MONITOR_INTERVAL (dlq.go)
-	IMConfig // Tencent IM (imbridge.go)
+	IMConfig    // Tencent IM (imbridge.go)
 }
 
 // configError is a bad setting; its message names the variable.
