@@ -31,6 +31,9 @@ commands:
              seed [--app demo]
   token      print a JWT: token --app APP --user ID [--role admin] [--ttl 1h]
   version    print the version
+  healthcheck
+             exit 0 if this host's serve is ready: healthcheck [--path /readyz|/healthz]
+             [--addr host:port] [--timeout 3s] (the image's HEALTHCHECK)
 `
 
 func main() {
@@ -57,6 +60,8 @@ func run(args []string) int {
 		err = seed(ctx, args[1:])
 	case "token":
 		err = token(args[1:])
+	case "healthcheck":
+		err = healthcheck(ctx, args[1:])
 	case "version", "--version", "-v":
 		fmt.Println("voiceroom", version)
 	case "help", "--help", "-h":
