@@ -50,9 +50,9 @@ func TestClusterSurvivesNodeRestart(t *testing.T) {
 
 	cl.restart(t, leader)
 	waitProgress(t, "after the restart", pub, got, 50)
-	cl.waitStreamReplicas(t, js, 3)
 
 	sent := pub.stop(t)
+	cl.waitStreamReplicas(t, js, 3) // the restarted server caught up
 	testenv.Eventually(t, 30*time.Second, func() error {
 		if missing := got.missing(sent); len(missing) > 0 {
 			return fmt.Errorf("%d of %d events not consumed, first %s", len(missing), len(sent), missing[0])
