@@ -388,3 +388,52 @@ func waitProgress(tb testing.TB, phase string, pub *clusterPublisher, got *event
 	})
 	tb.Logf("%s: published %d, consumed %d", phase, pub.count(), got.len())
 }
+
+func TestEmbeddedClusterConfigValidate(t *testing.T) {
+	dir := t.TempDir()
+	routes := []string{"nats-route://127.0.0.1:6222", "nats-route://127.0.0.1:6223", "nats://127.0.0.1:6224"}
+	tests := []struct {
+		name    string
+		cluster bus.ClusterConfig
+		ok      bool
+	}{
+		{"alone", bus.ClusterConfig{}, true},
+		{"three servers", bus.ClusterConfig{Name: "c1", Listen: "127.0.0.1:6222", Routes: routes}, true},
+		{"random route port", bus.ClusterConfig{Name: "c1", Listen: "127.0.0.1:-1", Routes: routes[1:]}, true},
+		{"no name", bus.ClusterConfig{Listen: "127.0.0.1:6222", Routes: routes}, false},
+		{"name with a dot", bus.ClusterConfig{Name: "c.1", Listen: "127.0.0.1:6222", Routes: routes}, false},
+		{"no routes", bus.ClusterConfig{Name: "c1", Listen: "127.0.0.1:6222"}, false},
+		{"no listen", bus.ClusterConfig{Name: "c1", Routes: routes}, false},
+		{"all interfaces", bus.ClusterConfig{Name: "c1", Listen: "0.0.0.0:6222", Routes: routes}, false},
+		{"route scheme", bus.ClusterConfig{Name: "c1", Listen: "127.0.0.1:6222", Routes: []string{"http://127.0.0.1:6223"}}, false},
+		{"route without port", bus.ClusterConfig{Name: "c1", Listen: "127.0.0.1:6222", Routes: []string{"nats-route://127.0.0.1"}}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := bus.EmbeddedConfig{Listen: "127.0.0.1:-1", StoreDir: dir, Cluster: tt.cluster}.Validate()
+			if tt.ok && err != nil {
+				t.Fatalf("rejected: %v", err)
+			}
+			if !tt.ok && !errors.Is(err, bus.ErrInvalidConfig) {
+				t.Fatalf("err %v, want ErrInvalidConfig", err)
+			}
+		})
+	}
+}
+
+func TestRunEmbeddedClusterPortInUse(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	addr := ln.Addr().String()
+	_, err = bus.RunEmbedded(bus.EmbeddedConfig{
+		Listen:   "127.0.0.1:-1",
+		StoreDir: t.TempDir(),
+		Cluster:  bus.ClusterConfig{Name: "c1", Listen: addr, Routes: []string{"nats-route://" + addr}},
+	}, testenv.Logger(t))
+	if !errors.Is(err, bus.ErrAddrInUse) {
+		t.Fatalf("err %v, want ErrAddrInUse", err)
+	}
+}
