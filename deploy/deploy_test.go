@@ -57,10 +57,8 @@ func TestNATSConfigParses(t *testing.T) {
 		})
 	}
 	t.Run("without a server name", func(t *testing.T) {
-		os.Unsetenv("NATS_SERVER_NAME") // t.Setenv above restored the outer value
-		if os.Getenv("NATS_SERVER_NAME") != "" {
-			t.Skip("NATS_SERVER_NAME is set in the environment")
-		}
+		t.Setenv("NATS_SERVER_NAME", "") // restored when the test ends
+		os.Unsetenv("NATS_SERVER_NAME")
 		if _, err := server.ProcessConfigFile(filepath.Join("nats", "nats.conf")); err == nil {
 			t.Error("parsed without NATS_SERVER_NAME: each server must be told its name")
 		}
