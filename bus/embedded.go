@@ -33,6 +33,9 @@ type EmbeddedConfig struct {
 	// ReadyTimeout bounds the wait for the server to accept connections.
 	// Default 10s.
 	ReadyTimeout time.Duration
+	// Cluster joins the server to a cluster (see ClusterConfig). The zero
+	// value runs it alone.
+	Cluster ClusterConfig
 }
 
 // WithDefaults returns c with zero fields set to their defaults.
@@ -65,7 +68,7 @@ func (c EmbeddedConfig) Validate() error {
 	if c.ReadyTimeout < 0 {
 		return apperr.BadConfig("ReadyTimeout", "%w: embedded nats ready timeout %s: must be positive", ErrInvalidConfig, c.ReadyTimeout)
 	}
-	return nil
+	return c.Cluster.validate()
 }
 
 // parseListen splits listen into a loopback host and a port, where -1
@@ -122,6 +125,11 @@ func RunEmbedded(cfg EmbeddedConfig, log *slog.Logger) (*Server, error) {
 			return nil, err
 		}
 	}
+	if addr := cfg.Cluster.probeAddr(); addr != "" {
+		if err := probeListen(addr); err != nil {
+			return nil, err
+		}
+	}
 
 	opts := &server.Options{
 		ServerName: cfg.ServerName,
@@ -132,6 +140,7 @@ func RunEmbedded(cfg EmbeddedConfig, log *slog.Logger) (*Server, error) {
 		NoSigs:     true, // cmd owns signals
 		NoLog:      true, // logger set below
 	}
+	cfg.Cluster.apply(opts)
 	ns, err := server.NewServer(opts)
 	if err != nil {
 		return nil, fmt.Errorf("create embedded nats server: %w", err)

@@ -171,7 +171,7 @@ func (s *State) addContribution(userID, value int64) {
 // rank returns the top of the gift rank.
 func (s *State) rank() []Contribution {
 	n := min(len(s.Contrib), rankSize)
-	return slices.Clone(s.Contrib[:n])
+	return append([]Contribution{}, s.Contrib[:n]...) // never nil: JSON [] for no gifts
 }
 
 func cmpInt(a, b int64) int {

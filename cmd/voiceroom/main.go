@@ -33,6 +33,9 @@ commands:
   imemu      run the local Tencent IM emulator: imemu [--listen 127.0.0.1:18080]
              [--sdkappid N --admin ID --secret-key K] [--apps FILE] [--fault MODE ...]
   version    print the version
+  healthcheck
+             exit 0 if this host's serve is ready: healthcheck [--path /readyz|/healthz]
+             [--addr host:port] [--timeout 3s] (the image's HEALTHCHECK)
 `
 
 func main() {
@@ -61,6 +64,8 @@ func run(args []string) int {
 		err = token(args[1:])
 	case "imemu":
 		err = imemu(ctx, args[1:])
+	case "healthcheck":
+		err = healthcheck(ctx, args[1:])
 	case "version", "--version", "-v":
 		fmt.Println("voiceroom", version)
 	case "help", "--help", "-h":

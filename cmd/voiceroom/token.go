@@ -1,18 +1,22 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
+	"path/filepath"
+	"strings"
 	"time"
 
 	"voiceroom/gateway"
 )
 
-// token prints a JWT signed with VOICEROOM_JWT_SECRET (or the development key
-// in VOICEROOM_DATA_DIR).
+// token prints a JWT signed with VOICEROOM_JWT_SECRET or, when that is
+// empty, with the development key serve generated in VOICEROOM_DATA_DIR.
+// It never generates a key itself: a token signed with a key serve does not
+// use would only be refused with 401 later.
 func token(args []string) error {
 	fs := flag.NewFlagSet("token", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
@@ -30,7 +34,7 @@ func token(args []string) error {
 	if err != nil {
 		return err
 	}
-	secret, err := cfg.jwtSecret(slog.New(slog.NewTextHandler(os.Stderr, nil)))
+	secret, err := cfg.existingJWTSecret()
 	if err != nil {
 		return err
 	}
@@ -40,4 +44,33 @@ func token(args []string) error {
 	}
 	fmt.Println(tok)
 	return nil
+}
+
+// existingJWTSecret returns the key serve signs with, without creating
+// one: VOICEROOM_JWT_SECRET, else the development key in
+// $VOICEROOM_DATA_DIR/jwt-secret. A missing key file is an error that
+// names the absolute path looked at and the ways out.
+func (c *config) existingJWTSecret() ([]byte, error) {
+	if c.JWTSecret != "" {
+		return []byte(c.JWTSecret), nil
+	}
+	path := filepath.Join(c.DataDir, "jwt-secret")
+	if abs, err := filepath.Abs(path); err == nil {
+		path = abs
+	}
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, badVar("VOICEROOM_JWT_SECRET",
+			"empty, and there is no development key at %s: run voiceroom serve once with the same VOICEROOM_DATA_DIR "+
+				"(it creates the key there), run token from serve's directory, point VOICEROOM_DATA_DIR at serve's data directory, "+
+				"or set VOICEROOM_JWT_SECRET to serve's key", path)
+	}
+	if err != nil {
+		return nil, badVar("VOICEROOM_JWT_SECRET", "empty, and %s cannot be read: %v", path, err)
+	}
+	secret := strings.TrimSpace(string(b))
+	if len(secret) < 16 {
+		return nil, badVar("VOICEROOM_JWT_SECRET", "empty, and %s holds fewer than 16 bytes", path)
+	}
+	return []byte(secret), nil
 }

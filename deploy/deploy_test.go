@@ -1,0 +1,449 @@
+// Package deploy_test checks the deployment files against the tools that
+// read them: the NATS configs with nats-server's own parser, the compose
+// file with the compose-spec loader, the Dockerfile with BuildKit's parser,
+// and the Dockerfile's build command by running it.
+package deploy_test
+
+import (
+	"context"
+	"debug/buildinfo"
+	"debug/elf"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/compose-spec/compose-go/v2/cli"
+	"github.com/compose-spec/compose-go/v2/types"
+	"github.com/moby/buildkit/frontend/dockerfile/instructions"
+	"github.com/moby/buildkit/frontend/dockerfile/parser"
+	"github.com/nats-io/nats-server/v2/server"
+)
+
+// natsServers are the compose services of the NATS cluster.
+var natsServers = []string{"nats-1", "nats-2", "nats-3"}
+
+func TestNATSConfigParses(t *testing.T) {
+	for _, name := range natsServers {
+		t.Run(name, func(t *testing.T) {
+			t.Setenv("NATS_SERVER_NAME", name)
+			opts, err := server.ProcessConfigFile(filepath.Join("nats", "nats.conf"))
+			if err != nil {
+				t.Fatalf("nats-server cannot parse nats/nats.conf: %v", err)
+			}
+			if opts.ServerName != name || !opts.JetStream || opts.StoreDir != "/data" {
+				t.Errorf("server %q jetstream %v store %q, want %s with JetStream in /data", opts.ServerName, opts.JetStream, opts.StoreDir, name)
+			}
+			if opts.Port != 4222 || opts.HTTPPort != 8222 {
+				t.Errorf("client port %d, monitoring port %d, want 4222 and 8222 (compose uses both)", opts.Port, opts.HTTPPort)
+			}
+			if opts.Cluster.Name != "voiceroom" || opts.Cluster.Port != 6222 {
+				t.Errorf("cluster %q on port %d, want voiceroom on 6222", opts.Cluster.Name, opts.Cluster.Port)
+			}
+			var hosts []string
+			for _, r := range opts.Routes {
+				if r.Port() != "6222" {
+					t.Errorf("route %s: want port 6222", r)
+				}
+				hosts = append(hosts, r.Hostname())
+			}
+			if !slices.Equal(hosts, natsServers) {
+				t.Errorf("routes to %v, want every server of the cluster %v (JetStream counts them)", hosts, natsServers)
+			}
+		})
+	}
+	t.Run("without a server name", func(t *testing.T) {
+		t.Setenv("NATS_SERVER_NAME", "") // restored when the test ends
+		os.Unsetenv("NATS_SERVER_NAME")
+		if _, err := server.ProcessConfigFile(filepath.Join("nats", "nats.conf")); err == nil {
+			t.Error("parsed without NATS_SERVER_NAME: each server must be told its name")
+		}
+	})
+}
+
+// goMod returns the go directive and the nats-server version of go.mod.
+func goMod(tb testing.TB) (goVersion, natsServer string) {
+	tb.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "go.mod"))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if m := regexp.MustCompile(`(?m)^go (\S+)$`).FindSubmatch(b); m != nil {
+		goVersion = string(m[1])
+	}
+	if m := regexp.MustCompile(`(?m)^\s+github\.com/nats-io/nats-server/v2 v(\S+)`).FindSubmatch(b); m != nil {
+		natsServer = string(m[1])
+	}
+	if goVersion == "" || natsServer == "" {
+		tb.Fatalf("go.mod: go %q, nats-server %q", goVersion, natsServer)
+	}
+	return goVersion, natsServer
+}
+
+const testJWTSecret = "compose-test-secret-0123456789"
+
+func loadCompose(tb testing.TB, env ...string) (*types.Project, error) {
+	tb.Helper()
+	opts, err := cli.NewProjectOptions([]string{"compose.yaml"},
+		cli.WithWorkingDirectory("."),
+		cli.WithEnv(env), // only env: the developer's own variables must not matter
+		cli.WithResolvedPaths(true),
+	)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return opts.LoadProject(context.Background())
+}
+
+// pinnedImages are the third-party images compose may use, each at an
+// exact version: official images only.
+var pinnedImages = regexp.MustCompile(`^(mariadb|redis|nats):(\d+\.\d+\.\d+)(-alpine)?$`)
+
+// voiceroomRoles are the voiceroom services and their roles and counts.
+var voiceroomRoles = map[string]struct {
+	roles    string
+	replicas int
+}{
+	"api":       {"api,rooms", 1},
+	"relay":     {"relay", 2},
+	"imbridge":  {"imbridge", 2},
+	"projector": {"projector", 2},
+}
+
+func TestComposeLoads(t *testing.T) {
+	if _, err := loadCompose(t); err == nil || !strings.Contains(err.Error(), "VOICEROOM_JWT_SECRET") {
+		t.Errorf("loaded without VOICEROOM_JWT_SECRET (%v): the deployment must not run on a default key", err)
+	}
+	p, err := loadCompose(t, "VOICEROOM_JWT_SECRET="+testJWTSecret)
+	if err != nil {
+		t.Fatalf("compose-spec loader: %v", err)
+	}
+	repoRoot, err := filepath.Abs("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, natsVersion := goMod(t)
+
+	want := []string{"api", "imbridge", "imemu", "mariadb", "migrate", "projector", "redis", "relay"}
+	want = append(want, natsServers...)
+	slices.Sort(want)
+	if got := p.ServiceNames(); !slices.Equal(sortedCopy(got), want) {
+		t.Fatalf("services %v, want %v", sortedCopy(got), want)
+	}
+
+	for name, s := range p.Services {
+		t.Run(name, func(t *testing.T) {
+			if s.Build != nil {
+				// The project's own image, built from the repository's Dockerfile.
+				if s.Build.Context != repoRoot || s.Build.Dockerfile != "Dockerfile" || s.Image != "voiceroom:local" {
+					t.Errorf("build %s/%s as %q, want the repository's Dockerfile as voiceroom:local", s.Build.Context, s.Build.Dockerfile, s.Image)
+				}
+			} else {
+				m := pinnedImages.FindStringSubmatch(s.Image)
+				if m == nil {
+					t.Fatalf("image %q: want an official image at an exact version (or the project's build)", s.Image)
+				}
+				if m[1] == "nats" && m[2] != natsVersion {
+					t.Errorf("image %s: want nats %s, the nats-server version go.mod embeds and whose parser TestNATSConfigParses runs", s.Image, natsVersion)
+				}
+				if s.HealthCheck == nil || len(s.HealthCheck.Test) == 0 || s.HealthCheck.Disable {
+					t.Errorf("no health check")
+				}
+			}
+		})
+	}
+
+	voiceroomDeps := append([]string{"migrate", "redis"}, natsServers...)
+	for name, want := range voiceroomRoles {
+		s := p.Services[name]
+		env := s.Environment
+		if got := value(env, "VOICEROOM_ROLES"); got != want.roles {
+			t.Errorf("%s: VOICEROOM_ROLES %q, want %q", name, got, want.roles)
+		}
+		if got := replicas(s); got != want.replicas {
+			t.Errorf("%s: %d replicas, want %d", name, got, want.replicas)
+		}
+		if s.HealthCheck != nil && s.HealthCheck.Disable {
+			t.Errorf("%s: health check disabled; the image's checks /readyz", name)
+		}
+		checkVoiceroomEnv(t, name, env)
+		for _, dep := range voiceroomDeps {
+			d, ok := s.DependsOn[dep]
+			wantCond := types.ServiceConditionHealthy
+			if dep == "migrate" {
+				wantCond = types.ServiceConditionCompletedSuccessfully
+			}
+			if !ok || d.Condition != wantCond {
+				t.Errorf("%s: depends on %s with %q, want %q", name, dep, d.Condition, wantCond)
+			}
+		}
+	}
+
+	migrate := p.Services["migrate"]
+	if !slices.Equal(migrate.Command, types.ShellCommand{"migrate"}) || migrate.DependsOn["mariadb"].Condition != types.ServiceConditionHealthy {
+		t.Errorf("migrate: command %v, depends on %v; want migrate once mariadb is healthy", migrate.Command, migrate.DependsOn)
+	}
+	checkVoiceroomEnv(t, "migrate", migrate.Environment)
+
+	for _, name := range natsServers {
+		s := p.Services[name]
+		if got := value(s.Environment, "NATS_SERVER_NAME"); got != name {
+			t.Errorf("%s: NATS_SERVER_NAME %q, want its own name", name, got)
+		}
+		conf := filepath.Join(repoRoot, "deploy", "nats", "nats.conf")
+		if !slices.ContainsFunc(s.Volumes, func(v types.ServiceVolumeConfig) bool { return v.Source == conf }) {
+			t.Errorf("%s: does not mount %s", name, conf)
+		}
+		if !slices.ContainsFunc(s.Volumes, func(v types.ServiceVolumeConfig) bool { return v.Target == "/data" && v.Type == types.VolumeTypeVolume }) {
+			t.Errorf("%s: no volume on /data: JetStream would lose its store with the container", name)
+		}
+	}
+
+	checkIMEmulator(t, p)
+}
+
+// checkVoiceroomEnv checks what every voiceroom process must agree on.
+func checkVoiceroomEnv(tb testing.TB, name string, env types.MappingWithEquals) {
+	tb.Helper()
+	if got := value(env, "VOICEROOM_STREAM_REPLICAS"); got != "3" {
+		tb.Errorf("%s: VOICEROOM_STREAM_REPLICAS %q, want 3", name, got)
+	}
+	if got := value(env, "VOICEROOM_JWT_SECRET"); got != testJWTSecret {
+		tb.Errorf("%s: VOICEROOM_JWT_SECRET %q, want the operator's", name, got)
+	}
+	var hosts []string
+	for _, u := range strings.Split(value(env, "VOICEROOM_NATS_URL"), ",") {
+		if pu, err := url.Parse(u); err == nil && pu.Port() == "4222" {
+			hosts = append(hosts, pu.Hostname())
+		}
+	}
+	if !slices.Equal(hosts, natsServers) {
+		tb.Errorf("%s: VOICEROOM_NATS_URL reaches %v, want every server %v", name, hosts, natsServers)
+	}
+	if dsn := value(env, "VOICEROOM_MYSQL_DSN"); !strings.Contains(dsn, "@tcp(mariadb:3306)/") {
+		tb.Errorf("%s: VOICEROOM_MYSQL_DSN %q does not reach the mariadb service", name, dsn)
+	}
+	if got := value(env, "VOICEROOM_REDIS_ADDR"); got != "redis:6379" {
+		tb.Errorf("%s: VOICEROOM_REDIS_ADDR %q", name, got)
+	}
+}
+
+// checkIMEmulator: the bridges reach the emulator, with the application the
+// emulator was started with.
+func checkIMEmulator(tb testing.TB, p *types.Project) {
+	tb.Helper()
+	emu := p.Services["imemu"]
+	flags := map[string]string{}
+	if len(emu.Command) == 0 || emu.Command[0] != "imemu" {
+		tb.Fatalf("imemu: command %v, want voiceroom imemu", emu.Command)
+	}
+	for _, arg := range emu.Command[1:] {
+		k, v, ok := strings.Cut(strings.TrimPrefix(arg, "--"), "=")
+		if !ok {
+			tb.Fatalf("imemu: argument %q: write flags as --name=value", arg)
+		}
+		flags[k] = v
+	}
+	_, port, _ := strings.Cut(flags["listen"], ":")
+	if replicas(emu) != 1 {
+		tb.Errorf("imemu: %d replicas, want 1 (it holds the messages in memory)", replicas(emu))
+	}
+	bridge := p.Services["imbridge"]
+	if bridge.DependsOn["imemu"].Condition == "" {
+		tb.Errorf("imbridge does not start after imemu")
+	}
+	for env, want := range map[string]string{
+		"VOICEROOM_TIM_DOMAIN":     "http://imemu:" + port,
+		"VOICEROOM_TIM_SDKAPPID":   flags["sdkappid"],
+		"VOICEROOM_TIM_ADMIN":      flags["admin"],
+		"VOICEROOM_TIM_SECRET_KEY": flags["secret-key"],
+	} {
+		if got := value(bridge.Environment, env); got != want || want == "" {
+			tb.Errorf("imbridge: %s %q, want %q to match imemu's flags %v", env, got, want, flags)
+		}
+	}
+}
+
+func value(env types.MappingWithEquals, key string) string {
+	if v := env[key]; v != nil {
+		return *v
+	}
+	return ""
+}
+
+func replicas(s types.ServiceConfig) int {
+	if s.Deploy != nil && s.Deploy.Replicas != nil {
+		return *s.Deploy.Replicas
+	}
+	return 1
+}
+
+func sortedCopy(s []string) []string {
+	s = slices.Clone(s)
+	slices.Sort(s)
+	return s
+}
+
+// dockerfile is what TestDockerfile reads from the Dockerfile.
+type dockerfile struct {
+	stages   []instructions.Stage
+	metaArgs []instructions.ArgCommand
+}
+
+func parseDockerfile(tb testing.TB) dockerfile {
+	tb.Helper()
+	f, err := os.Open(filepath.Join("..", "Dockerfile"))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer f.Close()
+	ast, err := parser.Parse(f)
+	if err != nil {
+		tb.Fatalf("buildkit parser: %v", err)
+	}
+	stages, metaArgs, err := instructions.Parse(ast.AST, nil)
+	if err != nil {
+		tb.Fatalf("buildkit instructions: %v", err)
+	}
+	return dockerfile{stages: stages, metaArgs: metaArgs}
+}
+
+// buildCommand is the build stage's go build: its shell command line, the
+// binary it writes and the ARG defaults of the stage.
+type buildCommand struct {
+	line   string
+	output string
+	args   map[string]string
+}
+
+var goBuildLine = regexp.MustCompile(`^CGO_ENABLED=0 go build (.*)-o (\S+) \./cmd/voiceroom$`)
+
+func findBuild(tb testing.TB, st instructions.Stage) buildCommand {
+	tb.Helper()
+	bc := buildCommand{args: map[string]string{}}
+	for _, c := range st.Commands {
+		switch c := c.(type) {
+		case *instructions.ArgCommand:
+			for _, a := range c.Args {
+				bc.args[a.Key] = a.ValueString()
+			}
+		case *instructions.RunCommand:
+			line := strings.Join(c.CmdLine, " ")
+			if !strings.Contains(line, "go build") {
+				continue
+			}
+			m := goBuildLine.FindStringSubmatch(line)
+			if m == nil || !c.PrependShell {
+				tb.Fatalf("build stage runs %q: want the shell form of `CGO_ENABLED=0 go build [flags] -o PATH ./cmd/voiceroom` (static, for scratch)", line)
+			}
+			bc.line, bc.output = line, m[2]
+		}
+	}
+	if bc.line == "" {
+		tb.Fatalf("stage %s runs no go build", st.Name)
+	}
+	return bc
+}
+
+func TestDockerfile(t *testing.T) {
+	df := parseDockerfile(t)
+	goVersion, _ := goMod(t)
+	if len(df.stages) != 2 {
+		t.Fatalf("%d stages, want build and runtime", len(df.stages))
+	}
+	build, runtime := df.stages[0], df.stages[1]
+	if build.Name != "build" || build.BaseName != "golang:"+goVersion {
+		t.Errorf("first stage %q from %q, want build from golang:%s (go.mod's go version)", build.Name, build.BaseName, goVersion)
+	}
+	bc := findBuild(t, build)
+
+	if runtime.BaseName != "scratch" {
+		t.Errorf("runtime stage from %q, want scratch: the binary is static", runtime.BaseName)
+	}
+	var copied, user, entrypoint string
+	var health []string
+	for _, c := range runtime.Commands {
+		switch c := c.(type) {
+		case *instructions.CopyCommand:
+			if c.From == "build" && slices.Contains(c.SourcePaths, bc.output) {
+				copied = c.DestPath
+			}
+		case *instructions.UserCommand:
+			user = c.User
+		case *instructions.HealthCheckCommand:
+			health = c.Health.Test
+		case *instructions.EntrypointCommand:
+			entrypoint = strings.Join(c.CmdLine, " ")
+		}
+	}
+	if copied == "" {
+		t.Fatalf("runtime stage does not copy %s from the build stage", bc.output)
+	}
+	if entrypoint != copied {
+		t.Errorf("entrypoint %q, want the copied binary %s", entrypoint, copied)
+	}
+	if uid, _, _ := strings.Cut(user, ":"); user == "" || uid == "0" || uid == "root" {
+		t.Errorf("runs as user %q, want a non-root uid", user)
+	}
+	if len(health) < 3 || health[0] != "CMD" || health[1] != copied || health[2] != "healthcheck" {
+		t.Errorf("HEALTHCHECK %v, want CMD %s healthcheck (there is no shell)", health, copied)
+	}
+
+	if testing.Short() {
+		t.Skip("builds the binary; skipped with -short")
+	}
+	// Run the build stage's command on this machine, writing elsewhere.
+	bin := filepath.Join(t.TempDir(), "voiceroom")
+	line := strings.Replace(bc.line, "-o "+bc.output, "-o "+bin, 1)
+	line = os.Expand(line, func(k string) string { return bc.args[k] })
+	cmd := exec.Command("sh", "-c", line)
+	cmd.Dir = ".."
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("%s: %v\n%s", line, err, out)
+	}
+	info, err := buildinfo.ReadFile(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Path != "voiceroom/cmd/voiceroom" {
+		t.Errorf("built %s, want voiceroom/cmd/voiceroom", info.Path)
+	}
+	settings := map[string]string{}
+	for _, s := range info.Settings {
+		settings[s.Key] = s.Value
+	}
+	if settings["CGO_ENABLED"] != "0" || settings["-trimpath"] != "true" {
+		t.Errorf("build settings %v, want CGO_ENABLED=0 and -trimpath", settings)
+	}
+	ef, err := elf.Open(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ef.Close()
+	for _, p := range ef.Progs {
+		if p.Type == elf.PT_INTERP {
+			t.Error("the binary is dynamically linked: it cannot run on scratch")
+		}
+	}
+	out, err := exec.Command(bin, "version").Output()
+	if want := "voiceroom " + bc.args["VERSION"] + "\n"; err != nil || string(out) != want {
+		t.Errorf("version: %q, %v; want %q", out, err, want)
+	}
+}
+
+func TestDockerignoreKeepsLocalStateOut(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", ".dockerignore"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Fields(string(b))
+	for _, want := range []string{".git", "bin", "data"} {
+		if !slices.Contains(lines, want) {
+			t.Errorf(".dockerignore lacks %s", want)
+		}
+	}
+}
