@@ -235,6 +235,7 @@ func (c config) validate() error {
 	for _, err := range c.DLQSettings.validate() {
 		errs.add(err)
 	}
+	check(c.IMBridgeMaxDeliver == -1 || c.IMBridgeMaxDeliver > 0, "VOICEROOM_IMBRIDGE_MAX_DELIVER", "want -1 (no limit) or a positive count, got %d", c.IMBridgeMaxDeliver)
 	imErrs, _ := c.IMConfig.apps()
 	for _, err := range imErrs {
 		errs.add(err)
