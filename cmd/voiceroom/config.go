@@ -44,6 +44,7 @@ type config struct {
 	HTTPRatePerUser     float64       `env:"VOICEROOM_HTTP_RATE_PER_USER" envDefault:"50"`
 	HTTPRateBurst       int           `env:"VOICEROOM_HTTP_RATE_BURST" envDefault:"100"`
 	HTTPShutdownTimeout time.Duration `env:"VOICEROOM_HTTP_SHUTDOWN_TIMEOUT" envDefault:"10s"`
+	HTTPPprof           bool          `env:"VOICEROOM_PPROF" envDefault:"false"`
 
 	MySQLDSN          string        `env:"VOICEROOM_MYSQL_DSN" envDefault:"root:@tcp(127.0.0.1:3306)/voiceroom"`
 	MySQLMaxOpenConns int           `env:"VOICEROOM_MYSQL_MAX_OPEN_CONNS" envDefault:"64"`
@@ -348,6 +349,7 @@ func (c *config) gateway(secret []byte) gateway.Config {
 		JWTSecret:   secret,
 		RatePerUser: c.HTTPRatePerUser,
 		RateBurst:   c.HTTPRateBurst,
+		Pprof:       c.HTTPPprof,
 	}
 }
 

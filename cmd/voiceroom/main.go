@@ -30,6 +30,9 @@ commands:
   seed       create the demo app's regions, countries and users if missing:
              seed [--app demo]
   token      print a JWT: token --app APP --user ID [--role admin] [--ttl 1h]
+  bench      load a running stack (--url URL) or one started in this process
+             (--inprocess) over HTTP and report throughput, latencies,
+             ceilings, CPU and MySQL work: bench -h lists the flags
   version    print the version
 `
 
@@ -57,6 +60,8 @@ func run(args []string) int {
 		err = seed(ctx, args[1:])
 	case "token":
 		err = token(args[1:])
+	case "bench":
+		err = bench(ctx, args[1:])
 	case "version", "--version", "-v":
 		fmt.Println("voiceroom", version)
 	case "help", "--help", "-h":
