@@ -115,7 +115,7 @@ type MySQL struct {
 	Deltas              map[string]int64 `json:"status_deltas"`
 	RowsWrittenPerCmd   float64          `json:"rows_written_per_durable_command"`
 	StatementsPerCmd    float64          `json:"statements_per_durable_command"` // Com_insert+update+delete+select+commit+begin
-	FsyncsPerCmd        float64          `json:"fsyncs_per_durable_command"` // Innodb_data_fsyncs
+	FsyncsPerCmd        float64          `json:"fsyncs_per_durable_command"`     // Innodb_data_fsyncs
 	DurableCommandCount int64            `json:"durable_commands"`
 }
 

@@ -231,4 +231,3 @@ func seedUsers(ctx context.Context, svc *regions.Service, app string, users []re
 	}
 	return g.Wait()
 }
-
