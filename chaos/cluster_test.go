@@ -355,6 +355,8 @@ func newCluster(t *testing.T, m mode) *cluster {
 	c.api = mk("api-rooms", "api,rooms")
 	c.api.start(t) // migrates first
 	c.relay = mk("relay", "relay")
+	// Small batches: a backlog takes many of them, so a kill lands mid-way.
+	c.relay.env = append(c.relay.env, "VOICEROOM_OUTBOX_BATCH_SIZE=10")
 	c.relay.start(t)
 	c.sinks = mk("sinks", "imbridge,projector")
 	c.sinks.start(t)
