@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"os/exec"
 	"strings"
 	"syscall"
 	"testing"
@@ -48,15 +47,20 @@ func TestChaos(t *testing.T) {
 	m := chaosMode(t)
 	c := newCluster(t, m)
 	d := newDriver(t, c, 12, 48)
-	imSkip := emulatorMissing(c)
+	imSkip := c.emuWhy
 	listSkip := listMissing(t, c, d)
 
 	scenarios := []scenario{
 		{name: "1 IM errors then timeouts", inject: func(t *testing.T, c *cluster) string {
-			if imSkip != "" {
+			if c.emu == nil {
 				return imSkip
 			}
-			return "the suite does not drive the emulator's faults yet"
+			c.emu.fault(t, "error", m.fault)
+			time.Sleep(m.fault)
+			c.emu.fault(t, "timeout", m.fault)
+			time.Sleep(m.fault)
+			c.emu.clearFaults(t)
+			return ""
 		}},
 		{name: "2 JetStream restarted", inject: func(t *testing.T, c *cluster) string {
 			c.nats.stop()
@@ -159,6 +163,34 @@ func TestChaos(t *testing.T) {
 				}
 				return nil
 			})
+			if c.emu != nil {
+				var im imAccount
+				testenv.Eventually(t, m.quiet, func() error {
+					var err error
+					if im, err = c.checkIM(context.Background(), c.emu); err != nil {
+						return err
+					}
+					if len(im.missing) > 0 {
+						return fmt.Errorf("%d client-visible events not shown yet, e.g. %v", len(im.missing), first(im.missing))
+					}
+					return nil
+				})
+				r.delivered, r.dupShown = fmt.Sprintf("%d of %d", im.delivered, im.visible), fmt.Sprint(im.shownTwice)
+				if im.shownTwice > 0 {
+					t.Errorf("%d events shown twice in IM", im.shownTwice)
+				}
+				if im.visible == 0 {
+					t.Errorf("the emulator showed no event at all")
+				}
+			}
+			if listSkip == "" {
+				testenv.Eventually(t, m.quiet, func() error {
+					if bad := d.checkList(context.Background()); len(bad) > 0 {
+						return fmt.Errorf("list differs from the rooms: %v", first(bad))
+					}
+					return nil
+				})
+			}
 			r.quiet = time.Since(loadEnd)
 			r.ok, r.committed, r.inStream = a.okAnswers, a.committed, a.inStream
 			r.lost, r.outOfOrder, r.dupInStream = fmt.Sprint(a.lost), fmt.Sprint(a.outOfOrder), a.dupInStream
@@ -236,15 +268,6 @@ func recovery(outs []outcome, end time.Time) time.Duration {
 	return -1
 }
 
-// emulatorMissing says why the IM checks cannot run, or "".
-func emulatorMissing(c *cluster) string {
-	out, _ := exec.Command(c.api.bin, "imemu", "--help").CombinedOutput()
-	if strings.Contains(string(out), "unknown command") {
-		return "skipped: this build has no IM emulator (voiceroom imemu)"
-	}
-	return "skipped: the IM emulator is not wired into the suite yet"
-}
-
 // listMissing says why the list checks cannot run, or "".
 func listMissing(t *testing.T, c *cluster, d *driver) string {
 	st, code, _ := d.send(context.Background(), "GET", "/api/v1/rooms?tab=hot&limit=1", d.users[0].token, "", nil)
@@ -252,9 +275,9 @@ func listMissing(t *testing.T, c *cluster, d *driver) string {
 		return "skipped: this build has no room list (GET /api/v1/rooms answers " + fmt.Sprint(st) + ")"
 	}
 	if st != http.StatusOK {
-		t.Logf("room list answers %d %s", st, code)
+		return fmt.Sprintf("skipped: GET /api/v1/rooms answers %d %s", st, code)
 	}
-	return "skipped: the list projection check is not written yet"
+	return ""
 }
 
 func report(t *testing.T, rows []row, imSkip, listSkip string) {
@@ -280,6 +303,12 @@ func report(t *testing.T, rows []row, imSkip, listSkip string) {
 			r.dupInStream, r.outOfOrder, rec, r.quiet.Round(10*time.Millisecond), res)
 	}
 	tw.Flush()
+	if imSkip == "" {
+		imSkip = "every committed event of a type the emulator shows was shown exactly once"
+	}
+	if listSkip == "" {
+		listSkip = "every room's list item matched its online count and heat"
+	}
 	fmt.Fprintf(&b, "failed answers: no definite answer after 15 s of retries with the same key (may or may not have committed; checked either way).\n"+
 		"events committed, in stream and out of order are cumulative over the run; first OK after counts from the fault's end, quiet after from the load's end.\nIM checks: %s; list checks: %s\n", imSkip, listSkip)
 	t.Log("\n" + b.String())

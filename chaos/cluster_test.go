@@ -270,6 +270,8 @@ type cluster struct {
 	nats   *natsHost
 	redis  *redisServer
 	maria  *mariaServer // nil in short mode
+	emu    *emulator    // nil when the build has no IM emulator
+	emuWhy string       // why emu is nil
 	api    *proc        // api, rooms
 	relay  *proc        // relay only
 	sinks  *proc        // imbridge, projector
@@ -321,6 +323,7 @@ func newCluster(t *testing.T, m mode) *cluster {
 	c.redis.start(t)
 	t.Cleanup(c.redis.stop)
 
+	c.emu, c.emuWhy = startEmulator(t, bin, tmp)
 	common := []string{
 		"VOICEROOM_MYSQL_DSN=" + c.dsn,
 		"VOICEROOM_NATS_URL=nats://" + c.nats.addr,
@@ -334,6 +337,9 @@ func newCluster(t *testing.T, m mode) *cluster {
 		"VOICEROOM_LOG_FORMAT=text",
 		"VOICEROOM_LOG_LEVEL=info",
 		"VOICEROOM_STREAM_MAX_AGE=2h",
+	}
+	if c.emu != nil {
+		common = append(common, c.emu.env()...)
 	}
 	mk := func(name, roles string) *proc {
 		port := freePort(t)

@@ -55,15 +55,17 @@ type vuser struct {
 // Idempotency-Key each, retried with the same key while the answer is a
 // transport error or a 5xx.
 type driver struct {
-	c      *cluster
-	hc     *http.Client
-	users  []*vuser
-	rooms  []string
-	admin  string
-	mu     sync.Mutex
-	out    []outcome
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	c     *cluster
+	hc    *http.Client
+	users []*vuser
+	rooms []string
+	// shortIDs are the rooms' short ids (the owners' display ids).
+	shortIDs []string
+	admin    string
+	mu       sync.Mutex
+	out      []outcome
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup
 }
 
 func newDriver(t *testing.T, c *cluster, nRooms, nUsers int) *driver {
@@ -100,10 +102,12 @@ func newDriver(t *testing.T, c *cluster, nRooms, nUsers int) *driver {
 			t.Fatalf("create room: %d %s", st, code)
 		}
 		var snap struct {
-			RoomID string `json:"room_id"`
+			RoomID      string `json:"room_id"`
+			RoomShortID string `json:"room_short_id"`
 		}
 		json.Unmarshal(data, &snap)
 		d.rooms = append(d.rooms, snap.RoomID)
+		d.shortIDs = append(d.shortIDs, snap.RoomShortID)
 	}
 	for i := range nUsers {
 		id := int64(10_000 + nRooms + i)
