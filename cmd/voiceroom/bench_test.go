@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/go-sql-driver/mysql"
+
 	"voiceroom/internal/testenv"
 	"voiceroom/loadgen"
 )
@@ -25,7 +27,12 @@ func TestBenchInProcess(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "bench.json")
 	cmd := exec.Command(bin, "bench", "--inprocess", "--quiet", "--rooms", "20", "--users", "60", "--clients", "4",
 		"--list-clients", "1", "--duration", "2s", "--ceiling-duration", "300ms", "--drain-rows", "300", "--json", out)
-	cmd.Env = append(os.Environ(), "VOICEROOM_MYSQL_DSN="+testenv.MySQLDSN()+"unused", "VOICEROOM_REDIS_ADDR="+testenv.RedisAddr(),
+	mc, err := mysql.ParseDSN(testenv.MySQLDSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	mc.DBName = "unused" // the bench creates a fresh database on this server
+	cmd.Env = append(os.Environ(), "VOICEROOM_MYSQL_DSN="+mc.FormatDSN(), "VOICEROOM_REDIS_ADDR="+testenv.RedisAddr(),
 		"VOICEROOM_DATA_DIR="+t.TempDir())
 	if b, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("bench: %v\n%s", err, b)
