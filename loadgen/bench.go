@@ -59,14 +59,13 @@ func (b *Bench) Run(ctx context.Context) (*Report, error) {
 	if a := b.http.do(ctx, "GET", "/readyz", "", nil); a.code != "" {
 		return nil, fmt.Errorf("target %s not ready: %s %s", cfg.BaseURL, a.code, a.message)
 	}
-	base := b.scrapeServer(ctx)
+	base, _ := b.scrapeAfterGC(ctx)
 	b.log.Info("bench: setting up", "apps", cfg.Apps, "rooms", cfg.Rooms, "users", cfg.Users)
 	w, err := b.setup(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("setup: %w", err)
 	}
 	rep.SetupSec = time.Since(rep.Started).Seconds()
-	loaded := b.scrapeServer(ctx)
 
 	b.log.Info("bench: ceilings", "each", cfg.CeilingDuration)
 	if cfg.CeilingDuration > 0 {
@@ -166,9 +165,10 @@ func (b *Bench) Run(ctx context.Context) (*Report, error) {
 	answered := rep.Commands["all"].Count
 	rep.CPU = cpuFigures(s0, s1, mcpu0, mcpu1, mok, answered, durable, mpid)
 	rep.MySQL = mysqlFigures(status0, status1, durable)
-	rep.Memory = Memory{RSSBytes: s1.rssBytes, HeapInuseBytes: s1.heapInuse, RoomsLoaded: len(w.rooms) + len(w.probes)}
-	if base.ok && loaded.ok && rep.Memory.RoomsLoaded > 0 {
-		rep.Memory.HeapPerRoomBytes = (s1.heapInuse - base.heapInuse) / float64(rep.Memory.RoomsLoaded)
+	mem, gc := b.scrapeAfterGC(ctx)
+	rep.Memory = Memory{RSSBytes: mem.rssBytes, HeapInuseBytes: mem.heapInuse, RoomsLoaded: len(w.rooms) + len(w.probes), AfterGC: gc}
+	if base.ok && mem.ok && rep.Memory.RoomsLoaded > 0 {
+		rep.Memory.HeapPerRoomBytes = (mem.heapInuse - base.heapInuse) / float64(rep.Memory.RoomsLoaded)
 	}
 
 	commits, err := b.committed(ctx, cfg.Apps, loadStart, loadEnd)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -61,6 +62,21 @@ func (b *Bench) scrapeServer(ctx context.Context) serverSample {
 		}
 	}
 	return s
+}
+
+// scrapeAfterGC asks the target to collect garbage first (its
+// /debug/pprof/heap?gc=1, when VOICEROOM_PPROF is on), so heap figures
+// count live memory; gc reports whether that worked.
+func (b *Bench) scrapeAfterGC(ctx context.Context) (s serverSample, gc bool) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, b.http.base+"/debug/pprof/heap?gc=1", nil)
+	if err == nil {
+		if resp, err := b.http.http.Do(req); err == nil {
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			gc = resp.StatusCode == http.StatusOK
+		}
+	}
+	return b.scrapeServer(ctx), gc
 }
 
 // mariadbPID finds the MariaDB server process: the one mariadbd (or mysqld)

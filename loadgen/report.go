@@ -68,9 +68,11 @@ type Memory struct {
 	HeapInuseBytes float64 `json:"heap_inuse_bytes"`
 	RoomsLoaded    int     `json:"rooms_loaded"`
 	// HeapPerRoomBytes is the heap growth from before setup to the load's
-	// end over the rooms loaded (with their online users); rough, as it
-	// includes garbage not yet collected.
+	// end over the rooms loaded (with the users still online in them). With
+	// AfterGC both readings follow a collection (the target serves
+	// /debug/pprof); without, garbage counts too.
 	HeapPerRoomBytes float64 `json:"heap_per_room_bytes"`
+	AfterGC          bool    `json:"after_gc"`
 }
 
 // CPU is the load phase's CPU time.
@@ -215,8 +217,12 @@ func (r *Report) Table(w io.Writer) {
 		fmt.Fprintf(tw, "ceiling: JetStream async publish\t%.0f msgs/s\t\n", r.Ceilings.JetStreamAsyncPerSec)
 	}
 	fmt.Fprintf(tw, "durable commands\t%d\t(command-log rows; %.0f/s)\n", r.DurableCommands, float64(r.DurableCommands)/max(r.LoadSec, 1e-9))
-	fmt.Fprintf(tw, "voiceroom memory\tRSS %.1f MiB\theap in use %.1f MiB, %.1f KiB per loaded room (%d rooms)\n",
-		r.Memory.RSSBytes/(1<<20), r.Memory.HeapInuseBytes/(1<<20), r.Memory.HeapPerRoomBytes/1024, r.Memory.RoomsLoaded)
+	gc := "after GC"
+	if !r.Memory.AfterGC {
+		gc = "garbage included: set VOICEROOM_PPROF=true on the target for a GC first"
+	}
+	fmt.Fprintf(tw, "voiceroom memory\tRSS %.1f MiB\theap in use %.1f MiB, %.1f KiB per loaded room (%d rooms, users online; %s)\n",
+		r.Memory.RSSBytes/(1<<20), r.Memory.HeapInuseBytes/(1<<20), r.Memory.HeapPerRoomBytes/1024, r.Memory.RoomsLoaded, gc)
 	fmt.Fprintf(tw, "CPU s per 1,000 commands\tvoiceroom %.3f\tMariaDB %.3f\t(per 1,000 durable: %.3f / %.3f; totals %.1f s / %.1f s)%s\n",
 		r.CPU.VoiceroomPer1000, r.CPU.MariaDBPer1000, r.CPU.VoiceroomPer1000Durable, r.CPU.MariaDBPer1000Durable, r.CPU.VoiceroomSec, r.CPU.MariaDBSec, naSuffix(r.CPU.NA))
 	d := r.MySQL.Deltas

@@ -241,6 +241,7 @@ func startInProcess(ctx context.Context, log *slog.Logger) (*inProcessStack, err
 		"VOICEROOM_LOG_LEVEL":            "warn",
 		"VOICEROOM_LOG_FORMAT":           "text",
 		"VOICEROOM_MYSQL_MAX_OPEN_CONNS": "64",
+		"VOICEROOM_PPROF":                "true", // a GC before the heap is read
 	}
 	for k, v := range env {
 		os.Setenv(k, v)
