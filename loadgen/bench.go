@@ -175,6 +175,12 @@ func (b *Bench) Run(ctx context.Context) (*Report, error) {
 	if err != nil {
 		note("%v", err)
 	}
+	for _, path := range []string{"fast", "relay"} {
+		n, q := bucketQuantiles(s0.ackBuckets[path], s1.ackBuckets[path], 0.5, 0.99, 0.999)
+		if n > 0 {
+			rep.ServerAck = append(rep.ServerAck, ServerAck{Path: path, Count: int64(n), P50LeMs: q[0], P99LeMs: q[1], P999LeMs: q[2]})
+		}
+	}
 	if sa, err := b.streamAck(ctx, cfg.Apps, commits, loadStart); err != nil {
 		rep.StreamAckNA = err.Error()
 	} else {

@@ -107,3 +107,40 @@ func TestReportTableNamesWhatIsMissing(t *testing.T) {
 		}
 	}
 }
+
+func TestBucketQuantilesFromTwoReadings(t *testing.T) {
+	before := map[float64]float64{1: 10, 5: 20, 10: 20}
+	after := map[float64]float64{1: 60, 5: 118, 10: 120} // 100 new: 50 ≤1, 48 in (1,5], 2 in (5,10]
+	n, q := bucketQuantiles(before, after, 0.5, 0.98, 0.99, 1)
+	if n != 100 {
+		t.Fatalf("count = %v, want 100", n)
+	}
+	want := []float64{1, 5, 10, 10}
+	for i := range want {
+		if q[i] != want[i] {
+			t.Errorf("quantile %d bound = %v, want %v", i, q[i], want[i])
+		}
+	}
+	if n, _ := bucketQuantiles(nil, nil, 0.5); n != 0 {
+		t.Errorf("no buckets: count %v", n)
+	}
+}
+
+func TestBucketLabels(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		path string
+		le   float64
+		ok   bool
+	}{
+		{`path="fast",le="0.5"}`, "fast", 0.5, true},
+		{`le="250",path="relay"}`, "relay", 250, true},
+		{`path="fast",le="+Inf"}`, "", 0, false},
+		{`le="1"}`, "", 0, false},
+	} {
+		path, le, ok := bucketLabels(tc.in)
+		if path != tc.path || le != tc.le || ok != tc.ok {
+			t.Errorf("%s: %q %v %v", tc.in, path, le, ok)
+		}
+	}
+}

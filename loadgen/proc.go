@@ -6,9 +6,11 @@ import (
 	"database/sql"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -23,6 +25,9 @@ type serverSample struct {
 	rssBytes   float64
 	heapInuse  float64
 	ok         bool
+	// ackBuckets are room_outbox_publish_latency_ms's cumulative bucket
+	// counts by path, then by upper bound (ms).
+	ackBuckets map[string]map[float64]float64
 }
 
 // scrapeServer reads process_cpu_seconds_total, process_resident_memory_bytes
@@ -40,7 +45,7 @@ func (b *Bench) scrapeServer(ctx context.Context) serverSample {
 	if resp.StatusCode != http.StatusOK {
 		return serverSample{}
 	}
-	var s serverSample
+	s := serverSample{ackBuckets: map[string]map[float64]float64{}}
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
@@ -50,6 +55,15 @@ func (b *Bench) scrapeServer(ctx context.Context) serverSample {
 		}
 		f, err := strconv.ParseFloat(strings.TrimSpace(val), 64)
 		if err != nil {
+			continue
+		}
+		if rest, ok := strings.CutPrefix(name, "room_outbox_publish_latency_ms_bucket{"); ok {
+			if path, le, ok := bucketLabels(rest); ok {
+				if s.ackBuckets[path] == nil {
+					s.ackBuckets[path] = map[float64]float64{}
+				}
+				s.ackBuckets[path][le] = f
+			}
 			continue
 		}
 		switch name {
@@ -62,6 +76,55 @@ func (b *Bench) scrapeServer(ctx context.Context) serverSample {
 		}
 	}
 	return s
+}
+
+// bucketLabels reads path and le from `path="fast",le="0.5"}`.
+func bucketLabels(labels string) (path string, le float64, ok bool) {
+	labels = strings.TrimSuffix(labels, "}")
+	var leStr string
+	for _, kv := range strings.Split(labels, ",") {
+		k, v, _ := strings.Cut(kv, "=")
+		v = strings.Trim(v, `"`)
+		switch k {
+		case "path":
+			path = v
+		case "le":
+			leStr = v
+		}
+	}
+	if path == "" || leStr == "" || leStr == "+Inf" {
+		return "", 0, false
+	}
+	le, err := strconv.ParseFloat(leStr, 64)
+	return path, le, err == nil
+}
+
+// bucketQuantiles turns two readings of a cumulative histogram into the
+// count between them and the upper bounds within which the q-quantiles
+// fall.
+func bucketQuantiles(before, after map[float64]float64, qs ...float64) (count float64, bounds []float64) {
+	les := make([]float64, 0, len(after))
+	for le := range after {
+		les = append(les, le)
+	}
+	slices.Sort(les)
+	if len(les) == 0 {
+		return 0, nil
+	}
+	// Counts above the largest finite bound are unknown: the +Inf bucket
+	// is skipped, so count is what the finite buckets hold.
+	count = after[les[len(les)-1]] - before[les[len(les)-1]]
+	for _, q := range qs {
+		b := math.Inf(1)
+		for _, le := range les {
+			if after[le]-before[le] >= q*count {
+				b = le
+				break
+			}
+		}
+		bounds = append(bounds, b)
+	}
+	return count, bounds
 }
 
 // scrapeAfterGC asks the target to collect garbage first (its

@@ -25,10 +25,16 @@ type Report struct {
 	// DurableCommands are the command-log rows the load wrote.
 	DurableCommands int64 `json:"durable_commands"`
 
-	StreamAck   *StreamAck `json:"commit_to_stream_ack,omitempty"`
-	StreamAckNA string     `json:"commit_to_stream_ack_na,omitempty"`
-	IM          *IMReceipt `json:"commit_to_im_receipt,omitempty"`
-	IMNA        string     `json:"commit_to_im_receipt_na,omitempty"`
+	// StreamAck joins room_outbox.created_at_ms (the time the command was
+	// applied, just before its group commit) to the stream's stored
+	// timestamp: it includes the commit itself.
+	StreamAck *StreamAck `json:"commit_to_stream_ack,omitempty"`
+	// ServerAck is voiceroom's own room_outbox_publish_latency_ms over the
+	// load (from the commit's end), by path; quantiles are bucket bounds.
+	ServerAck   []ServerAck `json:"server_commit_to_stream_ack,omitempty"`
+	StreamAckNA string      `json:"commit_to_stream_ack_na,omitempty"`
+	IM          *IMReceipt  `json:"commit_to_im_receipt,omitempty"`
+	IMNA        string      `json:"commit_to_im_receipt_na,omitempty"`
 	// List is per list read ("list_hot", "list_new", "list_search", "all").
 	List                map[string]OpStats `json:"list_get,omitempty"`
 	ListVisible         *Latency           `json:"commit_to_list_visible,omitempty"`
@@ -42,6 +48,15 @@ type Report struct {
 
 	Ceilings Ceilings `json:"ceilings"`
 	Notes    []string `json:"notes,omitempty"`
+}
+
+// ServerAck is one path's commit → ack histogram over the load.
+type ServerAck struct {
+	Path     string  `json:"path"`
+	Count    int64   `json:"count"`
+	P50LeMs  float64 `json:"p50_le_ms"`
+	P99LeMs  float64 `json:"p99_le_ms"`
+	P999LeMs float64 `json:"p999_le_ms"`
 }
 
 // ConfigSummary is the run's shape.
@@ -190,10 +205,13 @@ func (r *Report) Table(w io.Writer) {
 			fmt.Fprintf(tw, "%s\tno samples %s\n", name, extra)
 		}
 	}
+	for _, a := range r.ServerAck {
+		fmt.Fprintf(tw, "commit -> stream ack (%s path, server's histogram)\tp50 <= %g ms\tp99 <= %g ms\tp999 <= %g ms\t\t%d events\n", a.Path, a.P50LeMs, a.P99LeMs, a.P999LeMs, a.Count)
+	}
 	if r.StreamAck != nil {
-		lat("commit -> stream ack", r.StreamAck.Latency, "", fmt.Sprintf("(%d committed, %d in stream, %d missing)", r.StreamAck.Committed, r.StreamAck.InStream, r.StreamAck.Missing))
+		lat("applied+commit -> stream ack", r.StreamAck.Latency, "", fmt.Sprintf("(%d committed, %d in stream, %d missing)", r.StreamAck.Committed, r.StreamAck.InStream, r.StreamAck.Missing))
 	} else {
-		lat("commit -> stream ack", nil, r.StreamAckNA, "")
+		lat("applied+commit -> stream ack", nil, r.StreamAckNA, "")
 	}
 	if r.IM != nil {
 		lat("commit -> IM receipt", r.IM.Latency, "", fmt.Sprintf("(%d of %d sampled received, %d shown twice)", r.IM.Received, r.IM.Sampled, r.IM.Shown))
