@@ -12,6 +12,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/gofiber/fiber/v2/middleware/adaptor"
+	"github.com/gofiber/fiber/v2/middleware/pprof"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
@@ -38,6 +39,9 @@ type Config struct {
 	// to every I/O ends then, and the request answers UNAVAILABLE. Keep it
 	// above the rooms' command timeout. Default 10s.
 	RequestTimeout time.Duration
+	// Pprof serves Go's profiles under /debug/pprof (unauthenticated: only
+	// for a loopback or otherwise private listener). Default false.
+	Pprof bool
 }
 
 // Limits of Config.BodyLimit.
@@ -156,6 +160,9 @@ func New(cfg Config, log *slog.Logger, reg prometheus.Registerer, gatherer prome
 	s.app.Get("/healthz", func(c *fiber.Ctx) error { return OK(c, fiber.Map{"status": "alive"}) })
 	s.app.Get("/readyz", s.handleReady)
 	s.app.Get("/metrics", adaptor.HTTPHandler(promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{})))
+	if cfg.Pprof {
+		s.app.Use(pprof.New())
+	}
 
 	routers := Routers{
 		API:    s.app.Group("/api", auth.requireUser, s.limiter.middleware),

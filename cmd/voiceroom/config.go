@@ -45,6 +45,7 @@ type config struct {
 	HTTPRateBurst       int           `env:"VOICEROOM_HTTP_RATE_BURST" envDefault:"100"`
 	HTTPShutdownTimeout time.Duration `env:"VOICEROOM_HTTP_SHUTDOWN_TIMEOUT" envDefault:"10s"`
 	HTTPRequestTimeout  time.Duration `env:"VOICEROOM_HTTP_REQUEST_TIMEOUT" envDefault:"10s"`
+	HTTPPprof           bool          `env:"VOICEROOM_PPROF" envDefault:"false"`
 
 	MySQLDSN          string        `env:"VOICEROOM_MYSQL_DSN" envDefault:"root:@tcp(127.0.0.1:3306)/voiceroom"`
 	MySQLMaxOpenConns int           `env:"VOICEROOM_MYSQL_MAX_OPEN_CONNS" envDefault:"64"`
@@ -475,6 +476,7 @@ func (c *config) gateway(secret []byte) gateway.Config {
 		RateBurst:   c.HTTPRateBurst,
 		// A room command's own timeout ends first; this bounds the rest.
 		RequestTimeout: c.HTTPRequestTimeout,
+		Pprof:          c.HTTPPprof,
 	}
 }
 

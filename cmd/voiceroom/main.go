@@ -32,6 +32,9 @@ commands:
   token      print a JWT: token --app APP --user ID [--role admin] [--ttl 1h]
   imemu      run the local Tencent IM emulator: imemu [--listen 127.0.0.1:18080]
              [--sdkappid N --admin ID --secret-key K] [--apps FILE] [--fault MODE ...]
+  bench      load a running stack (--url URL) or one started in this process
+             (--inprocess) over HTTP and report throughput, latencies,
+             ceilings, CPU and MySQL work: bench -h lists the flags
   version    print the version
   healthcheck
              exit 0 if this host's serve is ready: healthcheck [--path /readyz|/healthz]
@@ -66,6 +69,8 @@ func run(args []string) int {
 		err = imemu(ctx, args[1:])
 	case "healthcheck":
 		err = healthcheck(ctx, args[1:])
+	case "bench":
+		err = bench(ctx, args[1:])
 	case "version", "--version", "-v":
 		fmt.Println("voiceroom", version)
 	case "help", "--help", "-h":

@@ -1,0 +1,344 @@
+//go:build chaos
+
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"text/tabwriter"
+	"time"
+
+	"voiceroom/internal/testenv"
+)
+
+// scenario is one fault: inject starts it and returns when it is over
+// (the service is back), or returns a reason to skip.
+type scenario struct {
+	name   string
+	full   bool // only in full mode
+	inject func(t *testing.T, c *cluster) (skip string)
+}
+
+// row is one line of the report.
+type row struct {
+	name                       string
+	skip                       string
+	ok                         int
+	committed, inStream        int
+	delivered                  string
+	lost, dupShown, outOfOrder string
+	recover                    time.Duration // longest gap between two 200s
+	problems                   []string
+	listCheck, imCheck         string
+	dupInStream                int
+	quiet                      time.Duration
+	failed                     int
+}
+
+func TestChaos(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts servers; skipped with -short")
+	}
+	m := chaosMode(t)
+	c := newCluster(t, m)
+	d := newDriver(t, c, 12, 48)
+	imSkip := c.emuWhy
+	listSkip := listMissing(t, c, d)
+
+	scenarios := []scenario{
+		{name: "1 IM errors then timeouts", inject: func(t *testing.T, c *cluster) string {
+			if c.emu == nil {
+				return imSkip
+			}
+			c.emu.fault(t, "error", m.fault)
+			time.Sleep(m.fault)
+			c.emu.fault(t, "timeout", m.fault)
+			time.Sleep(m.fault)
+			c.emu.clearFaults(t)
+			return ""
+		}},
+		{name: "2 JetStream restarted", inject: func(t *testing.T, c *cluster) string {
+			c.nats.stop()
+			time.Sleep(m.fault)
+			c.nats.start(t)
+			return ""
+		}},
+		{name: "3 relay SIGKILLed mid-batch", inject: func(t *testing.T, c *cluster) string {
+			// A backlog for the relay: JetStream away long enough for the
+			// fast path to hand events over, then back, and the relay killed
+			// while it drains them.
+			c.nats.stop()
+			time.Sleep(m.fault)
+			c.nats.start(t)
+			before := waitForPublishing(t, c)
+			c.relay.signal(t, syscall.SIGKILL)
+			var after int
+			c.db.QueryRow("SELECT COUNT(*) FROM room_outbox WHERE app_code = ? AND status = 'pending'", app).Scan(&after)
+			t.Logf("relay killed with %d rows pending (%d when the stream came back)", after, before)
+			time.Sleep(m.fault / 2)
+			c.relay.start(t)
+			return ""
+		}},
+		{name: "4 rooms process SIGKILLed", inject: func(t *testing.T, c *cluster) string {
+			c.api.signal(t, syscall.SIGKILL)
+			time.Sleep(m.fault / 3)
+			c.api.start(t)
+			return ""
+		}},
+		{name: "5 projector process SIGKILLed", inject: func(t *testing.T, c *cluster) string {
+			c.sinks.signal(t, syscall.SIGKILL)
+			time.Sleep(m.fault / 3)
+			c.sinks.start(t)
+			return ""
+		}},
+		{name: "6 Redis stopped and started", inject: func(t *testing.T, c *cluster) string {
+			c.redis.stop()
+			time.Sleep(m.fault)
+			c.redis.start(t)
+			return ""
+		}},
+		{name: "7 MySQL connections KILLed", inject: func(t *testing.T, c *cluster) string {
+			ctx := context.Background()
+			for range 3 {
+				if _, err := c.killMySQLConnections(ctx); err != nil {
+					t.Errorf("kill connections: %v", err)
+				}
+				time.Sleep(m.fault / 3)
+			}
+			return ""
+		}},
+		{name: "8 MySQL restarted", full: true, inject: func(t *testing.T, c *cluster) string {
+			c.maria.stop()
+			time.Sleep(m.fault)
+			c.maria.start(t)
+			return ""
+		}},
+	}
+
+	var rows []row
+	var all []outcome
+	var prev account // the previous scenario's totals, for per-scenario figures
+	for _, sc := range scenarios {
+		r := row{name: sc.name, delivered: "n/a", dupShown: "n/a", imCheck: imSkip, listCheck: listSkip}
+		if sc.full && !m.full {
+			r.skip = "full mode only (VOICEROOM_CHAOS=full)"
+			rows = append(rows, r)
+			continue
+		}
+		t.Run(sc.name, func(t *testing.T) {
+			before := len(d.outcomes())
+			d.start(8)
+			time.Sleep(m.load)
+			skip := sc.inject(t, c)
+			time.Sleep(m.load)
+			d.stop()
+			loadEnd := time.Now()
+			outs := d.outcomes()
+			scen := outs[before:]
+			all = outs
+			if skip != "" {
+				r.skip = skip
+			}
+			r.recover = longestGap(scen)
+			for _, o := range scen {
+				if !o.definite() {
+					r.failed++
+				}
+			}
+
+			var a account
+			var waits []string
+			wait := func(what string, check func() error) {
+				if err := until(m.quiet, check); err != nil {
+					waits = append(waits, fmt.Sprintf("%s not reached within %s: %v", what, m.quiet, err))
+				}
+			}
+			wait("quiet", func() error {
+				var err error
+				a, err = c.check(context.Background(), scen, all)
+				if err != nil {
+					return err
+				}
+				if a.pending > 0 || a.lost > 0 {
+					return fmt.Errorf("not quiet: %d pending, %d not in the stream yet", a.pending, a.lost)
+				}
+				return nil
+			})
+			if c.emu != nil {
+				var im imAccount
+				wait("IM delivery", func() error {
+					var err error
+					if im, err = c.checkIM(context.Background(), c.emu); err != nil {
+						return err
+					}
+					if len(im.missing) > 0 {
+						return fmt.Errorf("%d client-visible events not shown yet, e.g. %v", len(im.missing), first(im.missing))
+					}
+					return nil
+				})
+				r.delivered, r.dupShown = fmt.Sprintf("%d of %d", im.delivered, im.visible), fmt.Sprint(im.shownTwice)
+				if im.shownTwice > 0 {
+					waits = append(waits, fmt.Sprintf("%d events shown twice in IM", im.shownTwice))
+				}
+				if im.visible == 0 {
+					waits = append(waits, "the emulator showed no event at all")
+				}
+			}
+			if listSkip == "" {
+				wait("list convergence", func() error {
+					if bad := d.checkList(context.Background()); len(bad) > 0 {
+						return fmt.Errorf("list differs from the rooms: %v", first(bad))
+					}
+					return nil
+				})
+			}
+			r.quiet = time.Since(loadEnd)
+			r.ok, r.committed, r.inStream = a.okAnswers, a.committed-prev.committed, a.inStream-prev.inStream
+			r.lost, r.outOfOrder, r.dupInStream = fmt.Sprint(a.lost), fmt.Sprint(a.outOfOrder-prev.outOfOrder), a.dupInStream
+			prev = a
+			r.problems = append(waits, a.problems()...)
+			for _, p := range r.problems {
+				t.Error(p)
+			}
+		})
+		rows = append(rows, r)
+	}
+	report(t, rows, imSkip, listSkip)
+	t.Run("the checks catch a loss", func(t *testing.T) { checksCatchLoss(t, c, d.outcomes()) })
+}
+
+// checksCatchLoss breaks the record on purpose and expects the accounting to
+// say so: an event committed (and marked published) that the stream never
+// got, and a wallet that differs from its ledger. Both are undone after.
+func checksCatchLoss(t *testing.T, c *cluster, all []outcome) {
+	ctx := context.Background()
+	var room string
+	var version int64
+	if err := c.db.QueryRow("SELECT room_id, MAX(room_version) FROM room_command_log WHERE app_code = ? GROUP BY room_id LIMIT 1", app).Scan(&room, &version); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.db.Exec(`INSERT INTO room_outbox (app_code, event_id, room_id, room_version, event_type, envelope, status, retry_count, created_at_ms, published_at_ms)
+		VALUES (?, 'chaos-lost-event', ?, ?, 'RoomUserJoined', '{}', 'published', 0, 1, 1)`, app, room, version); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.db.Exec("UPDATE wallets SET balance = balance + 1 WHERE app_code = ? LIMIT 1", app); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		c.db.Exec("DELETE FROM room_outbox WHERE event_id = 'chaos-lost-event'")
+	})
+	a, err := c.check(ctx, nil, all)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.lost != 1 {
+		t.Errorf("lost = %d, want the 1 event the stream never got", a.lost)
+	}
+	if len(a.walletBad) != 1 {
+		t.Errorf("wallets differing from their ledger = %v, want 1", a.walletBad)
+	}
+	if len(a.problems()) < 2 {
+		t.Errorf("problems = %v, want the loss and the wallet", a.problems())
+	}
+}
+
+// until calls check every 100 ms until it returns nil or timeout passes,
+// and returns check's last error: a scenario that does not converge is a
+// row of the report, not the end of the suite.
+func until(timeout time.Duration, check func() error) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		err := check()
+		if err == nil || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// waitForPublishing waits until the relay has started on the backlog (some
+// rows published since the stream came back) or there is nothing to do.
+func waitForPublishing(t *testing.T, c *cluster) int {
+	t.Helper()
+	var start int
+	c.db.QueryRow("SELECT COUNT(*) FROM room_outbox WHERE app_code = ? AND status = 'pending'", app).Scan(&start)
+	testenv.Eventually(t, 30*time.Second, func() error {
+		var n int
+		c.db.QueryRow("SELECT COUNT(*) FROM room_outbox WHERE app_code = ? AND status = 'pending'", app).Scan(&n)
+		if start == 0 || n < start {
+			return nil
+		}
+		return fmt.Errorf("%d pending, none published yet", n)
+	})
+	return start
+}
+
+// longestGap is the longest time between two consecutive 200s of the
+// scenario: how long clients saw the service unavailable.
+func longestGap(outs []outcome) time.Duration {
+	var times []time.Time
+	for _, o := range outs {
+		if o.status == http.StatusOK {
+			times = append(times, o.at)
+		}
+	}
+	slices.SortFunc(times, func(a, b time.Time) int { return a.Compare(b) })
+	var gap time.Duration
+	for i := 1; i < len(times); i++ {
+		gap = max(gap, times[i].Sub(times[i-1]))
+	}
+	return gap
+}
+
+// listMissing says why the list checks cannot run, or "".
+func listMissing(t *testing.T, c *cluster, d *driver) string {
+	st, code, _ := d.send(context.Background(), "GET", "/api/v1/rooms?tab=hot&limit=1", d.users[0].token, "", nil)
+	if st == http.StatusNotFound || st == http.StatusMethodNotAllowed {
+		return "skipped: this build has no room list (GET /api/v1/rooms answers " + fmt.Sprint(st) + ")"
+	}
+	if st != http.StatusOK {
+		return fmt.Sprintf("skipped: GET /api/v1/rooms answers %d %s", st, code)
+	}
+	return ""
+}
+
+func report(t *testing.T, rows []row, imSkip, listSkip string) {
+	var b strings.Builder
+	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "scenario\tOK answers\tfailed answers\tevents committed\tin stream\tdelivered (IM)\tlost\tduplicates shown\tstream dups\tout of order\tlongest gap between OKs\tquiet after\tresult")
+	for _, r := range rows {
+		if r.skip != "" && r.committed == 0 {
+			fmt.Fprintf(tw, "%s\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t%s\n", r.name, r.skip)
+			continue
+		}
+		res := "ok"
+		if len(r.problems) > 0 {
+			res = "FAIL: " + strings.Join(r.problems, "; ")
+		} else if r.skip != "" {
+			res = "load only (" + r.skip + ")"
+		}
+		rec := "-"
+		if r.recover >= 0 {
+			rec = r.recover.Round(10 * time.Millisecond).String()
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", r.name, r.ok, r.failed, r.committed, r.inStream, r.delivered, r.lost, r.dupShown,
+			r.dupInStream, r.outOfOrder, rec, r.quiet.Round(10*time.Millisecond), res)
+	}
+	tw.Flush()
+	if imSkip == "" {
+		imSkip = "every committed event of a type the emulator shows was shown exactly once"
+	}
+	if listSkip == "" {
+		listSkip = "every room's list item matched its online count and heat"
+	}
+	fmt.Fprintf(&b, "failed answers: no definite answer after 15 s of retries with the same key (may or may not have committed; checked either way).\n"+
+		"events committed, in stream and out of order are the scenario's; lost and stream dups count the whole run; quiet after counts from the load's end.\nIM checks: %s; list checks: %s\n", imSkip, listSkip)
+	t.Log("\n" + b.String())
+	fmt.Fprint(os.Stdout, b.String())
+}

@@ -1,0 +1,417 @@
+//go:build chaos
+
+package chaos
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"voiceroom/bus"
+	"voiceroom/internal/testenv"
+)
+
+// mode is how long and how far the suite goes (VOICEROOM_CHAOS).
+type mode struct {
+	full bool
+	// load runs before a fault and after it ends.
+	load time.Duration
+	// fault is how long a service stays down or failing.
+	fault time.Duration
+	// quiet bounds the wait for the outbox to drain after a fault.
+	quiet time.Duration
+}
+
+func chaosMode(tb testing.TB) mode {
+	switch v := os.Getenv("VOICEROOM_CHAOS"); v {
+	case "", "short":
+		return mode{load: 3 * time.Second, fault: 3 * time.Second, quiet: 60 * time.Second}
+	case "full":
+		return mode{full: true, load: 8 * time.Second, fault: 10 * time.Second, quiet: 120 * time.Second}
+	default:
+		tb.Fatalf("VOICEROOM_CHAOS=%q: want short or full", v)
+		return mode{}
+	}
+}
+
+// freePort returns a free loopback port.
+func freePort(tb testing.TB) int {
+	tb.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// buildBinary builds voiceroom into the test's temp dir.
+func buildBinary(tb testing.TB) string {
+	tb.Helper()
+	bin := filepath.Join(tb.TempDir(), "voiceroom")
+	out, err := exec.Command("go", "build", "-o", bin, "voiceroom/cmd/voiceroom").CombinedOutput()
+	if err != nil {
+		tb.Fatalf("build voiceroom: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// proc is one voiceroom serve process of the cluster.
+type proc struct {
+	name string
+	bin  string
+	env  []string
+	url  string
+	log  string // its output file
+
+	mu   sync.Mutex
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+func (p *proc) start(tb testing.TB) {
+	tb.Helper()
+	f, err := os.OpenFile(p.log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	cmd := exec.Command(p.bin, "serve")
+	cmd.Env = append(os.Environ(), p.env...)
+	cmd.Stdout, cmd.Stderr = f, f
+	if err := cmd.Start(); err != nil {
+		f.Close()
+		tb.Fatalf("start %s: %v", p.name, err)
+	}
+	done := make(chan struct{})
+	go func() {
+		cmd.Wait()
+		f.Close()
+		close(done)
+	}()
+	p.mu.Lock()
+	p.cmd, p.done = cmd, done
+	p.mu.Unlock()
+	testenv.Eventually(tb, 60*time.Second, func() error {
+		select {
+		case <-done:
+			out, _ := os.ReadFile(p.log)
+			tb.Fatalf("%s exited at start:\n%s", p.name, tail(string(out), 2000))
+		default:
+		}
+		resp, err := http.Get(p.url + "/readyz")
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("%s readyz %d", p.name, resp.StatusCode)
+		}
+		return nil
+	})
+}
+
+// signal sends sig and waits for the exit.
+func (p *proc) signal(tb testing.TB, sig syscall.Signal) {
+	tb.Helper()
+	p.mu.Lock()
+	cmd, done := p.cmd, p.done
+	p.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	cmd.Process.Signal(sig)
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		cmd.Process.Kill()
+		<-done
+	}
+}
+
+// natsHost is the JetStream server the processes share, hosted by the test
+// so that restarting it is restarting the whole server.
+type natsHost struct {
+	addr, dir string
+	srv       *bus.Server
+}
+
+func (n *natsHost) start(tb testing.TB) {
+	tb.Helper()
+	var err error
+	testenv.Eventually(tb, 20*time.Second, func() error {
+		n.srv, err = bus.RunEmbedded(bus.EmbeddedConfig{Listen: n.addr, StoreDir: n.dir}, slog.New(slog.DiscardHandler))
+		return err
+	})
+}
+
+func (n *natsHost) stop() {
+	if n.srv != nil {
+		n.srv.Shutdown()
+		n.srv.WaitForShutdown()
+		n.srv = nil
+	}
+}
+
+// redisServer is a redis-server of the suite's own: stopping it must never
+// touch the shared one.
+type redisServer struct {
+	port int
+	dir  string
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+func (r *redisServer) start(tb testing.TB) {
+	tb.Helper()
+	cmd := exec.Command("redis-server", "--port", strconv.Itoa(r.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", r.dir)
+	if err := cmd.Start(); err != nil {
+		tb.Fatalf("start redis-server (is it installed?): %v", err)
+	}
+	r.cmd, r.done = cmd, make(chan struct{})
+	go func() { cmd.Wait(); close(r.done) }()
+	testenv.Eventually(tb, 20*time.Second, func() error {
+		c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", r.port))
+		if err == nil {
+			c.Close()
+		}
+		return err
+	})
+}
+
+func (r *redisServer) stop() {
+	if r.cmd != nil {
+		r.cmd.Process.Signal(syscall.SIGTERM)
+		<-r.done
+		r.cmd = nil
+	}
+}
+
+// mariaServer is a MariaDB of the suite's own (full mode), so that
+// restarting it never touches the shared one.
+type mariaServer struct {
+	port int
+	dir  string
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+func (m *mariaServer) install(tb testing.TB) {
+	tb.Helper()
+	out, err := exec.Command("mariadb-install-db", "--no-defaults", "--user=root", "--datadir="+filepath.Join(m.dir, "data"),
+		"--auth-root-authentication-method=normal", "--skip-test-db").CombinedOutput()
+	if err != nil {
+		tb.Fatalf("mariadb-install-db: %v\n%s", err, out)
+	}
+}
+
+func (m *mariaServer) start(tb testing.TB) {
+	tb.Helper()
+	logf, err := os.OpenFile(filepath.Join(m.dir, "mariadbd.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	cmd := exec.Command("mariadbd", "--no-defaults", "--user=root", "--datadir="+filepath.Join(m.dir, "data"),
+		"--port="+strconv.Itoa(m.port), "--bind-address=127.0.0.1", "--socket="+filepath.Join(m.dir, "mysqld.sock"),
+		"--pid-file="+filepath.Join(m.dir, "mysqld.pid"), "--skip-grant-tables", "--skip-name-resolve",
+		"--innodb-buffer-pool-size=64M", "--innodb-log-file-size=48M", "--max-connections=500")
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		tb.Fatalf("start mariadbd: %v", err)
+	}
+	m.cmd, m.done = cmd, make(chan struct{})
+	go func() { cmd.Wait(); logf.Close(); close(m.done) }()
+	dsn := fmt.Sprintf("root:@tcp(127.0.0.1:%d)/", m.port)
+	testenv.Eventually(tb, 60*time.Second, func() error {
+		db, err := sql.Open("mysql", dsn)
+		if err != nil {
+			return err
+		}
+		defer db.Close()
+		return db.Ping()
+	})
+}
+
+func (m *mariaServer) stop() {
+	if m.cmd != nil {
+		m.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-m.done:
+		case <-time.After(60 * time.Second):
+			m.cmd.Process.Kill()
+			<-m.done
+		}
+		m.cmd = nil
+	}
+}
+
+// cluster is the system under test.
+type cluster struct {
+	mode   mode
+	secret string
+	dsn    string // with the database
+	db     *sql.DB
+	nats   *natsHost
+	redis  *redisServer
+	maria  *mariaServer // nil in short mode
+	emu    *emulator    // nil when the build has no IM emulator
+	emuWhy string       // why emu is nil
+	api    *proc        // api, rooms
+	relay  *proc        // relay only
+	sinks  *proc        // imbridge, projector
+	nc     *nats.Conn
+	js     jetstream.JetStream
+}
+
+// newCluster starts everything and stops it when the test ends.
+func newCluster(t *testing.T, m mode) *cluster {
+	t.Helper()
+	c := &cluster{mode: m, secret: "chaos-suite-secret-0123456789"}
+	tmp := t.TempDir()
+	bin := buildBinary(t)
+
+	// The database: the shared server (short) or one of our own (full).
+	server := testenv.MySQLDSN()
+	if m.full {
+		c.maria = &mariaServer{port: freePort(t), dir: filepath.Join(tmp, "mariadb")}
+		os.MkdirAll(c.maria.dir, 0o755)
+		c.maria.install(t)
+		c.maria.start(t)
+		t.Cleanup(c.maria.stop)
+		server = fmt.Sprintf("root:@tcp(127.0.0.1:%d)/", c.maria.port)
+	}
+	mc, err := mysql.ParseDSN(server)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mc.DBName = fmt.Sprintf("vrt_chaos_%d", time.Now().UnixNano())
+	mc.ParseTime = false
+	admin, err := sql.Open("mysql", server)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.Exec("CREATE DATABASE `" + mc.DBName + "`"); err != nil {
+		t.Fatalf("create database: %v", err)
+	}
+	t.Cleanup(func() {
+		admin.Exec("DROP DATABASE IF EXISTS `" + mc.DBName + "`")
+		admin.Close()
+	})
+	c.dsn = mc.FormatDSN()
+
+	c.nats = &natsHost{addr: fmt.Sprintf("127.0.0.1:%d", freePort(t)), dir: filepath.Join(tmp, "jetstream")}
+	c.nats.start(t)
+	t.Cleanup(c.nats.stop)
+	c.redis = &redisServer{port: freePort(t), dir: filepath.Join(tmp, "redis")}
+	os.MkdirAll(c.redis.dir, 0o755)
+	c.redis.start(t)
+	t.Cleanup(c.redis.stop)
+
+	c.emu, c.emuWhy = startEmulator(t, bin, tmp)
+	common := []string{
+		"VOICEROOM_MYSQL_DSN=" + c.dsn,
+		"VOICEROOM_NATS_URL=nats://" + c.nats.addr,
+		fmt.Sprintf("VOICEROOM_REDIS_ADDR=127.0.0.1:%d", c.redis.port),
+		"VOICEROOM_JWT_SECRET=" + c.secret,
+		"VOICEROOM_HTTP_RATE_PER_USER=1000",
+		"VOICEROOM_HTTP_RATE_BURST=1000",
+		"VOICEROOM_OUTBOX_POLL_INTERVAL=200ms",
+		"VOICEROOM_SHUTDOWN_TIMEOUT=10s",
+		"VOICEROOM_HTTP_SHUTDOWN_TIMEOUT=5s",
+		"VOICEROOM_LOG_FORMAT=text",
+		"VOICEROOM_LOG_LEVEL=info",
+		"VOICEROOM_STREAM_MAX_AGE=2h",
+	}
+	if c.emu != nil {
+		common = append(common, c.emu.env()...)
+	}
+	mk := func(name, roles string) *proc {
+		port := freePort(t)
+		dir := filepath.Join(tmp, name)
+		os.MkdirAll(dir, 0o755)
+		p := &proc{name: name, bin: bin, url: fmt.Sprintf("http://127.0.0.1:%d", port), log: filepath.Join(tmp, name+".log"),
+			env: append(append([]string{}, common...), "VOICEROOM_ROLES="+roles, "VOICEROOM_NODE_ID="+name,
+				fmt.Sprintf("VOICEROOM_HTTP_ADDR=127.0.0.1:%d", port), "VOICEROOM_DATA_DIR="+dir)}
+		t.Cleanup(func() {
+			p.signal(t, syscall.SIGKILL)
+			if t.Failed() {
+				if b, err := os.ReadFile(p.log); err == nil {
+					t.Logf("%s output (tail):\n%s", name, tail(string(b), 4000))
+				}
+			}
+		})
+		return p
+	}
+	c.api = mk("api-rooms", "api,rooms")
+	c.api.start(t) // migrates first
+	c.relay = mk("relay", "relay")
+	// Small batches: a backlog takes many of them, so a kill lands mid-way.
+	c.relay.env = append(c.relay.env, "VOICEROOM_OUTBOX_BATCH_SIZE=10")
+	c.relay.start(t)
+	c.sinks = mk("sinks", "imbridge,projector")
+	c.sinks.start(t)
+
+	if c.db, err = sql.Open("mysql", c.dsn); err != nil {
+		t.Fatal(err)
+	}
+	c.db.SetMaxOpenConns(16)
+	t.Cleanup(func() { c.db.Close() })
+	if c.nc, err = nats.Connect("nats://"+c.nats.addr, nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond)); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.nc.Close)
+	if c.js, err = jetstream.New(c.nc); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func tail(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return "..." + s[len(s)-n:]
+}
+
+// killMySQLConnections KILLs every connection to the suite's database but
+// the caller's.
+func (c *cluster) killMySQLConnections(ctx context.Context) (int, error) {
+	mc, _ := mysql.ParseDSN(c.dsn)
+	rows, err := c.db.QueryContext(ctx, "SELECT id FROM information_schema.PROCESSLIST WHERE db = ? AND id <> CONNECTION_ID()", mc.DBName)
+	if err != nil {
+		return 0, err
+	}
+	var ids []int64
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err == nil {
+			ids = append(ids, id)
+		}
+	}
+	rows.Close()
+	n := 0
+	for _, id := range ids {
+		if _, err := c.db.ExecContext(ctx, "KILL "+strconv.FormatInt(id, 10)); err == nil {
+			n++
+		} else if !strings.Contains(err.Error(), "Unknown thread") {
+			return n, err
+		}
+	}
+	return n, nil
+}

@@ -1,0 +1,223 @@
+//go:build chaos
+
+package chaos
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"voiceroom/internal/testenv"
+)
+
+// emulator is the IM emulator process (voiceroom imemu), when the build
+// has one.
+type emulator struct {
+	url  string
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+// The emulator's identity, passed to it and to the bridge.
+const (
+	emuSDKAppID = "1400000001"
+	emuAdmin    = "administrator"
+	emuKey      = "chaos-emulator-secret-key"
+)
+
+// startEmulator runs voiceroom imemu on a free port, or returns nil and why
+// not when the build lacks it.
+func startEmulator(t *testing.T, bin, dir string) (*emulator, string) {
+	t.Helper()
+	out, _ := exec.Command(bin, "imemu", "--help").CombinedOutput()
+	if strings.Contains(string(out), "unknown command") {
+		return nil, "skipped: this build has no IM emulator (voiceroom imemu)"
+	}
+	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	logf, err := os.Create(filepath.Join(dir, "imemu.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "imemu", "--listen", addr, "--sdkappid", emuSDKAppID, "--admin", emuAdmin, "--secret-key", emuKey)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start imemu: %v", err)
+	}
+	e := &emulator{url: "http://" + addr, cmd: cmd, done: make(chan struct{})}
+	go func() { cmd.Wait(); logf.Close(); close(e.done) }()
+	t.Cleanup(func() { cmd.Process.Signal(syscall.SIGKILL); <-e.done })
+	testenv.Eventually(t, 30*time.Second, func() error {
+		select {
+		case <-e.done:
+			b, _ := os.ReadFile(filepath.Join(dir, "imemu.log"))
+			t.Fatalf("imemu exited at start:\n%s", tail(string(b), 2000))
+		default:
+		}
+		resp, err := http.Get(e.url + "/_emu/stats")
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("/_emu/stats %d", resp.StatusCode)
+		}
+		return nil
+	})
+	return e, ""
+}
+
+// env is what the processes need to reach the emulator as Tencent IM.
+func (e *emulator) env() []string {
+	return []string{
+		"VOICEROOM_TIM_DOMAIN=" + e.url,
+		"VOICEROOM_TIM_SDKAPPID=" + emuSDKAppID,
+		"VOICEROOM_TIM_ADMIN=" + emuAdmin,
+		"VOICEROOM_TIM_SECRET_KEY=" + emuKey,
+		// Redeliveries within the faults' length, and enough of them to
+		// outlast 20 s of failures, so a fault tests recovery, not the DLQ.
+		"VOICEROOM_IMBRIDGE_BACKOFF=200ms,500ms,1s",
+		"VOICEROOM_IMBRIDGE_MAX_DELIVER=200",
+		"VOICEROOM_IMBRIDGE_ACK_WAIT=5s",
+	}
+}
+
+// fault sets the emulator's failure mode for d ("error", "timeout").
+func (e *emulator) fault(t *testing.T, mode string, d time.Duration) {
+	t.Helper()
+	body, _ := json.Marshal(map[string]any{"mode": mode, "error_code": 70001, "duration_ms": d.Milliseconds()})
+	resp, err := http.Post(e.url+"/_emu/faults", "application/json", bytes.NewReader(body))
+	if err != nil {
+		t.Fatalf("emulator fault: %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		t.Fatalf("emulator fault %s: %d", mode, resp.StatusCode)
+	}
+}
+
+func (e *emulator) clearFaults(t *testing.T) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodDelete, e.url+"/_emu/faults", nil)
+	if resp, err := http.DefaultClient.Do(req); err == nil {
+		resp.Body.Close()
+	}
+}
+
+// imAccount is what reached the emulator.
+type imAccount struct {
+	visible    int // committed events of the types the emulator shows
+	delivered  int
+	missing    []string
+	shownTwice int
+}
+
+// checkIM asks the emulator about every committed event. Which event types
+// are client-visible is the bridge's business: a type counts as visible
+// once the emulator has shown at least one event of it, and then every
+// committed event of that type must have been shown exactly once.
+func (c *cluster) checkIM(ctx context.Context, e *emulator) (imAccount, error) {
+	var a imAccount
+	rows, err := c.db.QueryContext(ctx, "SELECT event_id, event_type FROM room_outbox WHERE app_code = ?", app)
+	if err != nil {
+		return a, err
+	}
+	type ev struct{ id, typ string }
+	var evs []ev
+	for rows.Next() {
+		var x ev
+		rows.Scan(&x.id, &x.typ)
+		evs = append(evs, x)
+	}
+	rows.Close()
+	shown := map[string]int64{}
+	typeSeen := map[string]bool{}
+	for _, x := range evs {
+		var got struct {
+			Shown int64 `json:"shown"`
+		}
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, e.url+"/_emu/events/"+url.PathEscape(x.id), nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return a, err
+		}
+		if resp.StatusCode == http.StatusOK {
+			json.NewDecoder(resp.Body).Decode(&got)
+			shown[x.id] = got.Shown
+			if got.Shown > 0 {
+				typeSeen[x.typ] = true
+			}
+		}
+		resp.Body.Close()
+	}
+	for _, x := range evs {
+		if !typeSeen[x.typ] {
+			continue
+		}
+		a.visible++
+		switch n := shown[x.id]; {
+		case n == 0:
+			a.missing = append(a.missing, x.typ+" "+x.id)
+		case n > 1:
+			a.shownTwice++
+			a.delivered++
+		default:
+			a.delivered++
+		}
+	}
+	return a, nil
+}
+
+// checkList compares every room's list item with its committed state.
+func (d *driver) checkList(ctx context.Context) []string {
+	var bad []string
+	tok := d.users[0].token
+	for i, room := range d.rooms {
+		st, code, data := d.send(ctx, "GET", "/api/v1/rooms/"+room, tok, "", nil)
+		if st != http.StatusOK {
+			bad = append(bad, fmt.Sprintf("%s: GET %d %s", room, st, code))
+			continue
+		}
+		var snap struct {
+			OnlineCount int   `json:"online_count"`
+			Heat        int64 `json:"heat"`
+		}
+		json.Unmarshal(data, &snap)
+		st, code, data = d.send(ctx, "GET", "/api/v1/rooms?tab=hot&limit=20&query="+url.QueryEscape(d.shortIDs[i]), tok, "", nil)
+		if st != http.StatusOK {
+			bad = append(bad, fmt.Sprintf("%s: list %d %s", room, st, code))
+			continue
+		}
+		var page struct {
+			Rooms []struct {
+				RoomID      string `json:"room_id"`
+				OnlineCount int    `json:"online_count"`
+				Heat        int64  `json:"heat"`
+			} `json:"rooms"`
+		}
+		json.Unmarshal(data, &page)
+		found := false
+		for _, it := range page.Rooms {
+			if it.RoomID != room {
+				continue
+			}
+			found = true
+			if it.OnlineCount != snap.OnlineCount || it.Heat != snap.Heat {
+				bad = append(bad, fmt.Sprintf("%s: list online %d heat %d, room online %d heat %d", room, it.OnlineCount, it.Heat, snap.OnlineCount, snap.Heat))
+			}
+		}
+		if !found {
+			bad = append(bad, room+": not in the list")
+		}
+	}
+	return bad
+}

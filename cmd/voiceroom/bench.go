@@ -1,0 +1,313 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"runtime/pprof"
+	"strings"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"voiceroom/loadgen"
+	"voiceroom/mysqldb"
+)
+
+// bench drives a running stack (--url) or one it starts in this process
+// (--inprocess) with the load of package loadgen, prints the table and
+// writes the JSON report.
+func bench(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	var c loadgen.Config
+	target := fs.String("url", "", "base URL of a running voiceroom (api and rooms roles); empty needs --inprocess")
+	inprocess := fs.Bool("inprocess", false, "start a complete voiceroom in this process (embedded JetStream, a fresh database on VOICEROOM_MYSQL_DSN's server, Redis of VOICEROOM_REDIS_ADDR)")
+	keep := fs.Bool("keep-db", false, "with --inprocess: keep the fresh database afterwards")
+	dsn := fs.String("mysql-dsn", "", "the target's database (default VOICEROOM_MYSQL_DSN)")
+	natsURL := fs.String("nats", "", "the target's NATS (default VOICEROOM_NATS_URL, else nats://VOICEROOM_NATS_LISTEN)")
+	apps := fs.String("apps", "bencha,benchb", "app codes the load is spread over")
+	fs.IntVar(&c.Rooms, "rooms", 1000, "rooms R")
+	fs.IntVar(&c.Regions, "regions", 4, "regions K per app")
+	fs.IntVar(&c.Users, "users", 0, "users U joining rooms (default 4 x rooms)")
+	fs.IntVar(&c.Clients, "clients", 64, "concurrent clients (and the ceilings' concurrency)")
+	fs.IntVar(&c.ListClients, "list-clients", 4, "concurrent list readers")
+	fs.Float64Var(&c.Rate, "rate", 0, "open loop: commands started per second (0: closed loop)")
+	fs.DurationVar(&c.Duration, "duration", 30*time.Second, "load phase")
+	fs.Int64Var(&c.Seed, "seed", 1, "seed of users, rooms and choices")
+	fs.DurationVar(&c.CeilingDuration, "ceiling-duration", 5*time.Second, "length of each ceiling measurement")
+	fs.IntVar(&c.DrainRows, "drain-rows", 20000, "outbox backlog for the relay's drain rate (0 skips)")
+	fs.StringVar(&c.EmulatorURL, "im-emulator", "", "IM emulator root (its /_emu routes); empty: commit -> IM is n/a")
+	jsonOut := fs.String("json", "bench.json", "JSON report file (empty: none)")
+	profile := fs.String("profile", "", "write a CPU profile of voiceroom during the load to this file")
+	quietProgress := fs.Bool("quiet", false, "no live progress line")
+	if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
+		fs.SetOutput(os.Stdout)
+		fmt.Println("usage: voiceroom bench (--url URL | --inprocess) [flags]")
+		fs.PrintDefaults()
+		return nil
+	} else if err != nil {
+		return fmt.Errorf("%w: bench: %v", errUsage, err)
+	}
+	if (*target == "") == !*inprocess {
+		return fmt.Errorf("%w: bench: give exactly one of --url or --inprocess", errUsage)
+	}
+	c.Apps = strings.Split(*apps, ",")
+	if !*quietProgress {
+		c.Progress = os.Stderr
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+
+	if *inprocess {
+		stack, err := startInProcess(ctx, log)
+		if err != nil {
+			return err
+		}
+		defer stack.stop(*keep)
+		*target, *dsn, *natsURL = stack.url, stack.dsn, stack.natsURL
+		if *profile != "" {
+			c.Profile = func(time.Duration) (func() error, error) {
+				f, err := os.Create(*profile)
+				if err != nil {
+					return nil, err
+				}
+				if err := pprof.StartCPUProfile(f); err != nil {
+					f.Close()
+					return nil, err
+				}
+				return func() error { pprof.StopCPUProfile(); return f.Close() }, nil
+			}
+		}
+	} else if *profile != "" {
+		c.Profile = remoteProfile(ctx, *target, *profile)
+	}
+	c.BaseURL = *target
+
+	cfg, err := loadConfig()
+	if err != nil {
+		return err
+	}
+	if *dsn == "" {
+		*dsn = cfg.MySQLDSN
+	}
+	if *natsURL == "" {
+		*natsURL = cfg.NATSURL
+		if *natsURL == "" {
+			*natsURL = "nats://" + cfg.NATSListen
+		}
+	}
+	if c.JWTSecret, err = cfg.jwtSecret(log); err != nil {
+		return err
+	}
+
+	db, err := mysqldb.Open(ctx, mysqldb.Config{DSN: *dsn, MaxOpenConns: c.Clients + 16}, log)
+	if err != nil {
+		return fmt.Errorf("bench: mysql: %w", err)
+	}
+	defer db.Close()
+	var js jetstream.JetStream
+	if nc, err := nats.Connect(*natsURL, nats.Timeout(5*time.Second)); err != nil {
+		log.Warn("bench: no NATS; stream figures are n/a", "url", *natsURL, "error", err)
+	} else {
+		defer nc.Close()
+		if js, err = jetstream.New(nc); err != nil {
+			return fmt.Errorf("bench: jetstream: %w", err)
+		}
+	}
+
+	b, err := loadgen.New(db, js, *dsn, log, c)
+	if err != nil {
+		return fmt.Errorf("%w: bench: %v", errUsage, err)
+	}
+	rep, err := b.Run(ctx)
+	if err != nil {
+		return fmt.Errorf("bench: %w", err)
+	}
+	if *inprocess {
+		rep.Notes = append(rep.Notes, "in-process: voiceroom's CPU, RSS and profile include the load generator's")
+	}
+	rep.Table(os.Stdout)
+	if *jsonOut != "" {
+		f, err := os.Create(*jsonOut)
+		if err != nil {
+			return fmt.Errorf("bench: %w", err)
+		}
+		defer f.Close()
+		if err := rep.JSON(f); err != nil {
+			return fmt.Errorf("bench: write %s: %w", *jsonOut, err)
+		}
+		fmt.Println("\nJSON report:", *jsonOut)
+	}
+	return nil
+}
+
+// remoteProfile fetches /debug/pprof/profile of the target for the load's
+// length (the target needs VOICEROOM_PPROF=true).
+func remoteProfile(ctx context.Context, base, path string) func(time.Duration) (func() error, error) {
+	return func(d time.Duration) (func() error, error) {
+		secs := max(1, int(d.Seconds()))
+		url := strings.TrimRight(base, "/") + fmt.Sprintf("/debug/pprof/profile?seconds=%d", secs)
+		done := make(chan error, 1)
+		go func() {
+			req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+			if err != nil {
+				done <- err
+				return
+			}
+			resp, err := (&http.Client{Timeout: d + time.Minute}).Do(req)
+			if err != nil {
+				done <- err
+				return
+			}
+			defer resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				done <- fmt.Errorf("%s answers %d (set VOICEROOM_PPROF=true on the target)", url, resp.StatusCode)
+				return
+			}
+			f, err := os.Create(path)
+			if err != nil {
+				done <- err
+				return
+			}
+			_, err = io.Copy(f, resp.Body)
+			done <- errorsJoin(err, f.Close())
+		}()
+		return func() error { return <-done }, nil
+	}
+}
+
+func errorsJoin(a, b error) error {
+	if a != nil {
+		return a
+	}
+	return b
+}
+
+// inProcessStack is a complete voiceroom serving in this process.
+type inProcessStack struct {
+	url, dsn, natsURL string
+	dbName            string
+	dataDir           string
+	cancel            context.CancelFunc
+	done              chan error
+}
+
+// startInProcess runs serve, every role, in this process on free ports,
+// a fresh database and a temporary data directory, and waits until it is
+// ready. The environment variables it sets are the ones serve reads; the
+// rest (Redis, MySQL server) come from the caller's environment.
+func startInProcess(ctx context.Context, log *slog.Logger) (*inProcessStack, error) {
+	base, err := loadConfig()
+	if err != nil {
+		return nil, err
+	}
+	mc, err := mysql.ParseDSN(base.MySQLDSN)
+	if err != nil {
+		return nil, badVar("VOICEROOM_MYSQL_DSN", "%v", err)
+	}
+	s := &inProcessStack{dbName: fmt.Sprintf("voiceroom_bench_%d", time.Now().UnixNano()), done: make(chan error, 1)}
+	mc.DBName = s.dbName
+	s.dsn = mc.FormatDSN()
+	if s.dataDir, err = os.MkdirTemp("", "voiceroom-bench-"); err != nil {
+		return nil, err
+	}
+	httpAddr, natsAddr, err := freeAddrs()
+	if err != nil {
+		return nil, err
+	}
+	secret := make([]byte, 24)
+	rand.Read(secret)
+	env := map[string]string{
+		"VOICEROOM_HTTP_ADDR":            httpAddr,
+		"VOICEROOM_NATS_LISTEN":          natsAddr,
+		"VOICEROOM_NATS_URL":             "",
+		"VOICEROOM_DATA_DIR":             s.dataDir,
+		"VOICEROOM_MYSQL_DSN":            s.dsn,
+		"VOICEROOM_JWT_SECRET":           hex.EncodeToString(secret),
+		"VOICEROOM_HTTP_RATE_PER_USER":   "1000",
+		"VOICEROOM_HTTP_RATE_BURST":      "1000",
+		"VOICEROOM_ROLES":                strings.Join(allRoles, ","),
+		"VOICEROOM_LOG_LEVEL":            "warn",
+		"VOICEROOM_LOG_FORMAT":           "text",
+		"VOICEROOM_MYSQL_MAX_OPEN_CONNS": "64",
+		"VOICEROOM_PPROF":                "true", // a GC before the heap is read
+	}
+	for k, v := range env {
+		os.Setenv(k, v)
+	}
+	s.url, s.natsURL = "http://"+httpAddr, "nats://"+natsAddr
+	sctx, cancel := context.WithCancel(ctx)
+	s.cancel = cancel
+	go func() { s.done <- serve(sctx) }()
+	log.Info("bench: in-process voiceroom starting", "url", s.url, "database", s.dbName)
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		resp, err := http.Get(s.url + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return s, nil
+			}
+		}
+		select {
+		case err := <-s.done:
+			s.stop(false)
+			return nil, fmt.Errorf("in-process voiceroom stopped: %v", err)
+		case <-time.After(100 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			s.stop(false)
+			return nil, fmt.Errorf("in-process voiceroom not ready after 2m")
+		}
+	}
+}
+
+// stop shuts the stack down and removes its data and, unless keep, its
+// database.
+func (s *inProcessStack) stop(keep bool) {
+	s.cancel()
+	select {
+	case <-s.done:
+	case <-time.After(30 * time.Second):
+	}
+	os.RemoveAll(s.dataDir)
+	if keep {
+		return
+	}
+	mc, err := mysql.ParseDSN(s.dsn)
+	if err != nil {
+		return
+	}
+	mc.DBName = ""
+	if db, err := sql.Open("mysql", mc.FormatDSN()); err == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		db.ExecContext(ctx, "DROP DATABASE IF EXISTS `"+s.dbName+"`")
+		cancel()
+		db.Close()
+	}
+}
+
+// freeAddrs returns two free loopback addresses.
+func freeAddrs() (string, string, error) {
+	var out []string
+	for range 2 {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return "", "", err
+		}
+		defer ln.Close()
+		out = append(out, ln.Addr().String())
+	}
+	return out[0], out[1], nil
+}

@@ -1,0 +1,144 @@
+package loadgen
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"time"
+)
+
+// Config is one bench run.
+type Config struct {
+	// BaseURL is the target's HTTP root, e.g. http://127.0.0.1:8080. Required.
+	BaseURL string
+	// JWTSecret signs the users' and the operator's tokens; it must be the
+	// target's VOICEROOM_JWT_SECRET. Required, ≥ 16 bytes.
+	JWTSecret []byte
+	// Apps are the app codes the load is spread over. Default
+	// ["bencha", "benchb"]. Their rows are the bench's: a run adds to them.
+	Apps []string
+	// Rooms is the number of rooms R, split evenly across Apps. Default 1000.
+	Rooms int
+	// Regions is K, the regions created in each app. Default 4.
+	Regions int
+	// Users is U, the users joining rooms, split across Apps (room owners
+	// come on top). Default 4 × Rooms.
+	Users int
+	// Clients is the number of concurrent closed-loop clients (and the
+	// concurrency of the ceilings). Default 64.
+	Clients int
+	// ListClients read and search the room list at the same time. Default 4.
+	ListClients int
+	// Rate, when positive, switches to open loop: commands start at this many
+	// per second whatever the answers' speed, and latency counts from each
+	// command's scheduled start. Default 0 (closed loop).
+	Rate float64
+	// Duration is the load phase. Default 30s.
+	Duration time.Duration
+	// Seed makes the users, rooms and choices repeatable. Default 1.
+	Seed int64
+	// CeilingDuration is how long each ceiling runs. Default 5s.
+	CeilingDuration time.Duration
+	// DrainRows is the backlog the relay's drain rate is measured on; 0 skips
+	// it. Default 20000.
+	DrainRows int
+	// DrainApp is the app code of the backlog's rows. Default "benchdrain".
+	DrainApp string
+	// EmulatorURL is the IM emulator's root (its /_emu routes); empty
+	// reports commit → IM receipt as n/a.
+	EmulatorURL string
+	// QuietTimeout bounds the wait for the outbox to drain after the load.
+	// Default 60s.
+	QuietTimeout time.Duration
+	// Progress receives the live line once a second; nil prints nothing.
+	Progress io.Writer
+	// Profile, when set, is called with the load phase's length as it
+	// starts; it returns a function that stops the profile. In-process runs
+	// use runtime/pprof; remote runs fetch /debug/pprof/profile.
+	Profile func(d time.Duration) (stop func() error, err error)
+}
+
+// WithDefaults returns a copy with zero fields defaulted.
+func (c Config) WithDefaults() Config {
+	if len(c.Apps) == 0 {
+		c.Apps = []string{"bencha", "benchb"}
+	}
+	if c.Rooms == 0 {
+		c.Rooms = 1000
+	}
+	if c.Regions == 0 {
+		c.Regions = 4
+	}
+	if c.Users == 0 {
+		c.Users = 4 * c.Rooms
+	}
+	if c.Clients == 0 {
+		c.Clients = 64
+	}
+	if c.ListClients == 0 {
+		c.ListClients = 4
+	}
+	if c.Duration == 0 {
+		c.Duration = 30 * time.Second
+	}
+	if c.Seed == 0 {
+		c.Seed = 1
+	}
+	if c.CeilingDuration == 0 {
+		c.CeilingDuration = 5 * time.Second
+	}
+	if c.DrainRows == 0 {
+		c.DrainRows = 20000
+	}
+	if c.DrainApp == "" {
+		c.DrainApp = "benchdrain"
+	}
+	if c.QuietTimeout == 0 {
+		c.QuietTimeout = 60 * time.Second
+	}
+	return c
+}
+
+// Validate reports the first field that is out of range. It never mutates.
+func (c Config) Validate() error {
+	u, err := url.Parse(c.BaseURL)
+	switch {
+	case c.BaseURL == "" || err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
+		return fmt.Errorf("base url %q: want http://host:port", c.BaseURL)
+	case len(c.JWTSecret) < 16:
+		return errors.New("jwt secret: must be at least 16 bytes")
+	case len(c.Apps) == 0 || len(c.Apps) > 16:
+		return errors.New("apps: want 1..16")
+	case c.Rooms < len(c.Apps) || c.Rooms > 100000:
+		return fmt.Errorf("rooms: want %d..100000, got %d", len(c.Apps), c.Rooms)
+	case c.Regions < 1 || c.Regions > len(countryCodes):
+		return fmt.Errorf("regions: want 1..%d, got %d", len(countryCodes), c.Regions)
+	case c.Users < len(c.Apps) || c.Users > 1000000:
+		return fmt.Errorf("users: want %d..1000000, got %d", len(c.Apps), c.Users)
+	case c.Clients < 1 || c.Clients > 4096:
+		return fmt.Errorf("clients: want 1..4096, got %d", c.Clients)
+	case c.ListClients < 0 || c.ListClients > 1024:
+		return fmt.Errorf("list clients: want 0..1024, got %d", c.ListClients)
+	case c.Rate < 0 || c.Rate > 1e6:
+		return fmt.Errorf("rate: want 0..1000000, got %g", c.Rate)
+	case c.Duration < time.Second:
+		return fmt.Errorf("duration: want at least 1s, got %s", c.Duration)
+	case c.CeilingDuration < 0:
+		return errors.New("ceiling duration: must not be negative")
+	case c.DrainRows < 0 || c.DrainRows > 10000000:
+		return fmt.Errorf("drain rows: want 0..10000000, got %d", c.DrainRows)
+	case c.QuietTimeout <= 0:
+		return errors.New("quiet timeout: must be positive")
+	}
+	if c.EmulatorURL != "" {
+		if u, err := url.Parse(c.EmulatorURL); err != nil || u.Host == "" {
+			return fmt.Errorf("emulator url %q: want http://host:port", c.EmulatorURL)
+		}
+	}
+	return nil
+}
+
+// countryCodes are the countries users live in; region k of K gets every
+// K-th one.
+var countryCodes = []string{"SG", "MY", "ID", "TH", "PH", "VN", "SA", "AE", "EG", "KW", "QA", "IN", "PK", "BD", "BR", "MX", "AR", "CO"}
