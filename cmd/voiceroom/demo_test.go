@@ -1,0 +1,140 @@
+package main
+
+import (
+	"database/sql"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+)
+
+// runCommand runs the built binary with the test environment plus vars and
+// answers its exit code and output.
+func runCommand(tb testing.TB, vars map[string]string, args ...string) (int, string) {
+	tb.Helper()
+	bin, err := buildBinary()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Env = os.Environ()
+	for k, v := range vars {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	out, err := cmd.CombinedOutput()
+	if ee, ok := err.(*exec.ExitError); ok {
+		return ee.ExitCode(), string(out)
+	}
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return 0, string(out)
+}
+
+// TestDemoRunsAgainAndAgain runs `voiceroom demo` twice against a serve of
+// its own (seeded like task run does): both runs complete every step (a step
+// whose feature this build lacks may say "skipped"), and they leave no room
+// open. The IM emulator is not running, so that step is skipped.
+func TestDemoRunsAgainAndAgain(t *testing.T) {
+	p, vars := startServe(t)
+	base := "http://" + vars["VOICEROOM_HTTP_ADDR"]
+	waitReady(t, p, base)
+	if code, out := runCommand(t, vars, "seed", "--app", "demo"); code != 0 {
+		t.Fatalf("seed: exit %d\n%s", code, out)
+	}
+	noEmulator := "http://" + freeAddr(t)
+	for run := 1; run <= 2; run++ {
+		code, out := runCommand(t, vars, "demo", "--url", base, "--imemu", noEmulator, "--wait", "60s")
+		if code != 0 {
+			t.Fatalf("run %d: exit %d\n%s", run, code, out)
+		}
+		steps := []string{"1. Users in SG, MY and SA", "2. Rooms, joins", "3. Gifts and coins", "4. Region lists",
+			"5. An operator pins", "6. An operator hides", "7. An operator bans", "8. The IM emulator",
+			"9. The owners close", "10. Where to look next", "demo finished"}
+		mustLogInOrder(t, out, steps)
+		for _, want := range []string{
+			"region SEA", "region MENA", // the server computed the regions
+			"INSUFFICIENT_BALANCE", "replayed true", // coins
+			"skipped: no IM emulator at " + noEmulator,
+			"task nats -- stream info ROOM_EVENTS",
+		} {
+			if !strings.Contains(out, want) {
+				t.Fatalf("run %d: output lacks %q:\n%s", run, want, out)
+			}
+		}
+		if strings.Contains(out, "cleanup:") {
+			t.Fatalf("run %d: a completed run left something to clean up:\n%s", run, out)
+		}
+		t.Logf("run %d:\n%s", run, out)
+	}
+
+	db, err := sql.Open("mysql", vars["VOICEROOM_MYSQL_DSN"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var total, open int
+	q := "SELECT COUNT(*), COALESCE(SUM(status <> 'closed'), 0) FROM rooms WHERE app_code = 'demo'"
+	if err := db.QueryRow(q).Scan(&total, &open); err != nil {
+		t.Fatal(err)
+	}
+	if total != 6 || open != 0 {
+		t.Fatalf("after two runs: %d rooms, %d not closed; want 6 and 0", total, open)
+	}
+}
+
+// TestDemoRefusesWithoutTheServersKey: with no VOICEROOM_JWT_SECRET and no
+// key file, the demo stops with a message naming the variable (it never
+// makes a key of its own); with another key it says the server refuses its
+// tokens.
+func TestDemoRefusesWithoutTheServersKey(t *testing.T) {
+	p, vars := startServe(t)
+	base := "http://" + vars["VOICEROOM_HTTP_ADDR"]
+	waitReady(t, p, base)
+
+	empty := t.TempDir()
+	code, out := runCommand(t, map[string]string{"VOICEROOM_JWT_SECRET": "", "VOICEROOM_DATA_DIR": empty}, "demo", "--url", base)
+	if code != 2 || !strings.Contains(out, "VOICEROOM_JWT_SECRET") {
+		t.Fatalf("no key: exit %d, want 2 and a message naming VOICEROOM_JWT_SECRET:\n%s", code, out)
+	}
+	if entries, _ := os.ReadDir(empty); len(entries) != 0 {
+		t.Fatalf("the demo wrote %d files into the data dir", len(entries))
+	}
+
+	code, out = runCommand(t, map[string]string{"VOICEROOM_JWT_SECRET": "another-key-0123456789"}, "demo", "--url", base)
+	if code != 1 || !strings.Contains(out, "refuses the demo's tokens") {
+		t.Fatalf("wrong key: exit %d, want 1 and a hint:\n%s", code, out)
+	}
+
+	code, out = runCommand(t, map[string]string{"VOICEROOM_JWT_SECRET": "x-0123456789abcdef"}, "demo", "--url", "http://"+freeAddr(t))
+	if code != 1 || !strings.Contains(out, "cannot reach voiceroom") {
+		t.Fatalf("no server: exit %d, want 1 and a hint:\n%s", code, out)
+	}
+}
+
+func TestDemoConfigValidate(t *testing.T) {
+	ok := demoConfig{}.WithDefaults()
+	if err := ok.Validate(); err != nil {
+		t.Fatalf("defaults: %v", err)
+	}
+	for _, tc := range []struct {
+		name  string
+		edit  func(*demoConfig)
+		field string
+	}{
+		{"url not http", func(c *demoConfig) { c.URL = "ftp://x" }, "--url"},
+		{"url without host", func(c *demoConfig) { c.URL = "http://" }, "--url"},
+		{"imemu garbage", func(c *demoConfig) { c.IMEmuURL = "::" }, "--imemu"},
+		{"negative wait", func(c *demoConfig) { c.Wait = -time.Second }, "--wait"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := ok
+			tc.edit(&c)
+			err := c.Validate()
+			if err == nil || !strings.HasPrefix(err.Error(), tc.field) {
+				t.Fatalf("Validate() = %v, want an error naming %s", err, tc.field)
+			}
+		})
+	}
+}
