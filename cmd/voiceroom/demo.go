@@ -162,7 +162,7 @@ func newDemoRun(cfg demoConfig, secret []byte, out io.Writer) *demoRun {
 	}
 	d := &demoRun{
 		cfg:     cfg,
-		c:       &demoClient{base: cfg.URL, app: cfg.App, secret: secret, hc: &http.Client{Timeout: cfg.RequestTimeout}, out: out},
+		c:       &demoClient{base: cfg.URL, app: cfg.App, secret: secret, hc: &http.Client{Timeout: cfg.RequestTimeout}, out: out, aliases: map[string]string{}},
 		out:     out,
 		tag:     string(tag),
 		admin:   demoActor{name: "operator", userID: 1, admin: true},
@@ -348,15 +348,21 @@ func (d *demoRun) stepRooms(ctx context.Context) error {
 			}
 			return err
 		})
-		d.say("-> room_id %s, room_short_id %s (the owner's display id), region %s (the owner's), im_group_id %s",
-			room.RoomID, room.RoomShortID, d.region(room.VisibleRegionID), room.IMGroupID)
-		if err := d.c.call(ctx, http.MethodPost, roomPath(room, "/join"), u.demoActor, map[string]any{}, &u.room); err != nil {
+		alias := "$ROOM_" + u.country
+		d.c.aliases[room.RoomID] = alias
+		group := room.IMGroupID
+		if group == room.RoomID {
+			group = "the room_id"
+		}
+		d.say("-> %s = room_id %s: room_short_id %s (the owner's display id), region %s (the owner's), im_group_id %s",
+			alias, room.RoomID, room.RoomShortID, d.region(room.VisibleRegionID), group)
+		if err := d.c.call(ctx, http.MethodPost, roomPath(room, "/join"), u.demoActor, nil, &u.room); err != nil {
 			return err
 		}
 	}
 	d.say("rooms are listed only in their region, but anyone may join one by its id:")
 	for _, u := range []*demoUser{d.my, d.sa} {
-		if err := d.c.call(ctx, http.MethodPost, roomPath(d.sg.room, "/join"), u.demoActor, map[string]any{}, nil); err != nil {
+		if err := d.c.call(ctx, http.MethodPost, roomPath(d.sg.room, "/join"), u.demoActor, nil, nil); err != nil {
 			return err
 		}
 	}
@@ -365,11 +371,12 @@ func (d *demoRun) stepRooms(ctx context.Context) error {
 			return err
 		}
 	}
+	d.say("a taken seat is refused, and nothing changes:")
 	err := d.c.call(ctx, http.MethodPost, roomPath(d.sg.room, "/mic/up"), d.sa.demoActor, map[string]any{"seat_index": 1}, nil)
 	if !isCode(err, "FAILED_PRECONDITION") {
 		return fmt.Errorf("a taken seat: want FAILED_PRECONDITION, got %v", err)
 	}
-	d.say("-> %s (a taken seat is refused; nothing changed)", err.(*apiError).Code)
+	d.say("-> %s: %s", err.(*apiError).Code, err.(*apiError).Message)
 	d.say("present users must send heartbeats more often than VOICEROOM_ROOMS_PRESENCE_TTL (30 s by default),")
 	d.say("or the presence sweeper takes them out of the room (RoomUserLeft, reason stale):")
 	for _, u := range []*demoUser{d.sg, d.my, d.sa} {
@@ -415,10 +422,11 @@ func (d *demoRun) stepGifts(ctx context.Context) error {
 		return err
 	}
 	d.say("-> %s has %d coins left", d.sg.display, w.Balance)
+	d.say("20 roses cost 200 coins: refused, and nothing changes:")
 	err := send(20)
 	if !isCode(err, "INSUFFICIENT_BALANCE") {
 		return fmt.Errorf("a gift beyond the balance: want INSUFFICIENT_BALANCE, got %v", err)
 	}
-	d.say("-> %s (20 roses cost 200 coins; nothing changed)", err.(*apiError).Code)
+	d.say("-> %s: %s", err.(*apiError).Code, err.(*apiError).Message)
 	return nil
 }

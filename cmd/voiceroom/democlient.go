@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"voiceroom/gateway"
@@ -51,12 +52,23 @@ type demoClient struct {
 	secret []byte
 	hc     *http.Client
 	out    io.Writer
+	// aliases names long ids in the requests shown ("$ROOM_SG").
+	aliases map[string]string
 }
 
 // call sends a request as who, shows it, and decodes the envelope's data
 // into out (when out is not nil).
 func (c *demoClient) call(ctx context.Context, method, path string, who demoActor, body, out any) error {
-	fmt.Fprintf(c.out, "   %-6s %s   (as %s)\n", method, path, who.name)
+	shown := path
+	for id, alias := range c.aliases {
+		shown = strings.ReplaceAll(shown, id, alias)
+	}
+	if body != nil {
+		if b, err := json.Marshal(body); err == nil && len(b) <= 120 {
+			shown += " " + string(b)
+		}
+	}
+	fmt.Fprintf(c.out, "   %-6s %s   (as %s)\n", method, shown, who.name)
 	return c.send(ctx, method, path, who, body, out)
 }
 

@@ -269,7 +269,7 @@ func (d *demoRun) stepBan(ctx context.Context) error {
 	})
 	d.say("everyone present leaves, the seats are freed, joins are refused:")
 	d.showRoom(owner.room)
-	err = d.c.call(ctx, http.MethodPost, roomPath(room, "/join"), d.my.demoActor, map[string]any{}, nil)
+	err = d.c.call(ctx, http.MethodPost, roomPath(room, "/join"), d.my.demoActor, nil, nil)
 	if !isCode(err, "FAILED_PRECONDITION") {
 		return fmt.Errorf("joining a banned room: want FAILED_PRECONDITION, got %v", err)
 	}
@@ -333,7 +333,7 @@ func (d *demoRun) stepIM(ctx context.Context) error {
 	d.say("the imbridge sink sends each room's events to its IM group as custom group messages:")
 	for _, u := range d.users() {
 		room := u.room
-		d.say("GET    %s/_emu/messages?group_id=%s", d.cfg.IMEmuURL, room.IMGroupID)
+		d.say("GET    %s/_emu/messages?group_id=%s", d.cfg.IMEmuURL, d.c.aliases[room.RoomID])
 		msgs, err := d.awaitMessages(ctx, room.IMGroupID)
 		if err != nil {
 			return err
@@ -342,7 +342,7 @@ func (d *demoRun) stepIM(ctx context.Context) error {
 			d.say("-> no messages for group %s after %v: does serve's VOICEROOM_TIM_DOMAIN point at %s?", room.IMGroupID, d.cfg.Wait, d.cfg.IMEmuURL)
 			continue
 		}
-		d.say("-> group %s (room %s): %d messages", room.IMGroupID, room.RoomID, len(msgs))
+		d.say("-> %d message(s) in the group of %q", len(msgs), room.Title)
 		for i, m := range msgs {
 			if i == 12 {
 				d.say("     ... and %d more", len(msgs)-i)
@@ -398,7 +398,7 @@ func (d *demoRun) stepClose(ctx context.Context) error {
 			return err
 		}
 		d.undo.done("room " + u.room.RoomID)
-		d.say("-> %s is %s", u.room.RoomID, u.room.Status)
+		d.say("-> %s is %s", d.c.aliases[u.room.RoomID], u.room.Status)
 	}
 	return nil
 }
