@@ -224,6 +224,9 @@ func (d *demoRun) run(ctx context.Context) (err error) {
 	for i, s := range steps {
 		fmt.Fprintf(d.out, "\n%d. %s\n", i+1, s.title)
 		if err := s.fn(ctx); err != nil {
+			if ctx.Err() != nil {
+				return fmt.Errorf("demo interrupted in step %d (%s)", i+1, s.title)
+			}
 			return fmt.Errorf("demo step %d (%s): %w", i+1, s.title, err)
 		}
 	}
@@ -376,7 +379,7 @@ func (d *demoRun) stepRooms(ctx context.Context) error {
 	if !isCode(err, "FAILED_PRECONDITION") {
 		return fmt.Errorf("a taken seat: want FAILED_PRECONDITION, got %v", err)
 	}
-	d.say("-> %s: %s", err.(*apiError).Code, err.(*apiError).Message)
+	d.say("-> %s", refusal(err))
 	d.say("present users must send heartbeats more often than VOICEROOM_ROOMS_PRESENCE_TTL (30 s by default),")
 	d.say("or the presence sweeper takes them out of the room (RoomUserLeft, reason stale):")
 	for _, u := range []*demoUser{d.sg, d.my, d.sa} {
@@ -427,6 +430,6 @@ func (d *demoRun) stepGifts(ctx context.Context) error {
 	if !isCode(err, "INSUFFICIENT_BALANCE") {
 		return fmt.Errorf("a gift beyond the balance: want INSUFFICIENT_BALANCE, got %v", err)
 	}
-	d.say("-> %s: %s", err.(*apiError).Code, err.(*apiError).Message)
+	d.say("-> %s", refusal(err))
 	return nil
 }

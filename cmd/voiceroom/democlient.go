@@ -37,6 +37,15 @@ func isCode(err error, code string) bool {
 	return errors.As(err, &ae) && ae.Code == code
 }
 
+// refusal is the envelope code and message of a refused request.
+func refusal(err error) string {
+	var ae *apiError
+	if errors.As(err, &ae) {
+		return ae.Code + ": " + ae.Message
+	}
+	return err.Error()
+}
+
 // demoActor is who a request is made as: a user, or an operator of the app.
 type demoActor struct {
 	name   string
@@ -60,13 +69,13 @@ type demoClient struct {
 // into out (when out is not nil).
 func (c *demoClient) call(ctx context.Context, method, path string, who demoActor, body, out any) error {
 	shown := path
-	for id, alias := range c.aliases {
-		shown = strings.ReplaceAll(shown, id, alias)
-	}
 	if body != nil {
-		if b, err := json.Marshal(body); err == nil && len(b) <= 120 {
+		if b, err := json.Marshal(body); err == nil && len(b) <= 160 {
 			shown += " " + string(b)
 		}
+	}
+	for id, alias := range c.aliases {
+		shown = strings.ReplaceAll(shown, id, alias)
 	}
 	fmt.Fprintf(c.out, "   %-6s %s   (as %s)\n", method, shown, who.name)
 	return c.send(ctx, method, path, who, body, out)

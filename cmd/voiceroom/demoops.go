@@ -139,16 +139,23 @@ func (d *demoRun) sameRegionRooms(who *demoUser) func([]listItem) error {
 
 func (d *demoRun) stepLists(ctx context.Context) error {
 	d.say("GET /api/v1/rooms lists the caller's region only; no parameter chooses it")
+	seen := map[*demoUser][]string{}
 	for _, u := range d.users() {
-		_, err := d.awaitList(ctx, u, "its region's rooms", d.sameRegionRooms(u))
+		items, err := d.awaitList(ctx, u, "its region's rooms", d.sameRegionRooms(u))
 		if d.skipped(err, "the room list (GET /api/v1/rooms)") {
 			return nil
 		}
 		if err != nil {
 			return err
 		}
+		for _, it := range items {
+			seen[u] = append(seen[u], it.RoomID)
+		}
 	}
 	d.hasList = true
+	if d.sg.regionID == d.my.regionID && slices.Equal(seen[d.sg], seen[d.my]) {
+		d.say("-> the SG and the MY user see the same list (both in %s); the SA user sees %s's", d.sg.regionCode, d.sa.regionCode)
+	}
 	return nil
 }
 
@@ -273,7 +280,7 @@ func (d *demoRun) stepBan(ctx context.Context) error {
 	if !isCode(err, "FAILED_PRECONDITION") {
 		return fmt.Errorf("joining a banned room: want FAILED_PRECONDITION, got %v", err)
 	}
-	d.say("-> %s: %s", err.(*apiError).Code, err.(*apiError).Message)
+	d.say("-> %s", refusal(err))
 	if d.hasList {
 		if _, err := d.awaitList(ctx, owner, "the banned room gone", func(items []listItem) error {
 			if indexOf(items, room.RoomID) >= 0 {

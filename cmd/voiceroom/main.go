@@ -2,7 +2,7 @@
 // every role in one process (or the subset VOICEROOM_ROLES names), migrate
 // applies the SQL migrations, token mints a JWT for development and
 // operators, seed creates a development app's regions, countries and users,
-// version prints the build.
+// demo walks a newcomer through a running server, version prints the build.
 //
 // Configuration comes only from environment variables (see
 // deploy/voiceroom.env.example); a bad value stops the process with a message
