@@ -2,11 +2,15 @@ package main
 
 import (
 	"database/sql"
+	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"strings"
 	"testing"
 	"time"
+
+	"voiceroom/internal/testenv"
 )
 
 // runCommand runs the built binary with the test environment plus vars and
@@ -32,20 +36,73 @@ func runCommand(tb testing.TB, vars map[string]string, args ...string) (int, str
 	return 0, string(out)
 }
 
+// startEmulator runs `voiceroom imemu` on a port of its own and answers its
+// base URL and the environment that points serve at it; ok is false when
+// this build has no emulator (the command is unknown).
+func startEmulator(tb testing.TB) (base string, env []string, ok bool) {
+	tb.Helper()
+	bin, err := buildBinary()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	addr := freeAddr(tb)
+	cmd := exec.Command(bin, "imemu", "--listen", addr, "--sdkappid", "1400000001", "--admin", "administrator",
+		"--secret-key", "demo-test-im-secret")
+	logs := &syncBuffer{}
+	cmd.Stdout, cmd.Stderr = logs, logs
+	if err := cmd.Start(); err != nil {
+		tb.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	tb.Cleanup(func() { cmd.Process.Kill() })
+	base = "http://" + addr
+	exited := false
+	testenv.Eventually(tb, 60*time.Second, func() error {
+		select {
+		case <-done:
+			exited = true
+			return nil
+		default:
+		}
+		resp, err := http.Get(base + "/_emu/groups")
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("/_emu/groups: %d", resp.StatusCode)
+		}
+		return nil
+	})
+	if exited {
+		if !strings.Contains(logs.String(), `unknown command "imemu"`) {
+			tb.Fatalf("imemu exited:\n%s", logs.String())
+		}
+		return "http://" + freeAddr(tb), nil, false
+	}
+	return base, []string{"VOICEROOM_TIM_DOMAIN=" + base, "VOICEROOM_TIM_SDKAPPID=1400000001",
+		"VOICEROOM_TIM_ADMIN=administrator", "VOICEROOM_TIM_SECRET_KEY=demo-test-im-secret"}, true
+}
+
 // TestDemoRunsAgainAndAgain runs `voiceroom demo` twice against a serve of
-// its own (seeded like task run does): both runs complete every step (a step
-// whose feature this build lacks may say "skipped"), and they leave no room
-// open. The IM emulator is not running, so that step is skipped.
+// its own (seeded like task run does), with the IM emulator when this build
+// has one: both runs complete every step (a step whose feature this build
+// lacks may say "skipped"), and they leave no room open.
 func TestDemoRunsAgainAndAgain(t *testing.T) {
-	p, vars := startServe(t)
+	emu, emuEnv, haveEmu := startEmulator(t)
+	p, vars := startServe(t, emuEnv...)
 	base := "http://" + vars["VOICEROOM_HTTP_ADDR"]
 	waitReady(t, p, base)
 	if code, out := runCommand(t, vars, "seed", "--app", "demo"); code != 0 {
 		t.Fatalf("seed: exit %d\n%s", code, out)
 	}
-	noEmulator := "http://" + freeAddr(t)
+	imStep := "skipped: no IM emulator at " + emu
+	if haveEmu {
+		imStep = "message(s) in the group of \"SG demo room"
+	}
 	for run := 1; run <= 2; run++ {
-		code, out := runCommand(t, vars, "demo", "--url", base, "--imemu", noEmulator, "--wait", "60s")
+		code, out := runCommand(t, vars, "demo", "--url", base, "--imemu", emu, "--wait", "60s")
 		if code != 0 {
 			t.Fatalf("run %d: exit %d\n%s", run, code, out)
 		}
@@ -56,7 +113,7 @@ func TestDemoRunsAgainAndAgain(t *testing.T) {
 		for _, want := range []string{
 			"region SEA", "region MENA", // the server computed the regions
 			"INSUFFICIENT_BALANCE", "replayed true", // coins
-			"skipped: no IM emulator at " + noEmulator,
+			imStep,
 			"task nats -- stream info ROOM_EVENTS",
 		} {
 			if !strings.Contains(out, want) {
