@@ -161,8 +161,12 @@ func newDemoRun(cfg demoConfig, secret []byte, out io.Writer) *demoRun {
 		tag[i] = alphabet[rand.IntN(len(alphabet))]
 	}
 	d := &demoRun{
-		cfg:     cfg,
-		c:       &demoClient{base: cfg.URL, app: cfg.App, secret: secret, hc: &http.Client{Timeout: cfg.RequestTimeout}, out: out, aliases: map[string]string{}},
+		cfg: cfg,
+		c: &demoClient{
+			base: cfg.URL, app: cfg.App, secret: secret, out: out,
+			hc:      &http.Client{Timeout: cfg.RequestTimeout},
+			aliases: map[string]string{},
+		},
 		out:     out,
 		tag:     string(tag),
 		admin:   demoActor{name: "operator", userID: 1, admin: true},
