@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -432,6 +433,25 @@ func (d *demoRun) stepNext(ctx context.Context) error {
 				}
 			}
 		}
+	}
+	d.say("each sink's dead letters in this app (replay: POST /admin/v1/dlq/replay {sink, seqs?}):")
+	for _, sink := range []string{"imbridge", "listprojector"} {
+		var page struct {
+			Items []json.RawMessage `json:"items"`
+		}
+		err := d.c.call(ctx, http.MethodGet, "/admin/v1/dlq?limit=50&sink="+sink, d.admin, nil, &page)
+		if d.skipped(err, "the dead-letter routes (GET /admin/v1/dlq)") {
+			break
+		}
+		var ae *apiError
+		if errors.As(err, &ae) && ae.Code == "INVALID_ARGUMENT" {
+			d.say("-> %s", refusal(err))
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		d.say("-> %d dead letter(s) on the first page", len(page.Items))
 	}
 	d.say("the event streams and the dead letters, with the nats CLI (from the repository root):")
 	for _, c := range []string{
