@@ -85,11 +85,15 @@ func demo(ctx context.Context, args []string) error {
 	fs.StringVar(&dc.IMEmuURL, "imemu", "", "base URL of the IM emulator (default http://127.0.0.1:18080)")
 	fs.StringVar(&dc.App, "app", "", "app_code to act in (default demo)")
 	fs.DurationVar(&dc.Wait, "wait", 0, "how long to wait for the lists and the emulator (default 20s)")
-	if err := fs.Parse(args); err != nil {
+	if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
+		fmt.Println("usage: voiceroom demo [flags]\n\nWalks through the running product; see the README's demo section.")
+		fs.SetOutput(os.Stdout)
+		fs.PrintDefaults()
+		return nil
+	} else if err != nil {
 		return fmt.Errorf("%w: demo: %v", errUsage, err)
 	}
-	dc = dc.WithDefaults()
-	if err := dc.Validate(); err != nil {
+	if err := dc.WithDefaults().Validate(); err != nil { // before looking for the key
 		return fmt.Errorf("%w: demo: %v", errUsage, err)
 	}
 	cfg, err := loadConfig()
@@ -100,7 +104,11 @@ func demo(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	return newDemoRun(dc, secret, os.Stdout).run(ctx)
+	d, err := newDemoRun(dc, secret, os.Stdout)
+	if err != nil {
+		return fmt.Errorf("%w: demo: %v", errUsage, err)
+	}
+	return d.run(ctx)
 }
 
 // demoSecret is the key serve signs with: VOICEROOM_JWT_SECRET, else the
@@ -154,7 +162,13 @@ type demoRun struct {
 	undo       undoStack
 }
 
-func newDemoRun(cfg demoConfig, secret []byte, out io.Writer) *demoRun {
+// newDemoRun prepares a run with fresh users; cfg is defaulted, then
+// validated.
+func newDemoRun(cfg demoConfig, secret []byte, out io.Writer) (*demoRun, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
 	const alphabet = "abcdefghijklmnopqrstuvwxyz0123456789"
 	tag := make([]byte, 6)
 	for i := range tag {
@@ -180,7 +194,7 @@ func newDemoRun(cfg demoConfig, secret []byte, out io.Writer) *demoRun {
 		return &demoUser{demoActor: demoActor{name: display, userID: id}, country: country, display: display}
 	}
 	d.sg, d.my, d.sa = user("SG"), user("MY"), user("SA")
-	return d
+	return d, nil
 }
 
 func (d *demoRun) users() []*demoUser { return []*demoUser{d.sg, d.my, d.sa} }
