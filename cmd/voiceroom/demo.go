@@ -220,7 +220,7 @@ func (d *demoRun) run(ctx context.Context) (err error) {
 		return err
 	}
 	defer func() {
-		if uerr := d.undo.run(ctx, d); err == nil {
+		if uerr := d.undo.run(ctx, d.out); err == nil {
 			err = uerr
 		}
 	}()

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -191,6 +193,70 @@ func TestDemoConfigValidate(t *testing.T) {
 			err := c.Validate()
 			if err == nil || !strings.HasPrefix(err.Error(), tc.field) {
 				t.Fatalf("Validate() = %v, want an error naming %s", err, tc.field)
+			}
+		})
+	}
+}
+
+// TestUndoStackNewestFirst: what is left is undone newest first, once; what
+// a step undid itself is not undone again; the first failure is answered.
+func TestUndoStackNewestFirst(t *testing.T) {
+	var u undoStack
+	var order []string
+	for _, key := range []string{"room a", "pin 1", "hide 2", "ban a"} {
+		u.push(key, func(context.Context) error {
+			order = append(order, key)
+			if key == "pin 1" {
+				return errors.New("gone")
+			}
+			return nil
+		})
+	}
+	u.done("hide 2")
+	var out strings.Builder
+	err := u.run(context.Background(), &out)
+	if got := strings.Join(order, ","); got != "ban a,pin 1,room a" {
+		t.Fatalf("undone %s, want ban a,pin 1,room a", got)
+	}
+	if err == nil || !strings.Contains(err.Error(), "cleanup of pin 1") {
+		t.Fatalf("err = %v, want the pin's failure", err)
+	}
+	if err := u.run(context.Background(), &out); err != nil || len(order) != 3 {
+		t.Fatalf("second run: %v, %d undone", err, len(order))
+	}
+}
+
+// TestSameRegionRooms: a user's list must hold the run's rooms of the
+// user's region and none of another region's.
+func TestSameRegionRooms(t *testing.T) {
+	user := func(room string, region int64) *demoUser {
+		return &demoUser{regionID: region, regionCode: itoa(region), room: demoRoom{RoomID: room}}
+	}
+	d := &demoRun{sg: user("sg", 1), my: user("my", 1), sa: user("sa", 2)}
+	list := func(ids ...string) []listItem {
+		var items []listItem
+		for _, id := range ids {
+			items = append(items, listItem{RoomID: id})
+		}
+		return items
+	}
+	for _, tc := range []struct {
+		name  string
+		who   *demoUser
+		items []listItem
+		ok    bool
+	}{
+		{"SEA sees both of its rooms among others", d.sg, list("x", "my", "y", "sg"), true},
+		{"SEA misses one", d.my, list("my"), false},
+		{"SEA sees MENA's room", d.sg, list("sg", "my", "sa"), false},
+		{"MENA sees its room only", d.sa, list("sa", "z"), true},
+		{"MENA sees SEA's room", d.sa, list("sa", "sg"), false},
+		{"empty list", d.sa, nil, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := d.sameRegionRooms(tc.who)(tc.items)
+			if (err == nil) != tc.ok {
+				t.Fatalf("got %v, want ok=%v", err, tc.ok)
 			}
 		})
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"slices"
@@ -34,13 +35,13 @@ func (u *undoStack) done(key string) {
 
 // run undoes what is left, newest first, on a context that outlives an
 // interrupt by a bound. It answers the first failure.
-func (u *undoStack) run(ctx context.Context, d *demoRun) error {
+func (u *undoStack) run(ctx context.Context, out io.Writer) error {
 	if len(u.keys) == 0 {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
-	fmt.Fprintln(d.out, "\ncleanup: undoing what this run left")
+	fmt.Fprintln(out, "\ncleanup: undoing what this run left")
 	var first error
 	for i := len(u.keys) - 1; i >= 0; i-- {
 		if err := u.fns[u.keys[i]](ctx); err != nil && first == nil {
