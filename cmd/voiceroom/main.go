@@ -2,7 +2,7 @@
 // every role in one process (or the subset VOICEROOM_ROLES names), migrate
 // applies the SQL migrations, token mints a JWT for development and
 // operators, seed creates a development app's regions, countries and users,
-// version prints the build.
+// demo walks a newcomer through a running server, version prints the build.
 //
 // Configuration comes only from environment variables (see
 // deploy/voiceroom.env.example); a bad value stops the process with a message
@@ -35,6 +35,8 @@ commands:
   bench      load a running stack (--url URL) or one started in this process
              (--inprocess) over HTTP and report throughput, latencies,
              ceilings, CPU and MySQL work: bench -h lists the flags
+  demo       walk through the running product: demo [--url URL] [--imemu URL]
+             [--app demo] [--wait 20s]
   version    print the version
   healthcheck
              exit 0 if this host's serve is ready: healthcheck [--path /readyz|/healthz]
@@ -71,6 +73,8 @@ func run(args []string) int {
 		err = healthcheck(ctx, args[1:])
 	case "bench":
 		err = bench(ctx, args[1:])
+	case "demo":
+		err = demo(ctx, args[1:])
 	case "version", "--version", "-v":
 		fmt.Println("voiceroom", version)
 	case "help", "--help", "-h":

@@ -1,0 +1,263 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"voiceroom/internal/testenv"
+)
+
+// runCommand runs the built binary with the test environment plus vars and
+// answers its exit code and output.
+func runCommand(tb testing.TB, vars map[string]string, args ...string) (int, string) {
+	tb.Helper()
+	bin, err := buildBinary()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Env = os.Environ()
+	for k, v := range vars {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	out, err := cmd.CombinedOutput()
+	if ee, ok := err.(*exec.ExitError); ok {
+		return ee.ExitCode(), string(out)
+	}
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return 0, string(out)
+}
+
+// startEmulator runs `voiceroom imemu` on a port of its own and answers its
+// base URL and the environment that points serve at it; ok is false when
+// this build has no emulator (the command is unknown).
+func startEmulator(tb testing.TB) (base string, env []string, ok bool) {
+	tb.Helper()
+	bin, err := buildBinary()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	addr := testenv.ClosedAddr(tb)
+	cmd := exec.Command(bin, "imemu", "--listen", addr, "--sdkappid", "1400000001", "--admin", "administrator",
+		"--secret-key", "demo-test-im-secret")
+	logs := &testenv.LogBuffer{}
+	cmd.Stdout, cmd.Stderr = logs, logs
+	if err := cmd.Start(); err != nil {
+		tb.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	tb.Cleanup(func() { cmd.Process.Kill() })
+	base = "http://" + addr
+	exited := false
+	testenv.Eventually(tb, 60*time.Second, func() error {
+		select {
+		case <-done:
+			exited = true
+			return nil
+		default:
+		}
+		resp, err := http.Get(base + "/_emu/groups")
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("/_emu/groups: %d", resp.StatusCode)
+		}
+		return nil
+	})
+	if exited {
+		if !strings.Contains(logs.String(), `unknown command "imemu"`) {
+			tb.Fatalf("imemu exited:\n%s", logs.String())
+		}
+		return "http://" + testenv.ClosedAddr(tb), nil, false
+	}
+	return base, []string{"VOICEROOM_TIM_DOMAIN=" + base, "VOICEROOM_TIM_SDKAPPID=1400000001",
+		"VOICEROOM_TIM_ADMIN=administrator", "VOICEROOM_TIM_SECRET_KEY=demo-test-im-secret"}, true
+}
+
+// TestDemoRunsAgainAndAgain runs `voiceroom demo` twice against a serve of
+// its own (seeded like task run does), with the IM emulator when this build
+// has one: both runs complete every step (a step whose feature this build
+// lacks may say "skipped"), and they leave no room open.
+func TestDemoRunsAgainAndAgain(t *testing.T) {
+	emu, emuEnv, haveEmu := startEmulator(t)
+	p, vars := startServe(t, emuEnv...)
+	base := p.waitServing(t, vars)
+	waitReady(t, p, base)
+	if code, out := runCommand(t, vars, "seed", "--app", "demo"); code != 0 {
+		t.Fatalf("seed: exit %d\n%s", code, out)
+	}
+	imStep := "skipped: no IM emulator at " + emu
+	if haveEmu {
+		imStep = "message(s) in the group of \"SG demo room"
+	}
+	for run := 1; run <= 2; run++ {
+		code, out := runCommand(t, vars, "demo", "--url", base, "--imemu", emu, "--wait", "60s")
+		if code != 0 {
+			t.Fatalf("run %d: exit %d\n%s", run, code, out)
+		}
+		steps := []string{"1. Users in SG, MY and SA", "2. Rooms, joins", "3. Gifts and coins", "4. Region lists",
+			"5. An operator pins", "6. An operator hides", "7. An operator bans", "8. The IM emulator",
+			"9. The owners close", "10. Where to look next", "demo finished"}
+		mustLogInOrder(t, out, steps)
+		for _, want := range []string{
+			"region SEA", "region MENA", // the server computed the regions
+			"INSUFFICIENT_BALANCE", "replayed true", // coins
+			imStep,
+			"task nats -- stream info ROOM_EVENTS",
+		} {
+			if !strings.Contains(out, want) {
+				t.Fatalf("run %d: output lacks %q:\n%s", run, want, out)
+			}
+		}
+		if strings.Contains(out, "cleanup:") {
+			t.Fatalf("run %d: a completed run left something to clean up:\n%s", run, out)
+		}
+		t.Logf("run %d:\n%s", run, out)
+	}
+
+	db, err := sql.Open("mysql", vars["VOICEROOM_MYSQL_DSN"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var total, open int
+	q := "SELECT COUNT(*), COALESCE(SUM(status <> 'closed'), 0) FROM rooms WHERE app_code = 'demo'"
+	if err := db.QueryRow(q).Scan(&total, &open); err != nil {
+		t.Fatal(err)
+	}
+	if total != 6 || open != 0 {
+		t.Fatalf("after two runs: %d rooms, %d not closed; want 6 and 0", total, open)
+	}
+}
+
+// TestDemoRefusesWithoutTheServersKey: with no VOICEROOM_JWT_SECRET and no
+// key file, the demo stops with a message naming the variable (it never
+// makes a key of its own); with another key it says the server refuses its
+// tokens.
+func TestDemoRefusesWithoutTheServersKey(t *testing.T) {
+	p, vars := startServe(t)
+	base := p.waitServing(t, vars)
+	waitReady(t, p, base)
+
+	empty := t.TempDir()
+	code, out := runCommand(t, map[string]string{"VOICEROOM_JWT_SECRET": "", "VOICEROOM_DATA_DIR": empty}, "demo", "--url", base)
+	if code != 2 || !strings.Contains(out, "VOICEROOM_JWT_SECRET") {
+		t.Fatalf("no key: exit %d, want 2 and a message naming VOICEROOM_JWT_SECRET:\n%s", code, out)
+	}
+	if entries, _ := os.ReadDir(empty); len(entries) != 0 {
+		t.Fatalf("the demo wrote %d files into the data dir", len(entries))
+	}
+
+	code, out = runCommand(t, map[string]string{"VOICEROOM_JWT_SECRET": "another-key-0123456789"}, "demo", "--url", base)
+	if code != 1 || !strings.Contains(out, "refuses the demo's tokens") {
+		t.Fatalf("wrong key: exit %d, want 1 and a hint:\n%s", code, out)
+	}
+
+	code, out = runCommand(t, map[string]string{"VOICEROOM_JWT_SECRET": "x-0123456789abcdef"}, "demo", "--url", "http://"+testenv.ClosedAddr(t))
+	if code != 1 || !strings.Contains(out, "cannot reach voiceroom") {
+		t.Fatalf("no server: exit %d, want 1 and a hint:\n%s", code, out)
+	}
+}
+
+func TestDemoConfigValidate(t *testing.T) {
+	ok := demoConfig{}.WithDefaults()
+	if err := ok.Validate(); err != nil {
+		t.Fatalf("defaults: %v", err)
+	}
+	for _, tc := range []struct {
+		name  string
+		edit  func(*demoConfig)
+		field string
+	}{
+		{"url not http", func(c *demoConfig) { c.URL = "ftp://x" }, "--url"},
+		{"url without host", func(c *demoConfig) { c.URL = "http://" }, "--url"},
+		{"imemu garbage", func(c *demoConfig) { c.IMEmuURL = "::" }, "--imemu"},
+		{"negative wait", func(c *demoConfig) { c.Wait = -time.Second }, "--wait"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := ok
+			tc.edit(&c)
+			err := c.Validate()
+			if err == nil || !strings.HasPrefix(err.Error(), tc.field) {
+				t.Fatalf("Validate() = %v, want an error naming %s", err, tc.field)
+			}
+		})
+	}
+}
+
+// TestUndoStackNewestFirst: what is left is undone newest first, once; what
+// a step undid itself is not undone again; the first failure is answered.
+func TestUndoStackNewestFirst(t *testing.T) {
+	var u undoStack
+	var order []string
+	for _, key := range []string{"room a", "pin 1", "hide 2", "ban a"} {
+		u.push(key, func(context.Context) error {
+			order = append(order, key)
+			if key == "pin 1" {
+				return errors.New("gone")
+			}
+			return nil
+		})
+	}
+	u.done("hide 2")
+	var out strings.Builder
+	err := u.run(context.Background(), &out)
+	if got := strings.Join(order, ","); got != "ban a,pin 1,room a" {
+		t.Fatalf("undone %s, want ban a,pin 1,room a", got)
+	}
+	if err == nil || !strings.Contains(err.Error(), "cleanup of pin 1") {
+		t.Fatalf("err = %v, want the pin's failure", err)
+	}
+	if err := u.run(context.Background(), &out); err != nil || len(order) != 3 {
+		t.Fatalf("second run: %v, %d undone", err, len(order))
+	}
+}
+
+// TestSameRegionRooms: a user's list must hold the run's rooms of the
+// user's region and none of another region's.
+func TestSameRegionRooms(t *testing.T) {
+	user := func(room string, region int64) *demoUser {
+		return &demoUser{regionID: region, regionCode: itoa(region), room: demoRoom{RoomID: room}}
+	}
+	d := &demoRun{sg: user("sg", 1), my: user("my", 1), sa: user("sa", 2)}
+	list := func(ids ...string) []listItem {
+		var items []listItem
+		for _, id := range ids {
+			items = append(items, listItem{RoomID: id})
+		}
+		return items
+	}
+	for _, tc := range []struct {
+		name  string
+		who   *demoUser
+		items []listItem
+		ok    bool
+	}{
+		{"SEA sees both of its rooms among others", d.sg, list("x", "my", "y", "sg"), true},
+		{"SEA misses one", d.my, list("my"), false},
+		{"SEA sees MENA's room", d.sg, list("sg", "my", "sa"), false},
+		{"MENA sees its room only", d.sa, list("sa", "z"), true},
+		{"MENA sees SEA's room", d.sa, list("sa", "sg"), false},
+		{"empty list", d.sa, nil, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := d.sameRegionRooms(tc.who)(tc.items)
+			if (err == nil) != tc.ok {
+				t.Fatalf("got %v, want ok=%v", err, tc.ok)
+			}
+		})
+	}
+}
