@@ -30,7 +30,7 @@ func TestServeIMAcceptance(t *testing.T) {
 	}
 	p, vars := startServe(t, "VOICEROOM_TIM_DOMAIN="+srv.URL, "VOICEROOM_TIM_SDKAPPID=1400000001",
 		"VOICEROOM_TIM_SECRET_KEY=e2e-key", "VOICEROOM_TIM_CALLBACK_TOKEN=cb-token", "VOICEROOM_IMBRIDGE_BACKOFF=100ms,200ms")
-	base := "http://" + vars["VOICEROOM_HTTP_ADDR"]
+	base := p.waitServing(t, vars)
 	waitReady(t, p, base)
 	c := &client{t: t, base: base, secret: []byte(vars["VOICEROOM_JWT_SECRET"])}
 	for _, u := range []string{"21", "22"} {
