@@ -81,6 +81,16 @@ type config struct {
 	ProjectorMaxDeliver    int             `env:"VOICEROOM_PROJECTOR_MAX_DELIVER" envDefault:"10"`
 	ProjectorMaxAckPending int             `env:"VOICEROOM_PROJECTOR_MAX_ACK_PENDING" envDefault:"5000"`
 	ProjectorConcurrency   int             `env:"VOICEROOM_PROJECTOR_CONCURRENCY" envDefault:"4"`
+	ProjectorFetchBatch    int             `env:"VOICEROOM_PROJECTOR_FETCH_BATCH" envDefault:"500"`
+
+	ListReconcileEvery  time.Duration `env:"VOICEROOM_LIST_RECONCILE_EVERY" envDefault:"30s"`
+	ListCardTTL         time.Duration `env:"VOICEROOM_LIST_CARD_TTL" envDefault:"10m"`
+	ListRedisTimeout    time.Duration `env:"VOICEROOM_LIST_REDIS_TIMEOUT" envDefault:"50ms"`
+	ListFreezeEvery     time.Duration `env:"VOICEROOM_LIST_FREEZE_EVERY" envDefault:"1s"`
+	ListChainTTL        time.Duration `env:"VOICEROOM_LIST_CHAIN_TTL" envDefault:"2m"`
+	ListChainDepth      int           `env:"VOICEROOM_LIST_CHAIN_DEPTH" envDefault:"1000"`
+	ListMaxFrozenRooms  int           `env:"VOICEROOM_LIST_MAX_FROZEN_ROOMS" envDefault:"2000000"`
+	ListSearchMaxResult int           `env:"VOICEROOM_LIST_SEARCH_MAX_RESULTS" envDefault:"200"`
 
 	RoomsPresenceTTL      time.Duration `env:"VOICEROOM_ROOMS_PRESENCE_TTL" envDefault:"30s"`
 	RoomsSweepInterval    time.Duration `env:"VOICEROOM_ROOMS_SWEEP_INTERVAL" envDefault:"10s"`
@@ -231,6 +241,7 @@ func (c *config) validate() error {
 	}
 	check(c.IMBridgeConcurrency > 0 && c.IMBridgeConcurrency <= 256, "VOICEROOM_IMBRIDGE_CONCURRENCY", "want 1..256, got %d", c.IMBridgeConcurrency)
 	check(c.ProjectorConcurrency > 0 && c.ProjectorConcurrency <= 256, "VOICEROOM_PROJECTOR_CONCURRENCY", "want 1..256, got %d", c.ProjectorConcurrency)
+	errs = append(errs, c.listErrors()...)
 
 	check(c.RoomsPresenceTTL >= time.Second && c.RoomsPresenceTTL <= time.Hour, "VOICEROOM_ROOMS_PRESENCE_TTL", "want 1s..1h, got %v", c.RoomsPresenceTTL)
 	check(c.RoomsSweepInterval > 0 && c.RoomsSweepInterval <= c.RoomsPresenceTTL, "VOICEROOM_ROOMS_SWEEP_INTERVAL", "want more than 0 and at most VOICEROOM_ROOMS_PRESENCE_TTL, got %v", c.RoomsSweepInterval)

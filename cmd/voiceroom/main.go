@@ -30,6 +30,8 @@ commands:
   seed       create the demo app's regions, countries and users if missing:
              seed [--app demo]
   token      print a JWT: token --app APP --user ID [--role admin] [--ttl 1h]
+  projector  rebuild room_list_entries (and the Redis cache) from MySQL alone:
+             projector rebuild [--app APP]
   version    print the version
 `
 
@@ -57,6 +59,8 @@ func run(args []string) int {
 		err = seed(ctx, args[1:])
 	case "token":
 		err = token(args[1:])
+	case "projector":
+		err = projectorCmd(ctx, args[1:])
 	case "version", "--version", "-v":
 		fmt.Println("voiceroom", version)
 	case "help", "--help", "-h":
