@@ -82,6 +82,61 @@ func TestRegionIsolationOverHTTP(t *testing.T) {
 			t.Errorf("search %q as SA: %d %v", q, status, roomIDs(p.Rooms))
 		}
 	}
+	// A cursor works for another user of the region, and for no one else.
+	sea2 := s.createRoom("demo:1002", "my room")
+	s.eventuallyList("demo:1001", func(items []listprojector.Item) error {
+		if len(items) != 2 {
+			return fmt.Errorf("%d rooms", len(items))
+		}
+		return nil
+	})
+	_, first := s.list("demo:1001", url.Values{"limit": {"1"}})
+	if first.NextCursor == "" {
+		t.Fatal("no cursor")
+	}
+	next := url.Values{"limit": {"1"}, "cursor": {first.NextCursor}}
+	if status, p := s.list("demo:1002", next); status != 200 || len(p.Rooms) != 1 || p.Rooms[0].RoomID == first.Rooms[0].RoomID {
+		t.Errorf("cursor in the same region: %d %v", status, roomIDs(p.Rooms))
+	}
+	for _, as := range []string{"demo:1003", "demo:1006", "other:1001"} {
+		if status, p := s.list(as, next); status != 400 || len(p.Rooms) != 0 {
+			t.Errorf("cursor used by %s: %d %v", as, status, roomIDs(p.Rooms))
+		}
+	}
+
+	// Pins through the admin routes.
+	var pin listprojector.Pin
+	s.mustOK("POST", "/admin/v1/pins", "demo:admin", fmt.Sprintf(`{"room_id":%q,"visible_region_id":%d,"weight":3,"expires_at_ms":%d}`,
+		sea2, s.ids["SEA"], time.Now().Add(time.Hour).UnixMilli()), &pin)
+	if pin.PinID == 0 || pin.Status != "active" || pin.CreatedBy != "admin" {
+		t.Errorf("pin %+v", pin)
+	}
+	s.eventuallyList("demo:1001", func(items []listprojector.Item) error {
+		if len(items) != 2 || items[0].RoomID != sea2 || !items[0].Pinned || items[1].Pinned {
+			return fmt.Errorf("%+v", items)
+		}
+		return nil
+	})
+	if status, code := s.call("POST", "/admin/v1/pins", "other:admin", fmt.Sprintf(`{"room_id":%q,"visible_region_id":%d,"weight":3,"expires_at_ms":%d}`,
+		sea2, s.ids["SEA"], time.Now().Add(time.Hour).UnixMilli()), nil); status != 404 {
+		t.Errorf("pin of another app's room: %d %s", status, code)
+	}
+	var listed struct{ Pins []listprojector.Pin }
+	s.mustOK("GET", fmt.Sprintf("/admin/v1/pins?visible_region_id=%d", s.ids["SEA"]), "demo:admin", "", &listed)
+	if len(listed.Pins) != 1 || listed.Pins[0].PinID != pin.PinID {
+		t.Errorf("pins %+v", listed.Pins)
+	}
+	if status, _ := s.call("DELETE", fmt.Sprintf("/admin/v1/pins/%d", pin.PinID), "other:admin", "", nil); status != 404 {
+		t.Errorf("another app deletes the pin: %d", status)
+	}
+	s.mustOK("DELETE", fmt.Sprintf("/admin/v1/pins/%d", pin.PinID), "demo:admin", "", nil)
+	s.eventuallyList("demo:1001", func(items []listprojector.Item) error {
+		if len(items) != 2 || items[0].Pinned {
+			return fmt.Errorf("%+v", items)
+		}
+		return nil
+	})
+
 	// A user without a profile: the lookup fails, and so does the request.
 	if status, _ := s.list("demo:4242", nil); status != 404 {
 		t.Errorf("user without profile: %d", status)
