@@ -21,16 +21,20 @@ import (
 // consumer shuts down and the handler outlives ShutdownTimeout.
 type BatchHandler func(ctx context.Context, ds []Delivery) []error
 
-// batchLinger is how long a BatchConsumer waits, after a first message,
-// for more of the same pull before it hands the batch over.
-const batchLinger = time.Millisecond
+// A BatchConsumer gathers a batch while messages keep coming: it hands the
+// batch over once no message came for batchGap, batchLinger after its
+// first message, or at FetchBatch messages.
+const (
+	batchGap    = time.Millisecond
+	batchLinger = 5 * time.Millisecond
+)
 
 // BatchConsumer runs a BatchHandler over a durable pull consumer of
 // ROOM_EVENTS. It keeps the guarantees of Consumer (at least once, decode
 // failures and permanent errors dead-lettered, retryable ones nakked with
 // the same delays, MAX_DELIVERIES advisories dead-lettered), but handles
-// one batch at a time: up to FetchBatch messages, those that arrived
-// within a millisecond of the first. Concurrency is not used.
+// one batch at a time: up to FetchBatch messages, gathered while they keep
+// coming (see batchGap and batchLinger). Concurrency is not used.
 type BatchConsumer struct {
 	c       *Consumer
 	handler BatchHandler
@@ -133,20 +137,22 @@ func (b *BatchConsumer) Run(ctx context.Context) error {
 	return nil
 }
 
-// loop pulls and handles batches until ctx ends.
+// loop pulls and handles batches until ctx ends. Pulls run ahead of the
+// handler (up to two batches are buffered), so the next batch is waiting
+// when the handler returns. Messages buffered when ctx ends are nakked.
 func (b *BatchConsumer) loop(ctx context.Context, cons jetstream.Consumer) {
 	c := b.c
+	var (
+		it  jetstream.MessagesContext
+		err error
+	)
 	retryWait := 100 * time.Millisecond
-	for ctx.Err() == nil {
-		err := b.pull(ctx, cons)
-		if ctx.Err() != nil {
-			return
-		}
+	for {
+		it, err = cons.Messages(jetstream.PullMaxMessages(2 * c.cfg.FetchBatch))
 		if err == nil {
-			retryWait = 100 * time.Millisecond
-			continue
+			break
 		}
-		c.log.Warn("fetch failed", "error", err, "retry_in", retryWait)
+		c.log.Warn("pull failed", "error", err, "retry_in", retryWait)
 		t := time.NewTimer(retryWait)
 		select {
 		case <-ctx.Done():
@@ -156,53 +162,47 @@ func (b *BatchConsumer) loop(ctx context.Context, cons jetstream.Consumer) {
 		}
 		retryWait = min(2*retryWait, fetchRetryMax)
 	}
-}
-
-// pull runs one pull request for up to FetchBatch messages and handles them
-// in batches as they arrive: each batch is what came within batchLinger of
-// its first message. Messages left when ctx ends are nakked.
-func (b *BatchConsumer) pull(ctx context.Context, cons jetstream.Consumer) error {
-	c := b.c
-	fctx, cancel := context.WithTimeout(ctx, fetchExpiry)
-	defer cancel()
-	batch, err := cons.Fetch(c.cfg.FetchBatch, jetstream.FetchContext(fctx))
-	if err != nil {
-		return fmt.Errorf("fetch: %w", err)
-	}
-	msgs := batch.Messages()
+	stopped := make(chan struct{})
+	defer close(stopped)
+	go func() {
+		select {
+		case <-ctx.Done():
+			it.Drain() // Next hands out what is buffered, then ends
+		case <-stopped:
+			it.Stop()
+		}
+	}()
 	jobs := make([]job, 0, c.cfg.FetchBatch)
 	for {
-		msg, ok := <-msgs
-		if !ok {
-			break
+		msg, err := it.Next()
+		if errors.Is(err, jetstream.ErrMsgIteratorClosed) {
+			return
+		}
+		if err != nil {
+			c.log.Warn("pull failed", "error", err)
+			continue
 		}
 		jobs = append(jobs[:0], newJob(msg))
-		linger := time.NewTimer(batchLinger)
-	gather:
+		deadline := time.Now().Add(batchLinger)
 		for len(jobs) < c.cfg.FetchBatch {
-			select {
-			case m, ok := <-msgs:
-				if !ok {
-					break gather
-				}
-				jobs = append(jobs, newJob(m))
-			case <-linger.C:
-				break gather
+			wait := min(time.Until(deadline), batchGap)
+			if wait <= 0 {
+				break
 			}
+			m, err := it.Next(jetstream.NextMaxWait(wait))
+			if err != nil {
+				break
+			}
+			jobs = append(jobs, newJob(m))
 		}
-		linger.Stop()
 		if ctx.Err() != nil {
 			for _, j := range jobs {
 				c.nak(j, 0, nil)
 			}
-			continue // drain what the pull still brings, nakking it
+			continue
 		}
 		b.handle(jobs)
 	}
-	if err := batch.Error(); err != nil && !errorsIsContext(err) {
-		return fmt.Errorf("fetch: %w", err)
-	}
-	return nil
 }
 
 // newJob decodes one fetched message.

@@ -36,6 +36,20 @@ type Projector struct {
 	cfg      Config
 	log      *slog.Logger
 	metrics  *Metrics
+
+	// mirror carries each batch's written cards to the Redis writer, so
+	// a batch's Redis write overlaps the next batch's MySQL write.
+	mirror chan mirrored
+
+	// onApplied, when set (benchmarks), sees the commit time of every
+	// event of a batch once the batch is in MySQL and Redis.
+	onApplied func(occurredAtMs int64, at time.Time)
+}
+
+// mirrored is one batch on its way to Redis.
+type mirrored struct {
+	cards    []applied
+	occurred []int64 // the events' commit times, for onApplied
 }
 
 // New returns a Projector reading the durable run.Durable (normally
@@ -54,7 +68,7 @@ func New(db *sql.DB, rdb redis.UniversalClient, js jetstream.JetStream, run bus.
 		log = slog.New(slog.DiscardHandler)
 	}
 	p := &Projector{db: db, cache: newCache(rdb, cfg), js: js, durable: run.Durable, cfg: cfg,
-		log: log.With("component", "listprojector"), metrics: m}
+		log: log.With("component", "listprojector"), metrics: m, mirror: make(chan mirrored, 2)}
 	run.FetchBatch = cfg.FetchBatch
 	c, err := bus.NewBatchConsumer(js, run, p.handle, log, busMetrics)
 	if err != nil {
@@ -84,9 +98,35 @@ func (p *Projector) Run(ctx context.Context) error {
 		defer close(done)
 		p.watchPending(ctx)
 	}()
+	mirrorDone := make(chan struct{})
+	go func() {
+		defer close(mirrorDone)
+		p.writeMirror(context.WithoutCancel(ctx))
+	}()
 	err := p.consumer.Run(ctx)
+	close(p.mirror) // no batch runs any more
+	<-mirrorDone
 	<-done
 	return err
+}
+
+// writeMirror writes each batch's cards to Redis, in batch order, until
+// the projector stops; each write is bounded by WriteTimeout.
+func (p *Projector) writeMirror(ctx context.Context) {
+	for m := range p.mirror {
+		wctx, cancel := context.WithTimeout(ctx, p.cfg.WriteTimeout)
+		if err := p.cache.writeApplied(wctx, m.cards); err != nil {
+			p.metrics.redisFailed("projector")
+			p.log.Warn("redis write failed; the reconcile job repairs it", "cards", len(m.cards), "error", err)
+		}
+		cancel()
+		if p.onApplied != nil {
+			at := time.Now()
+			for _, ms := range m.occurred {
+				p.onApplied(ms, at)
+			}
+		}
+	}
 }
 
 // watchPending keeps the pending gauge current until ctx ends.
@@ -110,7 +150,8 @@ func (p *Projector) watchPending(ctx context.Context) {
 }
 
 // handle applies one batch: the newest card of each room, written in one
-// statement over older cards only, then mirrored to Redis. A MySQL failure
+// statement over older cards only, then handed to the Redis writer (which
+// runs while the next batch is written to MySQL). A MySQL failure
 // fails every delivery (retried); a Redis failure fails none (the
 // reconcile job repairs Redis). A known event without a decodable card is
 // permanent (dead-lettered); an unknown one without a card is acked.
@@ -193,9 +234,12 @@ func (p *Projector) handle(ctx context.Context, ds []bus.Delivery) []error {
 	p.metrics.add(func(m *Metrics) prometheus.Counter { return m.applied }, len(write))
 	p.metrics.add(func(m *Metrics) prometheus.Counter { return m.stale }, stale)
 	p.metrics.add(func(m *Metrics) prometheus.Counter { return m.coalesced }, coalesced)
-	if err := p.cache.writeApplied(wctx, as); err != nil {
-		p.metrics.redisFailed("projector")
-		p.log.Warn("redis write failed; the reconcile job repairs it", "cards", len(as), "error", err)
+	m := mirrored{cards: as}
+	if p.onApplied != nil {
+		for _, i := range handled {
+			m.occurred = append(m.occurred, ds[i].Envelope.OccurredAtMs)
+		}
 	}
+	p.mirror <- m
 	return errs
 }

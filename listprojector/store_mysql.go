@@ -32,38 +32,38 @@ type prior struct {
 }
 
 // readPriors returns the stored version, region and status of each room
-// of keys that has a row.
+// of keys that has a row: one query per app (an IN list on the primary
+// key; row-constructor IN lists are not always indexed).
 func readPriors(ctx context.Context, db *sql.DB, keys []roomKey) (map[roomKey]prior, error) {
 	out := make(map[roomKey]prior, len(keys))
-	if len(keys) == 0 {
-		return out, nil
-	}
-	var q strings.Builder
-	q.WriteString(`SELECT app_code, room_id, room_version, visible_region_id, status FROM room_list_entries WHERE (app_code, room_id) IN (`)
-	args := make([]any, 0, 2*len(keys))
-	for i, k := range keys {
-		if i > 0 {
-			q.WriteByte(',')
+	byApp := map[string][]any{}
+	var apps []string
+	for _, k := range keys {
+		if _, ok := byApp[k.app]; !ok {
+			apps = append(apps, k.app)
 		}
-		q.WriteString("(?,?)")
-		args = append(args, k.app, k.room)
+		byApp[k.app] = append(byApp[k.app], k.room)
 	}
-	q.WriteByte(')')
-	rows, err := db.QueryContext(ctx, q.String(), args...)
-	if err != nil {
-		return nil, fmt.Errorf("read list entries: %w", err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var k roomKey
-		var p prior
-		if err := rows.Scan(&k.app, &k.room, &p.version, &p.region, &p.status); err != nil {
+	for _, app := range apps {
+		ids := byApp[app]
+		rows, err := db.QueryContext(ctx, `SELECT room_id, room_version, visible_region_id, status FROM room_list_entries
+			WHERE app_code = ? AND room_id IN (`+placeholders(len(ids))+`)`, append([]any{app}, ids...)...)
+		if err != nil {
 			return nil, fmt.Errorf("read list entries: %w", err)
 		}
-		out[k] = p
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("read list entries: %w", err)
+		for rows.Next() {
+			k := roomKey{app: app}
+			var p prior
+			if err := rows.Scan(&k.room, &p.version, &p.region, &p.status); err != nil {
+				rows.Close()
+				return nil, fmt.Errorf("read list entries: %w", err)
+			}
+			out[k] = p
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, fmt.Errorf("read list entries: %w", err)
+		}
 	}
 	return out, nil
 }
