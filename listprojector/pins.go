@@ -76,7 +76,7 @@ func (p *Pins) Create(ctx context.Context, app, operator string, in NewPin) (Pin
 	err := mysqldb.Update(ctx, p.db, func(tx *sql.Tx) error {
 		var status string
 		var region int64
-		err := tx.QueryRowContext(ctx, `SELECT status, visible_region_id FROM rooms WHERE app_code = ? AND room_id = ? FOR UPDATE`,
+		err := tx.QueryRowContext(ctx, `SELECT status, visible_region_id FROM rooms WHERE app_code = ? AND room_id = ?`,
 			app, in.RoomID).Scan(&status, &region)
 		if errors.Is(err, sql.ErrNoRows) {
 			return errRoomNotFound
