@@ -20,4 +20,4 @@ func UpsertCards(ctx context.Context, db *sql.DB, cards []*Card) error {
 }
 
 // OnApplied sets the projector's benchmark hook.
-func OnApplied(p *Projector, fn func(occurredAtMs int64, at time.Time)) { p.onApplied = fn }
+func OnApplied(p *Projector, fn func(eventID string, at time.Time)) { p.onApplied = fn }

@@ -41,15 +41,15 @@ type Projector struct {
 	// a batch's Redis write overlaps the next batch's MySQL write.
 	mirror chan mirrored
 
-	// onApplied, when set (benchmarks), sees the commit time of every
-	// event of a batch once the batch is in MySQL and Redis.
-	onApplied func(occurredAtMs int64, at time.Time)
+	// onApplied, when set (benchmarks), sees the id of every event of a
+	// batch once the batch is in MySQL and Redis.
+	onApplied func(eventID string, at time.Time)
 }
 
 // mirrored is one batch on its way to Redis.
 type mirrored struct {
-	cards    []applied
-	occurred []int64 // the events' commit times, for onApplied
+	cards  []applied
+	events []string // the events' ids, for onApplied
 }
 
 // New returns a Projector reading the durable run.Durable (normally
@@ -122,8 +122,8 @@ func (p *Projector) writeMirror(ctx context.Context) {
 		cancel()
 		if p.onApplied != nil {
 			at := time.Now()
-			for _, ms := range m.occurred {
-				p.onApplied(ms, at)
+			for _, id := range m.events {
+				p.onApplied(id, at)
 			}
 		}
 	}
@@ -237,7 +237,7 @@ func (p *Projector) handle(ctx context.Context, ds []bus.Delivery) []error {
 	m := mirrored{cards: as}
 	if p.onApplied != nil {
 		for _, i := range handled {
-			m.occurred = append(m.occurred, ds[i].Envelope.OccurredAtMs)
+			m.events = append(m.events, ds[i].Envelope.EventID)
 		}
 	}
 	p.mirror <- m
