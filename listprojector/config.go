@@ -33,8 +33,9 @@ type Config struct {
 	// from MySQL, freshness boosts recomputed). Default 30s.
 	ReconcileEvery time.Duration
 
-	// CursorSecret signs list cursors (HMAC-SHA256). Required, at least 16
-	// bytes; every api process of a deployment must share it.
+	// CursorSecret signs list cursors (HMAC-SHA256): at least 16 bytes,
+	// required by NewLister; every api process of a deployment must share
+	// it. Default none.
 	CursorSecret []byte
 	// FreezeEvery is how often the list of a region and tab is frozen
 	// anew: a first page is served from a frozen order at most this old.
@@ -113,7 +114,7 @@ func (c Config) Validate() error {
 	check(c.RedisTimeout > 0, "RedisTimeout", "must be positive")
 	check(c.ReconcileEvery >= time.Second, "ReconcileEvery", "want at least 1s, got %v", c.ReconcileEvery)
 	check(c.CardTTL >= 2*c.ReconcileEvery, "CardTTL", "want at least twice ReconcileEvery (%v), got %v", c.ReconcileEvery, c.CardTTL)
-	check(len(c.CursorSecret) >= 16, "CursorSecret", "want at least 16 bytes")
+	check(len(c.CursorSecret) == 0 || len(c.CursorSecret) >= 16, "CursorSecret", "want at least 16 bytes")
 	check(c.FreezeEvery > 0 && c.FreezeEvery <= c.ChainTTL, "FreezeEvery", "want more than 0 and at most ChainTTL, got %v", c.FreezeEvery)
 	check(c.ChainDepth >= MaxLimit && c.ChainDepth <= 100_000, "ChainDepth", "want %d..100000, got %d", MaxLimit, c.ChainDepth)
 	check(c.MaxFrozenRooms >= c.ChainDepth, "MaxFrozenRooms", "want at least ChainDepth (%d), got %d", c.ChainDepth, c.MaxFrozenRooms)

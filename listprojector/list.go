@@ -51,7 +51,7 @@ type Lister struct {
 	metrics *Metrics
 
 	redisDownUntil atomic.Int64 // unix ms: skip Redis until then after an error
-	repairing      sync.Map     // listID-less region key -> struct{}: repairs in flight
+	repairing      sync.Map     // "app\x00region" -> struct{}: region repairs in flight
 }
 
 // redisBackoff is how long the list query leaves Redis alone after an
@@ -293,9 +293,6 @@ func fillRegionFromDB(ctx context.Context, db *sql.DB, c *cache, app string, reg
 	fresh, err := listOrder(ctx, db, app, region, TabNew, "", false, 0, "", 1<<30)
 	if err != nil {
 		return err
-	}
-	if len(hot) == 0 && len(fresh) == 0 {
-		return c.fillRegion(ctx, app, region, nil, nil)
 	}
 	return c.fillRegion(ctx, app, region, hot, fresh)
 }

@@ -42,14 +42,18 @@ func (c *config) listErrors() []error {
 // roomList is the configuration of the room list; the cursor key is
 // derived from the JWT secret, so every api process shares it.
 func (c *config) roomList(secret []byte) listprojector.Config {
-	mac := hmac.New(sha256.New, secret)
-	mac.Write([]byte("voiceroom room list cursor"))
+	var cursorKey []byte
+	if secret != nil {
+		mac := hmac.New(sha256.New, secret)
+		mac.Write([]byte("voiceroom room list cursor"))
+		cursorKey = mac.Sum(nil)
+	}
 	return listprojector.Config{
 		FetchBatch:       c.ProjectorFetchBatch,
 		RedisTimeout:     c.ListRedisTimeout,
 		CardTTL:          c.ListCardTTL,
 		ReconcileEvery:   c.ListReconcileEvery,
-		CursorSecret:     mac.Sum(nil),
+		CursorSecret:     cursorKey,
 		FreezeEvery:      c.ListFreezeEvery,
 		ChainTTL:         c.ListChainTTL,
 		ChainDepth:       c.ListChainDepth,
@@ -141,7 +145,7 @@ func projectorCmd(ctx context.Context, args []string) error {
 		defer c.Close()
 		rdb = c
 	}
-	lcfg := cfg.roomList([]byte("rebuild signs no cursor"))
+	lcfg := cfg.roomList(nil) // rebuild signs no cursor
 	res, err := listprojector.Rebuild(ctx, db, rdb, lcfg, *app, log)
 	if err != nil {
 		return err
