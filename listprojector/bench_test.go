@@ -346,26 +346,10 @@ func BenchmarkProjectionLag(b *testing.B) {
 			mu.Lock()
 			lags = lags[:0]
 			mu.Unlock()
-			var tokens chan struct{}
-			stopTicks := make(chan struct{})
-			if rate > 0 {
-				tokens = make(chan struct{}, 16)
-				go func() {
-					t := time.NewTicker(time.Second / time.Duration(rate))
-					defer t.Stop()
-					for {
-						select {
-						case <-stopTicks:
-							return
-						case <-t.C:
-							select {
-							case tokens <- struct{}{}:
-							default:
-							}
-						}
-					}
-				}()
-			}
+			// At a fixed rate, command k is due at start + k/rate: a paced
+			// schedule that a starved ticker cannot thin out.
+			var slot atomic.Int64
+			paceStart := time.Now()
 			recordOn.Store(true)
 			deadline := time.Now().Add(time.Duration(secs) * time.Second)
 			var cmds, failed atomic.Int64
@@ -376,12 +360,12 @@ func BenchmarkProjectionLag(b *testing.B) {
 					room := roomIDs[w%nRooms]
 					joined := false
 					for i := 0; time.Now().Before(deadline); i++ {
-						if tokens != nil {
-							select {
-							case <-tokens:
-							case <-time.After(time.Until(deadline)):
+						if rate > 0 {
+							due := paceStart.Add(time.Duration(slot.Add(1)-1) * time.Second / time.Duration(rate))
+							if due.After(deadline) {
 								return
 							}
+							time.Sleep(time.Until(due))
 						}
 						cmd := &rooms.Command{AppCode: "bench", RoomID: room, CommandID: rooms.NewCommandID(), Actor: rooms.Actor{UserID: user}}
 						var err error
@@ -411,7 +395,6 @@ func BenchmarkProjectionLag(b *testing.B) {
 			start := time.Now()
 			wg.Wait()
 			elapsed := time.Since(start)
-			close(stopTicks)
 			// Wait for the tail to be applied.
 			testenv.Eventually(b, 30*time.Second, func() error {
 				info, err := conn.JetStream().Consumer(ctx, bus.StreamName, bus.DurableListProjector)

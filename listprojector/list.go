@@ -130,7 +130,7 @@ func (l *Lister) List(ctx context.Context, req ListRequest) (Page, error) {
 			page, err = l.fromFrozen(ctx, req, f, 0)
 		}
 	case cur.Frozen != 0:
-		if f := l.frozen.get(cur.Frozen); f != nil && f.app == req.AppCode && f.region == req.RegionID && f.tab == req.Tab {
+		if f := l.frozen.get(cur.Frozen); f != nil && f.app == req.AppCode && f.region == req.RegionID && f.tab == req.Tab && f.query == cur.Query {
 			page, err = l.fromFrozen(ctx, req, f, cur.Off)
 		} else {
 			page, err = l.fromLive(ctx, req, cur)
