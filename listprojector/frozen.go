@@ -55,6 +55,7 @@ type freezer struct {
 type listState struct {
 	cur      *frozenOrder
 	building chan struct{} // closed when the build in flight ends
+	built    *frozenOrder  // of the last build, even if evicted since
 	err      error         // of the last build
 }
 
@@ -139,10 +140,10 @@ func (z *freezer) current(ctx context.Context, l listID, build func() (*frozenOr
 		}
 		z.mu.Lock()
 		defer z.mu.Unlock()
-		if st.cur == nil {
+		if st.err != nil {
 			return nil, st.err
 		}
-		return st.cur, nil
+		return st.built, nil
 	}
 	ch := make(chan struct{})
 	st.building = ch
@@ -152,7 +153,7 @@ func (z *freezer) current(ctx context.Context, l listID, build func() (*frozenOr
 
 	z.mu.Lock()
 	defer z.mu.Unlock()
-	st.building, st.err = nil, err
+	st.building, st.built, st.err = nil, f, err
 	close(ch)
 	if err != nil {
 		return nil, err

@@ -385,3 +385,66 @@ func closedAddr(tb testing.TB) string {
 	ln.Close()
 	return addr
 }
+
+// TestFrozenOrdersBounded: past MaxFrozenRooms the oldest order goes, and
+// past ChainTTL an order expires; their cursors continue on the live order.
+func TestFrozenOrdersBounded(t *testing.T) {
+	db := testenv.NewDB(t)
+	clk := newClock()
+	cfg := listprojector.Config{CursorSecret: testSecret, FreezeEvery: time.Second, ChainTTL: time.Minute, ChainDepth: 50,
+		MaxFrozenRooms: 50, SearchMaxResults: 50, Now: clk.now}
+	seedRooms(t, db, "a1", 1, 0, 60, func(i int) int64 { return int64(1000 - i) })
+	l := newTestLister(t, db, nil, cfg)
+	ctx := context.Background()
+	req := listprojector.ListRequest{AppCode: "a1", RegionID: 1, Limit: 10}
+	first, err := l.List(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk.add(2 * time.Second)
+	if _, err := l.List(ctx, req); err != nil { // freezes anew: the first order is evicted
+		t.Fatal(err)
+	}
+	// Move a room of the second page to the top: a live continuation no
+	// longer shows it, the frozen order would have.
+	if _, err := db.Exec(`UPDATE room_list_entries SET sort_score = 5000 WHERE room_id = ?`, roomName("a1", 12)); err != nil {
+		t.Fatal(err)
+	}
+	next := req
+	next.Cursor = first.NextCursor
+	p, err := l.List(ctx, next)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{}
+	for i := 10; i < 21; i++ {
+		if i != 12 {
+			want = append(want, roomName("a1", i))
+		}
+	}
+	if got := roomIDs(p.Rooms); !slices.Equal(got, want) {
+		t.Errorf("after eviction %v, want %v", got, want)
+	}
+
+	// Expiry: a cursor older than ChainTTL continues on the live order too.
+	clk.add(2 * time.Second)
+	fresh, err := l.List(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fresh.Rooms[0].RoomID != roomName("a1", 12) {
+		t.Fatalf("top %s", fresh.Rooms[0].RoomID)
+	}
+	if _, err := db.Exec(`UPDATE room_list_entries SET sort_score = 1 WHERE room_id = ?`, roomName("a1", 12)); err != nil {
+		t.Fatal(err)
+	}
+	next.Cursor = fresh.NextCursor
+	clk.add(2 * time.Minute)
+	p, err = l.List(ctx, next)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Rooms) != 10 || p.Rooms[0].RoomID != roomName("a1", 9) {
+		t.Errorf("after expiry %v", roomIDs(p.Rooms))
+	}
+}
