@@ -190,9 +190,21 @@ func sortEntries(es []entry) {
 	})
 }
 
-// fillRegion replaces a region's sets with the given rooms (all its listed
-// rooms, read from MySQL) and marks it ready, atomically.
-func (c *cache) fillRegion(ctx context.Context, app string, region int64, hot, fresh []entry) error {
+// members returns every room id in a region's two sets.
+func (c *cache) members(ctx context.Context, app string, region int64) ([]string, error) {
+	p := c.rdb.Pipeline()
+	hot := p.ZRange(ctx, c.listKey(app, region, TabHot), 0, -1)
+	fresh := p.ZRange(ctx, c.listKey(app, region, TabNew), 0, -1)
+	if _, err := p.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return nil, fmt.Errorf("read region %d of %s from redis: %w", region, app, err)
+	}
+	return append(hot.Val(), fresh.Val()...), nil
+}
+
+// fillRegion writes a region's listed rooms (read from MySQL) into its
+// sets, removes the rooms of gone (no longer listed there) and marks the
+// region ready, atomically. Rooms the projector added meanwhile stay.
+func (c *cache) fillRegion(ctx context.Context, app string, region int64, hot, fresh []entry, gone []string) error {
 	if c == nil {
 		return nil
 	}
@@ -202,13 +214,19 @@ func (c *cache) fillRegion(ctx context.Context, app string, region int64, hot, f
 			es  []entry
 		}{{TabHot, hot}, {TabNew, fresh}} {
 			key := c.listKey(app, region, t.tab)
-			p.Del(ctx, key)
 			for i := 0; i < len(t.es); i += 1000 {
 				zs := make([]redis.Z, 0, 1000)
 				for _, e := range t.es[i:min(i+1000, len(t.es))] {
 					zs = append(zs, redis.Z{Score: float64(e.key), Member: e.id})
 				}
 				p.ZAdd(ctx, key, zs...)
+			}
+			for i := 0; i < len(gone); i += 1000 {
+				ms := make([]any, 0, 1000)
+				for _, id := range gone[i:min(i+1000, len(gone))] {
+					ms = append(ms, id)
+				}
+				p.ZRem(ctx, key, ms...)
 			}
 		}
 		p.Set(ctx, c.readyKey(app, region), "1", 0)
@@ -218,12 +236,4 @@ func (c *cache) fillRegion(ctx context.Context, app string, region int64, hot, f
 		return fmt.Errorf("fill region %d of %s in redis: %w", region, app, err)
 	}
 	return nil
-}
-
-// dropRegion removes a region's sets and ready key (no listed room left).
-func (c *cache) dropRegion(ctx context.Context, app string, region int64) error {
-	if c == nil {
-		return nil
-	}
-	return c.rdb.Del(ctx, c.listKey(app, region, TabHot), c.listKey(app, region, TabNew), c.readyKey(app, region)).Err()
 }

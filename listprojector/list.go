@@ -284,8 +284,14 @@ func (l *Lister) repairRegion(ctx context.Context, app string, region int64) {
 	}()
 }
 
-// fillRegionFromDB replaces a region's Redis sets with its listed rooms.
+// fillRegionFromDB brings a region's Redis sets in line with MySQL: its
+// listed rooms are written with their scores, and members MySQL no longer
+// lists there (closed, banned, moved; checked again after the read, so a
+// room the projector added meanwhile stays) are removed.
 func fillRegionFromDB(ctx context.Context, db *sql.DB, c *cache, app string, region int64) error {
+	if c == nil {
+		return nil
+	}
 	hot, err := listOrder(ctx, db, app, region, TabHot, "", false, 0, "", 1<<30)
 	if err != nil {
 		return err
@@ -294,7 +300,37 @@ func fillRegionFromDB(ctx context.Context, db *sql.DB, c *cache, app string, reg
 	if err != nil {
 		return err
 	}
-	return c.fillRegion(ctx, app, region, hot, fresh)
+	members, err := c.members(ctx, app, region)
+	if err != nil {
+		return err
+	}
+	listed := make(map[string]bool, len(hot)+len(fresh))
+	for _, es := range [][]entry{hot, fresh} {
+		for _, e := range es {
+			listed[e.id] = true
+		}
+	}
+	var suspects []string
+	for _, id := range members {
+		if !listed[id] {
+			listed[id] = true // once
+			suspects = append(suspects, id)
+		}
+	}
+	var gone []string
+	for i := 0; i < len(suspects); i += 500 {
+		chunk := suspects[i:min(i+500, len(suspects))]
+		cards, err := readCards(ctx, db, app, chunk)
+		if err != nil {
+			return err
+		}
+		for _, id := range chunk {
+			if k := cards[id]; k == nil || !k.listedIn(app, region) {
+				gone = append(gone, id)
+			}
+		}
+	}
+	return c.fillRegion(ctx, app, region, hot, fresh, gone)
 }
 
 // cards returns the current cards of app's rooms ids: Redis first, the

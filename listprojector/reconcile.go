@@ -13,8 +13,9 @@ import (
 // Reconciler is the periodic job that keeps the read model's time-dependent
 // part and its Redis mirror right: every ReconcileEvery it recomputes the
 // sort_score of rooms young enough for their freshness boost to step down,
-// then rebuilds every region's Redis sets from MySQL (dropping closed,
-// banned and moved rooms, fixing scores a lost write left behind) and
+// then brings every region's Redis sets in line with MySQL (dropping
+// closed, banned and moved rooms, fixing scores a lost write left behind,
+// keeping rooms the projector added meanwhile) and
 // rewrites the cards of listed rooms (cards of rooms no longer listed
 // expire after CardTTL). Several may run; each pass is idempotent.
 type Reconciler struct {
