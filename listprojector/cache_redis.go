@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -28,6 +29,39 @@ type cache struct {
 	rdb    redis.UniversalClient
 	prefix string
 	ttl    time.Duration
+	memo   decoded
+}
+
+// decoded remembers the card each Redis value decoded to, so a card read
+// again unchanged (most are, between two requests) is not decoded again.
+// It is keyed by the value itself and only saves work: a changed value
+// misses and is decoded. It holds at most maxDecoded cards and starts
+// over when full.
+type decoded struct {
+	mu sync.Mutex
+	m  map[string]*Card // Redis value -> its card (never modified)
+}
+
+const maxDecoded = 100_000
+
+func (d *decoded) card(raw string) (*Card, error) {
+	d.mu.Lock()
+	k, ok := d.m[raw]
+	d.mu.Unlock()
+	if ok {
+		return k, nil
+	}
+	k = new(Card)
+	if err := json.Unmarshal([]byte(raw), k); err != nil {
+		return nil, err
+	}
+	d.mu.Lock()
+	if d.m == nil || len(d.m) >= maxDecoded {
+		d.m = make(map[string]*Card, 1024)
+	}
+	d.m[raw] = k
+	d.mu.Unlock()
+	return k, nil
 }
 
 func (c *cache) listKey(app string, region int64, tab string) string {
@@ -118,12 +152,16 @@ func (c *cache) cards(ctx context.Context, app string, ids []string) (found map[
 	}
 	for i, v := range vals {
 		s, ok := v.(string)
-		var k Card
-		if !ok || json.Unmarshal([]byte(s), &k) != nil || k.RoomID != ids[i] || k.AppCode != app {
+		if !ok {
 			missing = append(missing, ids[i])
 			continue
 		}
-		found[ids[i]] = &k
+		k, err := c.memo.card(s)
+		if err != nil || k.RoomID != ids[i] || k.AppCode != app {
+			missing = append(missing, ids[i])
+			continue
+		}
+		found[ids[i]] = k
 	}
 	return found, missing, nil
 }
