@@ -83,6 +83,16 @@ type config struct {
 	ProjectorMaxDeliver    int             `env:"VOICEROOM_PROJECTOR_MAX_DELIVER" envDefault:"10"`
 	ProjectorMaxAckPending int             `env:"VOICEROOM_PROJECTOR_MAX_ACK_PENDING" envDefault:"5000"`
 	ProjectorConcurrency   int             `env:"VOICEROOM_PROJECTOR_CONCURRENCY" envDefault:"4"`
+	ProjectorFetchBatch    int             `env:"VOICEROOM_PROJECTOR_FETCH_BATCH" envDefault:"500"`
+
+	ListReconcileEvery  time.Duration `env:"VOICEROOM_LIST_RECONCILE_EVERY" envDefault:"30s"`
+	ListCardTTL         time.Duration `env:"VOICEROOM_LIST_CARD_TTL" envDefault:"10m"`
+	ListRedisTimeout    time.Duration `env:"VOICEROOM_LIST_REDIS_TIMEOUT" envDefault:"50ms"`
+	ListFreezeEvery     time.Duration `env:"VOICEROOM_LIST_FREEZE_EVERY" envDefault:"1s"`
+	ListChainTTL        time.Duration `env:"VOICEROOM_LIST_CHAIN_TTL" envDefault:"2m"`
+	ListChainDepth      int           `env:"VOICEROOM_LIST_CHAIN_DEPTH" envDefault:"1000"`
+	ListMaxFrozenRooms  int           `env:"VOICEROOM_LIST_MAX_FROZEN_ROOMS" envDefault:"2000000"`
+	ListSearchMaxResult int           `env:"VOICEROOM_LIST_SEARCH_MAX_RESULTS" envDefault:"200"`
 
 	RoomsPresenceTTL      time.Duration `env:"VOICEROOM_ROOMS_PRESENCE_TTL" envDefault:"30s"`
 	RoomsSweepInterval    time.Duration `env:"VOICEROOM_ROOMS_SWEEP_INTERVAL" envDefault:"10s"`
@@ -242,6 +252,9 @@ func (c config) validate() error {
 		errs.add(err)
 	}
 	check(c.IMBridgeFetchBatch <= c.IMBridgeMaxAckPending, "VOICEROOM_IMBRIDGE_FETCH_BATCH", "must be at most VOICEROOM_IMBRIDGE_MAX_ACK_PENDING (%d)", c.IMBridgeMaxAckPending)
+	for _, err := range c.listErrors() {
+		errs.add(err)
+	}
 
 	// Values that span packages.
 	check(c.RoomsCommitWorkers < c.MySQLMaxOpenConns, "VOICEROOM_ROOMS_COMMIT_WORKERS", "must be below VOICEROOM_MYSQL_MAX_OPEN_CONNS (%d), which reads need too", c.MySQLMaxOpenConns)

@@ -37,6 +37,8 @@ commands:
              ceilings, CPU and MySQL work: bench -h lists the flags
   demo       walk through the running product: demo [--url URL] [--imemu URL]
              [--app demo] [--wait 20s]
+  projector  rebuild room_list_entries (and the Redis cache) from MySQL alone:
+             projector rebuild [--app APP]
   version    print the version
   healthcheck
              exit 0 if this host's serve is ready: healthcheck [--path /readyz|/healthz]
@@ -75,6 +77,8 @@ func run(args []string) int {
 		err = bench(ctx, args[1:])
 	case "demo":
 		err = demo(ctx, args[1:])
+	case "projector":
+		err = projectorCmd(ctx, args[1:])
 	case "version", "--version", "-v":
 		fmt.Println("voiceroom", version)
 	case "help", "--help", "-h":

@@ -38,6 +38,9 @@ func wireRoles(ctx context.Context, d *deps) error {
 	if err := wireDLQ(d); err != nil {
 		return err
 	}
+	if err := wireRoomList(d, regionSvc); err != nil {
+		return err
+	}
 	if roomsRole {
 		svc, err := rooms.New(d.db, regionSvc, regionSvc, d.fastPath, d.cfg.rooms(), d.log, d.reg, time.Now)
 		if err != nil {

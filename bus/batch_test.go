@@ -1,0 +1,94 @@
+package bus_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"voiceroom/bus"
+	"voiceroom/internal/testenv"
+)
+
+// TestBatchConsumer: a batch handler sees every event, each room's in
+// stream order, in batches; a per-delivery result is settled per delivery:
+// nil acks, a permanent error dead-letters, a retryable one redelivers.
+func TestBatchConsumer(t *testing.T) {
+	conn := testenv.NewJetStream(t)
+	pub := testenv.NewPublisher(t, conn)
+	cc := bus.ConsumerConfig{Durable: "batchsink", AckWait: 5 * time.Second, MaxDeliver: 5}
+	mustProvisionConsumer(t, conn, cc)
+	const rooms, versions = 5, 40
+	for v := int64(1); v <= versions; v++ {
+		for r := range rooms {
+			mustPublish(t, pub, newTestEnvelope(fmt.Sprintf("room%d", r), v))
+		}
+	}
+	var (
+		mu        sync.Mutex
+		last      = map[string]int64{}
+		batches   int
+		biggest   int
+		failedYet bool
+	)
+	poison := errors.New("poison")
+	h := func(_ context.Context, ds []bus.Delivery) []error {
+		mu.Lock()
+		defer mu.Unlock()
+		batches++
+		biggest = max(biggest, len(ds))
+		errs := make([]error, len(ds))
+		for i, d := range ds {
+			e := d.Envelope
+			switch {
+			case e.RoomID == "room0" && e.RoomVersion == 7:
+				errs[i] = bus.Permanent(poison)
+				continue
+			case e.RoomID == "room1" && e.RoomVersion == 9 && !failedYet:
+				failedYet = true
+				errs[i] = errors.New("try again")
+				continue
+			}
+			if d.NumDelivered == 1 && e.RoomVersion <= last[e.RoomID] {
+				t.Errorf("%s: version %d after %d", e.RoomID, e.RoomVersion, last[e.RoomID])
+			}
+			last[e.RoomID] = max(last[e.RoomID], e.RoomVersion)
+		}
+		return errs
+	}
+	c, err := bus.NewBatchConsumer(conn.JetStream(), bus.ConsumerRunConfig{Durable: cc.Durable, FetchBatch: 64,
+		NakDelays: []time.Duration{10 * time.Millisecond}}, h, testenv.Logger(t), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	testenv.Eventually(t, 20*time.Second, func() error {
+		info := mustConsumerInfo(t, conn.JetStream(), cc.Durable)
+		if info.NumAckPending != 0 || info.NumPending != 0 {
+			return fmt.Errorf("pending %d, ack pending %d", info.NumPending, info.NumAckPending)
+		}
+		return nil
+	})
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for r := range rooms {
+		if v := last[fmt.Sprintf("room%d", r)]; v != versions {
+			t.Errorf("room%d reached version %d", r, v)
+		}
+	}
+	if biggest < 2 || batches >= rooms*versions {
+		t.Errorf("%d batches, biggest %d: no batching", batches, biggest)
+	}
+	if !failedYet {
+		t.Error("the retryable failure never happened")
+	}
+	mustDeadLetters(t, conn.JetStream(), 1)
+}

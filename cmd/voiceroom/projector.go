@@ -1,0 +1,159 @@
+package main
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"voiceroom"
+	"voiceroom/bus"
+	"voiceroom/gateway"
+	"voiceroom/listprojector"
+	"voiceroom/regions"
+)
+
+// listErrors checks the room list's variables; each error names one.
+func (c *config) listErrors() []*configError {
+	var errs []*configError
+	check := func(ok bool, name, format string, args ...any) {
+		if !ok {
+			errs = append(errs, &configError{Var: name, Msg: fmt.Sprintf(format, args...)})
+		}
+	}
+	check(c.ProjectorFetchBatch >= 1 && c.ProjectorFetchBatch <= 5000, "VOICEROOM_PROJECTOR_FETCH_BATCH", "want 1..5000, got %d", c.ProjectorFetchBatch)
+	check(c.ProjectorFetchBatch <= c.ProjectorMaxAckPending, "VOICEROOM_PROJECTOR_FETCH_BATCH", "must not exceed VOICEROOM_PROJECTOR_MAX_ACK_PENDING (%d)", c.ProjectorMaxAckPending)
+	check(c.ListReconcileEvery >= time.Second, "VOICEROOM_LIST_RECONCILE_EVERY", "want at least 1s, got %v", c.ListReconcileEvery)
+	check(c.ListCardTTL >= 2*c.ListReconcileEvery, "VOICEROOM_LIST_CARD_TTL", "want at least twice VOICEROOM_LIST_RECONCILE_EVERY, got %v", c.ListCardTTL)
+	check(c.ListRedisTimeout >= time.Millisecond && c.ListRedisTimeout <= 10*time.Second, "VOICEROOM_LIST_REDIS_TIMEOUT", "want 1ms..10s, got %v", c.ListRedisTimeout)
+	check(c.ListChainTTL >= time.Second && c.ListChainTTL <= time.Hour, "VOICEROOM_LIST_CHAIN_TTL", "want 1s..1h, got %v", c.ListChainTTL)
+	check(c.ListFreezeEvery >= 10*time.Millisecond && c.ListFreezeEvery <= c.ListChainTTL, "VOICEROOM_LIST_FREEZE_EVERY", "want 10ms..VOICEROOM_LIST_CHAIN_TTL, got %v", c.ListFreezeEvery)
+	check(c.ListChainDepth >= listprojector.MaxLimit && c.ListChainDepth <= 100000, "VOICEROOM_LIST_CHAIN_DEPTH", "want %d..100000, got %d", listprojector.MaxLimit, c.ListChainDepth)
+	check(c.ListMaxFrozenRooms >= c.ListChainDepth && c.ListMaxFrozenRooms <= 100_000_000, "VOICEROOM_LIST_MAX_FROZEN_ROOMS", "want VOICEROOM_LIST_CHAIN_DEPTH..100000000, got %d", c.ListMaxFrozenRooms)
+	check(c.ListSearchMaxResult >= 1 && c.ListSearchMaxResult <= c.ListChainDepth, "VOICEROOM_LIST_SEARCH_MAX_RESULTS", "want 1..VOICEROOM_LIST_CHAIN_DEPTH, got %d", c.ListSearchMaxResult)
+	return errs
+}
+
+// roomList is the configuration of the room list; the cursor key is
+// derived from the JWT secret, so every api process shares it.
+func (c *config) roomList(secret []byte) listprojector.Config {
+	var cursorKey []byte
+	if secret != nil {
+		mac := hmac.New(sha256.New, secret)
+		mac.Write([]byte("voiceroom room list cursor"))
+		cursorKey = mac.Sum(nil)
+	}
+	return listprojector.Config{
+		FetchBatch:       c.ProjectorFetchBatch,
+		RedisTimeout:     c.ListRedisTimeout,
+		CardTTL:          c.ListCardTTL,
+		ReconcileEvery:   c.ListReconcileEvery,
+		CursorSecret:     cursorKey,
+		FreezeEvery:      c.ListFreezeEvery,
+		ChainTTL:         c.ListChainTTL,
+		ChainDepth:       c.ListChainDepth,
+		MaxFrozenRooms:   c.ListMaxFrozenRooms,
+		SearchMaxResults: c.ListSearchMaxResult,
+	}
+}
+
+// redisClient is d.redis as an interface, nil (not a typed nil) without Redis.
+func (d *deps) redisClient() redis.UniversalClient {
+	if d.redis == nil {
+		return nil
+	}
+	return d.redis
+}
+
+// wireRoomList adds the room list of the roles serve runs:
+//
+//   - projector: the projector on the durable listprojector and the
+//     reconcile job, workers both;
+//   - api: GET /api/v1/rooms and the pin routes; regionSvc is the caller's
+//     region lookup.
+func wireRoomList(d *deps, regionSvc *regions.Service) error {
+	proj, api := d.cfg.hasRole(roleProjector), d.cfg.hasRole(roleAPI)
+	if !proj && !api {
+		return nil
+	}
+	lcfg := d.cfg.roomList(d.secret)
+	m, err := listprojector.NewMetrics(d.reg)
+	if err != nil {
+		return err
+	}
+	log := d.log.With("component", "roomlist")
+	if proj {
+		bm, err := bus.NewMetrics(d.reg)
+		if err != nil {
+			return err
+		}
+		p, err := listprojector.New(d.db, d.redisClient(), d.nats.JetStream(), d.cfg.consumerRun(bus.DurableListProjector),
+			bm, lcfg, log, m)
+		if err != nil {
+			return fmt.Errorf("list projector: %w", err)
+		}
+		d.workers = append(d.workers, worker{name: "list-projector", run: p.Run})
+		r, err := listprojector.NewReconciler(d.db, d.redisClient(), lcfg, log, m)
+		if err != nil {
+			return fmt.Errorf("list reconciler: %w", err)
+		}
+		d.workers = append(d.workers, worker{name: "list-reconcile", run: r.Run})
+	}
+	if api {
+		lister, err := listprojector.NewLister(d.db, d.redisClient(), lcfg, log, m)
+		if err != nil {
+			return fmt.Errorf("room list: %w", err)
+		}
+		pins, err := listprojector.NewPins(d.db, lcfg)
+		if err != nil {
+			return fmt.Errorf("room pins: %w", err)
+		}
+		d.mounts = append(d.mounts, gateway.RoomListRoutes(lister, pins, regionSvc))
+	}
+	return nil
+}
+
+// projectorCmd runs "projector rebuild [--app APP]": it regenerates
+// room_list_entries (and the Redis cache, when VOICEROOM_REDIS_ADDR is
+// set) from MySQL alone and prints what it did as JSON.
+func projectorCmd(ctx context.Context, args []string) error {
+	if len(args) == 0 || args[0] != "rebuild" {
+		return fmt.Errorf("%w: projector rebuild [--app APP]", errUsage)
+	}
+	fs := flag.NewFlagSet("projector rebuild", flag.ContinueOnError)
+	app := fs.String("app", "", "rebuild only this app (default: every app)")
+	if err := fs.Parse(args[1:]); err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	if *app != "" && !voiceroom.ValidAppCode(*app) {
+		return fmt.Errorf("%w: --app %q is not a valid app code", errUsage, *app)
+	}
+	cfg, err := loadConfig()
+	if err != nil {
+		return err
+	}
+	log := newLogger(cfg)
+	db, err := openMigrated(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	var rdb redis.UniversalClient
+	if cfg.RedisAddr != "" {
+		c := redis.NewClient(&redis.Options{Addr: cfg.RedisAddr, Password: cfg.RedisPassword, DB: cfg.RedisDB})
+		defer c.Close()
+		rdb = c
+	}
+	lcfg := cfg.roomList(nil) // rebuild signs no cursor
+	res, err := listprojector.Rebuild(ctx, db, rdb, lcfg, *app, log)
+	if err != nil {
+		return err
+	}
+	return json.NewEncoder(os.Stdout).Encode(res)
+}

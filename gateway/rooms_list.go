@@ -1,0 +1,109 @@
+package gateway
+
+import (
+	"context"
+	"strconv"
+
+	"github.com/gofiber/fiber/v2"
+
+	"voiceroom/apperr"
+	"voiceroom/listprojector"
+)
+
+// UserRegions finds a user's region (the regions service, through its
+// cache). It fails closed: an error fails the request.
+type UserRegions interface {
+	UserRegion(ctx context.Context, appCode string, userID int64) (displayUserID string, regionID int64, err error)
+}
+
+// RoomListRoutes mounts GET /api/v1/rooms (the caller's region list and
+// search) and the operators' pin routes. The region is the caller's own,
+// read through users from the token's app and user: no parameter chooses
+// it, and a failed lookup fails the request.
+func RoomListRoutes(lister *listprojector.Lister, pins *listprojector.Pins, users UserRegions) Mount {
+	h := roomListHandlers{lister: lister, pins: pins, users: users}
+	return func(r Routers) {
+		r.API.Get("/v1/rooms", h.list)
+		r.Admin.Post("/v1/pins", h.createPin)
+		r.Admin.Delete("/v1/pins/:pin_id", h.deletePin)
+		r.Admin.Get("/v1/pins", h.listPins)
+	}
+}
+
+type roomListHandlers struct {
+	lister *listprojector.Lister
+	pins   *listprojector.Pins
+	users  UserRegions
+}
+
+func (h roomListHandlers) list(c *fiber.Ctx) error {
+	p := PrincipalOf(c)
+	limit := 0
+	if s := c.Query("limit"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil {
+			return apperr.Invalid("limit", "must be an integer 1..%d", listprojector.MaxLimit)
+		}
+		limit = n
+	}
+	ctx := c.UserContext()
+	_, region, err := h.users.UserRegion(ctx, p.AppCode, p.UserID)
+	if err != nil {
+		return err
+	}
+	page, err := h.lister.List(ctx, listprojector.ListRequest{
+		AppCode:  p.AppCode,
+		RegionID: region,
+		Tab:      c.Query("tab"),
+		Limit:    limit,
+		Cursor:   c.Query("cursor"),
+		Query:    c.Query("query"),
+	})
+	if err != nil {
+		return err
+	}
+	return OK(c, page)
+}
+
+func (h roomListHandlers) createPin(c *fiber.Ctx) error {
+	var req struct {
+		RoomID          string `json:"room_id"`
+		VisibleRegionID int64  `json:"visible_region_id"`
+		Weight          int64  `json:"weight"`
+		ExpiresAtMs     int64  `json:"expires_at_ms"`
+	}
+	if err := Bind(c, &req); err != nil {
+		return err
+	}
+	p := PrincipalOf(c)
+	pin, err := h.pins.Create(c.UserContext(), p.AppCode, p.Operator(), listprojector.NewPin{
+		RoomID: req.RoomID, VisibleRegionID: req.VisibleRegionID, Weight: req.Weight, ExpiresAtMs: req.ExpiresAtMs,
+	})
+	if err != nil {
+		return err
+	}
+	return OK(c, pin)
+}
+
+func (h roomListHandlers) deletePin(c *fiber.Ctx) error {
+	id, err := pathID(c, "pin_id")
+	if err != nil {
+		return err
+	}
+	if err := h.pins.Delete(c.UserContext(), PrincipalOf(c).AppCode, id); err != nil {
+		return err
+	}
+	return OK(c, fiber.Map{"pin_id": id, "status": "removed"})
+}
+
+func (h roomListHandlers) listPins(c *fiber.Ctx) error {
+	region, err := strconv.ParseInt(c.Query("visible_region_id", "0"), 10, 64)
+	if err != nil || region < 0 {
+		return apperr.Invalid("visible_region_id", "must be a region id (0 for GLOBAL)")
+	}
+	list, err := h.pins.List(c.UserContext(), PrincipalOf(c).AppCode, region)
+	if err != nil {
+		return err
+	}
+	return OK(c, fiber.Map{"pins": list})
+}

@@ -1,0 +1,165 @@
+package listprojector
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"sync"
+	"time"
+)
+
+// frozenOrder is the order of a list (or of a search's results) as it was
+// at one moment: the chains of pages that start from it walk it, so scores
+// changing between pages move no room across a page boundary.
+type frozenOrder struct {
+	id       uint64
+	app      string
+	region   int64
+	tab      string
+	query    string // hash; "" for a list
+	entries  []entry
+	complete bool // every room of the list is in entries (not cut at ChainDepth)
+	at       time.Time
+}
+
+// listID names a list: one region's tab of one app.
+type listID struct {
+	app    string
+	region int64
+	tab    string
+}
+
+// freezer keeps the frozen orders of this process, bounded in time
+// (ChainTTL after freezing) and in size (MaxFrozenRooms rooms in all; the
+// oldest orders go first). The lists share orders: a first page is served
+// from the list's newest order while it is younger than FreezeEvery, so a
+// busy list is frozen once per FreezeEvery, not once per request.
+//
+// A cursor whose order is gone (expired, evicted, frozen by another
+// process, or the process restarted) continues on the live order after
+// the last room it returned, which may repeat or skip rooms whose scores
+// changed meanwhile; see Lister.List.
+type freezer struct {
+	ttl, every time.Duration
+	maxRooms   int
+	now        func() time.Time
+
+	mu     sync.Mutex
+	byID   map[uint64]*frozenOrder
+	fifo   []*frozenOrder // in freezing order
+	rooms  int
+	lists  map[listID]*listState
+	nextID uint64
+}
+
+type listState struct {
+	cur      *frozenOrder
+	building chan struct{} // closed when the build in flight ends
+	built    *frozenOrder  // of the last build, even if evicted since
+	err      error         // of the last build
+}
+
+func newFreezer(cfg Config) *freezer {
+	var seed [8]byte
+	rand.Read(seed[:])
+	return &freezer{
+		ttl: cfg.ChainTTL, every: cfg.FreezeEvery, maxRooms: cfg.MaxFrozenRooms, now: cfg.Now,
+		byID: map[uint64]*frozenOrder{}, lists: map[listID]*listState{},
+		// Random high bits: ids of another process's orders do not match ours.
+		nextID: binary.BigEndian.Uint64(seed[:]) &^ 0xffffffff,
+	}
+}
+
+// get returns the order id if it is still held and unexpired.
+func (z *freezer) get(id uint64) *frozenOrder {
+	z.mu.Lock()
+	defer z.mu.Unlock()
+	f := z.byID[id]
+	if f == nil || z.now().Sub(f.at) > z.ttl {
+		return nil
+	}
+	return f
+}
+
+// add keeps f and evicts what exceeds the bounds. z.mu held.
+func (z *freezer) add(f *frozenOrder) {
+	z.nextID++
+	f.id = z.nextID
+	z.byID[f.id] = f
+	z.fifo = append(z.fifo, f)
+	z.rooms += len(f.entries)
+	now := z.now()
+	drop := 0
+	for drop < len(z.fifo)-1 && (z.rooms > z.maxRooms || now.Sub(z.fifo[drop].at) > z.ttl) {
+		old := z.fifo[drop]
+		delete(z.byID, old.id)
+		z.rooms -= len(old.entries)
+		if st := z.lists[listID{old.app, old.region, old.tab}]; st != nil && st.cur == old && old.query == "" {
+			st.cur = nil
+		}
+		z.fifo[drop] = nil
+		drop++
+	}
+	z.fifo = z.fifo[drop:]
+}
+
+// keep adds a search's order.
+func (z *freezer) keep(f *frozenOrder) *frozenOrder {
+	z.mu.Lock()
+	defer z.mu.Unlock()
+	z.add(f)
+	return f
+}
+
+// current returns the list's newest order, freezing a new one with build
+// when it is older than FreezeEvery. One build per list runs at a time:
+// meanwhile the others get the previous order while it lasts, or wait.
+func (z *freezer) current(ctx context.Context, l listID, build func() (*frozenOrder, error)) (*frozenOrder, error) {
+	z.mu.Lock()
+	st := z.lists[l]
+	if st == nil {
+		st = &listState{}
+		z.lists[l] = st
+	}
+	now := z.now()
+	if st.cur != nil && now.Sub(st.cur.at) < z.every {
+		f := st.cur
+		z.mu.Unlock()
+		return f, nil
+	}
+	if ch := st.building; ch != nil {
+		if f := st.cur; f != nil && now.Sub(f.at) < z.ttl {
+			z.mu.Unlock()
+			return f, nil
+		}
+		z.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		z.mu.Lock()
+		defer z.mu.Unlock()
+		if st.err != nil {
+			return nil, st.err
+		}
+		return st.built, nil
+	}
+	ch := make(chan struct{})
+	st.building = ch
+	z.mu.Unlock()
+
+	f, err := build()
+
+	z.mu.Lock()
+	defer z.mu.Unlock()
+	st.building, st.built, st.err = nil, f, err
+	close(ch)
+	if err != nil {
+		return nil, err
+	}
+	f.at = now
+	z.add(f)
+	st.cur = f
+	return f, nil
+}

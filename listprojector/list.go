@@ -1,0 +1,467 @@
+package listprojector
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unicode/utf8"
+
+	"github.com/redis/go-redis/v9"
+
+	"voiceroom/apperr"
+)
+
+// ListRequest is one GET /api/v1/rooms. AppCode and RegionID come from the
+// caller's token and the regions service, never from the client.
+type ListRequest struct {
+	AppCode  string
+	RegionID int64
+	// Tab is hot (default) or new.
+	Tab string
+	// Limit is 1..MaxLimit; 0 means DefaultLimit.
+	Limit int
+	// Cursor is the previous page's NextCursor, or empty.
+	Cursor string
+	// Query, when not empty, searches the region's listed rooms:
+	// room_short_id exactly, or title by prefix (case-insensitive, both).
+	Query string
+}
+
+// Page is one page of a list.
+type Page struct {
+	Rooms      []Item `json:"rooms"`
+	NextCursor string `json:"next_cursor"`
+}
+
+// Lister answers the list query from the read model: Redis first, MySQL
+// when Redis misses or fails. It never reads room state.
+type Lister struct {
+	db      *sql.DB
+	cache   *cache
+	cfg     Config
+	sign    signer
+	frozen  *freezer
+	log     *slog.Logger
+	metrics *Metrics
+
+	redisDownUntil atomic.Int64 // unix ms: skip Redis until then after an error
+	repairing      sync.Map     // "app\x00region" -> struct{}: region repairs in flight
+}
+
+// redisBackoff is how long the list query leaves Redis alone after an
+// error, so a stopped Redis costs one failed round trip per backoff, not
+// one per request.
+const redisBackoff = time.Second
+
+// NewLister returns the list query service. rdb may be nil (MySQL only); m
+// may be nil. cfg.CursorSecret is required.
+func NewLister(db *sql.DB, rdb redis.UniversalClient, cfg Config, log *slog.Logger, m *Metrics) (*Lister, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if len(cfg.CursorSecret) == 0 {
+		return nil, fmt.Errorf("%w: CursorSecret: required by the list query", ErrInvalidConfig)
+	}
+	if db == nil {
+		return nil, fmt.Errorf("%w: lister needs a database", ErrInvalidConfig)
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Lister{db: db, cache: newCache(rdb, cfg), cfg: cfg, sign: signer{key: cfg.CursorSecret},
+		frozen: newFreezer(cfg), log: log.With("component", "roomlist"), metrics: m}, nil
+}
+
+// List returns one page of the caller's region list (or search).
+//
+// A chain of pages (each request carrying the previous NextCursor) walks
+// one frozen order: the list as it was when its first page was served
+// (at most FreezeEvery earlier). Walked within ChainTTL, a chain never
+// returns a room twice and never skips a room that stayed listed the whole
+// time, whatever happens to scores between pages, for its first
+// ChainDepth rooms (pinned ones included). Past ChainDepth, or when the
+// frozen order is gone (ChainTTL passed, MaxFrozenRooms evicted it, or
+// another process froze it), the chain continues on the live order after
+// the last room it returned: rooms whose scores crossed that point may
+// then repeat or be missed. A search returns at most SearchMaxResults
+// rooms over its whole chain. Cards are always read fresh: a room that
+// closed or left the region since the freeze is left out of its page.
+//
+// Errors: INVALID_ARGUMENT for a bad tab, limit, query or cursor (a
+// cursor issued for another app, region, tab or query included);
+// UNAVAILABLE when MySQL fails.
+func (l *Lister) List(ctx context.Context, req ListRequest) (Page, error) {
+	start := time.Now()
+	kind := "list"
+	if req.Query != "" {
+		kind = "search"
+	}
+	defer func() { l.metrics.observeQuery(kind, time.Since(start).Seconds()) }()
+
+	if err := normalize(&req); err != nil {
+		return Page{}, err
+	}
+	var cur cursor
+	if req.Cursor != "" {
+		c, err := l.sign.decode(req.Cursor)
+		if err != nil {
+			return Page{}, err
+		}
+		if c.App != req.AppCode || c.Region != req.RegionID || c.Tab != req.Tab || c.Query != queryHash(req.Query) {
+			return Page{}, errBadCursor
+		}
+		cur = c
+	}
+	var (
+		page Page
+		err  error
+	)
+	switch {
+	case req.Cursor == "":
+		var f *frozenOrder
+		if f, err = l.freeze(ctx, req); err == nil {
+			page, err = l.fromFrozen(ctx, req, f, 0)
+		}
+	case cur.Frozen != 0:
+		if f := l.frozen.get(cur.Frozen); f != nil && f.app == req.AppCode && f.region == req.RegionID && f.tab == req.Tab && f.query == cur.Query {
+			page, err = l.fromFrozen(ctx, req, f, cur.Off)
+		} else {
+			page, err = l.fromLive(ctx, req, cur)
+		}
+	default:
+		page, err = l.fromLive(ctx, req, cur)
+	}
+	if err != nil {
+		return Page{}, storage(err)
+	}
+	return page, nil
+}
+
+// storage turns a store failure into UNAVAILABLE; apperr kinds pass through.
+func storage(err error) error {
+	var ae *apperr.Error
+	if errors.As(err, &ae) {
+		return err
+	}
+	return apperr.Wrap(apperr.Unavailable, errStorage, err)
+}
+
+// normalize checks and defaults the client's parameters.
+func normalize(req *ListRequest) error {
+	switch req.Tab {
+	case "":
+		req.Tab = TabHot
+	case TabHot, TabNew:
+	default:
+		return apperr.Invalid("tab", "must be hot or new")
+	}
+	switch {
+	case req.Limit == 0:
+		req.Limit = DefaultLimit
+	case req.Limit < 1 || req.Limit > MaxLimit:
+		return apperr.Invalid("limit", "must be 1..%d", MaxLimit)
+	}
+	req.Query = strings.TrimSpace(req.Query)
+	if !utf8.ValidString(req.Query) || utf8.RuneCountInString(req.Query) > MaxQueryLen {
+		return apperr.Invalid("query", "must be valid text of at most %d characters", MaxQueryLen)
+	}
+	if strings.ContainsFunc(req.Query, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
+		return apperr.Invalid("query", "must not contain control characters")
+	}
+	if len(req.Cursor) > maxCursorBytes {
+		return errBadCursor
+	}
+	return nil
+}
+
+// freeze returns the frozen order a first page starts: the list's shared
+// newest order, or a search's own.
+func (l *Lister) freeze(ctx context.Context, req ListRequest) (*frozenOrder, error) {
+	if req.Query != "" {
+		es, err := listOrder(ctx, l.db, req.AppCode, req.RegionID, req.Tab, req.Query, false, 0, "", l.cfg.SearchMaxResults)
+		if err != nil {
+			return nil, err
+		}
+		return l.frozen.keep(&frozenOrder{app: req.AppCode, region: req.RegionID, tab: req.Tab, query: queryHash(req.Query),
+			entries: es, complete: true, at: l.cfg.Now()}), nil
+	}
+	id := listID{req.AppCode, req.RegionID, req.Tab}
+	return l.frozen.current(ctx, id, func() (*frozenOrder, error) { return l.buildOrder(ctx, id) })
+}
+
+// buildOrder freezes a list: its pinned rooms (MySQL), then the others
+// in the tab's order (Redis, else MySQL), ChainDepth rooms at most.
+func (l *Lister) buildOrder(ctx context.Context, id listID) (*frozenOrder, error) {
+	depth := l.cfg.ChainDepth
+	pins, err := pinnedNow(ctx, l.db, id.app, id.region, l.cfg.nowMs())
+	if err != nil {
+		return nil, err
+	}
+	want := depth + len(pins)
+	normal, complete, err := l.order(ctx, id, want)
+	if err != nil {
+		return nil, err
+	}
+	pinned := make(map[string]bool, len(pins))
+	es := make([]entry, 0, min(want, len(pins)+len(normal)))
+	for _, p := range pins {
+		pinned[p] = true
+		es = append(es, entry{id: p, pinned: true})
+	}
+	for _, e := range normal {
+		if !pinned[e.id] {
+			es = append(es, e)
+		}
+	}
+	if len(es) > depth {
+		es, complete = es[:depth], false
+	}
+	return &frozenOrder{app: id.app, region: id.region, tab: id.tab, entries: es, complete: complete}, nil
+}
+
+// order reads the first n rooms of a list: Redis when its sets are ready,
+// else MySQL (and the region's sets are repaired in the background).
+func (l *Lister) order(ctx context.Context, id listID, n int) ([]entry, bool, error) {
+	if l.redisUp() {
+		rctx, cancel := context.WithTimeout(ctx, l.cfg.RedisTimeout)
+		es, complete, err := l.cache.order(rctx, id.app, id.region, id.tab, n)
+		cancel()
+		switch {
+		case err == nil:
+			l.count(func(m *Metrics) { m.hit.Inc() })
+			return es, complete, nil
+		case errors.Is(err, errNotReady):
+			l.count(func(m *Metrics) { m.miss.Inc() })
+			l.repairRegion(ctx, id.app, id.region)
+		default:
+			l.redisFailed(err)
+		}
+	}
+	es, err := listOrder(ctx, l.db, id.app, id.region, id.tab, "", false, 0, "", n)
+	return es, len(es) < n, err
+}
+
+func (l *Lister) count(f func(*Metrics)) {
+	if l.metrics != nil {
+		f(l.metrics)
+	}
+}
+
+func (l *Lister) redisUp() bool {
+	return l.cache != nil && time.Now().UnixMilli() >= l.redisDownUntil.Load()
+}
+
+func (l *Lister) redisFailed(err error) {
+	l.count(func(m *Metrics) { m.cacheErr.Inc() })
+	if l.redisDownUntil.Swap(time.Now().Add(redisBackoff).UnixMilli()) < time.Now().UnixMilli() {
+		l.log.Warn("redis read failed; serving the list from MySQL", "retry_in", redisBackoff, "error", err)
+	}
+}
+
+// repairRegion fills a region's Redis sets from MySQL, once at a time per
+// region, bounded by WriteTimeout, in the background: the request that
+// found the miss does not wait for it.
+func (l *Lister) repairRegion(ctx context.Context, app string, region int64) {
+	key := fmt.Sprintf("%s\x00%d", app, region)
+	if _, busy := l.repairing.LoadOrStore(key, struct{}{}); busy {
+		return
+	}
+	go func() {
+		defer l.repairing.Delete(key)
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.cfg.WriteTimeout)
+		defer cancel()
+		if err := fillRegionFromDB(rctx, l.db, l.cache, app, region); err != nil {
+			l.metrics.redisFailed("repair")
+			l.log.Warn("repair of a region's list in redis failed", "app_code", app, "region_id", region, "error", err)
+		}
+	}()
+}
+
+// fillRegionFromDB brings a region's Redis sets in line with MySQL: its
+// listed rooms are written with their scores, and members MySQL no longer
+// lists there (closed, banned, moved; checked again after the read, so a
+// room the projector added meanwhile stays) are removed.
+func fillRegionFromDB(ctx context.Context, db *sql.DB, c *cache, app string, region int64) error {
+	if c == nil {
+		return nil
+	}
+	hot, err := listOrder(ctx, db, app, region, TabHot, "", false, 0, "", 1<<30)
+	if err != nil {
+		return err
+	}
+	fresh, err := listOrder(ctx, db, app, region, TabNew, "", false, 0, "", 1<<30)
+	if err != nil {
+		return err
+	}
+	members, err := c.members(ctx, app, region)
+	if err != nil {
+		return err
+	}
+	listed := make(map[string]bool, len(hot)+len(fresh))
+	for _, es := range [][]entry{hot, fresh} {
+		for _, e := range es {
+			listed[e.id] = true
+		}
+	}
+	var suspects []string
+	for _, id := range members {
+		if !listed[id] {
+			listed[id] = true // once
+			suspects = append(suspects, id)
+		}
+	}
+	var gone []string
+	for i := 0; i < len(suspects); i += 500 {
+		chunk := suspects[i:min(i+500, len(suspects))]
+		cards, err := readCards(ctx, db, app, chunk)
+		if err != nil {
+			return err
+		}
+		for _, id := range chunk {
+			if k := cards[id]; k == nil || !k.listedIn(app, region) {
+				gone = append(gone, id)
+			}
+		}
+	}
+	return c.fillRegion(ctx, app, region, hot, fresh, gone)
+}
+
+// cards returns the current cards of app's rooms ids: Redis first, the
+// misses (all of them when Redis fails) from MySQL, repairing Redis.
+func (l *Lister) cards(ctx context.Context, app string, ids []string) (map[string]*Card, error) {
+	found, missing := map[string]*Card(nil), ids
+	if l.redisUp() {
+		rctx, cancel := context.WithTimeout(ctx, l.cfg.RedisTimeout)
+		var err error
+		found, missing, err = l.cache.cards(rctx, app, ids)
+		cancel()
+		switch {
+		case err != nil:
+			l.redisFailed(err)
+		case len(missing) == 0:
+			l.count(func(m *Metrics) { m.hit.Inc() })
+			return found, nil
+		default:
+			l.count(func(m *Metrics) { m.miss.Inc() })
+		}
+	}
+	if found == nil {
+		found = make(map[string]*Card, len(ids))
+	}
+	fromDB, err := readCards(ctx, l.db, app, missing)
+	if err != nil {
+		return nil, err
+	}
+	repair := make([]*Card, 0, len(fromDB))
+	for id, c := range fromDB {
+		found[id] = c
+		repair = append(repair, c)
+	}
+	if l.redisUp() && len(repair) > 0 {
+		rctx, cancel := context.WithTimeout(ctx, l.cfg.RedisTimeout)
+		if err := l.cache.putCards(rctx, repair); err != nil {
+			l.metrics.redisFailed("repair")
+		}
+		cancel()
+	}
+	return found, nil
+}
+
+// maxRounds bounds the card reads of one page: rooms that left the list
+// since the freeze are dropped, and the page is refilled at most this often.
+const maxRounds = 3
+
+// fromFrozen serves the page at off of a frozen order.
+func (l *Lister) fromFrozen(ctx context.Context, req ListRequest, f *frozenOrder, off int) (Page, error) {
+	page := Page{Rooms: make([]Item, 0, req.Limit)}
+	pos := min(off, len(f.entries))
+	for round := 0; round < maxRounds && len(page.Rooms) < req.Limit && pos < len(f.entries); round++ {
+		batch := f.entries[pos:min(pos+req.Limit-len(page.Rooms), len(f.entries))]
+		ids := make([]string, len(batch))
+		for i, e := range batch {
+			ids[i] = e.id
+		}
+		cards, err := l.cards(ctx, req.AppCode, ids)
+		if err != nil {
+			return Page{}, err
+		}
+		for _, e := range batch {
+			if c := cards[e.id]; c != nil && c.listedIn(req.AppCode, req.RegionID) {
+				page.Rooms = append(page.Rooms, c.item(e.pinned))
+			}
+		}
+		pos += len(batch)
+	}
+	c := cursor{App: req.AppCode, Region: req.RegionID, Tab: req.Tab, Query: queryHash(req.Query)}
+	switch {
+	case pos < len(f.entries):
+		last := f.entries[pos-1]
+		c.Frozen, c.Off, c.Key, c.ID, c.Pinned = f.id, pos, last.key, last.id, last.pinned
+	case !f.complete && len(f.entries) > 0:
+		last := f.entries[len(f.entries)-1]
+		c.Key, c.ID, c.Pinned = last.key, last.id, last.pinned
+	default:
+		return page, nil
+	}
+	page.NextCursor = l.sign.encode(c)
+	return page, nil
+}
+
+// fromLive serves the page after the cursor's last room on the live
+// order, leaving out the rooms pinned now (the pinned section is not
+// walked again). From a pinned last room it starts at the top of the
+// normal section.
+func (l *Lister) fromLive(ctx context.Context, req ListRequest, c cursor) (Page, error) {
+	var pins []string
+	var err error
+	if req.Query == "" {
+		if pins, err = pinnedNow(ctx, l.db, req.AppCode, req.RegionID, l.cfg.nowMs()); err != nil {
+			return Page{}, err
+		}
+	}
+	pinned := make(map[string]bool, len(pins))
+	for _, p := range pins {
+		pinned[p] = true
+	}
+	es, err := listOrder(ctx, l.db, req.AppCode, req.RegionID, req.Tab, req.Query, !c.Pinned, c.Key, c.ID, req.Limit+len(pins)+1)
+	if err != nil {
+		return Page{}, err
+	}
+	more := len(es) == req.Limit+len(pins)+1
+	kept := es[:0]
+	for _, e := range es {
+		if !pinned[e.id] {
+			kept = append(kept, e)
+		}
+	}
+	if len(kept) > req.Limit {
+		kept, more = kept[:req.Limit], true
+	}
+	ids := make([]string, len(kept))
+	for i, e := range kept {
+		ids[i] = e.id
+	}
+	cards, err := l.cards(ctx, req.AppCode, ids)
+	if err != nil {
+		return Page{}, err
+	}
+	page := Page{Rooms: make([]Item, 0, len(kept))}
+	for _, e := range kept {
+		if card := cards[e.id]; card != nil && card.listedIn(req.AppCode, req.RegionID) {
+			page.Rooms = append(page.Rooms, card.item(false))
+		}
+	}
+	if more && len(kept) > 0 {
+		last := kept[len(kept)-1]
+		page.NextCursor = l.sign.encode(cursor{App: req.AppCode, Region: req.RegionID, Tab: req.Tab,
+			Query: queryHash(req.Query), Key: last.key, ID: last.id})
+	}
+	return page, nil
+}

@@ -1,0 +1,135 @@
+package listprojector
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metrics are the room list's series. A nil *Metrics records nothing.
+type Metrics struct {
+	lag       prometheus.Histogram
+	events    *prometheus.CounterVec
+	pending   prometheus.Gauge
+	cache     *prometheus.CounterVec
+	query     *prometheus.HistogramVec
+	redisErrs *prometheus.CounterVec
+
+	applied, stale, coalesced, unknown prometheus.Counter
+	hit, miss, cacheErr                prometheus.Counter
+}
+
+// NewMetrics creates the series and registers them on reg (none when reg
+// is nil). Series already registered on reg by an earlier NewMetrics are
+// shared. Every labelled series an alert may use exists from the start.
+func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
+	m := &Metrics{
+		lag: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "room_list_projection_lag_seconds",
+			Help:    "Time from an event's commit (occurred_at_ms) to its card being written to the read model.",
+			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60},
+		}),
+		events: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "room_list_projector_events_total",
+			Help: "Events the projector handled, by result: applied (its card was written), stale (an equal or newer card was there), coalesced (a newer event of the room in the same batch carried the card), unknown (an event type the projector does not know; its card is still applied).",
+		}, []string{"result"}),
+		pending: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "room_list_projector_pending",
+			Help: "Events of ROOM_EVENTS the listprojector durable has not been delivered yet (consumer info num_pending), as of the last read.",
+		}),
+		cache: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "room_list_cache_requests_total",
+			Help: "Redis reads of the list query, by result: hit, miss (read from MySQL and repaired), error (Redis failed; read from MySQL).",
+		}, []string{"result"}),
+		query: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "room_list_query_duration_seconds",
+			Help:    "Latency of GET /api/v1/rooms in the list service, by kind (list or search).",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1},
+		}, []string{"kind"}),
+		redisErrs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "room_list_redis_write_failures_total",
+			Help: "Failed Redis writes, by writer (projector, reconcile, repair); the reconcile job repairs them.",
+		}, []string{"writer"}),
+	}
+	if reg != nil {
+		var err error
+		if m.lag, err = register(reg, m.lag); err != nil {
+			return nil, err
+		}
+		if m.events, err = register(reg, m.events); err != nil {
+			return nil, err
+		}
+		if m.pending, err = register(reg, m.pending); err != nil {
+			return nil, err
+		}
+		if m.cache, err = register(reg, m.cache); err != nil {
+			return nil, err
+		}
+		if m.query, err = register(reg, m.query); err != nil {
+			return nil, err
+		}
+		if m.redisErrs, err = register(reg, m.redisErrs); err != nil {
+			return nil, err
+		}
+	}
+	m.applied = m.events.WithLabelValues("applied")
+	m.stale = m.events.WithLabelValues("stale")
+	m.coalesced = m.events.WithLabelValues("coalesced")
+	m.unknown = m.events.WithLabelValues("unknown")
+	m.hit = m.cache.WithLabelValues("hit")
+	m.miss = m.cache.WithLabelValues("miss")
+	m.cacheErr = m.cache.WithLabelValues("error")
+	for _, w := range []string{"projector", "reconcile", "repair"} {
+		m.redisErrs.WithLabelValues(w)
+	}
+	m.query.WithLabelValues("list")
+	m.query.WithLabelValues("search")
+	return m, nil
+}
+
+// register registers c on reg, or returns the collector of the same shape
+// already registered there.
+func register[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error) {
+	err := reg.Register(c)
+	if err == nil {
+		return c, nil
+	}
+	var are prometheus.AlreadyRegisteredError
+	if errors.As(err, &are) {
+		if existing, ok := are.ExistingCollector.(C); ok {
+			return existing, nil
+		}
+	}
+	return c, fmt.Errorf("register room list metrics: %w", err)
+}
+
+func (m *Metrics) observeLag(seconds float64) {
+	if m != nil {
+		m.lag.Observe(seconds)
+	}
+}
+
+func (m *Metrics) add(c func(*Metrics) prometheus.Counter, n int) {
+	if m != nil && n > 0 {
+		c(m).Add(float64(n))
+	}
+}
+
+func (m *Metrics) redisFailed(writer string) {
+	if m != nil {
+		m.redisErrs.WithLabelValues(writer).Inc()
+	}
+}
+
+func (m *Metrics) setPending(n uint64) {
+	if m != nil {
+		m.pending.Set(float64(n))
+	}
+}
+
+func (m *Metrics) observeQuery(kind string, seconds float64) {
+	if m != nil {
+		m.query.WithLabelValues(kind).Observe(seconds)
+	}
+}

@@ -1,0 +1,164 @@
+package listprojector
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"voiceroom/apperr"
+	"voiceroom/mysqldb"
+)
+
+// Pin is an operator's pin of a room in one region's list (API.md).
+type Pin struct {
+	PinID           int64  `json:"pin_id"`
+	RoomID          string `json:"room_id"`
+	VisibleRegionID int64  `json:"visible_region_id"`
+	Weight          int64  `json:"weight"`
+	Status          string `json:"status"` // active | removed
+	ExpiresAtMs     int64  `json:"expires_at_ms"`
+	CreatedBy       string `json:"created_by"`
+	CreatedAtMs     int64  `json:"created_at_ms"`
+}
+
+// NewPin is what an operator asks for.
+type NewPin struct {
+	RoomID          string
+	VisibleRegionID int64
+	Weight          int64
+	ExpiresAtMs     int64
+}
+
+// Limits of pins.
+const (
+	MaxPinWeight        = 1_000_000
+	MaxPinDuration      = 366 * 24 * time.Hour
+	MaxActivePinsRegion = 100
+)
+
+// Pins stores operators' pins. They reach the lists with the next frozen
+// order (within Config.FreezeEvery).
+type Pins struct {
+	db  *sql.DB
+	now func() time.Time
+}
+
+// NewPins returns the pin store.
+func NewPins(db *sql.DB, cfg Config) (*Pins, error) {
+	cfg = cfg.WithDefaults()
+	if db == nil {
+		return nil, fmt.Errorf("%w: pins need a database", ErrInvalidConfig)
+	}
+	return &Pins{db: db, now: cfg.Now}, nil
+}
+
+// Create pins a room of app in a region, by operator. The room must be an
+// active room of app visible in that region (NOT_FOUND, FAILED_PRECONDITION);
+// weight is 0..MaxPinWeight, expires_at_ms in the future and within
+// MaxPinDuration, and a region holds at most MaxActivePinsRegion active,
+// unexpired pins (INVALID_ARGUMENT, FAILED_PRECONDITION).
+func (p *Pins) Create(ctx context.Context, app, operator string, in NewPin) (Pin, error) {
+	nowMs := p.now().UnixMilli()
+	switch {
+	case in.RoomID == "" || len(in.RoomID) > 64:
+		return Pin{}, apperr.Invalid("room_id", "must be 1..64 characters")
+	case in.VisibleRegionID < 0:
+		return Pin{}, apperr.Invalid("visible_region_id", "must not be negative")
+	case in.Weight < 0 || in.Weight > MaxPinWeight:
+		return Pin{}, apperr.Invalid("weight", "must be 0..%d", MaxPinWeight)
+	case in.ExpiresAtMs <= nowMs || in.ExpiresAtMs > nowMs+MaxPinDuration.Milliseconds():
+		return Pin{}, apperr.Invalid("expires_at_ms", "must be in the future, at most %d days ahead", int(MaxPinDuration.Hours()/24))
+	}
+	pin := Pin{RoomID: in.RoomID, VisibleRegionID: in.VisibleRegionID, Weight: in.Weight, Status: "active",
+		ExpiresAtMs: in.ExpiresAtMs, CreatedBy: clip(operator, 64), CreatedAtMs: nowMs}
+	err := mysqldb.Update(ctx, p.db, func(tx *sql.Tx) error {
+		var status string
+		var region int64
+		err := tx.QueryRowContext(ctx, `SELECT status, visible_region_id FROM rooms WHERE app_code = ? AND room_id = ?`,
+			app, in.RoomID).Scan(&status, &region)
+		if errors.Is(err, sql.ErrNoRows) {
+			return errRoomNotFound
+		}
+		if err != nil {
+			return err
+		}
+		if status != StatusActive {
+			return apperr.New(apperr.FailedPrecondition, "room is %s", status)
+		}
+		if region != in.VisibleRegionID {
+			return apperr.New(apperr.FailedPrecondition, "room is visible in region %d, not %d", region, in.VisibleRegionID)
+		}
+		var active int
+		if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM room_region_pins WHERE app_code = ? AND visible_region_id = ?
+			AND status = 'active' AND expires_at_ms > ?`, app, in.VisibleRegionID, nowMs).Scan(&active); err != nil {
+			return err
+		}
+		if active >= MaxActivePinsRegion {
+			return apperr.New(apperr.FailedPrecondition, "region already has %d active pins", active)
+		}
+		res, err := tx.ExecContext(ctx, `INSERT INTO room_region_pins (app_code, visible_region_id, room_id, weight, status,
+			expires_at_ms, created_by, created_at_ms, updated_at_ms) VALUES (?, ?, ?, ?, 'active', ?, ?, ?, ?)`,
+			app, in.VisibleRegionID, in.RoomID, in.Weight, in.ExpiresAtMs, pin.CreatedBy, nowMs, nowMs)
+		if err != nil {
+			return err
+		}
+		pin.PinID, err = res.LastInsertId()
+		return err
+	})
+	if err != nil {
+		return Pin{}, storage(err)
+	}
+	return pin, nil
+}
+
+// Delete removes app's pin (status removed). An unknown pin, or one of
+// another app, is NOT_FOUND; removing a removed pin again is no error.
+func (p *Pins) Delete(ctx context.Context, app string, pinID int64) error {
+	nowMs := p.now().UnixMilli()
+	res, err := p.db.ExecContext(ctx, `UPDATE room_region_pins SET status = 'removed', updated_at_ms = ?
+		WHERE app_code = ? AND pin_id = ?`, nowMs, app, pinID)
+	if err != nil {
+		return storage(err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		var one int
+		err := p.db.QueryRowContext(ctx, `SELECT 1 FROM room_region_pins WHERE app_code = ? AND pin_id = ?`, app, pinID).Scan(&one)
+		if errors.Is(err, sql.ErrNoRows) {
+			return errPinNotFound
+		}
+		if err != nil {
+			return storage(err)
+		}
+	}
+	return nil
+}
+
+// maxListedPins bounds GET /admin/v1/pins: the newest pins of the region.
+const maxListedPins = 500
+
+// List returns app's pins of a region, active and expired and removed,
+// newest first, at most 500.
+func (p *Pins) List(ctx context.Context, app string, region int64) ([]Pin, error) {
+	rows, err := p.db.QueryContext(ctx, `SELECT pin_id, room_id, visible_region_id, weight, status, expires_at_ms, created_by,
+		created_at_ms FROM room_region_pins WHERE app_code = ? AND visible_region_id = ? ORDER BY pin_id DESC LIMIT ?`,
+		app, region, maxListedPins)
+	if err != nil {
+		return nil, storage(err)
+	}
+	defer rows.Close()
+	out := []Pin{}
+	for rows.Next() {
+		var pin Pin
+		if err := rows.Scan(&pin.PinID, &pin.RoomID, &pin.VisibleRegionID, &pin.Weight, &pin.Status, &pin.ExpiresAtMs,
+			&pin.CreatedBy, &pin.CreatedAtMs); err != nil {
+			return nil, storage(err)
+		}
+		out = append(out, pin)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, storage(err)
+	}
+	return out, nil
+}

@@ -1,0 +1,245 @@
+package listprojector
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+
+	"voiceroom/bus"
+	"voiceroom/rooms"
+)
+
+// knownEvents are the event types the projector expects. Every one carries
+// the room's card; so may others, whose cards are applied too.
+var knownEvents = map[string]bool{
+	rooms.EventRoomCreated: true, rooms.EventRoomUserJoined: true, rooms.EventRoomUserLeft: true,
+	rooms.EventRoomMicUp: true, rooms.EventRoomMicDown: true, rooms.EventRoomMicChanged: true,
+	rooms.EventRoomSeatLockChanged: true, rooms.EventRoomHostTransferred: true, rooms.EventRoomGiftSent: true,
+	rooms.EventRoomHeatChanged: true, rooms.EventRoomRankChanged: true, rooms.EventRoomPasswordChanged: true,
+	rooms.EventRoomUserKicked: true, rooms.EventRoomClosed: true, rooms.EventRoomVisibleRegionChanged: true,
+}
+
+// Projector is the sink that keeps room_list_entries (and its Redis
+// mirror) up to date from the durable consumer listprojector.
+type Projector struct {
+	db       *sql.DB
+	cache    *cache
+	js       jetstream.JetStream
+	consumer *bus.BatchConsumer
+	durable  string
+	cfg      Config
+	log      *slog.Logger
+	metrics  *Metrics
+
+	// mirror carries each batch's written cards to the Redis writer, so
+	// a batch's Redis write overlaps the next batch's MySQL write.
+	mirror chan mirrored
+
+	// onApplied, when set (benchmarks), sees the id of every event of a
+	// batch once the batch is in MySQL and Redis.
+	onApplied func(eventID string, at time.Time)
+}
+
+// mirrored is one batch on its way to Redis.
+type mirrored struct {
+	cards  []applied
+	events []string // the events' ids, for onApplied
+}
+
+// New returns a Projector reading the durable run.Durable (normally
+// bus.DurableListProjector) of js. rdb may be nil (no cache); busMetrics
+// and m may be nil. run.FetchBatch is taken from cfg.FetchBatch.
+func New(db *sql.DB, rdb redis.UniversalClient, js jetstream.JetStream, run bus.ConsumerRunConfig, busMetrics *bus.Metrics,
+	cfg Config, log *slog.Logger, m *Metrics) (*Projector, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if db == nil || js == nil {
+		return nil, fmt.Errorf("%w: projector needs a database and jetstream", ErrInvalidConfig)
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	p := &Projector{db: db, cache: newCache(rdb, cfg), js: js, durable: run.Durable, cfg: cfg,
+		log: log.With("component", "listprojector"), metrics: m, mirror: make(chan mirrored, 2)}
+	run.FetchBatch = cfg.FetchBatch
+	c, err := bus.NewBatchConsumer(js, run, p.handle, log, busMetrics)
+	if err != nil {
+		return nil, err
+	}
+	p.consumer = c
+	return p, nil
+}
+
+// newCache returns the cache over rdb, or nil without Redis.
+func newCache(rdb redis.UniversalClient, cfg Config) *cache {
+	if rdb == nil {
+		return nil
+	}
+	return &cache{rdb: rdb, prefix: cfg.KeyPrefix, ttl: cfg.CardTTL}
+}
+
+// Running is closed once the projector consumes.
+func (p *Projector) Running() <-chan struct{} { return p.consumer.Running() }
+
+// Run consumes until ctx ends, then lets the batch in flight finish within
+// the consumer's ShutdownTimeout. It returns an error only when it cannot
+// start.
+func (p *Projector) Run(ctx context.Context) error {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		p.watchPending(ctx)
+	}()
+	mirrorDone := make(chan struct{})
+	go func() {
+		defer close(mirrorDone)
+		p.writeMirror(context.WithoutCancel(ctx))
+	}()
+	err := p.consumer.Run(ctx)
+	close(p.mirror) // no batch runs any more
+	<-mirrorDone
+	<-done
+	return err
+}
+
+// writeMirror writes each batch's cards to Redis, in batch order, until
+// the projector stops; each write is bounded by WriteTimeout.
+func (p *Projector) writeMirror(ctx context.Context) {
+	for m := range p.mirror {
+		wctx, cancel := context.WithTimeout(ctx, p.cfg.WriteTimeout)
+		if err := p.cache.writeApplied(wctx, m.cards); err != nil {
+			p.metrics.redisFailed("projector")
+			p.log.Warn("redis write failed; the reconcile job repairs it", "cards", len(m.cards), "error", err)
+		}
+		cancel()
+		if p.onApplied != nil {
+			at := time.Now()
+			for _, id := range m.events {
+				p.onApplied(id, at)
+			}
+		}
+	}
+}
+
+// watchPending keeps the pending gauge current until ctx ends.
+func (p *Projector) watchPending(ctx context.Context) {
+	t := time.NewTicker(p.cfg.PendingEvery)
+	defer t.Stop()
+	for {
+		ictx, cancel := context.WithTimeout(ctx, p.cfg.PendingEvery)
+		if c, err := p.js.Consumer(ictx, bus.StreamName, p.durable); err == nil {
+			if info, err := c.Info(ictx); err == nil {
+				p.metrics.setPending(info.NumPending)
+			}
+		}
+		cancel()
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// handle applies one batch: the newest card of each room, written in one
+// statement over older cards only, then handed to the Redis writer (which
+// runs while the next batch is written to MySQL). A MySQL failure
+// fails every delivery (retried); a Redis failure fails none (the
+// reconcile job repairs Redis). A known event without a decodable card is
+// permanent (dead-lettered); an unknown one without a card is acked.
+func (p *Projector) handle(ctx context.Context, ds []bus.Delivery) []error {
+	errs := make([]error, len(ds))
+	newest := make(map[roomKey]*Card, len(ds))
+	var order []roomKey
+	var handled []int
+	var unknown, coalesced int
+	for i, d := range ds {
+		env := d.Envelope
+		known := knownEvents[env.EventType]
+		if !known {
+			unknown++
+		}
+		c, err := decodeCard(env.AppCode, env.RoomID, env.RoomVersion, env.Payload)
+		if err != nil {
+			if known {
+				errs[i] = bus.Permanent(fmt.Errorf("event %s (%s): %w", env.EventID, env.EventType, err))
+			}
+			continue
+		}
+		handled = append(handled, i)
+		k := roomKey{c.AppCode, c.RoomID}
+		cur, ok := newest[k]
+		switch {
+		case !ok:
+			newest[k] = c
+			order = append(order, k)
+		case c.RoomVersion > cur.RoomVersion:
+			newest[k] = c
+			coalesced++
+		default:
+			coalesced++
+		}
+	}
+	p.metrics.add(func(m *Metrics) prometheus.Counter { return m.unknown }, unknown)
+	if len(order) == 0 {
+		return errs
+	}
+	wctx, cancel := context.WithTimeout(ctx, p.cfg.WriteTimeout)
+	defer cancel()
+	fail := func(err error) []error {
+		p.log.Warn("list projection failed, retrying", "events", len(handled), "error", err)
+		for _, i := range handled {
+			errs[i] = err
+		}
+		return errs
+	}
+	priors, err := readPriors(wctx, p.db, order)
+	if err != nil {
+		return fail(err)
+	}
+	nowMs := p.cfg.nowMs()
+	var write []*Card
+	var as []applied
+	stale := 0
+	for _, k := range order {
+		c := newest[k]
+		pr, had := priors[k]
+		if had && pr.version >= c.RoomVersion {
+			stale++
+			continue
+		}
+		c.SortScore, c.UpdatedAtMs = sortScore(c, nowMs), nowMs
+		old := int64(-1)
+		if had {
+			old = pr.region
+		}
+		write = append(write, c)
+		as = append(as, applied{card: c, oldRegion: old})
+	}
+	if err := upsertCards(wctx, p.db, write); err != nil {
+		return fail(err)
+	}
+	now := p.cfg.Now()
+	for _, i := range handled {
+		p.metrics.observeLag(now.Sub(time.UnixMilli(ds[i].Envelope.OccurredAtMs)).Seconds())
+	}
+	p.metrics.add(func(m *Metrics) prometheus.Counter { return m.applied }, len(write))
+	p.metrics.add(func(m *Metrics) prometheus.Counter { return m.stale }, stale)
+	p.metrics.add(func(m *Metrics) prometheus.Counter { return m.coalesced }, coalesced)
+	m := mirrored{cards: as}
+	if p.onApplied != nil {
+		for _, i := range handled {
+			m.events = append(m.events, ds[i].Envelope.EventID)
+		}
+	}
+	p.mirror <- m
+	return errs
+}

@@ -1,0 +1,255 @@
+package listprojector_test
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+
+	"voiceroom/bus"
+	"voiceroom/internal/testenv"
+	"voiceroom/listprojector"
+	"voiceroom/rooms"
+)
+
+// sink is the projector and the list over real MySQL, Redis and
+// JetStream, fed with hand-made events.
+type sink struct {
+	tb     testing.TB
+	db     *sql.DB
+	rdb    *redis.Client
+	prefix string
+	conn   *bus.Conn
+	pub    *bus.Publisher
+	reg    *prometheus.Registry
+	cfg    listprojector.Config
+	lister *listprojector.Lister
+	seq    int
+}
+
+func newSink(tb testing.TB) *sink {
+	tb.Helper()
+	db := testenv.NewDB(tb)
+	rdb, prefix := testenv.NewRedis(tb)
+	conn := testenv.NewJetStream(tb)
+	pub, err := bus.NewPublisher(conn.JetStream(), bus.PublisherConfig{})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	s := &sink{tb: tb, db: db, rdb: rdb, prefix: prefix, conn: conn, pub: pub, reg: prometheus.NewRegistry(),
+		cfg: listprojector.Config{KeyPrefix: prefix, CursorSecret: testSecret, FreezeEvery: time.Millisecond}}
+	m := s.metrics()
+	if s.lister, err = listprojector.NewLister(db, rdb, s.cfg, testenv.Logger(tb), m); err != nil {
+		tb.Fatal(err)
+	}
+	return s
+}
+
+func (s *sink) metrics() *listprojector.Metrics {
+	m, err := listprojector.NewMetrics(s.reg)
+	if err != nil {
+		s.tb.Fatal(err)
+	}
+	return m
+}
+
+// start runs a projector until the test ends.
+func (s *sink) start() {
+	s.tb.Helper()
+	p, err := listprojector.New(s.db, s.rdb, s.conn.JetStream(), bus.ConsumerRunConfig{Durable: bus.DurableListProjector,
+		NakDelays: []time.Duration{50 * time.Millisecond}}, nil, s.cfg, testenv.Logger(s.tb), s.metrics())
+	if err != nil {
+		s.tb.Fatal(err)
+	}
+	runWorker(s.tb, p.Run)
+	<-p.Running()
+}
+
+// card is a room card as events carry it.
+func card(room string, version, region int64, title string, online int) rooms.Card {
+	return rooms.Card{RoomID: room, RoomShortID: "short_" + room, OwnerUserID: 7, HostUserID: 7, VisibleRegionID: region,
+		Title: title, Mode: "voice", Status: "active", OnlineCount: online, SeatCount: 10, CreatedAtMs: 1_700_000_000_000 + version,
+		RoomVersion: version}
+}
+
+// publish sends one event of app's room carrying c (and extra payload fields).
+func (s *sink) publish(app, eventType string, c rooms.Card) {
+	s.tb.Helper()
+	s.publishRaw(app, c.RoomID, c.RoomVersion, eventType, map[string]any{"room": c})
+}
+
+func (s *sink) publishRaw(app, room string, version int64, eventType string, payload any) {
+	s.tb.Helper()
+	raw, _ := json.Marshal(payload)
+	s.seq++
+	env := bus.Envelope{EventID: fmt.Sprintf("ev-%d", s.seq), AppCode: app, RoomID: room, RoomVersion: version,
+		EventType: eventType, CommandID: "cmd", OccurredAtMs: time.Now().UnixMilli(), Payload: raw}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := s.pub.Publish(ctx, env); err != nil {
+		s.tb.Fatal(err)
+	}
+}
+
+// page lists one page of app's region directly.
+func (s *sink) page(app string, region int64, tab, cursor string) (listprojector.Page, error) {
+	return s.lister.List(context.Background(), listprojector.ListRequest{AppCode: app, RegionID: region, Tab: tab, Limit: 50, Cursor: cursor})
+}
+
+func (s *sink) eventually(app string, region int64, check func([]listprojector.Item) error) {
+	s.tb.Helper()
+	testenv.Eventually(s.tb, 10*time.Second, func() error {
+		p, err := s.page(app, region, "hot", "")
+		if err != nil {
+			return err
+		}
+		return check(p.Rooms)
+	})
+}
+
+// counter reads room_list_projector_events_total{result}.
+func (s *sink) counter(result string) float64 {
+	s.tb.Helper()
+	mfs, err := s.reg.Gather()
+	if err != nil {
+		s.tb.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "room_list_projector_events_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "result" && l.GetValue() == result {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return 0
+}
+
+// TestDuplicatesAndOutOfOrder: redelivered, repeated and reordered events
+// leave each room's newest card; one pull's events of a room coalesce.
+func TestDuplicatesAndOutOfOrder(t *testing.T) {
+	s := newSink(t)
+	// Published before the projector starts, so a pull brings them together.
+	for _, v := range []int64{3, 1, 2, 3, 5, 4, 5} {
+		s.publish("a1", rooms.EventRoomUserJoined, card("r1", v, 1, fmt.Sprintf("v%d", v), int(v)))
+	}
+	s.start()
+	s.eventually("a1", 1, func(items []listprojector.Item) error {
+		if len(items) != 1 || items[0].Title != "v5" || items[0].OnlineCount != 5 {
+			return fmt.Errorf("%+v", items)
+		}
+		return nil
+	})
+	// Every event is accounted for: applied, stale or coalesced (which
+	// one depends on how the pulls cut them; TestCoalescing pins that).
+	testenv.Eventually(t, 10*time.Second, func() error {
+		if n := s.counter("applied") + s.counter("stale") + s.counter("coalesced"); n != 7 {
+			return fmt.Errorf("%v events accounted for", n)
+		}
+		return nil
+	})
+	// Older events after the newest change nothing: stale, or coalesced
+	// into a stale one when a pull brings both.
+	before := s.counter("stale") + s.counter("coalesced")
+	s.publish("a1", rooms.EventRoomUserLeft, card("r1", 4, 1, "v4", 4))
+	s.publish("a1", rooms.EventRoomUserLeft, card("r1", 5, 1, "v5 again", 0))
+	testenv.Eventually(t, 10*time.Second, func() error {
+		if n := s.counter("stale") + s.counter("coalesced") - before; n != 2 {
+			return fmt.Errorf("stale or coalesced %v, want 2", n)
+		}
+		return nil
+	})
+	s.eventually("a1", 1, func(items []listprojector.Item) error {
+		if len(items) != 1 || items[0].Title != "v5" {
+			return fmt.Errorf("%+v", items)
+		}
+		return nil
+	})
+	var version int64
+	if err := s.db.QueryRow(`SELECT room_version FROM room_list_entries WHERE app_code = 'a1' AND room_id = 'r1'`).Scan(&version); err != nil || version != 5 {
+		t.Errorf("stored version %d, %v", version, err)
+	}
+}
+
+// TestAppsNeverMix: equal room ids, regions and short ids in two apps.
+func TestAppsNeverMix(t *testing.T) {
+	s := newSink(t)
+	s.start()
+	s.publish("a1", rooms.EventRoomCreated, card("r1", 1, 1, "of a1", 1))
+	s.publish("a2", rooms.EventRoomCreated, card("r1", 1, 1, "of a2", 2))
+	s.publish("a2", rooms.EventRoomUserJoined, card("r1", 2, 1, "of a2", 3))
+	for app, want := range map[string]string{"a1": "of a1", "a2": "of a2"} {
+		s.eventually(app, 1, func(items []listprojector.Item) error {
+			if len(items) != 1 || items[0].Title != want {
+				return fmt.Errorf("%s: %+v", app, items)
+			}
+			return nil
+		})
+		// And the same through a search by the shared short id.
+		p, err := s.lister.List(context.Background(), listprojector.ListRequest{AppCode: app, RegionID: 1, Query: "short_r1"})
+		if err != nil || len(p.Rooms) != 1 || p.Rooms[0].Title != want {
+			t.Errorf("search in %s: %+v %v", app, p.Rooms, err)
+		}
+	}
+}
+
+// TestCloseMoveAndUnknownEvents: RoomClosed removes, RoomVisibleRegionChanged
+// moves, unknown types never block, broken known ones are dead-lettered.
+func TestCloseMoveAndUnknownEvents(t *testing.T) {
+	s := newSink(t)
+	s.start()
+	s.publish("a1", rooms.EventRoomCreated, card("r1", 1, 1, "one", 0))
+	s.publish("a1", rooms.EventRoomCreated, card("r2", 1, 1, "two", 0))
+	s.publishRaw("a1", "r1", 2, rooms.EventRoomUserJoined, map[string]any{"room": "not a card"}) // dead-lettered
+	s.publishRaw("a1", "r1", 2, "RoomSomethingNew", map[string]any{"x": 1})                      // acked, nothing to apply
+	moved := card("r2", 2, 2, "two", 0)
+	s.publish("a1", rooms.EventRoomVisibleRegionChanged, moved)
+	closed := card("r1", 3, 1, "one", 0)
+	closed.Status = "closed"
+	s.publish("a1", rooms.EventRoomClosed, closed)
+	banned := card("r3", 2, 1, "three", 0)
+	s.publish("a1", rooms.EventRoomCreated, card("r3", 1, 1, "three", 0))
+	banned.Status = "banned"
+	s.publish("a1", "RoomBanned", banned) // unknown type with a card: applied
+
+	s.eventually("a1", 1, func(items []listprojector.Item) error {
+		if len(items) != 0 {
+			return fmt.Errorf("region 1: %+v", items)
+		}
+		return nil
+	})
+	s.eventually("a1", 2, func(items []listprojector.Item) error {
+		if len(items) != 1 || items[0].RoomID != "r2" {
+			return fmt.Errorf("region 2: %+v", items)
+		}
+		return nil
+	})
+	if n := s.counter("unknown"); n != 2 {
+		t.Errorf("unknown events %v, want 2", n)
+	}
+	ctx := context.Background()
+	for _, key := range []string{s.prefix + "room:list:{a1}:1:hot", s.prefix + "room:list:{a1}:1:new"} {
+		if n, err := s.rdb.ZCard(ctx, key).Result(); err != nil || n != 0 {
+			t.Errorf("%s holds %d members (%v)", key, n, err)
+		}
+	}
+	testenv.Eventually(t, 10*time.Second, func() error {
+		info, err := s.conn.JetStream().Stream(ctx, bus.DLQStreamName)
+		if err != nil {
+			return err
+		}
+		if n := info.CachedInfo().State.Msgs; n != 1 {
+			return fmt.Errorf("%d dead letters", n)
+		}
+		return nil
+	})
+}

@@ -1,0 +1,263 @@
+package listprojector
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// roomKey names a room across apps.
+type roomKey struct{ app, room string }
+
+// cardCols are room_list_entries' columns in Card order (scanCard's).
+const cardCols = `app_code, room_id, room_short_id, im_group_id, owner_user_id, host_user_id, visible_region_id,
+	title, cover_url, mode, status, locked, heat, online_count, seat_count, occupied_seat_count, created_at_ms,
+	room_version, sort_score, updated_at_ms`
+
+func scanCard(sc interface{ Scan(...any) error }) (*Card, error) {
+	c := new(Card)
+	err := sc.Scan(&c.AppCode, &c.RoomID, &c.RoomShortID, &c.IMGroupID, &c.OwnerUserID, &c.HostUserID, &c.VisibleRegionID,
+		&c.Title, &c.CoverURL, &c.Mode, &c.Status, &c.Locked, &c.Heat, &c.OnlineCount, &c.SeatCount, &c.OccupiedSeatCount,
+		&c.CreatedAtMs, &c.RoomVersion, &c.SortScore, &c.UpdatedAtMs)
+	return c, err
+}
+
+// prior is what the read model holds of a room before a batch.
+type prior struct {
+	version int64
+	region  int64
+	status  string
+}
+
+// readPriors returns the stored version, region and status of each room
+// of keys that has a row: one query per app (an IN list on the primary
+// key; row-constructor IN lists are not always indexed).
+func readPriors(ctx context.Context, db *sql.DB, keys []roomKey) (map[roomKey]prior, error) {
+	out := make(map[roomKey]prior, len(keys))
+	byApp := map[string][]any{}
+	var apps []string
+	for _, k := range keys {
+		if _, ok := byApp[k.app]; !ok {
+			apps = append(apps, k.app)
+		}
+		byApp[k.app] = append(byApp[k.app], k.room)
+	}
+	for _, app := range apps {
+		ids := byApp[app]
+		rows, err := db.QueryContext(ctx, `SELECT room_id, room_version, visible_region_id, status FROM room_list_entries
+			WHERE app_code = ? AND room_id IN (`+placeholders(len(ids))+`)`, append([]any{app}, ids...)...)
+		if err != nil {
+			return nil, fmt.Errorf("read list entries: %w", err)
+		}
+		for rows.Next() {
+			k := roomKey{app: app}
+			var p prior
+			if err := rows.Scan(&k.room, &p.version, &p.region, &p.status); err != nil {
+				rows.Close()
+				return nil, fmt.Errorf("read list entries: %w", err)
+			}
+			out[k] = p
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, fmt.Errorf("read list entries: %w", err)
+		}
+	}
+	return out, nil
+}
+
+// upsertSQL writes cards over older ones only. MySQL applies the
+// assignments left to right, each seeing the ones before: room_version
+// must come last, so every IF compares with the stored version.
+var upsertSQL = func() string {
+	cols := strings.Fields(strings.ReplaceAll(cardCols, ",", " "))
+	var set []string
+	for _, c := range cols {
+		if c == "app_code" || c == "room_id" || c == "room_version" {
+			continue
+		}
+		cmp := ">"
+		if c == "sort_score" || c == "updated_at_ms" {
+			// Same version, same card: only the score's time-dependent
+			// boost (or its formula) may differ, so recompute it.
+			cmp = ">="
+		}
+		set = append(set, fmt.Sprintf("%s = IF(VALUES(room_version) %s room_version, VALUES(%s), %s)", c, cmp, c, c))
+	}
+	set = append(set, "room_version = GREATEST(room_version, VALUES(room_version))")
+	return " ON DUPLICATE KEY UPDATE " + strings.Join(set, ", ")
+}()
+
+const cardTuple = "(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
+
+// upsertCards writes cards in one statement, in key order (so two
+// projectors lock rows in the same order), each only over an older card.
+func upsertCards(ctx context.Context, db *sql.DB, cards []*Card) error {
+	if len(cards) == 0 {
+		return nil
+	}
+	cards = slices.Clone(cards)
+	slices.SortFunc(cards, func(a, b *Card) int {
+		if c := strings.Compare(a.AppCode, b.AppCode); c != 0 {
+			return c
+		}
+		return strings.Compare(a.RoomID, b.RoomID)
+	})
+	var q strings.Builder
+	q.WriteString("INSERT INTO room_list_entries (" + cardCols + ") VALUES ")
+	args := make([]any, 0, 20*len(cards))
+	for i, c := range cards {
+		if i > 0 {
+			q.WriteByte(',')
+		}
+		q.WriteString(cardTuple)
+		args = append(args, c.AppCode, c.RoomID, c.RoomShortID, c.IMGroupID, c.OwnerUserID, c.HostUserID, c.VisibleRegionID,
+			c.Title, c.CoverURL, c.Mode, c.Status, c.Locked, c.Heat, c.OnlineCount, c.SeatCount, c.OccupiedSeatCount,
+			c.CreatedAtMs, c.RoomVersion, c.SortScore, c.UpdatedAtMs)
+	}
+	q.WriteString(upsertSQL)
+	if _, err := db.ExecContext(ctx, q.String(), args...); err != nil {
+		return fmt.Errorf("upsert %d list entries: %w", len(cards), err)
+	}
+	return nil
+}
+
+// readCards returns the stored cards of app's rooms ids, by room id.
+func readCards(ctx context.Context, db *sql.DB, app string, ids []string) (map[string]*Card, error) {
+	out := make(map[string]*Card, len(ids))
+	if len(ids) == 0 {
+		return out, nil
+	}
+	args := make([]any, 0, len(ids)+1)
+	args = append(args, app)
+	for _, id := range ids {
+		args = append(args, id)
+	}
+	rows, err := db.QueryContext(ctx, `SELECT `+cardCols+` FROM room_list_entries WHERE app_code = ? AND room_id IN (`+
+		placeholders(len(ids))+`)`, args...)
+	if err != nil {
+		return nil, fmt.Errorf("read cards: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		c, err := scanCard(rows)
+		if err != nil {
+			return nil, fmt.Errorf("read cards: %w", err)
+		}
+		out[c.RoomID] = c
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read cards: %w", err)
+	}
+	return out, nil
+}
+
+func placeholders(n int) string {
+	return strings.TrimSuffix(strings.Repeat("?,", n), ",")
+}
+
+// entry is one room in a list order: its id, its key in the tab's order
+// (sort_score or created_at_ms) and whether it sits in the pinned section.
+type entry struct {
+	id     string
+	key    int64
+	pinned bool
+}
+
+// orderBy is the SQL order of each tab; room_id breaks ties, ascending.
+func orderBy(tab string) (col, order string) {
+	if tab == TabNew {
+		return "created_at_ms", "created_at_ms DESC, room_id ASC"
+	}
+	return "sort_score", "sort_score DESC, room_id ASC"
+}
+
+// listedSQL selects the listed rooms of one app and region (parameters
+// app_code, visible_region_id). Per-region operator controls that remove
+// a room from a region's lists (hides) are excluded here, the way
+// activePinsSQL selects pins.
+const listedSQL = `e.app_code = ? AND e.visible_region_id = ? AND e.status = 'active'`
+
+// activePinsSQL selects the pins that apply now (parameters app_code,
+// visible_region_id, now_ms): active, unexpired, on an active room listed
+// in the pin's own region. A room that moved region or closed is dropped
+// by the join.
+const activePinsSQL = `SELECT e.room_id, p.weight, p.expires_at_ms FROM room_region_pins p
+	JOIN room_list_entries e ON e.app_code = p.app_code AND e.room_id = p.room_id AND e.visible_region_id = p.visible_region_id
+	WHERE p.app_code = ? AND p.visible_region_id = ? AND p.status = 'active' AND p.expires_at_ms > ? AND e.status = 'active'
+	ORDER BY p.weight DESC, p.expires_at_ms DESC, e.room_id ASC`
+
+// pinnedNow returns the region's pinned rooms in pin order, each once
+// (the strongest pin of a room wins).
+func pinnedNow(ctx context.Context, db *sql.DB, app string, region, nowMs int64) ([]string, error) {
+	rows, err := db.QueryContext(ctx, activePinsSQL, app, region, nowMs)
+	if err != nil {
+		return nil, fmt.Errorf("read pins: %w", err)
+	}
+	defer rows.Close()
+	var ids []string
+	seen := map[string]bool{}
+	for rows.Next() {
+		var id string
+		var weight, exp int64
+		if err := rows.Scan(&id, &weight, &exp); err != nil {
+			return nil, fmt.Errorf("read pins: %w", err)
+		}
+		if !seen[id] {
+			seen[id] = true
+			ids = append(ids, id)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read pins: %w", err)
+	}
+	return ids, nil
+}
+
+// listOrder returns up to limit listed rooms of the region in tab order,
+// after (key, id) when after is true. A non-empty query keeps only the
+// rooms whose room_short_id is query or whose title starts with it.
+func listOrder(ctx context.Context, db *sql.DB, app string, region int64, tab, query string, after bool, key int64, id string, limit int) ([]entry, error) {
+	col, order := orderBy(tab)
+	q := `SELECT e.room_id, e.` + col + ` FROM room_list_entries e WHERE ` + listedSQL
+	args := []any{app, region}
+	if query != "" {
+		q += ` AND (e.room_short_id = ? OR e.title LIKE ?)`
+		args = append(args, query, likePrefix(query))
+	}
+	if after {
+		q += ` AND (e.` + col + ` < ? OR (e.` + col + ` = ? AND e.room_id > ?))`
+		args = append(args, key, key, id)
+	}
+	q += ` ORDER BY ` + order + ` LIMIT ?`
+	args = append(args, limit)
+	return queryEntries(ctx, db, q, args...)
+}
+
+// likePrefix escapes query for LIKE and makes it a prefix pattern.
+func likePrefix(query string) string {
+	r := strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`)
+	return r.Replace(query) + "%"
+}
+
+func queryEntries(ctx context.Context, db *sql.DB, q string, args ...any) ([]entry, error) {
+	rows, err := db.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("read list: %w", err)
+	}
+	defer rows.Close()
+	var out []entry
+	for rows.Next() {
+		var e entry
+		if err := rows.Scan(&e.id, &e.key); err != nil {
+			return nil, fmt.Errorf("read list: %w", err)
+		}
+		out = append(out, e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read list: %w", err)
+	}
+	return out, nil
+}
