@@ -92,6 +92,7 @@ func (p *proc) start(tb testing.TB) {
 		tb.Fatal(err)
 	}
 	cmd := exec.Command(p.bin, "serve")
+	dieWithTest(cmd)
 	cmd.Env = append(os.Environ(), p.env...)
 	cmd.Stdout, cmd.Stderr = f, f
 	if err := cmd.Start(); err != nil {
@@ -180,6 +181,7 @@ type redisServer struct {
 func (r *redisServer) start(tb testing.TB) {
 	tb.Helper()
 	cmd := exec.Command("redis-server", "--port", strconv.Itoa(r.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", r.dir)
+	dieWithTest(cmd)
 	if err := cmd.Start(); err != nil {
 		tb.Fatalf("start redis-server (is it installed?): %v", err)
 	}
@@ -230,6 +232,7 @@ func (m *mariaServer) start(tb testing.TB) {
 		"--port="+strconv.Itoa(m.port), "--bind-address=127.0.0.1", "--socket="+filepath.Join(m.dir, "mysqld.sock"),
 		"--pid-file="+filepath.Join(m.dir, "mysqld.pid"), "--skip-grant-tables", "--skip-name-resolve",
 		"--innodb-buffer-pool-size=64M", "--innodb-log-file-size=48M", "--max-connections=500")
+	dieWithTest(cmd)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
 		logf.Close()
@@ -414,4 +417,10 @@ func (c *cluster) killMySQLConnections(ctx context.Context) (int, error) {
 		}
 	}
 	return n, nil
+}
+
+// dieWithTest makes cmd's process die with the test process, so a killed
+// or timed-out suite leaves no servers behind.
+func dieWithTest(cmd *exec.Cmd) {
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 }

@@ -49,6 +49,7 @@ func startEmulator(t *testing.T, bin, dir string) (*emulator, string) {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(bin, "imemu", "--listen", addr, "--sdkappid", emuSDKAppID, "--admin", emuAdmin, "--secret-key", emuKey)
+	dieWithTest(cmd)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start imemu: %v", err)
