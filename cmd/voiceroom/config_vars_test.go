@@ -47,3 +47,18 @@ func TestPackageRulesNameTheVariable(t *testing.T) {
 		})
 	}
 }
+
+// TestProjectorConcurrencyAcceptedButNoted: the variable still parses and
+// validates (deployments setting it start), and loadConfig notes that it
+// is set so that serve can warn that the projector ignores it.
+func TestProjectorConcurrencyAcceptedButNoted(t *testing.T) {
+	cfg, err := loadConfig()
+	if err != nil || cfg.projectorConcurrencySet {
+		t.Fatalf("unset: err %v, noted %v", err, cfg.projectorConcurrencySet)
+	}
+	t.Setenv("VOICEROOM_PROJECTOR_CONCURRENCY", "16")
+	cfg, err = loadConfig()
+	if err != nil || !cfg.projectorConcurrencySet {
+		t.Fatalf("set: err %v, noted %v", err, cfg.projectorConcurrencySet)
+	}
+}
