@@ -125,12 +125,7 @@ func projectorCmd(ctx context.Context, args []string) error {
 	if *app != "" && !voiceroom.ValidAppCode(*app) {
 		return fmt.Errorf("%w: --app %q is not a valid app code", errUsage, *app)
 	}
-	cfg, err := loadConfig()
-	if err != nil {
-		return err
-	}
-	log := newLogger(cfg)
-	db, err := openMigrated(ctx, cfg, log)
+	cfg, log, db, err := oneShot(ctx)
 	if err != nil {
 		return err
 	}
