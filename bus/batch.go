@@ -9,7 +9,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -67,42 +66,19 @@ func (b *BatchConsumer) Run(ctx context.Context) error {
 	if !c.started.CompareAndSwap(false, true) {
 		return ErrAlreadyRunning
 	}
-	durable := c.cfg.Durable
-	cons, err := c.js.Consumer(ctx, StreamName, durable)
+	o, unsubscribe, err := c.open(ctx)
 	if err != nil {
-		return fmt.Errorf("consumer %s on %s: %w", durable, StreamName, err)
+		return err
 	}
-	stream, err := c.js.Stream(ctx, StreamName)
-	if err != nil {
-		return fmt.Errorf("consumer %s: stream %s: %w", durable, StreamName, err)
-	}
-	if _, err := c.js.Stream(ctx, DLQStreamName); err != nil {
-		return fmt.Errorf("consumer %s: dead-letter stream %s: %w", durable, DLQStreamName, err)
-	}
-	c.settle(cons.CachedInfo().Config)
-
+	defer unsubscribe()
 	nc := c.js.Conn()
-	advisories := make(chan *nats.Msg, advisoryBufferSize)
-	subject := maxDeliveriesAdvisoryPrefix + StreamName + "." + durable
-	sub, err := nc.ChanSubscribe(subject, advisories)
-	if err != nil {
-		return fmt.Errorf("consumer %s: subscribe %s: %w", durable, subject, err)
-	}
-	defer func() {
-		if err := sub.Unsubscribe(); err != nil && !errors.Is(err, nats.ErrConnectionClosed) {
-			c.log.Warn("unsubscribe advisories", "error", err)
-		}
-	}()
-	if err := nc.FlushTimeout(dlqPublishTimeout); err != nil {
-		return fmt.Errorf("consumer %s: subscribe %s: %w", durable, subject, err)
-	}
 
 	hctx, cancelHandlers := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelHandlers()
 	c.hctx = hctx
 
 	var wg sync.WaitGroup
-	wg.Go(func() { c.watchAdvisories(ctx, stream, advisories) })
+	wg.Go(func() { c.watchAdvisories(ctx, o.stream, o.advisories) })
 	close(c.running)
 	c.log.Info("batch consumer running", "fetch_batch", c.cfg.FetchBatch, "ack_wait", c.ackWait, "max_deliver", c.maxDeliver)
 
@@ -111,7 +87,7 @@ func (b *BatchConsumer) Run(ctx context.Context) error {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		b.loop(ctx, cons)
+		b.loop(ctx, o.cons)
 	}()
 	<-ctx.Done()
 	timer := time.NewTimer(c.cfg.ShutdownTimeout)

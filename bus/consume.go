@@ -240,41 +240,12 @@ func (c *Consumer) Run(ctx context.Context) error {
 	if !c.started.CompareAndSwap(false, true) {
 		return ErrAlreadyRunning
 	}
-	durable := c.cfg.Durable
-	cons, err := c.js.Consumer(ctx, StreamName, durable)
+	o, unsubscribe, err := c.open(ctx)
 	if err != nil {
-		return fmt.Errorf("consumer %s on %s: %w", durable, StreamName, err)
+		return err
 	}
-	stream, err := c.js.Stream(ctx, StreamName)
-	if err != nil {
-		return fmt.Errorf("consumer %s: stream %s: %w", durable, StreamName, err)
-	}
-	if c.dlq, err = c.js.Stream(ctx, DLQStreamName); err != nil {
-		return fmt.Errorf("consumer %s: dead-letter stream %s: %w", durable, DLQStreamName, err)
-	}
-	if c.marks, err = openMarks(ctx, c.js, durable); err != nil {
-		return fmt.Errorf("consumer %s: %w", durable, err)
-	}
-	c.settle(cons.CachedInfo().Config)
-
-	// The server gives up on its own when a message's last delivery is
-	// never answered (the process died, or hung past AckWait); it then only
-	// publishes this advisory, which Run turns into a dead letter.
+	defer unsubscribe()
 	nc := c.js.Conn()
-	advisories := make(chan *nats.Msg, advisoryBufferSize)
-	subject := maxDeliveriesAdvisoryPrefix + StreamName + "." + durable
-	sub, err := nc.ChanSubscribe(subject, advisories)
-	if err != nil {
-		return fmt.Errorf("consumer %s: subscribe %s: %w", durable, subject, err)
-	}
-	defer func() {
-		if err := sub.Unsubscribe(); err != nil && !errors.Is(err, nats.ErrConnectionClosed) {
-			c.log.Warn("unsubscribe advisories", "error", err)
-		}
-	}()
-	if err := nc.FlushTimeout(dlqPublishTimeout); err != nil {
-		return fmt.Errorf("consumer %s: subscribe %s: %w", durable, subject, err)
-	}
 
 	hctx, cancelHandlers := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelHandlers()
@@ -297,13 +268,13 @@ func (c *Consumer) Run(ctx context.Context) error {
 			}
 		})
 	}
-	wg.Go(func() { c.watchAdvisories(ctx, stream, advisories) })
+	wg.Go(func() { c.watchAdvisories(ctx, o.stream, o.advisories) })
 
 	close(c.running)
 	c.log.Info("consumer running", "concurrency", c.cfg.Concurrency, "fetch_batch", c.cfg.FetchBatch,
 		"ack_wait", c.ackWait, "max_deliver", c.maxDeliver)
 
-	c.fetchLoop(ctx, cons, queues, slots)
+	c.fetchLoop(ctx, o.cons, queues, slots)
 
 	c.stopping.Store(true)
 	for _, q := range queues {
@@ -833,4 +804,54 @@ func (c *Consumer) deadLetterSeq(ctx context.Context, stream jetstream.Stream, a
 	}
 	c.lettered(ctx, adv.StreamSeq, replayOf, marked(adv.Deliveries, c.serverMaxDeliver), c.log.With("stream_seq", adv.StreamSeq))
 	return nil
+}
+
+// opened is what open gives Run.
+type opened struct {
+	cons       jetstream.Consumer
+	stream     jetstream.Stream
+	advisories chan *nats.Msg // the durable's max-deliveries advisories
+}
+
+// open prepares Run, the Consumer's and the BatchConsumer's alike: it finds
+// the durable, ROOM_EVENTS and ROOM_EVENTS_DLQ, opens the last-delivery
+// marks, takes the server's settings of the durable, and subscribes to its
+// max-deliveries advisories (unsubscribe ends that). Any failure is an
+// error naming the durable.
+func (c *Consumer) open(ctx context.Context) (o opened, unsubscribe func(), err error) {
+	durable := c.cfg.Durable
+	if o.cons, err = c.js.Consumer(ctx, StreamName, durable); err != nil {
+		return o, nil, fmt.Errorf("consumer %s on %s: %w", durable, StreamName, err)
+	}
+	if o.stream, err = c.js.Stream(ctx, StreamName); err != nil {
+		return o, nil, fmt.Errorf("consumer %s: stream %s: %w", durable, StreamName, err)
+	}
+	if c.dlq, err = c.js.Stream(ctx, DLQStreamName); err != nil {
+		return o, nil, fmt.Errorf("consumer %s: dead-letter stream %s: %w", durable, DLQStreamName, err)
+	}
+	if c.marks, err = openMarks(ctx, c.js, durable); err != nil {
+		return o, nil, fmt.Errorf("consumer %s: %w", durable, err)
+	}
+	c.settle(o.cons.CachedInfo().Config)
+
+	// The server gives up on its own when a message's last delivery is
+	// never answered (the process died, or hung past AckWait); it then only
+	// publishes this advisory, which Run turns into a dead letter.
+	nc := c.js.Conn()
+	o.advisories = make(chan *nats.Msg, advisoryBufferSize)
+	subject := maxDeliveriesAdvisoryPrefix + StreamName + "." + durable
+	sub, err := nc.ChanSubscribe(subject, o.advisories)
+	if err != nil {
+		return o, nil, fmt.Errorf("consumer %s: subscribe %s: %w", durable, subject, err)
+	}
+	unsubscribe = func() {
+		if err := sub.Unsubscribe(); err != nil && !errors.Is(err, nats.ErrConnectionClosed) {
+			c.log.Warn("unsubscribe advisories", "error", err)
+		}
+	}
+	if err := nc.FlushTimeout(dlqPublishTimeout); err != nil {
+		unsubscribe()
+		return o, nil, fmt.Errorf("consumer %s: subscribe %s: %w", durable, subject, err)
+	}
+	return o, unsubscribe, nil
 }
