@@ -14,3 +14,8 @@ type RoomKey struct {
 // a string (hashing onto handler queues). Neither part holds a '.', so it is
 // unambiguous.
 func (k RoomKey) String() string { return k.AppCode + "." + k.RoomID }
+
+// RoomIDMax is the longest room_id, the size of the room_id columns
+// (VARCHAR(96)). A room id is "<app_code>_<uuid>", at most
+// AppCodeMax + 1 + 36 = 69 bytes; the rest is headroom.
+const RoomIDMax = 96

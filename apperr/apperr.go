@@ -20,6 +20,11 @@ const (
 	RateLimited         Code = "RATE_LIMITED"
 	Unavailable         Code = "UNAVAILABLE"
 	Internal            Code = "INTERNAL"
+	// RequestTimeout is answered by the HTTP server itself, never by a
+	// handler: the client did not send a complete request within the
+	// server's read timeout (HTTP 408, after which the server closes the
+	// connection). Clients retry on a new connection.
+	RequestTimeout Code = "REQUEST_TIMEOUT"
 )
 
 // Error is an error with a kind and a message that is safe to show a client.

@@ -43,7 +43,7 @@ func TestConsumeAcks(t *testing.T) {
 	}
 	testenv.Eventually(t, 5*time.Second, settled(js, "acks", ack.Sequence))
 	testenv.Eventually(t, 5*time.Second, func() error {
-		if v := mustCounterValue(t, reg, "voiceroom_bus_messages_acked_total", "acks"); v != 1 {
+		if v := testenv.MetricValue(t, reg, "voiceroom_bus_messages_acked_total", "consumer", "acks"); v != 1 {
 			return fmt.Errorf("acked counter %v", v)
 		}
 		return nil
@@ -133,7 +133,7 @@ func TestConsumePermanentDeadLetters(t *testing.T) {
 	if c := calls.Load(); c != 1 {
 		t.Fatalf("handler called %d times", c)
 	}
-	if v := mustCounterValue(t, reg, "voiceroom_bus_messages_dead_lettered_total", "perm"); v != 1 {
+	if v := testenv.MetricValue(t, reg, "voiceroom_bus_messages_dead_lettered_total", "consumer", "perm"); v != 1 {
 		t.Fatalf("dead-lettered counter %v", v)
 	}
 }
@@ -558,26 +558,4 @@ func TestMetricsNilSafe(t *testing.T) {
 	if newTestMetrics(t, nil) == nil {
 		t.Fatal("nil metrics without registry")
 	}
-}
-
-// counterValue reads one consumer's counter from reg.
-func mustCounterValue(tb testing.TB, reg *prometheus.Registry, name, consumer string) float64 {
-	tb.Helper()
-	families, err := reg.Gather()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	for _, f := range families {
-		if f.GetName() != name {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "consumer" && l.GetValue() == consumer {
-					return m.GetCounter().GetValue()
-				}
-			}
-		}
-	}
-	return 0
 }

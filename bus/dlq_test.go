@@ -262,7 +262,7 @@ func TestDLQReplayReachesOnlyItsSink(t *testing.T) {
 	if n := len(b.deliveries()); n != 2 {
 		t.Errorf("sinkb saw %d deliveries, want 2", n)
 	}
-	if v, ok := seriesValue(t, reg, "voiceroom_bus_dlq_replayed_total", "sink", "sinka"); !ok || v != 1 {
+	if v, ok := testenv.Metric(t, reg, "voiceroom_bus_dlq_replayed_total", "sink", "sinka"); !ok || v != 1 {
 		t.Errorf("replayed counter %v (exists %v)", v, ok)
 	}
 }
@@ -455,7 +455,7 @@ func TestGapCheckDeadLettersUnheardMaxDeliveries(t *testing.T) {
 	if n, err := gc.Check(context.Background()); err != nil || n != 0 {
 		t.Fatalf("second check: %d letters, %v", n, err)
 	}
-	if v, ok := seriesValue(t, reg, "voiceroom_bus_gap_dead_lettered_total", "consumer", durable); !ok || v != 1 {
+	if v, ok := testenv.Metric(t, reg, "voiceroom_bus_gap_dead_lettered_total", "consumer", durable); !ok || v != 1 {
 		t.Errorf("gap counter %v (exists %v)", v, ok)
 	}
 }
@@ -498,7 +498,7 @@ func TestMonitorGauges(t *testing.T) {
 		{"voiceroom_bus_gap_dead_lettered_total", "consumer", "sinkb"},
 		{"voiceroom_bus_dlq_replayed_total", "sink", "sinka"},
 	} {
-		if v, ok := seriesValue(t, reg, s.name, s.label, s.value); !ok || v != 0 {
+		if v, ok := testenv.Metric(t, reg, s.name, s.label, s.value); !ok || v != 0 {
 			t.Errorf("%s{%s=%q} = %v, exists %v; want 0", s.name, s.label, s.value, v, ok)
 		}
 	}
@@ -541,7 +541,7 @@ func TestMonitorGauges(t *testing.T) {
 		{"voiceroom_bus_consumer_pending", "consumer", "sinka", 0},
 		{"voiceroom_bus_consumer_ack_pending", "consumer", "sinka", 0},
 	} {
-		if v, _ := seriesValue(t, reg, s.name, s.label, s.value); v != s.want {
+		if v, _ := testenv.Metric(t, reg, s.name, s.label, s.value); v != s.want {
 			t.Errorf("%s{%s=%q} = %v, want %v", s.name, s.label, s.value, v, s.want)
 		}
 	}
@@ -579,30 +579,4 @@ func TestDLQConfigValidate(t *testing.T) {
 	if err := (bus.MonitorConfig{Interval: -1}).Validate(); !errors.Is(err, bus.ErrInvalidConfig) {
 		t.Errorf("monitor: %v", err)
 	}
-}
-
-// seriesValue returns the value of the counter or gauge name{label=value}
-// and whether the series exists.
-func seriesValue(tb testing.TB, reg *prometheus.Registry, name, label, value string) (float64, bool) {
-	tb.Helper()
-	families, err := reg.Gather()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	for _, f := range families {
-		if f.GetName() != name {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == label && l.GetValue() == value {
-					if g := m.GetGauge(); g != nil {
-						return g.GetValue(), true
-					}
-					return m.GetCounter().GetValue(), true
-				}
-			}
-		}
-	}
-	return 0, false
 }

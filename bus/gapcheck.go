@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"voiceroom/apperr"
 )
 
 // GapCheckConfig configures a GapChecker. Zero fields take their defaults
@@ -40,20 +42,21 @@ func (c GapCheckConfig) WithDefaults() GapCheckConfig {
 	return c
 }
 
-// Validate checks c after defaults are applied. Errors wrap
-// ErrInvalidConfig and name the field.
+// Validate checks c after defaults are applied; it never changes c.
+// Errors are *apperr.ConfigError naming the field and wrap
+// ErrInvalidConfig.
 func (c GapCheckConfig) Validate() error {
 	c = c.WithDefaults()
 	if err := checkToken("durable", c.Durable); err != nil {
-		return fmt.Errorf("%w: gap check: %w", ErrInvalidConfig, err)
+		return apperr.BadConfig("Durable", "%w: gap check: %w", ErrInvalidConfig, err)
 	}
 	switch {
-	case c.Interval < 0:
-		return fmt.Errorf("%w: gap check %s: interval %s: must be positive", ErrInvalidConfig, c.Durable, c.Interval)
+	case c.Interval < 0 || c.Interval > time.Hour:
+		return apperr.BadConfig("Interval", "%w: gap check %s: interval %s: want more than 0, at most 1h", ErrInvalidConfig, c.Durable, c.Interval)
 	case c.Timeout < 0:
-		return fmt.Errorf("%w: gap check %s: timeout %s: must be positive", ErrInvalidConfig, c.Durable, c.Timeout)
+		return apperr.BadConfig("Timeout", "%w: gap check %s: timeout %s: must be positive", ErrInvalidConfig, c.Durable, c.Timeout)
 	case c.MaxPerCheck < 1:
-		return fmt.Errorf("%w: gap check %s: max per check %d: must be at least 1", ErrInvalidConfig, c.Durable, c.MaxPerCheck)
+		return apperr.BadConfig("MaxPerCheck", "%w: gap check %s: max per check %d: must be at least 1", ErrInvalidConfig, c.Durable, c.MaxPerCheck)
 	}
 	return nil
 }

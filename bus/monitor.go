@@ -9,6 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"voiceroom/apperr"
 	"voiceroom/promreg"
 )
 
@@ -114,20 +115,21 @@ func (c MonitorConfig) WithDefaults() MonitorConfig {
 	return c
 }
 
-// Validate checks c after defaults are applied. Errors wrap
-// ErrInvalidConfig and name the field.
+// Validate checks c after defaults are applied; it never changes c.
+// Errors are *apperr.ConfigError naming the field and wrap
+// ErrInvalidConfig.
 func (c MonitorConfig) Validate() error {
 	c = c.WithDefaults()
 	for _, d := range c.Durables {
 		if err := checkToken("durable", d); err != nil {
-			return fmt.Errorf("%w: monitor: %w", ErrInvalidConfig, err)
+			return apperr.BadConfig("Durables", "%w: monitor: %w", ErrInvalidConfig, err)
 		}
 	}
-	if c.Interval < 0 {
-		return fmt.Errorf("%w: monitor: interval %s: must be positive", ErrInvalidConfig, c.Interval)
+	if c.Interval < 0 || c.Interval > time.Hour {
+		return apperr.BadConfig("Interval", "%w: monitor: interval %s: want more than 0, at most 1h", ErrInvalidConfig, c.Interval)
 	}
 	if c.Timeout < 0 {
-		return fmt.Errorf("%w: monitor: timeout %s: must be positive", ErrInvalidConfig, c.Timeout)
+		return apperr.BadConfig("Timeout", "%w: monitor: timeout %s: must be positive", ErrInvalidConfig, c.Timeout)
 	}
 	return nil
 }

@@ -13,6 +13,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"voiceroom/apperr"
 )
 
 // HeaderReplayOf marks a replayed copy in ROOM_EVENTS: the sequence, in
@@ -67,26 +69,30 @@ func (c DLQConfig) WithDefaults() DLQConfig {
 	return c
 }
 
-// Validate checks c after defaults are applied. Errors wrap
-// ErrInvalidConfig and name the field.
+// MaxMaxReplay bounds DLQConfig.MaxReplay.
+const MaxMaxReplay = 100_000
+
+// Validate checks c after defaults are applied; it never changes c.
+// Errors are *apperr.ConfigError naming the field and wrap
+// ErrInvalidConfig.
 func (c DLQConfig) Validate() error {
 	c = c.WithDefaults()
 	for _, s := range c.Sinks {
 		if err := checkToken("sink", s); err != nil {
-			return fmt.Errorf("%w: dlq: %w", ErrInvalidConfig, err)
+			return apperr.BadConfig("Sinks", "%w: dlq: %w", ErrInvalidConfig, err)
 		}
 	}
 	switch {
 	case c.DefaultLimit < 1:
-		return fmt.Errorf("%w: dlq: default limit %d: must be at least 1", ErrInvalidConfig, c.DefaultLimit)
+		return apperr.BadConfig("DefaultLimit", "%w: dlq: default limit %d: must be at least 1", ErrInvalidConfig, c.DefaultLimit)
 	case c.MaxLimit < c.DefaultLimit:
-		return fmt.Errorf("%w: dlq: max limit %d: must be at least the default limit %d", ErrInvalidConfig, c.MaxLimit, c.DefaultLimit)
-	case c.MaxReplay < 1:
-		return fmt.Errorf("%w: dlq: max replay %d: must be at least 1", ErrInvalidConfig, c.MaxReplay)
+		return apperr.BadConfig("MaxLimit", "%w: dlq: max limit %d: must be at least the default limit %d", ErrInvalidConfig, c.MaxLimit, c.DefaultLimit)
+	case c.MaxReplay < 1 || c.MaxReplay > MaxMaxReplay:
+		return apperr.BadConfig("MaxReplay", "%w: dlq: max replay %d: want 1..%d", ErrInvalidConfig, c.MaxReplay, MaxMaxReplay)
 	case c.MaxReplaySeqs < 1:
-		return fmt.Errorf("%w: dlq: max replay seqs %d: must be at least 1", ErrInvalidConfig, c.MaxReplaySeqs)
+		return apperr.BadConfig("MaxReplaySeqs", "%w: dlq: max replay seqs %d: must be at least 1", ErrInvalidConfig, c.MaxReplaySeqs)
 	case c.ReplayInFlight < 1:
-		return fmt.Errorf("%w: dlq: replay in flight %d: must be at least 1", ErrInvalidConfig, c.ReplayInFlight)
+		return apperr.BadConfig("ReplayInFlight", "%w: dlq: replay in flight %d: must be at least 1", ErrInvalidConfig, c.ReplayInFlight)
 	}
 	return nil
 }

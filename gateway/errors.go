@@ -22,6 +22,7 @@ var statusOf = map[apperr.Code]int{
 	apperr.RateLimited:         http.StatusTooManyRequests,
 	apperr.Unavailable:         http.StatusServiceUnavailable,
 	apperr.Internal:            http.StatusInternalServerError,
+	apperr.RequestTimeout:      http.StatusRequestTimeout,
 }
 
 // fiberErrors turns Fiber's and fasthttp's own errors (unknown route, body too
@@ -37,7 +38,18 @@ func fromFiber(err *fiber.Error) *apperr.Error {
 	case fiber.StatusRequestHeaderFieldsTooLarge:
 		return apperr.New(apperr.InvalidArgument, "request headers too large")
 	case fiber.StatusRequestTimeout:
-		return apperr.New(apperr.InvalidArgument, "request timed out")
+		// fasthttp's read timeout: the client was too slow to send its
+		// request, or opened a connection and sent nothing. Not bad input
+		// and not the server failing: HTTP's own 408, which browsers and
+		// HTTP client libraries recognise on a connection they had not
+		// used yet and retry on a new one. (An idle keep-alive connection,
+		// past IdleTimeout, is closed without any answer.)
+		return apperr.New(apperr.RequestTimeout, "request not received in time")
+	case fiber.StatusBadGateway:
+		// Fiber's name for a network error while reading the request (a
+		// connection reset by the client): the client's side, not a
+		// server failure to log and count as a 500.
+		return apperr.New(apperr.InvalidArgument, "request could not be read")
 	case fiber.StatusUnauthorized:
 		return apperr.New(apperr.Unauthenticated, "unauthenticated")
 	case fiber.StatusTooManyRequests:

@@ -5,6 +5,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
+	"voiceroom"
 	"voiceroom/apperr"
 	"voiceroom/rooms"
 )
@@ -49,7 +50,7 @@ type roomHandlers struct {
 func (h *roomHandlers) command(c *fiber.Ctx, kind rooms.Kind) (*rooms.Command, error) {
 	p := PrincipalOf(c)
 	roomID := c.Params("room_id")
-	if len(roomID) > 64 || !strings.HasPrefix(roomID, p.AppCode+"_") {
+	if len(roomID) > voiceroom.RoomIDMax || !strings.HasPrefix(roomID, p.AppCode+"_") {
 		return nil, apperr.New(apperr.NotFound, "room not found")
 	}
 	cmd := &rooms.Command{Kind: kind, AppCode: p.AppCode, RoomID: roomID, RequestID: RequestID(c)}

@@ -172,6 +172,7 @@ func New(cfg Config, log *slog.Logger, reg prometheus.Registerer, gatherer prome
 	for _, m := range mounts {
 		m(routers)
 	}
+	s.metrics.zeroServerErrors(s.app)
 	return s, nil
 }
 

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"golang.org/x/time/rate"
 
+	"voiceroom/apperr"
 	"voiceroom/bus"
 	"voiceroom/rooms"
 )
@@ -95,39 +96,53 @@ func (c Config) WithDefaults() Config {
 	return c
 }
 
-// Validate checks c after defaults; errors wrap ErrInvalidConfig and name
-// the field.
+// Validate checks c after defaults; it never changes c. Errors are
+// *apperr.ConfigError naming the field (the consumer's and the client's
+// fields by their own names) and wrap ErrInvalidConfig.
 func (c Config) Validate() error {
 	c = c.WithDefaults()
 	if err := c.Consumer.Validate(); err != nil {
-		return fmt.Errorf("%w: consumer: %w", ErrInvalidConfig, err)
+		return apperr.BadConfig(apperr.ConfigFieldOf(err), "%w: consumer: %w", ErrInvalidConfig, err)
 	}
 	if err := c.Client.Validate(); err != nil {
 		return err
 	}
+	bad := func(field, format string, args ...any) error {
+		return apperr.BadConfig(field, "%w: "+format, append([]any{ErrInvalidConfig}, args...)...)
+	}
 	switch {
+	case c.Consumer.FetchBatch > MaxFetchBatch:
+		return bad("FetchBatch", "fetch batch %d: want 1..%d", c.Consumer.FetchBatch, MaxFetchBatch)
 	case c.CallsPerSecond <= 0 || c.CallsPerSecond > 200:
-		return fmt.Errorf("%w: calls per second %v: want more than 0, at most Tencent's 200", ErrInvalidConfig, c.CallsPerSecond)
+		return bad("CallsPerSecond", "calls per second %v: want more than 0, at most Tencent's 200", c.CallsPerSecond)
 	case c.CallBurst < 1:
-		return fmt.Errorf("%w: call burst %d: must be at least 1", ErrInvalidConfig, c.CallBurst)
+		return bad("CallBurst", "call burst %d: must be at least 1", c.CallBurst)
 	case c.GroupMessagesPerSecond <= 0 || c.GroupMessagesPerSecond > 40:
-		return fmt.Errorf("%w: group messages per second %v: want more than 0, at most Tencent's 40", ErrInvalidConfig, c.GroupMessagesPerSecond)
+		return bad("GroupMessagesPerSecond", "group messages per second %v: want more than 0, at most Tencent's 40", c.GroupMessagesPerSecond)
 	case c.GroupBurst < 1:
-		return fmt.Errorf("%w: group burst %d: must be at least 1", ErrInvalidConfig, c.GroupBurst)
+		return bad("GroupBurst", "group burst %d: must be at least 1", c.GroupBurst)
 	case c.Senders < 1 || c.Senders > 1024:
-		return fmt.Errorf("%w: senders %d: want 1..1024", ErrInvalidConfig, c.Senders)
-	case c.MaxBatchEvents < 1:
-		return fmt.Errorf("%w: max batch events %d: must be at least 1", ErrInvalidConfig, c.MaxBatchEvents)
+		return bad("Senders", "senders %d: want 1..1024", c.Senders)
+	case c.MaxBatchEvents < 1 || c.MaxBatchEvents > MaxBatchEvents:
+		return bad("MaxBatchEvents", "max batch events %d: want 1..%d", c.MaxBatchEvents, MaxBatchEvents)
 	case c.StatsInterval <= 0:
-		return fmt.Errorf("%w: stats interval %s: must be positive", ErrInvalidConfig, c.StatsInterval)
+		return bad("StatsInterval", "stats interval %s: must be positive", c.StatsInterval)
 	}
 	for i, d := range c.RetryDelays {
 		if d <= 0 {
-			return fmt.Errorf("%w: retry delays[%d] %s: must be positive", ErrInvalidConfig, i, d)
+			return bad("RetryDelays", "retry delays[%d] %s: must be positive", i, d)
 		}
 	}
 	return nil
 }
+
+// Bounds of Config.
+const (
+	// MaxFetchBatch bounds Config.Consumer.FetchBatch.
+	MaxFetchBatch = 100_000
+	// MaxBatchEvents bounds Config.MaxBatchEvents.
+	MaxBatchEvents = 1000
+)
 
 // Bridge delivers room events from the durable "imbridge" to Tencent IM.
 type Bridge struct {

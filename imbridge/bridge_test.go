@@ -360,14 +360,14 @@ func TestNoApplicationDoesNotConsume(t *testing.T) {
 	// is running and still reports the events waiting.
 	for range 3 {
 		testenv.Eventually(t, 10*time.Second, func() error {
-			if v := gaugeValue(t, reg, "imbridge_consumer_pending"); v != 2 {
+			if v := testenv.MetricValue(t, reg, "imbridge_consumer_pending"); v != 2 {
 				return fmt.Errorf("pending gauge %v", v)
 			}
 			return nil
 		})
 	}
-	if v := gaugeValue(t, reg, "imbridge_configured"); v != 0 {
-		t.Fatalf("configured gauge %v", v)
+	if v, ok := testenv.Metric(t, reg, "imbridge_configured"); !ok || v != 0 {
+		t.Fatalf("configured gauge %v (exists %v)", v, ok)
 	}
 	stop()
 	if err := <-done; err != nil {
@@ -408,19 +408,4 @@ func TestRunFailsWithoutDurable(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("Run without its durable did not return")
 	}
-}
-
-// gaugeValue reads an unlabelled gauge from reg.
-func gaugeValue(tb testing.TB, reg *prometheus.Registry, name string) float64 {
-	tb.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() == name && len(mf.GetMetric()) == 1 {
-			return mf.GetMetric()[0].GetGauge().GetValue()
-		}
-	}
-	return -1
 }

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"strconv"
 	"time"
+
+	"voiceroom/apperr"
 )
 
 // CommandBeforeApplyJoinGroup is the callback the guard decides.
@@ -34,10 +36,11 @@ func (c GuardConfig) WithDefaults() GuardConfig {
 	return c
 }
 
-// Validate checks c after defaults.
+// Validate checks c after defaults; it never changes c. Errors are
+// *apperr.ConfigError naming the field and wrap ErrInvalidConfig.
 func (c GuardConfig) Validate() error {
-	if c.WithDefaults().MaxSkew < time.Second {
-		return fmt.Errorf("%w: callback max skew %s: want at least 1s", ErrInvalidConfig, c.MaxSkew)
+	if s := c.WithDefaults().MaxSkew; s < time.Second || s > time.Hour {
+		return apperr.BadConfig("MaxSkew", "%w: callback max skew %s: want 1s..1h", ErrInvalidConfig, s)
 	}
 	return nil
 }

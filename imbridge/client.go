@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"voiceroom/apperr"
 )
 
 // Tencent IM REST APIs the bridge calls ("service/command").
@@ -52,18 +54,19 @@ func (c ClientConfig) WithDefaults() ClientConfig {
 	return c
 }
 
-// Validate checks c after defaults.
+// Validate checks c after defaults; it never changes c. Errors are
+// *apperr.ConfigError naming the field and wrap ErrInvalidConfig.
 func (c ClientConfig) Validate() error {
 	c = c.WithDefaults()
 	switch {
-	case c.CallTimeout < 0:
-		return fmt.Errorf("%w: call timeout %s: must be positive", ErrInvalidConfig, c.CallTimeout)
+	case c.CallTimeout < 100*time.Millisecond || c.CallTimeout > time.Minute:
+		return apperr.BadConfig("CallTimeout", "%w: call timeout %s: want 100ms..1m", ErrInvalidConfig, c.CallTimeout)
 	case c.SigTTL < time.Minute:
-		return fmt.Errorf("%w: sig ttl %s: want at least 1m", ErrInvalidConfig, c.SigTTL)
+		return apperr.BadConfig("SigTTL", "%w: sig ttl %s: want at least 1m", ErrInvalidConfig, c.SigTTL)
 	case c.SigRenewBefore < 0 || c.SigRenewBefore >= c.SigTTL:
-		return fmt.Errorf("%w: sig renew before %s: want 0..sig ttl", ErrInvalidConfig, c.SigRenewBefore)
+		return apperr.BadConfig("SigRenewBefore", "%w: sig renew before %s: want 0..sig ttl", ErrInvalidConfig, c.SigRenewBefore)
 	case c.MaxIdleConns < 1:
-		return fmt.Errorf("%w: max idle conns %d: must be at least 1", ErrInvalidConfig, c.MaxIdleConns)
+		return apperr.BadConfig("MaxIdleConns", "%w: max idle conns %d: must be at least 1", ErrInvalidConfig, c.MaxIdleConns)
 	}
 	return nil
 }

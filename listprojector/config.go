@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"voiceroom/apperr"
 )
 
 // Config tunes the projector, the list query and the reconcile job. Zero
@@ -99,25 +101,28 @@ func (c Config) WithDefaults() Config {
 	return c
 }
 
-// Validate checks c after defaults; each error names the field.
+// Validate checks c after defaults; it never changes c. Each error is an
+// *apperr.ConfigError naming the field and wrapping ErrInvalidConfig; the
+// errors of several fields are joined.
 func (c Config) Validate() error {
 	c = c.WithDefaults()
 	var errs []error
 	check := func(ok bool, field, format string, args ...any) {
 		if !ok {
-			errs = append(errs, fmt.Errorf("%w: %s: %s", ErrInvalidConfig, field, fmt.Sprintf(format, args...)))
+			errs = append(errs, apperr.BadConfig(field, "%w: %s: %s", ErrInvalidConfig, field, fmt.Sprintf(format, args...)))
 		}
 	}
 	check(c.FetchBatch >= 1 && c.FetchBatch <= 5000, "FetchBatch", "want 1..5000, got %d", c.FetchBatch)
 	check(c.WriteTimeout > 0, "WriteTimeout", "must be positive")
 	check(c.PendingEvery > 0, "PendingEvery", "must be positive")
-	check(c.RedisTimeout > 0, "RedisTimeout", "must be positive")
+	check(c.RedisTimeout >= time.Millisecond && c.RedisTimeout <= 10*time.Second, "RedisTimeout", "want 1ms..10s, got %v", c.RedisTimeout)
 	check(c.ReconcileEvery >= time.Second, "ReconcileEvery", "want at least 1s, got %v", c.ReconcileEvery)
 	check(c.CardTTL >= 2*c.ReconcileEvery, "CardTTL", "want at least twice ReconcileEvery (%v), got %v", c.ReconcileEvery, c.CardTTL)
 	check(len(c.CursorSecret) == 0 || len(c.CursorSecret) >= 16, "CursorSecret", "want at least 16 bytes")
+	check(c.ChainTTL >= time.Second && c.ChainTTL <= time.Hour, "ChainTTL", "want 1s..1h, got %v", c.ChainTTL)
 	check(c.FreezeEvery > 0 && c.FreezeEvery <= c.ChainTTL, "FreezeEvery", "want more than 0 and at most ChainTTL, got %v", c.FreezeEvery)
 	check(c.ChainDepth >= MaxLimit && c.ChainDepth <= 100_000, "ChainDepth", "want %d..100000, got %d", MaxLimit, c.ChainDepth)
-	check(c.MaxFrozenRooms >= c.ChainDepth, "MaxFrozenRooms", "want at least ChainDepth (%d), got %d", c.ChainDepth, c.MaxFrozenRooms)
+	check(c.MaxFrozenRooms >= c.ChainDepth && c.MaxFrozenRooms <= 100_000_000, "MaxFrozenRooms", "want ChainDepth (%d)..100000000, got %d", c.ChainDepth, c.MaxFrozenRooms)
 	check(c.SearchMaxResults >= 1 && c.SearchMaxResults <= c.ChainDepth, "SearchMaxResults", "want 1..ChainDepth, got %d", c.SearchMaxResults)
 	return errors.Join(errs...)
 }

@@ -1,10 +1,11 @@
 package listprojector
 
 import (
-	"errors"
 	"fmt"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"voiceroom/promreg"
 )
 
 // Metrics are the room list's series. A nil *Metrics records nothing.
@@ -52,26 +53,15 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Help: "Failed Redis writes, by writer (projector, reconcile, repair); the reconcile job repairs them.",
 		}, []string{"writer"}),
 	}
-	if reg != nil {
-		var err error
-		if m.lag, err = register(reg, m.lag); err != nil {
-			return nil, err
-		}
-		if m.events, err = register(reg, m.events); err != nil {
-			return nil, err
-		}
-		if m.pending, err = register(reg, m.pending); err != nil {
-			return nil, err
-		}
-		if m.cache, err = register(reg, m.cache); err != nil {
-			return nil, err
-		}
-		if m.query, err = register(reg, m.query); err != nil {
-			return nil, err
-		}
-		if m.redisErrs, err = register(reg, m.redisErrs); err != nil {
-			return nil, err
-		}
+	r := promreg.On(reg)
+	promreg.Add(r, &m.lag)
+	promreg.Add(r, &m.events)
+	promreg.Add(r, &m.pending)
+	promreg.Add(r, &m.cache)
+	promreg.Add(r, &m.query)
+	promreg.Add(r, &m.redisErrs)
+	if err := r.Err(); err != nil {
+		return nil, fmt.Errorf("room list metrics: %w", err)
 	}
 	m.applied = m.events.WithLabelValues("applied")
 	m.stale = m.events.WithLabelValues("stale")
@@ -86,22 +76,6 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	m.query.WithLabelValues("list")
 	m.query.WithLabelValues("search")
 	return m, nil
-}
-
-// register registers c on reg, or returns the collector of the same shape
-// already registered there.
-func register[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error) {
-	err := reg.Register(c)
-	if err == nil {
-		return c, nil
-	}
-	var are prometheus.AlreadyRegisteredError
-	if errors.As(err, &are) {
-		if existing, ok := are.ExistingCollector.(C); ok {
-			return existing, nil
-		}
-	}
-	return c, fmt.Errorf("register room list metrics: %w", err)
 }
 
 func (m *Metrics) observeLag(seconds float64) {

@@ -115,23 +115,7 @@ func (s *sink) eventually(app string, region int64, check func([]listprojector.I
 // counter reads room_list_projector_events_total{result}.
 func (s *sink) counter(result string) float64 {
 	s.tb.Helper()
-	mfs, err := s.reg.Gather()
-	if err != nil {
-		s.tb.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != "room_list_projector_events_total" {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "result" && l.GetValue() == result {
-					return m.GetCounter().GetValue()
-				}
-			}
-		}
-	}
-	return 0
+	return testenv.MetricValue(s.tb, s.reg, "room_list_projector_events_total", "result", result)
 }
 
 // TestDuplicatesAndOutOfOrder: redelivered, repeated and reordered events

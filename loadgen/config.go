@@ -1,11 +1,12 @@
 package loadgen
 
 import (
-	"errors"
-	"fmt"
 	"io"
 	"net/url"
 	"time"
+
+	"voiceroom"
+	"voiceroom/apperr"
 )
 
 // Config is one bench run.
@@ -100,40 +101,49 @@ func (c Config) WithDefaults() Config {
 	return c
 }
 
-// Validate reports the first field that is out of range. It never mutates.
+// Validate reports the first field that is out of range, as an
+// *apperr.ConfigError naming the field; its message starts with the
+// field's name in words. It never mutates.
 func (c Config) Validate() error {
 	u, err := url.Parse(c.BaseURL)
 	switch {
 	case c.BaseURL == "" || err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
-		return fmt.Errorf("base url %q: want http://host:port", c.BaseURL)
+		return apperr.BadConfig("BaseURL", "base url %q: want http://host:port", c.BaseURL)
 	case len(c.JWTSecret) < 16:
-		return errors.New("jwt secret: must be at least 16 bytes")
+		return apperr.BadConfig("JWTSecret", "jwt secret: must be at least 16 bytes")
 	case len(c.Apps) == 0 || len(c.Apps) > 16:
-		return errors.New("apps: want 1..16")
+		return apperr.BadConfig("Apps", "apps: want 1..16")
 	case c.Rooms < len(c.Apps) || c.Rooms > 100000:
-		return fmt.Errorf("rooms: want %d..100000, got %d", len(c.Apps), c.Rooms)
+		return apperr.BadConfig("Rooms", "rooms: want %d..100000, got %d", len(c.Apps), c.Rooms)
 	case c.Regions < 1 || c.Regions > len(countryCodes):
-		return fmt.Errorf("regions: want 1..%d, got %d", len(countryCodes), c.Regions)
+		return apperr.BadConfig("Regions", "regions: want 1..%d, got %d", len(countryCodes), c.Regions)
 	case c.Users < len(c.Apps) || c.Users > 1000000:
-		return fmt.Errorf("users: want %d..1000000, got %d", len(c.Apps), c.Users)
+		return apperr.BadConfig("Users", "users: want %d..1000000, got %d", len(c.Apps), c.Users)
 	case c.Clients < 1 || c.Clients > 4096:
-		return fmt.Errorf("clients: want 1..4096, got %d", c.Clients)
+		return apperr.BadConfig("Clients", "clients: want 1..4096, got %d", c.Clients)
 	case c.ListClients < 0 || c.ListClients > 1024:
-		return fmt.Errorf("list clients: want 0..1024, got %d", c.ListClients)
+		return apperr.BadConfig("ListClients", "list clients: want 0..1024, got %d", c.ListClients)
 	case c.Rate < 0 || c.Rate > 1e6:
-		return fmt.Errorf("rate: want 0..1000000, got %g", c.Rate)
+		return apperr.BadConfig("Rate", "rate: want 0..1000000, got %g", c.Rate)
 	case c.Duration < time.Second:
-		return fmt.Errorf("duration: want at least 1s, got %s", c.Duration)
+		return apperr.BadConfig("Duration", "duration: want at least 1s, got %s", c.Duration)
 	case c.CeilingDuration < 0:
-		return errors.New("ceiling duration: must not be negative")
+		return apperr.BadConfig("CeilingDuration", "ceiling duration: must not be negative")
 	case c.DrainRows < 0 || c.DrainRows > 10000000:
-		return fmt.Errorf("drain rows: want 0..10000000, got %d", c.DrainRows)
+		return apperr.BadConfig("DrainRows", "drain rows: want 0..10000000, got %d", c.DrainRows)
 	case c.QuietTimeout <= 0:
-		return errors.New("quiet timeout: must be positive")
+		return apperr.BadConfig("QuietTimeout", "quiet timeout: must be positive")
+	case c.DrainApp != "" && !voiceroom.ValidAppCode(c.DrainApp):
+		return apperr.BadConfig("DrainApp", "drain app %q: %s", c.DrainApp, voiceroom.AppCodeRule)
+	}
+	for _, app := range c.Apps {
+		if !voiceroom.ValidAppCode(app) {
+			return apperr.BadConfig("Apps", "apps: %q: %s", app, voiceroom.AppCodeRule)
+		}
 	}
 	if c.EmulatorURL != "" {
 		if u, err := url.Parse(c.EmulatorURL); err != nil || u.Host == "" {
-			return fmt.Errorf("emulator url %q: want http://host:port", c.EmulatorURL)
+			return apperr.BadConfig("EmulatorURL", "emulator url %q: want http://host:port", c.EmulatorURL)
 		}
 	}
 	return nil

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 
 	"voiceroom/internal/testenv"
 	"voiceroom/outboxrelay"
@@ -73,46 +72,6 @@ func (r *running) stop(tb testing.TB, limit time.Duration) time.Duration {
 		tb.Fatalf("run did not return within %s of cancel", limit)
 	}
 	return time.Since(start)
-}
-
-// counterValue reads a counter or gauge (with the given label values) from reg.
-func metricValue(tb testing.TB, reg *prometheus.Registry, name string, labels ...string) float64 {
-	tb.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-	metrics:
-		for _, m := range mf.GetMetric() {
-			for i := 0; i+1 < len(labels); i += 2 {
-				if labelValue(m, labels[i]) != labels[i+1] {
-					continue metrics
-				}
-			}
-			switch {
-			case m.Counter != nil:
-				return m.Counter.GetValue()
-			case m.Gauge != nil:
-				return m.Gauge.GetValue()
-			case m.Histogram != nil:
-				return float64(m.Histogram.GetSampleCount())
-			}
-		}
-	}
-	return 0
-}
-
-func labelValue(m *dto.Metric, name string) string {
-	for _, l := range m.GetLabel() {
-		if l.GetName() == name {
-			return l.GetValue()
-		}
-	}
-	return ""
 }
 
 // logBuffer collects the JSON logs of a test (testenv.LogBuffer) and picks

@@ -160,7 +160,7 @@ func TestRelayPublishesPendingRows(t *testing.T) {
 		}
 		last[m.Envelope.RoomID] = m.Envelope.RoomVersion
 	}
-	if got := metricValue(t, reg, "room_outbox_publish_success_total", "path", "relay"); got != float64(len(msgs)) {
+	if got := testenv.MetricValue(t, reg, "room_outbox_publish_success_total", "path", "relay"); got != float64(len(msgs)) {
 		t.Fatalf("success metric %v, want %d", got, len(msgs))
 	}
 	for _, name := range []string{"room_outbox_pending_total", "room_outbox_publish_success_total", "room_outbox_publish_failure_total",
@@ -236,7 +236,7 @@ func TestPublishFailureKeepsRowPendingThenSucceeds(t *testing.T) {
 	if res.Failed != 1 || res.HeldBack != 1 || res.Published != 2 {
 		t.Fatalf("pass result %+v", res)
 	}
-	if got := metricValue(t, reg, "room_outbox_publish_failure_total", "path", "relay"); got != 1 {
+	if got := testenv.MetricValue(t, reg, "room_outbox_publish_failure_total", "path", "relay"); got != 1 {
 		t.Fatalf("failure metric %v", got)
 	}
 	// The failure is logged with the spec's fields.
@@ -381,10 +381,10 @@ func TestTwoRelaysOneBacklog(t *testing.T) {
 	if len(stored) != len(msgs) {
 		t.Fatalf("stream holds %d, want %d", len(stored), len(msgs))
 	}
-	if dup := metricValue(t, reg, "room_outbox_publish_duplicate_total", "path", "relay"); dup != 0 {
+	if dup := testenv.MetricValue(t, reg, "room_outbox_publish_duplicate_total", "path", "relay"); dup != 0 {
 		t.Fatalf("%v rows were published twice", dup)
 	}
-	if got := metricValue(t, reg, "room_outbox_publish_success_total", "path", "relay"); got != float64(len(msgs)) {
+	if got := testenv.MetricValue(t, reg, "room_outbox_publish_success_total", "path", "relay"); got != float64(len(msgs)) {
 		t.Fatalf("%v acks for %d rows", got, len(msgs))
 	}
 }
@@ -416,7 +416,7 @@ func TestStoppedAfterPublishBeforeMark(t *testing.T) {
 	if n := outboxtest.StreamLen(t, conn.JetStream()); n != 20 {
 		t.Fatalf("stream holds %d after the re-publish, want 20", n)
 	}
-	if dup := metricValue(t, reg, "room_outbox_publish_duplicate_total", "path", "relay"); dup != 20 {
+	if dup := testenv.MetricValue(t, reg, "room_outbox_publish_duplicate_total", "path", "relay"); dup != 20 {
 		t.Fatalf("duplicate acks %v, want 20", dup)
 	}
 	for _, msg := range msgs {
@@ -518,7 +518,7 @@ func TestUndecodableRowStaysPending(t *testing.T) {
 	if n := outboxtest.StreamLen(t, conn.JetStream()); n != uint64(len(good)) {
 		t.Fatalf("stream holds %d, want only the %d good rows", n, len(good))
 	}
-	if got := metricValue(t, reg, "room_outbox_undecodable_total"); got != 6 {
+	if got := testenv.MetricValue(t, reg, "room_outbox_undecodable_total"); got != 6 {
 		t.Fatalf("undecodable metric %v, want 3 rows x 2 passes", got)
 	}
 	if lines := logs.lines("undecodable envelope; it stays pending"); len(lines) != 3 || !strings.Contains(strings.Join(lines, ""), `"event_id":"ev-mismatch"`) {
@@ -571,7 +571,7 @@ func TestRetentionDeletesOldPublishedRows(t *testing.T) {
 		outboxrelay.Config{Retention: time.Hour, RetentionBatch: 2, PollInterval: time.Hour, PublishTimeout: 100 * time.Millisecond})
 	run := runInBackground(t, r.Run)
 	testenv.Eventually(t, 10*time.Second, func() error {
-		if got := metricValue(t, reg, "room_outbox_retention_deleted_total"); got != 7 {
+		if got := testenv.MetricValue(t, reg, "room_outbox_retention_deleted_total"); got != 7 {
 			return fmt.Errorf("deleted %v", got)
 		}
 		return nil
@@ -583,10 +583,10 @@ func TestRetentionDeletesOldPublishedRows(t *testing.T) {
 	if n := outboxtest.Count(t, db, "pending"); n != 2 {
 		t.Fatalf("%d pending rows left, want 2", n)
 	}
-	if got := metricValue(t, reg, "room_outbox_pending_total"); got != 2 {
+	if got := testenv.MetricValue(t, reg, "room_outbox_pending_total"); got != 2 {
 		t.Fatalf("pending gauge %v", got)
 	}
-	if age := metricValue(t, reg, "room_outbox_oldest_pending_age_ms"); age < float64(time.Hour.Milliseconds()) {
+	if age := testenv.MetricValue(t, reg, "room_outbox_oldest_pending_age_ms"); age < float64(time.Hour.Milliseconds()) {
 		t.Fatalf("oldest pending age %vms", age)
 	}
 }

@@ -5,6 +5,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"voiceroom/apperr"
 	"voiceroom/promreg"
 )
 
@@ -70,5 +71,26 @@ func newMetrics(reg prometheus.Registerer, loaded func() float64) (*metrics, err
 	if err := r.Err(); err != nil {
 		return nil, fmt.Errorf("rooms metrics: %w", err)
 	}
+	// The series alerts use exist at 0 from the start: a failure rate is
+	// 0, not absent, until the first failure.
+	for _, k := range allKinds {
+		for _, outcome := range alertOutcomes {
+			m.commands.WithLabelValues(string(k), outcome)
+		}
+	}
+	for _, outcome := range []string{"ok", "error", "corrupt"} {
+		m.loads.WithLabelValues(outcome)
+	}
 	return m, nil
 }
+
+// allKinds are the kinds of room commands, each a value of the kind label.
+var allKinds = []Kind{
+	KindCreateRoom, KindJoinRoom, KindLeaveRoom, KindHeartbeat, KindMicUp, KindMicDown, KindChangeMicSeat,
+	KindSetSeatLock, KindTransferRoomHost, KindSendGift, KindSetRoomPassword, KindKickUser, KindCloseRoom,
+	KindChangeRoomVisibleRegion, KindSweepStale, KindBanRoom, KindRestoreRoom,
+}
+
+// alertOutcomes are the outcomes of rooms_commands_total that alerts and
+// their ratios read: success, and the server's own failures.
+var alertOutcomes = []string{"OK", string(apperr.Unavailable), string(apperr.Internal)}

@@ -7,10 +7,10 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 
 	"voiceroom/apperr"
 	"voiceroom/bus"
+	"voiceroom/internal/testenv"
 )
 
 // TestModerationRules covers BanRoom and RestoreRoom, and every other
@@ -164,8 +164,8 @@ func TestBanAndRestore(t *testing.T) {
 	}
 	e.mustDo(t, "app1", room, KindMicUp, 2, Args{SeatIndex: 0})
 	for _, a := range AuditActions {
-		if v := counterValue(t, reg, string(a)); v != 0 {
-			t.Fatalf("%s counter starts at %v", a, v)
+		if v, ok := testenv.Metric(t, reg, "rooms_moderation_actions_total", "action", string(a)); !ok || v != 0 {
+			t.Fatalf("%s counter starts at %v (exists %v)", a, v, ok)
 		}
 	}
 
@@ -277,7 +277,7 @@ func TestBanAndRestore(t *testing.T) {
 		t.Fatalf("ban audit %+v before %s after %s", ban, ban.Before, ban.After)
 	}
 	for action, want := range map[AuditAction]float64{AuditBan: 2, AuditRestore: 1, AuditClose: 1, AuditRegionChange: 0, AuditPin: 0} {
-		if v := counterValue(t, reg, string(action)); v != want {
+		if v := testenv.MetricValue(t, reg, "rooms_moderation_actions_total", "action", string(action)); v != want {
 			t.Fatalf("%s counted %v, want %v", action, v, want)
 		}
 	}
@@ -404,34 +404,4 @@ func TestAuditTrail(t *testing.T) {
 			t.Fatalf("limit %d cursor %q: %v", c.limit, c.cursor, err)
 		}
 	}
-}
-
-// counterValue reads rooms_moderation_actions_total{action}.
-func counterValue(tb testing.TB, reg *prometheus.Registry, action string) float64 {
-	tb.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != "rooms_moderation_actions_total" {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			if labelIs(m, "action", action) {
-				return m.GetCounter().GetValue()
-			}
-		}
-	}
-	tb.Fatalf("no series for action %s", action)
-	return 0
-}
-
-func labelIs(m *dto.Metric, name, value string) bool {
-	for _, l := range m.GetLabel() {
-		if l.GetName() == name && l.GetValue() == value {
-			return true
-		}
-	}
-	return false
 }

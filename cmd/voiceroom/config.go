@@ -82,7 +82,7 @@ type config struct {
 	ProjectorBackOff       []time.Duration `env:"VOICEROOM_PROJECTOR_BACKOFF" envDefault:"500ms,2s,10s,1m" envSeparator:","`
 	ProjectorMaxDeliver    int             `env:"VOICEROOM_PROJECTOR_MAX_DELIVER" envDefault:"10"`
 	ProjectorMaxAckPending int             `env:"VOICEROOM_PROJECTOR_MAX_ACK_PENDING" envDefault:"5000"`
-	ProjectorConcurrency   int             `env:"VOICEROOM_PROJECTOR_CONCURRENCY" envDefault:"4"`
+	ProjectorConcurrency   int             `env:"VOICEROOM_PROJECTOR_CONCURRENCY" envDefault:"4"` // validated, unused: see projectorConcurrencySet
 	ProjectorFetchBatch    int             `env:"VOICEROOM_PROJECTOR_FETCH_BATCH" envDefault:"500"`
 
 	ListReconcileEvery  time.Duration `env:"VOICEROOM_LIST_RECONCILE_EVERY" envDefault:"30s"`
@@ -125,6 +125,13 @@ type config struct {
 
 	DLQSettings // VOICEROOM_DLQ_GAP_CHECK_INTERVAL, _MAX_REPLAY, VOICEROOM_BUS_MONITOR_INTERVAL (dlq.go)
 	IMConfig    // Tencent IM (imbridge.go)
+
+	// projectorConcurrencySet says VOICEROOM_PROJECTOR_CONCURRENCY is set.
+	// The variable is accepted and validated (as the consume loop's
+	// Concurrency) so that deployments setting it still start, but the
+	// projector's batch consumer handles one batch at a time and never
+	// reads it; serve warns when it is set.
+	projectorConcurrencySet bool
 }
 
 // configError is a bad setting; its message names the variable.
@@ -146,6 +153,7 @@ func loadConfig() (config, error) {
 	if err := env.Parse(&cfg); err != nil {
 		return cfg, nameParseErrors(err)
 	}
+	_, cfg.projectorConcurrencySet = os.LookupEnv("VOICEROOM_PROJECTOR_CONCURRENCY")
 	cfg = cfg.normalised()
 	if err := cfg.validate(); err != nil {
 		return cfg, err
@@ -243,20 +251,18 @@ func (c config) validate() error {
 	check(c.IMBridgeAckWait >= time.Second, "VOICEROOM_IMBRIDGE_ACK_WAIT", "want at least 1s, got %v", c.IMBridgeAckWait)
 	check(c.ProjectorAckWait >= time.Second, "VOICEROOM_PROJECTOR_ACK_WAIT", "want at least 1s, got %v", c.ProjectorAckWait)
 	check(c.RegionsCacheTTL >= 100*time.Millisecond, "VOICEROOM_REGIONS_CACHE_TTL", "want at least 100ms, got %v", c.RegionsCacheTTL)
-	for _, err := range c.DLQSettings.validate() {
-		errs.add(err)
-	}
+	c.DLQSettings.validate(&errs)
 	check(c.IMBridgeMaxDeliver == -1 || c.IMBridgeMaxDeliver > 0, "VOICEROOM_IMBRIDGE_MAX_DELIVER", "want -1 (no limit) or a positive count, got %d", c.IMBridgeMaxDeliver)
 	imErrs, _ := c.IMConfig.apps()
 	for _, err := range imErrs {
 		errs.add(err)
 	}
+	check(c.IMBridgeGroupMsgsPerSec <= 30, "VOICEROOM_IMBRIDGE_GROUP_MESSAGES_PER_SECOND", "want at most 30 (Tencent drops above 40), got %v", c.IMBridgeGroupMsgsPerSec)
 	check(c.IMBridgeFetchBatch <= c.IMBridgeMaxAckPending, "VOICEROOM_IMBRIDGE_FETCH_BATCH", "must be at most VOICEROOM_IMBRIDGE_MAX_ACK_PENDING (%d)", c.IMBridgeMaxAckPending)
-	for _, err := range c.listErrors() {
-		errs.add(err)
-	}
+	check(c.ListFreezeEvery >= 10*time.Millisecond, "VOICEROOM_LIST_FREEZE_EVERY", "want at least 10ms, got %v", c.ListFreezeEvery)
 
 	// Values that span packages.
+	check(c.ProjectorFetchBatch <= c.ProjectorMaxAckPending, "VOICEROOM_PROJECTOR_FETCH_BATCH", "must not exceed VOICEROOM_PROJECTOR_MAX_ACK_PENDING (%d)", c.ProjectorMaxAckPending)
 	check(c.RoomsCommitWorkers < c.MySQLMaxOpenConns, "VOICEROOM_ROOMS_COMMIT_WORKERS", "must be below VOICEROOM_MYSQL_MAX_OPEN_CONNS (%d), which reads need too", c.MySQLMaxOpenConns)
 	// MySQL closes once the workers have stopped or the shutdown timeout
 	// has passed: the relay must be able to finish its batch before that.
@@ -283,6 +289,9 @@ func (c config) validate() error {
 	errs.of(c.fastPath().Validate(), "outbox", outboxVars)
 	errs.of(c.rooms().Validate(), "rooms", roomsVars)
 	errs.of(c.regions().Validate(), "regions", regionsVars)
+	errs.of(c.roomList(c.secretForValidation()).Validate(), "room list", listVars)
+	errs.of(c.imBridgeConfig().Validate(), "imbridge", imBridgeVars())
+	errs.of(c.guardConfig().Validate(), "im callback", imBridgeVars())
 	return errs.join()
 }
 
@@ -348,6 +357,7 @@ var zeroOK = map[string]bool{
 	"VOICEROOM_OUTBOX_PUBLISH_TIMEOUT": true,
 	"VOICEROOM_OUTBOX_RETENTION":       true,
 	"VOICEROOM_IMBRIDGE_MAX_DELIVER":   true, // -1: no delivery limit
+	"VOICEROOM_TIM_SDKAPPID":           true, // 0: no default Tencent application
 }
 
 // varErrors collects configuration errors, at most one per variable.
@@ -369,10 +379,24 @@ func (e *varErrors) add(err *configError) {
 
 // of adds a package's Validate error under the variable of its field;
 // an error naming a field no variable sets is reported under the
-// component's name.
+// component's name. Joined errors (errors.Join) are reported one by one.
 func (e *varErrors) of(err error, component string, vars map[string]string) {
 	if err == nil {
 		return
+	}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		// A join of several fields' errors, or a wrap of a sentinel and
+		// one field's error: each field's error under its variable.
+		split := false
+		for _, err := range j.Unwrap() {
+			if apperr.ConfigFieldOf(err) != "" {
+				e.of(err, component, vars)
+				split = true
+			}
+		}
+		if split {
+			return
+		}
 	}
 	name, ok := vars[apperr.ConfigFieldOf(err)]
 	if !ok {
@@ -381,12 +405,19 @@ func (e *varErrors) of(err error, component string, vars map[string]string) {
 	e.add(&configError{Var: name, Msg: err.Error()})
 }
 
-// positive reports every numeric variable at or below zero, except zeroOK.
-func (e *varErrors) positive(c config) {
-	v, t := reflect.ValueOf(c), reflect.TypeOf(c)
+// positive reports every numeric variable at or below zero, except zeroOK,
+// the embedded parts' (DLQSettings, IMConfig) too.
+func (e *varErrors) positive(c config) { e.positiveFields(reflect.ValueOf(c)) }
+
+func (e *varErrors) positiveFields(v reflect.Value) {
+	t := v.Type()
 	for i := range t.NumField() {
+		if t.Field(i).Anonymous && t.Field(i).Type.Kind() == reflect.Struct {
+			e.positiveFields(v.Field(i))
+			continue
+		}
 		name, _, _ := strings.Cut(t.Field(i).Tag.Get("env"), ",")
-		if zeroOK[name] {
+		if name == "" || zeroOK[name] {
 			continue
 		}
 		f := v.Field(i)

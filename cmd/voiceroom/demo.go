@@ -12,6 +12,8 @@ import (
 	"os"
 	"strings"
 	"time"
+
+	"voiceroom"
 )
 
 // demoConfig is what `voiceroom demo` runs against.
@@ -52,7 +54,8 @@ func (c demoConfig) WithDefaults() demoConfig {
 	return c
 }
 
-// Validate reports the first bad field.
+// Validate reports the first bad field, named by its flag. It never
+// mutates.
 func (c demoConfig) Validate() error {
 	for _, f := range []struct{ name, v string }{{"--url", c.URL}, {"--imemu", c.IMEmuURL}} {
 		u, err := url.Parse(f.v)
@@ -63,6 +66,8 @@ func (c demoConfig) Validate() error {
 	switch {
 	case c.App == "":
 		return errors.New("--app: is required")
+	case !voiceroom.ValidAppCode(c.App):
+		return fmt.Errorf("--app: want %s, got %q", voiceroom.AppCodeRule, c.App)
 	case c.Wait <= 0:
 		return fmt.Errorf("--wait: want > 0, got %v", c.Wait)
 	case c.RequestTimeout <= 0:

@@ -16,22 +16,41 @@ type DLQSettings struct {
 	MaxReplay        int           `env:"VOICEROOM_DLQ_MAX_REPLAY" envDefault:"10000"`
 }
 
-// validate returns one error per bad variable.
-func (s DLQSettings) validate() []*configError {
-	var errs []*configError
-	bad := func(name, format string, args ...any) *configError {
-		return &configError{Var: name, Msg: fmt.Sprintf(format, args...)}
+// dlqVars are the variables that set the dead-letter components'
+// Config fields (bus.DLQConfig, bus.MonitorConfig, bus.GapCheckConfig).
+var dlqVars = map[string]string{
+	"MaxReplay": "VOICEROOM_DLQ_MAX_REPLAY",
+}
+
+// validate checks the variables without changing s: the packages' rules
+// through their Configs, reported under the variable that set the field,
+// and the operators' lower bounds on the intervals, tighter than the
+// packages' (whose tests run them faster). Errors go to errs.
+func (s DLQSettings) validate(errs *varErrors) {
+	if s.GapCheckInterval < time.Second {
+		errs.add(&configError{Var: "VOICEROOM_DLQ_GAP_CHECK_INTERVAL", Msg: fmt.Sprintf("want at least 1s, got %v", s.GapCheckInterval)})
 	}
-	if s.GapCheckInterval < time.Second || s.GapCheckInterval > time.Hour {
-		errs = append(errs, bad("VOICEROOM_DLQ_GAP_CHECK_INTERVAL", "want 1s..1h, got %v", s.GapCheckInterval))
+	if s.MonitorInterval < time.Second {
+		errs.add(&configError{Var: "VOICEROOM_BUS_MONITOR_INTERVAL", Msg: fmt.Sprintf("want at least 1s, got %v", s.MonitorInterval)})
 	}
-	if s.MonitorInterval < time.Second || s.MonitorInterval > time.Hour {
-		errs = append(errs, bad("VOICEROOM_BUS_MONITOR_INTERVAL", "want 1s..1h, got %v", s.MonitorInterval))
-	}
-	if s.MaxReplay < 1 || s.MaxReplay > 100_000 {
-		errs = append(errs, bad("VOICEROOM_DLQ_MAX_REPLAY", "want 1..100000, got %d", s.MaxReplay))
-	}
-	return errs
+	errs.of(s.dlq(nil).Validate(), "dlq", dlqVars)
+	errs.of(s.monitor(nil).Validate(), "bus monitor", map[string]string{"Interval": "VOICEROOM_BUS_MONITOR_INTERVAL"})
+	errs.of(s.gapCheck(bus.DurableIMBridge).Validate(), "gap check", map[string]string{"Interval": "VOICEROOM_DLQ_GAP_CHECK_INTERVAL"})
+}
+
+// dlq is the configuration of the dead-letter queue of sinks.
+func (s DLQSettings) dlq(sinks []string) bus.DLQConfig {
+	return bus.DLQConfig{Sinks: sinks, MaxReplay: s.MaxReplay}
+}
+
+// monitor is the configuration of the bus monitor of sinks.
+func (s DLQSettings) monitor(sinks []string) bus.MonitorConfig {
+	return bus.MonitorConfig{Durables: sinks, Interval: s.MonitorInterval}
+}
+
+// gapCheck is the configuration of the gap check of durable.
+func (s DLQSettings) gapCheck(durable string) bus.GapCheckConfig {
+	return bus.GapCheckConfig{Durable: durable, Interval: s.GapCheckInterval}
 }
 
 // wireDLQ adds the dead-letter components of the roles serve runs:
@@ -65,17 +84,17 @@ func wireDLQ(d *deps) error {
 	if err != nil {
 		return fmt.Errorf("dlq metrics: %w", err)
 	}
-	q, err := bus.NewDLQ(js, bus.DLQConfig{Sinks: sinks, MaxReplay: d.cfg.DLQSettings.MaxReplay}, log, m)
+	q, err := bus.NewDLQ(js, d.cfg.DLQSettings.dlq(sinks), log, m)
 	if err != nil {
 		return fmt.Errorf("dlq: %w", err)
 	}
-	mon, err := bus.NewMonitor(q, bus.MonitorConfig{Durables: sinks, Interval: d.cfg.DLQSettings.MonitorInterval}, log, m)
+	mon, err := bus.NewMonitor(q, d.cfg.DLQSettings.monitor(sinks), log, m)
 	if err != nil {
 		return fmt.Errorf("bus monitor: %w", err)
 	}
 	d.workers = append(d.workers, worker{name: "bus-monitor", run: mon.Run})
 	for _, s := range gapSinks {
-		gc, err := bus.NewGapChecker(js, bus.GapCheckConfig{Durable: s, Interval: d.cfg.DLQSettings.GapCheckInterval}, log, m)
+		gc, err := bus.NewGapChecker(js, d.cfg.DLQSettings.gapCheck(s), log, m)
 		if err != nil {
 			return fmt.Errorf("gap check %s: %w", s, err)
 		}

@@ -32,9 +32,10 @@ type IMConfig struct {
 	imApps                  imbridge.Apps // built by loadConfig from the settings above
 }
 
-// apps checks the Tencent settings and builds the applications they give
-// (the default one and the VOICEROOM_TIM_APPS file's); it changes nothing.
-// Errors name the variable.
+// apps checks the Tencent application settings and builds the
+// applications they give (the default one and the VOICEROOM_TIM_APPS
+// file's); it changes nothing. Errors name the variable. The bridge's and
+// the callback guard's tuning is checked by their Configs (imBridgeVars).
 func (c IMConfig) apps() ([]*configError, imbridge.Apps) {
 	var errs []*configError
 	check := func(ok bool, name, format string, args ...any) {
@@ -62,14 +63,27 @@ func (c IMConfig) apps() ([]*configError, imbridge.Apps) {
 		check(err == nil, "VOICEROOM_TIM_APPS", "%v", err)
 		apps.ByApp = byApp
 	}
-	check(c.TIMCallbackMaxSkew >= time.Second && c.TIMCallbackMaxSkew <= time.Hour, "VOICEROOM_TIM_CALLBACK_MAX_SKEW", "want 1s..1h, got %v", c.TIMCallbackMaxSkew)
-	check(c.IMBridgeCallTimeout >= 100*time.Millisecond && c.IMBridgeCallTimeout <= time.Minute, "VOICEROOM_IMBRIDGE_CALL_TIMEOUT", "want 100ms..1m, got %v", c.IMBridgeCallTimeout)
-	check(c.IMBridgeCallsPerSecond > 0 && c.IMBridgeCallsPerSecond <= 200, "VOICEROOM_IMBRIDGE_CALLS_PER_SECOND", "want more than 0 and at most Tencent's 200, got %v", c.IMBridgeCallsPerSecond)
-	check(c.IMBridgeGroupMsgsPerSec > 0 && c.IMBridgeGroupMsgsPerSec <= 30, "VOICEROOM_IMBRIDGE_GROUP_MESSAGES_PER_SECOND", "want more than 0 and at most 30 (Tencent drops above 40), got %v", c.IMBridgeGroupMsgsPerSec)
-	check(c.IMBridgeSenders >= 1 && c.IMBridgeSenders <= 1024, "VOICEROOM_IMBRIDGE_SENDERS", "want 1..1024, got %d", c.IMBridgeSenders)
-	check(c.IMBridgeFetchBatch >= 1 && c.IMBridgeFetchBatch <= 100000, "VOICEROOM_IMBRIDGE_FETCH_BATCH", "want 1..100000, got %d", c.IMBridgeFetchBatch)
-	check(c.IMBridgeMaxBatchEvents >= 1 && c.IMBridgeMaxBatchEvents <= 1000, "VOICEROOM_IMBRIDGE_MAX_BATCH_EVENTS", "want 1..1000, got %d", c.IMBridgeMaxBatchEvents)
 	return errs, apps
+}
+
+// imBridgeVars are the variables that set imbridge.Config's fields (its
+// consumer's by sinkVars) and imbridge.GuardConfig's.
+func imBridgeVars() map[string]string {
+	vars := sinkVars(bus.DurableIMBridge)
+	for field, name := range map[string]string{
+		"FetchBatch": "VOICEROOM_IMBRIDGE_FETCH_BATCH", "CallTimeout": "VOICEROOM_IMBRIDGE_CALL_TIMEOUT",
+		"CallsPerSecond": "VOICEROOM_IMBRIDGE_CALLS_PER_SECOND", "GroupMessagesPerSecond": "VOICEROOM_IMBRIDGE_GROUP_MESSAGES_PER_SECOND",
+		"Senders": "VOICEROOM_IMBRIDGE_SENDERS", "MaxBatchEvents": "VOICEROOM_IMBRIDGE_MAX_BATCH_EVENTS",
+		"RetryDelays": "VOICEROOM_IMBRIDGE_BACKOFF", "MaxSkew": "VOICEROOM_TIM_CALLBACK_MAX_SKEW",
+	} {
+		vars[field] = name
+	}
+	return vars
+}
+
+// guardConfig is the configuration of the IM callback guard.
+func (c *config) guardConfig() imbridge.GuardConfig {
+	return imbridge.GuardConfig{MaxSkew: c.TIMCallbackMaxSkew}
 }
 
 // imBridgeConfig is the bridge's configuration.
@@ -117,7 +131,7 @@ func imCallbackMount(d *deps, svc *rooms.Service) (gateway.Mount, error) {
 	if err != nil {
 		return nil, err
 	}
-	g, err := imbridge.NewGuard(d.cfg.imApps, svc, imbridge.GuardConfig{MaxSkew: d.cfg.TIMCallbackMaxSkew}, m, time.Now)
+	g, err := imbridge.NewGuard(d.cfg.imApps, svc, d.cfg.guardConfig(), m, time.Now)
 	if err != nil {
 		return nil, fmt.Errorf("im callback: %w", err)
 	}

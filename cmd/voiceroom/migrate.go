@@ -11,18 +11,25 @@ import (
 
 // migrate applies pending migrations and exits.
 func migrate(ctx context.Context) error {
-	cfg, err := loadConfig()
-	if err != nil {
-		return err
-	}
-	log := newLogger(cfg)
-	db, err := openMigrated(ctx, cfg, log)
+	_, log, db, err := oneShot(ctx)
 	if err != nil {
 		return err
 	}
 	db.Close()
 	log.Info("migrations up to date")
 	return nil
+}
+
+// oneShot is the start of a one-shot command: the configuration, its
+// logger, and a small migrated pool (openMigrated) the caller closes.
+func oneShot(ctx context.Context) (config, *slog.Logger, *sql.DB, error) {
+	cfg, err := loadConfig()
+	if err != nil {
+		return cfg, nil, nil, err
+	}
+	log := newLogger(cfg)
+	db, err := openMigrated(ctx, cfg, log)
+	return cfg, log, db, err
 }
 
 // openMigrated opens a small pool for a one-shot command and applies the

@@ -8,7 +8,6 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -19,25 +18,13 @@ import (
 	"voiceroom/regions"
 )
 
-// listErrors checks the room list's variables; each error names one.
-func (c *config) listErrors() []*configError {
-	var errs []*configError
-	check := func(ok bool, name, format string, args ...any) {
-		if !ok {
-			errs = append(errs, &configError{Var: name, Msg: fmt.Sprintf(format, args...)})
-		}
-	}
-	check(c.ProjectorFetchBatch >= 1 && c.ProjectorFetchBatch <= 5000, "VOICEROOM_PROJECTOR_FETCH_BATCH", "want 1..5000, got %d", c.ProjectorFetchBatch)
-	check(c.ProjectorFetchBatch <= c.ProjectorMaxAckPending, "VOICEROOM_PROJECTOR_FETCH_BATCH", "must not exceed VOICEROOM_PROJECTOR_MAX_ACK_PENDING (%d)", c.ProjectorMaxAckPending)
-	check(c.ListReconcileEvery >= time.Second, "VOICEROOM_LIST_RECONCILE_EVERY", "want at least 1s, got %v", c.ListReconcileEvery)
-	check(c.ListCardTTL >= 2*c.ListReconcileEvery, "VOICEROOM_LIST_CARD_TTL", "want at least twice VOICEROOM_LIST_RECONCILE_EVERY, got %v", c.ListCardTTL)
-	check(c.ListRedisTimeout >= time.Millisecond && c.ListRedisTimeout <= 10*time.Second, "VOICEROOM_LIST_REDIS_TIMEOUT", "want 1ms..10s, got %v", c.ListRedisTimeout)
-	check(c.ListChainTTL >= time.Second && c.ListChainTTL <= time.Hour, "VOICEROOM_LIST_CHAIN_TTL", "want 1s..1h, got %v", c.ListChainTTL)
-	check(c.ListFreezeEvery >= 10*time.Millisecond && c.ListFreezeEvery <= c.ListChainTTL, "VOICEROOM_LIST_FREEZE_EVERY", "want 10ms..VOICEROOM_LIST_CHAIN_TTL, got %v", c.ListFreezeEvery)
-	check(c.ListChainDepth >= listprojector.MaxLimit && c.ListChainDepth <= 100000, "VOICEROOM_LIST_CHAIN_DEPTH", "want %d..100000, got %d", listprojector.MaxLimit, c.ListChainDepth)
-	check(c.ListMaxFrozenRooms >= c.ListChainDepth && c.ListMaxFrozenRooms <= 100_000_000, "VOICEROOM_LIST_MAX_FROZEN_ROOMS", "want VOICEROOM_LIST_CHAIN_DEPTH..100000000, got %d", c.ListMaxFrozenRooms)
-	check(c.ListSearchMaxResult >= 1 && c.ListSearchMaxResult <= c.ListChainDepth, "VOICEROOM_LIST_SEARCH_MAX_RESULTS", "want 1..VOICEROOM_LIST_CHAIN_DEPTH, got %d", c.ListSearchMaxResult)
-	return errs
+// listVars are the variables that set listprojector.Config's fields.
+var listVars = map[string]string{
+	"FetchBatch": "VOICEROOM_PROJECTOR_FETCH_BATCH", "RedisTimeout": "VOICEROOM_LIST_REDIS_TIMEOUT",
+	"CardTTL": "VOICEROOM_LIST_CARD_TTL", "ReconcileEvery": "VOICEROOM_LIST_RECONCILE_EVERY",
+	"CursorSecret": "VOICEROOM_JWT_SECRET", "FreezeEvery": "VOICEROOM_LIST_FREEZE_EVERY",
+	"ChainTTL": "VOICEROOM_LIST_CHAIN_TTL", "ChainDepth": "VOICEROOM_LIST_CHAIN_DEPTH",
+	"MaxFrozenRooms": "VOICEROOM_LIST_MAX_FROZEN_ROOMS", "SearchMaxResults": "VOICEROOM_LIST_SEARCH_MAX_RESULTS",
 }
 
 // roomList is the configuration of the room list; the cursor key is
@@ -88,6 +75,10 @@ func wireRoomList(d *deps, regionSvc *regions.Service) error {
 		return err
 	}
 	log := d.log.With("component", "roomlist")
+	if proj && d.cfg.projectorConcurrencySet {
+		log.Warn("VOICEROOM_PROJECTOR_CONCURRENCY has no effect: the projector handles events in batches; " +
+			"tune VOICEROOM_PROJECTOR_FETCH_BATCH or run more projector processes")
+	}
 	if proj {
 		bm, err := bus.NewMetrics(d.reg)
 		if err != nil {
@@ -134,12 +125,7 @@ func projectorCmd(ctx context.Context, args []string) error {
 	if *app != "" && !voiceroom.ValidAppCode(*app) {
 		return fmt.Errorf("%w: --app %q is not a valid app code", errUsage, *app)
 	}
-	cfg, err := loadConfig()
-	if err != nil {
-		return err
-	}
-	log := newLogger(cfg)
-	db, err := openMigrated(ctx, cfg, log)
+	cfg, log, db, err := oneShot(ctx)
 	if err != nil {
 		return err
 	}

@@ -23,12 +23,7 @@ func seed(ctx context.Context, args []string) error {
 	if !voiceroom.ValidAppCode(*app) {
 		return fmt.Errorf("%w: seed: --app %q: want %s", errUsage, *app, voiceroom.AppCodeRule)
 	}
-	cfg, err := loadConfig()
-	if err != nil {
-		return err
-	}
-	log := newLogger(cfg)
-	db, err := openMigrated(ctx, cfg, log)
+	cfg, log, db, err := oneShot(ctx)
 	if err != nil {
 		return err
 	}

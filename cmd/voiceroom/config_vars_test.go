@@ -1,0 +1,64 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestPackageRulesNameTheVariable: the room list's, the IM bridge's and
+// the dead-letter components' rules live in their packages' Configs, and
+// their errors are reported under the variable that set the field.
+func TestPackageRulesNameTheVariable(t *testing.T) {
+	tests := []struct{ name, value string }{
+		{"VOICEROOM_PROJECTOR_FETCH_BATCH", "5001"},
+		{"VOICEROOM_LIST_RECONCILE_EVERY", "500ms"},
+		{"VOICEROOM_LIST_CARD_TTL", "40s"},
+		{"VOICEROOM_LIST_REDIS_TIMEOUT", "20s"},
+		{"VOICEROOM_LIST_CHAIN_TTL", "2h"},
+		{"VOICEROOM_LIST_FREEZE_EVERY", "5ms"},
+		{"VOICEROOM_LIST_FREEZE_EVERY", "3m"},
+		{"VOICEROOM_LIST_CHAIN_DEPTH", "10"},
+		{"VOICEROOM_LIST_MAX_FROZEN_ROOMS", "999"},
+		{"VOICEROOM_LIST_SEARCH_MAX_RESULTS", "1001"},
+		{"VOICEROOM_IMBRIDGE_CALL_TIMEOUT", "10ms"},
+		{"VOICEROOM_IMBRIDGE_CALL_TIMEOUT", "2m"},
+		{"VOICEROOM_IMBRIDGE_SENDERS", "2000"},
+		{"VOICEROOM_IMBRIDGE_MAX_BATCH_EVENTS", "1001"},
+		{"VOICEROOM_IMBRIDGE_FETCH_BATCH", "100001"},
+		{"VOICEROOM_TIM_CALLBACK_MAX_SKEW", "2h"},
+		{"VOICEROOM_DLQ_MAX_REPLAY", "100001"},
+		{"VOICEROOM_DLQ_GAP_CHECK_INTERVAL", "2h"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name+"="+tt.value, func(t *testing.T) {
+			t.Setenv(tt.name, tt.value)
+			if tt.name == "VOICEROOM_PROJECTOR_FETCH_BATCH" || tt.name == "VOICEROOM_IMBRIDGE_FETCH_BATCH" {
+				// Past the packages' bounds, not past the ack-pending rule.
+				t.Setenv("VOICEROOM_PROJECTOR_MAX_ACK_PENDING", "200000")
+				t.Setenv("VOICEROOM_IMBRIDGE_MAX_ACK_PENDING", "200000")
+			}
+			_, err := loadConfig()
+			if err == nil {
+				t.Fatal("accepted")
+			}
+			if !strings.Contains(err.Error(), tt.name+":") {
+				t.Fatalf("error %q does not name %s", err, tt.name)
+			}
+		})
+	}
+}
+
+// TestProjectorConcurrencyAcceptedButNoted: the variable still parses and
+// validates (deployments setting it start), and loadConfig notes that it
+// is set so that serve can warn that the projector ignores it.
+func TestProjectorConcurrencyAcceptedButNoted(t *testing.T) {
+	cfg, err := loadConfig()
+	if err != nil || cfg.projectorConcurrencySet {
+		t.Fatalf("unset: err %v, noted %v", err, cfg.projectorConcurrencySet)
+	}
+	t.Setenv("VOICEROOM_PROJECTOR_CONCURRENCY", "16")
+	cfg, err = loadConfig()
+	if err != nil || !cfg.projectorConcurrencySet {
+		t.Fatalf("set: err %v, noted %v", err, cfg.projectorConcurrencySet)
+	}
+}
