@@ -104,7 +104,7 @@ func newStack(tb testing.TB) *stack {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	pins, err := listprojector.NewPins(db, cfg)
+	pins, err := listprojector.NewPins(db, nil, cfg)
 	if err != nil {
 		tb.Fatal(err)
 	}
