@@ -55,6 +55,7 @@ type stack struct {
 	regions *regions.Service
 	lister  *listprojector.Lister
 	srv     *gateway.Server
+	reg     *prometheus.Registry
 	ids     map[string]int64 // region code -> id, app demo
 }
 
@@ -104,16 +105,24 @@ func newStack(tb testing.TB) *stack {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	pins, err := listprojector.NewPins(db, nil, cfg)
+	moderation, err := rooms.NewModerationCounter(reg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	pins, err := listprojector.NewPins(db, moderation, cfg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	hides, err := listprojector.NewHides(db, moderation, cfg)
 	if err != nil {
 		tb.Fatal(err)
 	}
 	srv, err := gateway.New(gateway.Config{JWTSecret: testSecret, RatePerUser: 100000, RateBurst: 100000}, log, reg, reg, nil,
-		gateway.RegionRoutes(rsvc), gateway.RoomRoutes(roomSvc), gateway.RoomListRoutes(lister, pins, rsvc))
+		gateway.RegionRoutes(rsvc), gateway.RoomRoutes(roomSvc), gateway.RoomListRoutes(lister, pins, rsvc), gateway.HideRoutes(hides))
 	if err != nil {
 		tb.Fatal(err)
 	}
-	s := &stack{tb: tb, db: db, rdb: rdb, prefix: prefix, js: conn.JetStream(), cfg: cfg, regions: rsvc, lister: lister, srv: srv,
+	s := &stack{tb: tb, db: db, rdb: rdb, prefix: prefix, js: conn.JetStream(), cfg: cfg, regions: rsvc, lister: lister, srv: srv, reg: reg,
 		ids: map[string]int64{"GLOBAL": 0}}
 	list, err := rsvc.ListRegions(ctx, "demo")
 	if err != nil {
