@@ -313,3 +313,105 @@ func TestHidePerRegionOverHTTP(t *testing.T) {
 		}
 	}
 }
+
+// TestBanTakesTheRoomOutOfEveryListOverHTTP: a ban removes everyone,
+// refuses joins and takes the room out of its region's lists, search and
+// pin; a restore brings it back. The room's trail then holds every operator
+// action (pin, ban, restore, hide, unhide, unpin, region change, close by
+// an admin) with its reason, and another app's admin sees none of it.
+func TestBanTakesTheRoomOutOfEveryListOverHTTP(t *testing.T) {
+	s := newStack(t)
+	room := s.createRoom("demo:1001", "delta sg")
+	other := s.createRoom("demo:1002", "echo my")
+	sea, mena := s.ids["SEA"], s.ids["MENA"]
+	s.eventuallyList("demo:1001", func(items []listprojector.Item) error {
+		if !sameSet(roomIDs(items), room, other) {
+			return fmt.Errorf("SEA list %v", roomIDs(items))
+		}
+		return nil
+	})
+	var pin listprojector.Pin
+	s.mustOK("POST", "/admin/v1/pins", "demo:admin", fmt.Sprintf(`{"room_id":%q,"visible_region_id":%d,"weight":1,"expires_at_ms":%d,"reason":"editor pick"}`,
+		room, sea, time.Now().Add(time.Hour).UnixMilli()), &pin)
+	s.mustOK("POST", "/api/v1/rooms/"+room+"/join", "demo:1002", "", nil)
+	s.mustOK("POST", "/api/v1/rooms/"+room+"/join", "demo:1003", "", nil)
+	s.eventuallyList("demo:1001", func(items []listprojector.Item) error {
+		if len(items) != 2 || items[0].RoomID != room || !items[0].Pinned || items[0].OnlineCount != 2 {
+			return fmt.Errorf("SEA list %+v", items)
+		}
+		return nil
+	})
+
+	if status, _ := s.call("POST", "/admin/v1/rooms/"+room+"/ban", "other:admin", `{"reason":"x"}`, nil); status != 404 {
+		t.Errorf("another app's admin bans: %d", status)
+	}
+	s.mustOK("POST", "/admin/v1/rooms/"+room+"/ban", "demo:admin", `{"reason":"abuse report"}`, nil)
+	var v struct {
+		Status      string `json:"status"`
+		OnlineCount int    `json:"online_count"`
+	}
+	s.mustOK("GET", "/api/v1/rooms/"+room, "demo:1002", "", &v)
+	if v.Status != "banned" || v.OnlineCount != 0 {
+		t.Errorf("banned room %+v", v)
+	}
+	if status, code := s.call("POST", "/api/v1/rooms/"+room+"/join", "demo:1002", "", nil); status != 409 || code != "FAILED_PRECONDITION" {
+		t.Errorf("join of a banned room: %d %s", status, code)
+	}
+	// Out of every list of its region (and of none other, where it never was).
+	for _, as := range []string{"demo:1001", "demo:1002"} {
+		s.eventuallyList(as, exactly(other))
+		if got := s.tabNew(as); !slices.Equal(got, []string{other}) {
+			t.Errorf("new list as %s after ban: %v", as, got)
+		}
+		if got := s.search(as, "delta"); len(got) != 0 {
+			t.Errorf("search as %s after ban: %v", as, got)
+		}
+	}
+	if got := s.hot("demo:1003"); slices.Contains(got, room) {
+		t.Errorf("MENA list shows the banned room: %v", got)
+	}
+
+	s.mustOK("POST", "/admin/v1/rooms/"+room+"/restore", "demo:admin", `{"reason":"appeal accepted"}`, nil)
+	s.eventuallyList("demo:1001", func(items []listprojector.Item) error {
+		if len(items) != 2 || items[0].RoomID != room || !items[0].Pinned {
+			return fmt.Errorf("SEA list after restore %+v", items)
+		}
+		return nil
+	})
+	if got := s.search("demo:1001", "delta"); !slices.Equal(got, []string{room}) {
+		t.Errorf("search after restore: %v", got)
+	}
+	s.mustOK("POST", "/api/v1/rooms/"+room+"/join", "demo:1002", "", nil)
+
+	h := s.hide("demo:admin", room, sea, "title review", 0)
+	s.mustOK("DELETE", fmt.Sprintf("/admin/v1/hides/%d", h.HideID), "demo:admin", `{"reason":"title fixed"}`, nil)
+	s.mustOK("DELETE", fmt.Sprintf("/admin/v1/pins/%d", pin.PinID), "demo:admin", `{"reason":"pick rotated"}`, nil)
+	s.mustOK("POST", "/admin/v1/rooms/"+room+"/region", "demo:admin", fmt.Sprintf(`{"visible_region_id":%d,"reason":"BD move"}`, mena), nil)
+	s.eventuallyList("demo:1003", func(items []listprojector.Item) error {
+		if find(items, room) == nil {
+			return fmt.Errorf("MENA list %v", roomIDs(items))
+		}
+		return nil
+	})
+	s.mustOK("POST", "/admin/v1/rooms/"+room+"/close", "demo:admin", `{"reason":"owner request"}`, nil)
+	s.eventuallyList("demo:1003", func(items []listprojector.Item) error {
+		if find(items, room) != nil {
+			return fmt.Errorf("MENA list still shows the closed room")
+		}
+		return nil
+	})
+
+	want := []string{"close:owner request", "region_change:BD move", "unpin:pick rotated", "unhide:title fixed",
+		"hide:title review", "restore:appeal accepted", "ban:abuse report", "pin:editor pick"}
+	if got := s.trail(room, "demo:admin"); !slices.Equal(got, want) {
+		t.Errorf("audit %v, want %v", got, want)
+	}
+	if status, code := s.call("GET", "/admin/v1/rooms/"+room+"/audit", "other:admin", "", nil); status != 404 {
+		t.Errorf("another app's admin reads the audit: %d %s", status, code)
+	}
+	for _, action := range []string{"pin", "unpin", "hide", "unhide", "ban", "restore", "region_change", "close"} {
+		if got := s.moderationCount(action); got != 1 {
+			t.Errorf("rooms_moderation_actions_total{action=%q} = %v, want 1", action, got)
+		}
+	}
+}
