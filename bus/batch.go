@@ -76,8 +76,13 @@ func (b *BatchConsumer) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("consumer %s: stream %s: %w", durable, StreamName, err)
 	}
-	if _, err := c.js.Stream(ctx, DLQStreamName); err != nil {
+	// As Consumer.Run: the dead-letter stream (superseded letters of
+	// replays are removed from it) and the last-delivery marks.
+	if c.dlq, err = c.js.Stream(ctx, DLQStreamName); err != nil {
 		return fmt.Errorf("consumer %s: dead-letter stream %s: %w", durable, DLQStreamName, err)
+	}
+	if c.marks, err = openMarks(ctx, c.js, durable); err != nil {
+		return fmt.Errorf("consumer %s: %w", durable, err)
 	}
 	c.settle(cons.CachedInfo().Config)
 

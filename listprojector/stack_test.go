@@ -53,6 +53,7 @@ type stack struct {
 	js      jetstream.JetStream
 	cfg     listprojector.Config
 	regions *regions.Service
+	rooms   *rooms.Service
 	lister  *listprojector.Lister
 	srv     *gateway.Server
 	reg     *prometheus.Registry
@@ -118,11 +119,12 @@ func newStack(tb testing.TB) *stack {
 		tb.Fatal(err)
 	}
 	srv, err := gateway.New(gateway.Config{JWTSecret: testSecret, RatePerUser: 100000, RateBurst: 100000}, log, reg, reg, nil,
-		gateway.RegionRoutes(rsvc), gateway.RoomRoutes(roomSvc), gateway.RoomListRoutes(lister, pins, rsvc), gateway.HideRoutes(hides))
+		gateway.RegionRoutes(rsvc), gateway.RoomRoutes(roomSvc), gateway.WalletRoutes(roomSvc.Wallet()),
+		gateway.RoomListRoutes(lister, pins, rsvc), gateway.HideRoutes(hides))
 	if err != nil {
 		tb.Fatal(err)
 	}
-	s := &stack{tb: tb, db: db, rdb: rdb, prefix: prefix, js: conn.JetStream(), cfg: cfg, regions: rsvc, lister: lister, srv: srv, reg: reg,
+	s := &stack{tb: tb, db: db, rdb: rdb, prefix: prefix, js: conn.JetStream(), cfg: cfg, regions: rsvc, rooms: roomSvc, lister: lister, srv: srv, reg: reg,
 		ids: map[string]int64{"GLOBAL": 0}}
 	list, err := rsvc.ListRegions(ctx, "demo")
 	if err != nil {
