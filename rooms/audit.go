@@ -88,7 +88,8 @@ const (
 // together, or a *sql.DB. It returns the new row's AuditID. An entry without
 // app, room, operator or a known action, with a reason over 256 characters,
 // or with Before or After not JSON, is INVALID_ARGUMENT and nothing is
-// written. Count the action afterwards with Service.CountModeration once the
+// written. Count the action afterwards with Service.CountModeration (or a
+// ModerationCounter of the same registry, where no Service runs) once the
 // transaction commits (Service.RecordAudit does both, outside a transaction).
 func InsertAudit(ctx context.Context, q Execer, e AuditEntry) (int64, error) {
 	if err := e.validate(); err != nil {
