@@ -71,6 +71,7 @@ func (h roomListHandlers) createPin(c *fiber.Ctx) error {
 		VisibleRegionID int64  `json:"visible_region_id"`
 		Weight          int64  `json:"weight"`
 		ExpiresAtMs     int64  `json:"expires_at_ms"`
+		Reason          string `json:"reason"`
 	}
 	if err := Bind(c, &req); err != nil {
 		return err
@@ -78,6 +79,7 @@ func (h roomListHandlers) createPin(c *fiber.Ctx) error {
 	p := PrincipalOf(c)
 	pin, err := h.pins.Create(c.UserContext(), p.AppCode, p.Operator(), listprojector.NewPin{
 		RoomID: req.RoomID, VisibleRegionID: req.VisibleRegionID, Weight: req.Weight, ExpiresAtMs: req.ExpiresAtMs,
+		Reason: req.Reason,
 	})
 	if err != nil {
 		return err
@@ -90,7 +92,12 @@ func (h roomListHandlers) deletePin(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	if err := h.pins.Delete(c.UserContext(), PrincipalOf(c).AppCode, id); err != nil {
+	reason, err := optionalReason(c)
+	if err != nil {
+		return err
+	}
+	p := PrincipalOf(c)
+	if err := h.pins.Delete(c.UserContext(), p.AppCode, p.Operator(), id, reason); err != nil {
 		return err
 	}
 	return OK(c, fiber.Map{"pin_id": id, "status": "removed"})

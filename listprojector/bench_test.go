@@ -148,7 +148,7 @@ func BenchmarkListHTTP(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		pins, _ := listprojector.NewPins(db, cfg)
+		pins, _ := listprojector.NewPins(db, nil, cfg)
 		srv, err := gateway.New(gateway.Config{Addr: "127.0.0.1:0", JWTSecret: testSecret, RatePerUser: 1e9, RateBurst: 1 << 30},
 			quiet, reg, reg, nil, gateway.RoomListRoutes(lister, pins, rsvc))
 		if err != nil {

@@ -1,8 +1,8 @@
 // Package listprojector is the region-isolated room list: a sink of the
 // event bus that keeps the MySQL read model room_list_entries (and its
 // Redis mirror) from room events, the list and search query behind
-// GET /api/v1/rooms, operators' region pins, the reconcile job and the
-// rebuild from MySQL alone.
+// GET /api/v1/rooms, operators' region pins and hides, the reconcile job
+// and the rebuild from MySQL alone.
 //
 // # Guarantees
 //
@@ -12,6 +12,16 @@
 // (Redis, a frozen order, MySQL), is checked to be an active room of that
 // app visible in that region. Only status "active" is listed, so closed
 // and banned rooms leave every list.
+//
+// Hides never lag: a room hidden in a region ([Hides]) is left out of that
+// region's lists, search and pins by the next request, the next page of a
+// chain under way included, because every request reads the region's
+// applying hides from MySQL (they are never cached); an unhide or an
+// expiry shows just as soon (see [Lister.List] for chains). A hide touches
+// no other region and no other app, and the room stays joinable by id.
+// Every pin, unpin, hide and unhide is written to the room's audit trail
+// (rooms.InsertAudit) in the transaction that makes it, then counted in
+// rooms_moderation_actions_total.
 //
 // The list may lag. The [Projector] reads the durable consumer
 // listprojector (at least once, nearly ordered) and writes a room's card

@@ -19,6 +19,8 @@ var (
 	errRoomNotFound = apperr.New(apperr.NotFound, "room not found")
 	// errPinNotFound is an unknown pin, or one of another app.
 	errPinNotFound = apperr.New(apperr.NotFound, "pin not found")
+	// errHideNotFound is an unknown hide, or one of another app.
+	errHideNotFound = apperr.New(apperr.NotFound, "hide not found")
 )
 
 // errStorage is the message of a MySQL failure of the list query or the

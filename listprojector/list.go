@@ -94,6 +94,17 @@ func NewLister(db *sql.DB, rdb redis.UniversalClient, cfg Config, log *slog.Logg
 // rooms over its whole chain. Cards are always read fresh: a room that
 // closed or left the region since the freeze is left out of its page.
 //
+// Hides apply to every request at its own time: each page reads the
+// region's applying hides (MySQL, never cached) and leaves those rooms out,
+// pinned ones included, whether the page comes from a frozen order or the
+// live one; a chain under way stops showing a room hidden after its first
+// page. A frozen list order keeps hidden rooms in place, so a room unhidden
+// while a chain walks it shows again on that chain's later pages if its
+// place is still ahead (a place already passed is not revisited), and on
+// every first page at once. A search's order is frozen without the rooms
+// hidden at its first page: a room unhidden meanwhile shows in the next
+// search, not in that search's later pages.
+//
 // Errors: INVALID_ARGUMENT for a bad tab, limit, query or cursor (a
 // cursor issued for another app, region, tab or query included);
 // UNAVAILABLE when MySQL fails.
@@ -119,24 +130,26 @@ func (l *Lister) List(ctx context.Context, req ListRequest) (Page, error) {
 		}
 		cur = c
 	}
-	var (
-		page Page
-		err  error
-	)
+	nowMs := l.cfg.nowMs()
+	hidden, err := hiddenNow(ctx, l.db, req.AppCode, req.RegionID, nowMs)
+	if err != nil {
+		return Page{}, storage(err)
+	}
+	var page Page
 	switch {
 	case req.Cursor == "":
 		var f *frozenOrder
-		if f, err = l.freeze(ctx, req); err == nil {
-			page, err = l.fromFrozen(ctx, req, f, 0)
+		if f, err = l.freeze(ctx, req, nowMs); err == nil {
+			page, err = l.fromFrozen(ctx, req, f, 0, hidden)
 		}
 	case cur.Frozen != 0:
 		if f := l.frozen.get(cur.Frozen); f != nil && f.app == req.AppCode && f.region == req.RegionID && f.tab == req.Tab && f.query == cur.Query {
-			page, err = l.fromFrozen(ctx, req, f, cur.Off)
+			page, err = l.fromFrozen(ctx, req, f, cur.Off, hidden)
 		} else {
-			page, err = l.fromLive(ctx, req, cur)
+			page, err = l.fromLive(ctx, req, cur, nowMs, hidden)
 		}
 	default:
-		page, err = l.fromLive(ctx, req, cur)
+		page, err = l.fromLive(ctx, req, cur, nowMs, hidden)
 	}
 	if err != nil {
 		return Page{}, storage(err)
@@ -182,10 +195,10 @@ func normalize(req *ListRequest) error {
 }
 
 // freeze returns the frozen order a first page starts: the list's shared
-// newest order, or a search's own.
-func (l *Lister) freeze(ctx context.Context, req ListRequest) (*frozenOrder, error) {
+// newest order, or a search's own (without the rooms hidden at nowMs).
+func (l *Lister) freeze(ctx context.Context, req ListRequest, nowMs int64) (*frozenOrder, error) {
 	if req.Query != "" {
-		es, err := listOrder(ctx, l.db, req.AppCode, req.RegionID, req.Tab, req.Query, false, 0, "", l.cfg.SearchMaxResults)
+		es, err := listOrder(ctx, l.db, req.AppCode, req.RegionID, req.Tab, req.Query, false, 0, "", l.cfg.SearchMaxResults, nowMs)
 		if err != nil {
 			return nil, err
 		}
@@ -244,7 +257,7 @@ func (l *Lister) order(ctx context.Context, id listID, n int) ([]entry, bool, er
 			l.redisFailed(err)
 		}
 	}
-	es, err := listOrder(ctx, l.db, id.app, id.region, id.tab, "", false, 0, "", n)
+	es, err := listOrder(ctx, l.db, id.app, id.region, id.tab, "", false, 0, "", n, 0)
 	return es, len(es) < n, err
 }
 
@@ -292,11 +305,11 @@ func fillRegionFromDB(ctx context.Context, db *sql.DB, c *cache, app string, reg
 	if c == nil {
 		return nil
 	}
-	hot, err := listOrder(ctx, db, app, region, TabHot, "", false, 0, "", 1<<30)
+	hot, err := listOrder(ctx, db, app, region, TabHot, "", false, 0, "", 1<<30, 0)
 	if err != nil {
 		return err
 	}
-	fresh, err := listOrder(ctx, db, app, region, TabNew, "", false, 0, "", 1<<30)
+	fresh, err := listOrder(ctx, db, app, region, TabNew, "", false, 0, "", 1<<30, 0)
 	if err != nil {
 		return err
 	}
@@ -378,8 +391,9 @@ func (l *Lister) cards(ctx context.Context, app string, ids []string) (map[strin
 // since the freeze are dropped, and the page is refilled at most this often.
 const maxRounds = 3
 
-// fromFrozen serves the page at off of a frozen order.
-func (l *Lister) fromFrozen(ctx context.Context, req ListRequest, f *frozenOrder, off int) (Page, error) {
+// fromFrozen serves the page at off of a frozen order, leaving out the
+// hidden rooms.
+func (l *Lister) fromFrozen(ctx context.Context, req ListRequest, f *frozenOrder, off int, hidden map[string]bool) (Page, error) {
 	page := Page{Rooms: make([]Item, 0, req.Limit)}
 	pos := min(off, len(f.entries))
 	for round := 0; round < maxRounds && len(page.Rooms) < req.Limit && pos < len(f.entries); round++ {
@@ -393,7 +407,7 @@ func (l *Lister) fromFrozen(ctx context.Context, req ListRequest, f *frozenOrder
 			return Page{}, err
 		}
 		for _, e := range batch {
-			if c := cards[e.id]; c != nil && c.listedIn(req.AppCode, req.RegionID) {
+			if c := cards[e.id]; c != nil && c.listedIn(req.AppCode, req.RegionID) && !hidden[e.id] {
 				page.Rooms = append(page.Rooms, c.item(e.pinned))
 			}
 		}
@@ -417,12 +431,12 @@ func (l *Lister) fromFrozen(ctx context.Context, req ListRequest, f *frozenOrder
 // fromLive serves the page after the cursor's last room on the live
 // order, leaving out the rooms pinned now (the pinned section is not
 // walked again). From a pinned last room it starts at the top of the
-// normal section.
-func (l *Lister) fromLive(ctx context.Context, req ListRequest, c cursor) (Page, error) {
+// normal section. Rooms hidden at nowMs are left out.
+func (l *Lister) fromLive(ctx context.Context, req ListRequest, c cursor, nowMs int64, hidden map[string]bool) (Page, error) {
 	var pins []string
 	var err error
 	if req.Query == "" {
-		if pins, err = pinnedNow(ctx, l.db, req.AppCode, req.RegionID, l.cfg.nowMs()); err != nil {
+		if pins, err = pinnedNow(ctx, l.db, req.AppCode, req.RegionID, nowMs); err != nil {
 			return Page{}, err
 		}
 	}
@@ -430,7 +444,7 @@ func (l *Lister) fromLive(ctx context.Context, req ListRequest, c cursor) (Page,
 	for _, p := range pins {
 		pinned[p] = true
 	}
-	es, err := listOrder(ctx, l.db, req.AppCode, req.RegionID, req.Tab, req.Query, !c.Pinned, c.Key, c.ID, req.Limit+len(pins)+1)
+	es, err := listOrder(ctx, l.db, req.AppCode, req.RegionID, req.Tab, req.Query, !c.Pinned, c.Key, c.ID, req.Limit+len(pins)+1, nowMs)
 	if err != nil {
 		return Page{}, err
 	}
@@ -454,7 +468,7 @@ func (l *Lister) fromLive(ctx context.Context, req ListRequest, c cursor) (Page,
 	}
 	page := Page{Rooms: make([]Item, 0, len(kept))}
 	for _, e := range kept {
-		if card := cards[e.id]; card != nil && card.listedIn(req.AppCode, req.RegionID) {
+		if card := cards[e.id]; card != nil && card.listedIn(req.AppCode, req.RegionID) && !hidden[e.id] {
 			page.Rooms = append(page.Rooms, card.item(false))
 		}
 	}

@@ -109,7 +109,7 @@ func TestPinsFirstAndExpiry(t *testing.T) {
 	cfg := listprojector.Config{KeyPrefix: prefix, CursorSecret: testSecret, FreezeEvery: time.Millisecond, Now: clk.now}
 	ids := seedRooms(t, db, "a1", 1, 0, 30, func(i int) int64 { return int64(1000 - i) })
 	seedRooms(t, db, "a1", 2, 30, 2, func(i int) int64 { return 5 })
-	pins, err := listprojector.NewPins(db, cfg)
+	pins, err := listprojector.NewPins(db, nil, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -178,10 +178,10 @@ func TestPinsFirstAndExpiry(t *testing.T) {
 	}
 
 	clk.add(2 * time.Minute) // the short pin expires
-	if err := pins.Delete(ctx, "a1", p29.PinID); err != nil {
+	if err := pins.Delete(ctx, "a1", "admin:test", p29.PinID, ""); err != nil {
 		t.Fatal(err)
 	}
-	if err := pins.Delete(ctx, "a2", short.PinID); apperr.CodeOf(err) != apperr.NotFound {
+	if err := pins.Delete(ctx, "a2", "admin:test", short.PinID, ""); apperr.CodeOf(err) != apperr.NotFound {
 		t.Errorf("delete another app's pin: %v", err)
 	}
 	// ids[10] leaves region 1: its pin there stops applying.

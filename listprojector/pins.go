@@ -9,6 +9,7 @@ import (
 
 	"voiceroom/apperr"
 	"voiceroom/mysqldb"
+	"voiceroom/rooms"
 )
 
 // Pin is an operator's pin of a room in one region's list (API.md).
@@ -29,6 +30,9 @@ type NewPin struct {
 	VisibleRegionID int64
 	Weight          int64
 	ExpiresAtMs     int64
+	// Reason is optional (API.md lists none for pins); when given, 1..256
+	// characters, recorded in the room's audit trail.
+	Reason string
 }
 
 // Limits of pins.
@@ -39,19 +43,22 @@ const (
 )
 
 // Pins stores operators' pins. They reach the lists with the next frozen
-// order (within Config.FreezeEvery).
+// order (within Config.FreezeEvery). Every pin and unpin is recorded in the
+// room's audit trail (rooms.InsertAudit) in the transaction that makes it,
+// and counted in rooms_moderation_actions_total once committed.
 type Pins struct {
-	db  *sql.DB
-	now func() time.Time
+	db         *sql.DB
+	moderation *rooms.ModerationCounter
+	now        func() time.Time
 }
 
-// NewPins returns the pin store.
-func NewPins(db *sql.DB, cfg Config) (*Pins, error) {
+// NewPins returns the pin store. moderation may be nil (not counted).
+func NewPins(db *sql.DB, moderation *rooms.ModerationCounter, cfg Config) (*Pins, error) {
 	cfg = cfg.WithDefaults()
 	if db == nil {
 		return nil, fmt.Errorf("%w: pins need a database", ErrInvalidConfig)
 	}
-	return &Pins{db: db, now: cfg.Now}, nil
+	return &Pins{db: db, moderation: moderation, now: cfg.Now}, nil
 }
 
 // Create pins a room of app in a region, by operator. The room must be an
@@ -70,6 +77,11 @@ func (p *Pins) Create(ctx context.Context, app, operator string, in NewPin) (Pin
 		return Pin{}, apperr.Invalid("weight", "must be 0..%d", MaxPinWeight)
 	case in.ExpiresAtMs <= nowMs || in.ExpiresAtMs > nowMs+MaxPinDuration.Milliseconds():
 		return Pin{}, apperr.Invalid("expires_at_ms", "must be in the future, at most %d days ahead", int(MaxPinDuration.Hours()/24))
+	}
+	if in.Reason != "" {
+		if err := checkReason(in.Reason); err != nil {
+			return Pin{}, err
+		}
 	}
 	pin := Pin{RoomID: in.RoomID, VisibleRegionID: in.VisibleRegionID, Weight: in.Weight, Status: "active",
 		ExpiresAtMs: in.ExpiresAtMs, CreatedBy: clip(operator, 64), CreatedAtMs: nowMs}
@@ -104,33 +116,70 @@ func (p *Pins) Create(ctx context.Context, app, operator string, in NewPin) (Pin
 		if err != nil {
 			return err
 		}
-		pin.PinID, err = res.LastInsertId()
-		return err
+		if pin.PinID, err = res.LastInsertId(); err != nil {
+			return err
+		}
+		return insertAudit(ctx, tx, app, in.RoomID, operator, rooms.AuditPin, in.Reason, nowMs, nil, pinAudit{
+			PinID: pin.PinID, VisibleRegionID: pin.VisibleRegionID, Weight: pin.Weight, Status: pin.Status, ExpiresAtMs: pin.ExpiresAtMs})
 	})
 	if err != nil {
 		return Pin{}, storage(err)
 	}
+	p.moderation.Count(rooms.AuditPin)
 	return pin, nil
 }
 
-// Delete removes app's pin (status removed). An unknown pin, or one of
-// another app, is NOT_FOUND; removing a removed pin again is no error.
-func (p *Pins) Delete(ctx context.Context, app string, pinID int64) error {
-	nowMs := p.now().UnixMilli()
-	res, err := p.db.ExecContext(ctx, `UPDATE room_region_pins SET status = 'removed', updated_at_ms = ?
-		WHERE app_code = ? AND pin_id = ?`, nowMs, app, pinID)
-	if err != nil {
-		return storage(err)
+// pinAudit is what a pin's audit row shows before and after.
+type pinAudit struct {
+	PinID           int64  `json:"pin_id"`
+	VisibleRegionID int64  `json:"visible_region_id"`
+	Weight          int64  `json:"weight"`
+	Status          string `json:"status"`
+	ExpiresAtMs     int64  `json:"expires_at_ms"`
+}
+
+// Delete removes app's pin (status removed) by operator, with an optional
+// reason (1..256 characters when given, INVALID_ARGUMENT). An unknown pin,
+// or one of another app, is NOT_FOUND; removing a removed pin again is no
+// error and records nothing.
+func (p *Pins) Delete(ctx context.Context, app, operator string, pinID int64, reason string) error {
+	if reason != "" {
+		if err := checkReason(reason); err != nil {
+			return err
+		}
 	}
-	if n, _ := res.RowsAffected(); n == 0 {
-		var one int
-		err := p.db.QueryRowContext(ctx, `SELECT 1 FROM room_region_pins WHERE app_code = ? AND pin_id = ?`, app, pinID).Scan(&one)
+	nowMs := p.now().UnixMilli()
+	removed := false
+	err := mysqldb.Update(ctx, p.db, func(tx *sql.Tx) error {
+		removed = false
+		var was pinAudit
+		var room string
+		err := tx.QueryRowContext(ctx, `SELECT pin_id, room_id, visible_region_id, weight, status, expires_at_ms
+			FROM room_region_pins WHERE app_code = ? AND pin_id = ? FOR UPDATE`, app, pinID).
+			Scan(&was.PinID, &room, &was.VisibleRegionID, &was.Weight, &was.Status, &was.ExpiresAtMs)
 		if errors.Is(err, sql.ErrNoRows) {
 			return errPinNotFound
 		}
 		if err != nil {
-			return storage(err)
+			return err
 		}
+		if was.Status == "removed" {
+			return nil
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE room_region_pins SET status = 'removed', updated_at_ms = ?
+			WHERE app_code = ? AND pin_id = ?`, nowMs, app, pinID); err != nil {
+			return err
+		}
+		now := was
+		now.Status = "removed"
+		removed = true
+		return insertAudit(ctx, tx, app, room, operator, rooms.AuditUnpin, reason, nowMs, was, now)
+	})
+	if err != nil {
+		return storage(err)
+	}
+	if removed {
+		p.moderation.Count(rooms.AuditUnpin)
 	}
 	return nil
 }

@@ -54,8 +54,10 @@ type stack struct {
 	js      jetstream.JetStream
 	cfg     listprojector.Config
 	regions *regions.Service
+	rooms   *rooms.Service
 	lister  *listprojector.Lister
 	srv     *gateway.Server
+	reg     *prometheus.Registry
 	ids     map[string]int64 // region code -> id, app demo
 }
 
@@ -105,17 +107,25 @@ func newStack(tb testing.TB) *stack {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	pins, err := listprojector.NewPins(db, cfg)
+	moderation, err := rooms.NewModerationCounter(reg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	pins, err := listprojector.NewPins(db, moderation, cfg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	hides, err := listprojector.NewHides(db, moderation, cfg)
 	if err != nil {
 		tb.Fatal(err)
 	}
 	srv, err := gateway.New(gateway.Config{JWTSecret: testSecret, RatePerUser: 100000, RateBurst: 100000}, log, reg, reg, nil,
 		gateway.RegionRoutes(rsvc), gateway.RoomRoutes(roomSvc), gateway.WalletRoutes(wallet.New(db, time.Now)),
-		gateway.RoomListRoutes(lister, pins, rsvc))
+		gateway.RoomListRoutes(lister, pins, rsvc), gateway.HideRoutes(hides))
 	if err != nil {
 		tb.Fatal(err)
 	}
-	s := &stack{tb: tb, db: db, rdb: rdb, prefix: prefix, js: conn.JetStream(), cfg: cfg, regions: rsvc, lister: lister, srv: srv,
+	s := &stack{tb: tb, db: db, rdb: rdb, prefix: prefix, js: conn.JetStream(), cfg: cfg, regions: rsvc, rooms: roomSvc, lister: lister, srv: srv, reg: reg,
 		ids: map[string]int64{"GLOBAL": 0}}
 	list, err := rsvc.ListRegions(ctx, "demo")
 	if err != nil {

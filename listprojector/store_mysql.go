@@ -175,10 +175,48 @@ func orderBy(tab string) (col, order string) {
 }
 
 // listedSQL selects the listed rooms of one app and region (parameters
-// app_code, visible_region_id). Per-region operator controls that remove
-// a room from a region's lists (hides) are excluded here, the way
-// activePinsSQL selects pins.
+// app_code, visible_region_id), hidden ones included: a frozen order keeps
+// them, and every page leaves out the rooms hidden at its own time
+// (hiddenNow), so that an unhide shows the room again at once.
 const listedSQL = `e.app_code = ? AND e.visible_region_id = ? AND e.status = 'active'`
+
+// Per-region operator controls that remove a room from a region's lists
+// are built here, in one place: applyingHidesSQL (parameters app_code,
+// visible_region_id, now_ms) selects the hides that apply now; listOrder
+// excludes them with notHiddenSQL (parameter now_ms, after listedSQL's),
+// and hiddenNow reads them for the pages of a frozen order.
+const (
+	applyingHidesSQL = `SELECT h.room_id FROM room_region_hides h
+	WHERE h.app_code = ? AND h.visible_region_id = ? AND h.status = 'active' AND (h.expires_at_ms = 0 OR h.expires_at_ms > ?)`
+	notHiddenSQL = ` AND NOT EXISTS (SELECT 1 FROM room_region_hides h WHERE h.app_code = e.app_code
+	AND h.visible_region_id = e.visible_region_id AND h.status = 'active' AND h.room_id = e.room_id
+	AND (h.expires_at_ms = 0 OR h.expires_at_ms > ?))`
+)
+
+// hiddenNow returns the rooms hidden in app's region at nowMs (at most
+// MaxActiveHidesRegion), or nil when none is.
+func hiddenNow(ctx context.Context, db *sql.DB, app string, region, nowMs int64) (map[string]bool, error) {
+	rows, err := db.QueryContext(ctx, applyingHidesSQL, app, region, nowMs)
+	if err != nil {
+		return nil, fmt.Errorf("read hides: %w", err)
+	}
+	defer rows.Close()
+	var hidden map[string]bool
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, fmt.Errorf("read hides: %w", err)
+		}
+		if hidden == nil {
+			hidden = map[string]bool{}
+		}
+		hidden[id] = true
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read hides: %w", err)
+	}
+	return hidden, nil
+}
 
 // activePinsSQL selects the pins that apply now (parameters app_code,
 // visible_region_id, now_ms): active, unexpired, on an active room listed
@@ -219,10 +257,17 @@ func pinnedNow(ctx context.Context, db *sql.DB, app string, region, nowMs int64)
 // listOrder returns up to limit listed rooms of the region in tab order,
 // after (key, id) when after is true. A non-empty query keeps only the
 // rooms whose room_short_id is query or whose title starts with it.
-func listOrder(ctx context.Context, db *sql.DB, app string, region int64, tab, query string, after bool, key int64, id string, limit int) ([]entry, error) {
+// hidesAt, when not 0, leaves out the rooms hidden in the region at that
+// time (unix ms); 0 keeps them.
+func listOrder(ctx context.Context, db *sql.DB, app string, region int64, tab, query string, after bool, key int64, id string,
+	limit int, hidesAt int64) ([]entry, error) {
 	col, order := orderBy(tab)
 	q := `SELECT e.room_id, e.` + col + ` FROM room_list_entries e WHERE ` + listedSQL
 	args := []any{app, region}
+	if hidesAt != 0 {
+		q += notHiddenSQL
+		args = append(args, hidesAt)
+	}
 	if query != "" {
 		q += ` AND (e.room_short_id = ? OR e.title LIKE ?)`
 		args = append(args, query, likePrefix(query))

@@ -88,7 +88,8 @@ const (
 // together, or a *sql.DB. It returns the new row's AuditID. An entry without
 // app, room, operator or a known action, with a reason over 256 characters,
 // or with Before or After not JSON, is INVALID_ARGUMENT and nothing is
-// written. Count the action afterwards with Service.CountModeration once the
+// written. Count the action afterwards with Service.CountModeration (or a
+// ModerationCounter of the same registry, where no Service runs) once the
 // transaction commits (Service.RecordAudit does both, outside a transaction).
 func InsertAudit(ctx context.Context, q Execer, e AuditEntry) (int64, error) {
 	if err := e.validate(); err != nil {
@@ -120,7 +121,7 @@ func (s *Service) RecordAudit(ctx context.Context, e AuditEntry) (int64, error) 
 // rooms_moderation_actions_total. The room commands count their own; a
 // caller of InsertAudit calls it after its transaction commits.
 func (s *Service) CountModeration(action AuditAction) {
-	s.moderation.actions.WithLabelValues(string(action)).Inc()
+	s.moderation.Count(action)
 }
 
 func (e *AuditEntry) validate() error {
@@ -261,23 +262,38 @@ func readAudit(ctx context.Context, db *sql.DB, appCode, roomID string, before i
 	return items, nil
 }
 
-// moderationMetrics counts operator actions.
-type moderationMetrics struct {
+// ModerationCounter counts committed operator actions in
+// rooms_moderation_actions_total{action}. The rooms service holds one; a
+// component that audits outside the room commands (pins and hides in
+// listprojector) builds its own on the same registry, and both share the
+// one collector (promreg).
+type ModerationCounter struct {
 	actions *prometheus.CounterVec
 }
 
-// newModerationMetrics registers rooms_moderation_actions_total on reg (nil:
-// not registered), with every action's series at 0.
-func newModerationMetrics(reg prometheus.Registerer) (*moderationMetrics, error) {
-	m := &moderationMetrics{actions: prometheus.NewCounterVec(prometheus.CounterOpts{
+// NewModerationCounter registers rooms_moderation_actions_total on reg (nil:
+// not registered), with every action's series at 0, or returns the one
+// already registered there. It fails only when another collector holds the
+// name.
+func NewModerationCounter(reg prometheus.Registerer) (*ModerationCounter, error) {
+	m := &ModerationCounter{actions: prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "rooms_moderation_actions_total",
 		Help: "Operator actions on rooms recorded in their audit trail, by action.",
 	}, []string{"action"})}
+	var err error
+	if m.actions, err = promreg.Register(reg, m.actions); err != nil {
+		return nil, fmt.Errorf("register rooms moderation metrics: %w", err)
+	}
 	for _, a := range AuditActions {
 		m.actions.WithLabelValues(string(a))
 	}
-	if _, err := promreg.Register(reg, m.actions); err != nil {
-		return nil, fmt.Errorf("register rooms moderation metrics: %w", err)
-	}
 	return m, nil
+}
+
+// Count counts one committed action. A nil counter counts nothing.
+func (m *ModerationCounter) Count(action AuditAction) {
+	if m == nil {
+		return
+	}
+	m.actions.WithLabelValues(string(action)).Inc()
 }

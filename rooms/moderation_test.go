@@ -154,7 +154,7 @@ func TestBanAndRestore(t *testing.T) {
 	// The counters on a registry this test can read.
 	reg := prometheus.NewRegistry()
 	var err error
-	if e.svc.moderation, err = newModerationMetrics(reg); err != nil {
+	if e.svc.moderation, err = NewModerationCounter(reg); err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()

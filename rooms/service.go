@@ -61,7 +61,7 @@ type Service struct {
 	attempts  *attemptLimiter
 	metrics   *metrics
 	// moderation counts operator actions (audit.go).
-	moderation *moderationMetrics
+	moderation *ModerationCounter
 
 	mu     sync.Mutex
 	cells  map[roomKey]*cell
@@ -101,7 +101,7 @@ func New(db *sql.DB, users Users, regions Regions, fast FastPath, cfg Config, lo
 	if err != nil {
 		return nil, err
 	}
-	if s.moderation, err = newModerationMetrics(reg); err != nil {
+	if s.moderation, err = NewModerationCounter(reg); err != nil {
 		return nil, err
 	}
 	s.committer = newCommitter(db, s.log, s.metrics, now, cfg.CommitWorkers, cfg.CommitBatch, cfg.CommandTimeout)

@@ -16,6 +16,7 @@ import (
 	"voiceroom/gateway"
 	"voiceroom/listprojector"
 	"voiceroom/regions"
+	"voiceroom/rooms"
 )
 
 // listVars are the variables that set listprojector.Config's fields.
@@ -101,11 +102,22 @@ func wireRoomList(d *deps, regionSvc *regions.Service) error {
 		if err != nil {
 			return fmt.Errorf("room list: %w", err)
 		}
-		pins, err := listprojector.NewPins(d.db, lcfg)
+		// Pins and hides count their actions in the rooms service's
+		// rooms_moderation_actions_total (one collector on d.reg), whether
+		// or not this process runs the rooms role.
+		moderation, err := rooms.NewModerationCounter(d.reg)
+		if err != nil {
+			return err
+		}
+		pins, err := listprojector.NewPins(d.db, moderation, lcfg)
 		if err != nil {
 			return fmt.Errorf("room pins: %w", err)
 		}
-		d.mounts = append(d.mounts, gateway.RoomListRoutes(lister, pins, regionSvc))
+		hides, err := listprojector.NewHides(d.db, moderation, lcfg)
+		if err != nil {
+			return fmt.Errorf("room hides: %w", err)
+		}
+		d.mounts = append(d.mounts, gateway.RoomListRoutes(lister, pins, regionSvc), gateway.HideRoutes(hides))
 	}
 	return nil
 }
