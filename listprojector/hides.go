@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"voiceroom"
 	"voiceroom/apperr"
 	"voiceroom/mysqldb"
 	"voiceroom/rooms"
@@ -89,8 +90,8 @@ type hideAudit struct {
 func (h *Hides) Create(ctx context.Context, app, operator string, in NewHide) (Hide, error) {
 	nowMs := h.now().UnixMilli()
 	switch {
-	case in.RoomID == "" || len(in.RoomID) > 64:
-		return Hide{}, apperr.Invalid("room_id", "must be 1..64 characters")
+	case in.RoomID == "" || len(in.RoomID) > voiceroom.RoomIDMax:
+		return Hide{}, apperr.Invalid("room_id", "must be 1..%d characters", voiceroom.RoomIDMax)
 	case in.VisibleRegionID < 0:
 		return Hide{}, apperr.Invalid("visible_region_id", "must not be negative")
 	case in.ExpiresAtMs != 0 && (in.ExpiresAtMs <= nowMs || in.ExpiresAtMs > nowMs+MaxHideDuration.Milliseconds()):

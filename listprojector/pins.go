@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"voiceroom"
 	"voiceroom/apperr"
 	"voiceroom/mysqldb"
 	"voiceroom/rooms"
@@ -69,8 +70,8 @@ func NewPins(db *sql.DB, moderation *rooms.ModerationCounter, cfg Config) (*Pins
 func (p *Pins) Create(ctx context.Context, app, operator string, in NewPin) (Pin, error) {
 	nowMs := p.now().UnixMilli()
 	switch {
-	case in.RoomID == "" || len(in.RoomID) > 64:
-		return Pin{}, apperr.Invalid("room_id", "must be 1..64 characters")
+	case in.RoomID == "" || len(in.RoomID) > voiceroom.RoomIDMax:
+		return Pin{}, apperr.Invalid("room_id", "must be 1..%d characters", voiceroom.RoomIDMax)
 	case in.VisibleRegionID < 0:
 		return Pin{}, apperr.Invalid("visible_region_id", "must not be negative")
 	case in.Weight < 0 || in.Weight > MaxPinWeight:

@@ -13,7 +13,7 @@ CREATE TABLE room_region_hides (
   hide_id           BIGINT       NOT NULL AUTO_INCREMENT,
   app_code          VARCHAR(32)  NOT NULL,
   visible_region_id BIGINT       NOT NULL,
-  room_id           VARCHAR(64)  NOT NULL,
+  room_id           VARCHAR(96)  NOT NULL,
   reason            VARCHAR(256) NOT NULL,
   status            VARCHAR(16)  NOT NULL DEFAULT 'active', -- active | removed
   expires_at_ms     BIGINT       NOT NULL DEFAULT 0,        -- 0: never
