@@ -459,6 +459,7 @@ func (a *apiDriver) rooms() {
 	a.do(call{method: "POST", path: "/api/v1/rooms/create", as: "21", body: `{"room_name":"Night owls","seat_count":8}`, header: key, want: 200})
 	a.fail("POST", "/api/v1/rooms/create", "21", `{"room_name":"Second"}`, conflict, "ALREADY_EXISTS", false)
 	a.fail("POST", "/api/v1/rooms/create", "22", `{"room_name":""}`, bad, inv, true)
+	a.fail("POST", "/api/v1/rooms/create", "29", `{"room_name":"No profile"}`, conflict, fp, false)
 	A := "/api/v1/rooms/" + room.RoomID
 	admA := "/admin/v1/rooms/" + room.RoomID
 	a.ok("POST", "/api/v1/rooms/create", "22", `{"room_name":"Early birds","room_description":"mornings","mode":"chat"}`, &room)
