@@ -90,7 +90,7 @@ func serverRoutes(tb testing.TB, logs string) map[string]bool {
 
 var fiberParam = regexp.MustCompile(`:([A-Za-z_]+)`)
 
-// hidesPending are the documented routes another branch is adding (API.md's
+// hidesPending are the documented routes another branch is adding (the
 // hides). Until it is merged the server answers them "route not found",
 // and only then are they skipped.
 var hidesPending = map[string]bool{
@@ -145,7 +145,7 @@ func (a *apiDriver) compareRoutes(doc *openapi3.T, served map[string]bool) map[s
 			continue
 		}
 		if hidesPending[r] && a.routeNotFound(r) {
-			a.t.Logf("SKIP %s: documented (API.md hides) but not served yet: the hides branch adds it", r)
+			a.t.Logf("SKIP %s: documented (hides) but not served yet: the hides branch adds it", r)
 			skipped[r] = true
 			continue
 		}
