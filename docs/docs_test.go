@@ -6,6 +6,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/getkin/kin-openapi/openapi3"
 )
 
 var (
@@ -45,6 +47,29 @@ func TestREADMELinksOnlyToTheRepository(t *testing.T) {
 			path, _, _ := strings.Cut(target, "#")
 			if _, err := os.Stat(filepath.Join("..", path)); err != nil {
 				t.Errorf("README links to %s, which the repository does not have", target)
+			}
+		}
+	}
+}
+
+// TestOpenAPIIsValid checks the document against the OpenAPI 3 rules (no
+// server needed; cmd/voiceroom's TestOpenAPIMatchesServer checks it against
+// the server).
+func TestOpenAPIIsValid(t *testing.T) {
+	doc, err := openapi3.NewLoader().LoadFromData(OpenAPI)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := doc.Validate(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	for path, item := range doc.Paths.Map() {
+		for method, op := range item.Operations() {
+			if op.OperationID == "" || op.Summary == "" {
+				t.Errorf("%s %s has no operationId or summary", method, path)
+			}
+			if op.Responses.Status(200) == nil {
+				t.Errorf("%s %s documents no 200 answer", method, path)
 			}
 		}
 	}
