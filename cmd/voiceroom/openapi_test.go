@@ -111,7 +111,7 @@ func operations(doc *openapi3.T) map[string]*openapi3.Operation {
 }
 
 type apiDriver struct {
-	t      *testing.T
+	t      testing.TB
 	base   string
 	secret []byte
 	router routers.Router
