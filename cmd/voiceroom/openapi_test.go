@@ -398,6 +398,7 @@ func (a *apiDriver) scenario() {
 	rid := strconv.FormatInt(region.RegionID, 10)
 	a.ok("PATCH", "/admin/v1/regions/"+rid, "admin", `{"name":"SE Asia"}`, nil)
 	a.fail("PATCH", "/admin/v1/regions/999999", "admin", `{"name":"Nowhere"}`, notFound, "NOT_FOUND", false)
+	a.fail("PATCH", "/admin/v1/regions/"+rid, "admin:other", `{"name":"Elsewhere"}`, notFound, "NOT_FOUND", false)
 	a.fail("PATCH", "/admin/v1/regions/"+rid, "admin", `{}`, bad, "INVALID_ARGUMENT", true)
 	a.ok("GET", "/admin/v1/regions", "admin", "", nil)
 	a.ok("POST", "/admin/v1/countries", "admin", `{"country_code":"SG","name":"Singapore","region_id":`+rid+`}`, nil)
@@ -547,6 +548,7 @@ func (a *apiDriver) rooms() {
 	a.ok("GET", admA+"/audit?limit=2", "admin", "", nil)
 	a.fail("GET", admA+"/audit?limit=0", "admin", "", bad, inv, true)
 	a.fail("GET", "/admin/v1/rooms/other_1/audit", "admin", "", notFound, "NOT_FOUND", false)
+	a.fail("GET", admA+"/audit", "admin:other", "", notFound, "NOT_FOUND", false) // another app's admin
 
 	// Pins on room A, now in GLOBAL.
 	var pin struct {
