@@ -68,18 +68,10 @@ func (b *BatchConsumer) Run(ctx context.Context) error {
 		return ErrAlreadyRunning
 	}
 	durable := c.cfg.Durable
-	cons, err := c.js.Consumer(ctx, StreamName, durable)
+	cons, stream, err := c.open(ctx)
 	if err != nil {
-		return fmt.Errorf("consumer %s on %s: %w", durable, StreamName, err)
+		return err
 	}
-	stream, err := c.js.Stream(ctx, StreamName)
-	if err != nil {
-		return fmt.Errorf("consumer %s: stream %s: %w", durable, StreamName, err)
-	}
-	if _, err := c.js.Stream(ctx, DLQStreamName); err != nil {
-		return fmt.Errorf("consumer %s: dead-letter stream %s: %w", durable, DLQStreamName, err)
-	}
-	c.settle(cons.CachedInfo().Config)
 
 	nc := c.js.Conn()
 	advisories := make(chan *nats.Msg, advisoryBufferSize)
@@ -130,6 +122,7 @@ func (b *BatchConsumer) Run(ctx context.Context) error {
 		grace.Stop()
 	}
 	wg.Wait()
+	c.settling.Wait() // replays whose letter is being removed; each bounded
 	if err := nc.FlushTimeout(time.Second); err != nil && !nc.IsClosed() {
 		c.log.Warn("flush acks at shutdown", "error", err)
 	}
@@ -205,34 +198,14 @@ func (b *BatchConsumer) loop(ctx context.Context, cons jetstream.Consumer) {
 	}
 }
 
-// newJob decodes one fetched message.
-func newJob(msg jetstream.Msg) job {
-	j := job{msg: msg}
-	j.meta, _ = msg.Metadata()
-	j.env, j.decodeErr = DecodeEnvelope(msg.Data())
-	return j
-}
-
 // handle runs the handler over one batch and settles every message.
 func (b *BatchConsumer) handle(jobs []job) {
 	c := b.c
 	ds := make([]Delivery, 0, len(jobs))
 	of := make([]int, 0, len(jobs)) // of[i]: the job of ds[i]
-	for i, j := range jobs {
-		switch {
-		case j.meta == nil:
-			c.log.Error("message without jetstream metadata", "subject", j.msg.Subject())
-			c.nak(j, 0, errors.New("no jetstream metadata"))
-		case j.decodeErr != nil:
-			c.deadLetter(j, j.decodeErr.Error())
-		default:
-			ds = append(ds, Delivery{
-				Envelope:     j.env,
-				Subject:      j.msg.Subject(),
-				StreamSeq:    j.meta.Sequence.Stream,
-				NumDelivered: j.meta.NumDelivered,
-				Consumer:     c.cfg.Durable,
-			})
+	for i := range jobs {
+		if d, ok := c.delivery(&jobs[i]); ok {
+			ds = append(ds, d)
 			of = append(of, i)
 		}
 	}
@@ -253,7 +226,7 @@ func (b *BatchConsumer) handle(jobs []job) {
 				err = errs[i]
 			}
 		}
-		c.settleResult(jobs[ji], err)
+		c.finish(jobs[ji], err)
 	}
 }
 
@@ -303,23 +276,5 @@ func (b *BatchConsumer) keepInProgress(jobs []job, of []int) (stop func()) {
 	return func() {
 		close(quit)
 		<-finished
-	}
-}
-
-// settleResult acks, naks or dead-letters one handled message, the way
-// Consumer does after its handler.
-func (c *Consumer) settleResult(j job, err error) {
-	nd := j.meta.NumDelivered
-	switch {
-	case err == nil:
-		c.ack(j)
-	case c.hctx.Err() != nil:
-		c.nak(j, 0, err)
-	case c.cfg.Classify(err):
-		c.deadLetter(j, err.Error())
-	case c.maxDeliver > 0 && nd >= uint64(c.maxDeliver):
-		c.deadLetter(j, fmt.Sprintf("retryable error at delivery %d of %d: %v", nd, c.maxDeliver, err))
-	default:
-		c.nak(j, c.nakDelay(nd), err)
 	}
 }

@@ -241,21 +241,10 @@ func (c *Consumer) Run(ctx context.Context) error {
 		return ErrAlreadyRunning
 	}
 	durable := c.cfg.Durable
-	cons, err := c.js.Consumer(ctx, StreamName, durable)
+	cons, stream, err := c.open(ctx)
 	if err != nil {
-		return fmt.Errorf("consumer %s on %s: %w", durable, StreamName, err)
+		return err
 	}
-	stream, err := c.js.Stream(ctx, StreamName)
-	if err != nil {
-		return fmt.Errorf("consumer %s: stream %s: %w", durable, StreamName, err)
-	}
-	if c.dlq, err = c.js.Stream(ctx, DLQStreamName); err != nil {
-		return fmt.Errorf("consumer %s: dead-letter stream %s: %w", durable, DLQStreamName, err)
-	}
-	if c.marks, err = openMarks(ctx, c.js, durable); err != nil {
-		return fmt.Errorf("consumer %s: %w", durable, err)
-	}
-	c.settle(cons.CachedInfo().Config)
 
 	// The server gives up on its own when a message's last delivery is
 	// never answered (the process died, or hung past AckWait); it then only
@@ -426,19 +415,26 @@ func (c *Consumer) fetch(ctx context.Context, cons jetstream.Consumer, n int, qu
 // one room run one at a time in stream order. Queues never block: they
 // hold as many jobs as there are slots.
 func (c *Consumer) dispatch(msg jetstream.Msg, queues []chan job) {
+	j := newJob(msg)
+	key := j.subject
+	if j.decodeErr == nil {
+		key = voiceroom.RoomKey{AppCode: j.env.AppCode, RoomID: j.env.RoomID}.String()
+	}
+	queues[shard(key, len(queues))] <- j
+}
+
+// newJob decodes one fetched message: its envelope, and for a replayed
+// dead letter the original subject and the letter's DLQ sequence.
+func newJob(msg jetstream.Msg) job {
 	j := job{msg: msg}
-	j.meta, _ = msg.Metadata() // nil is handled by process
+	j.meta, _ = msg.Metadata() // nil is handled by delivery
 	var replay bool
 	j.subject, replay = eventSubjectOf(msg.Subject())
 	if replay {
 		j.replayOf, _ = strconv.ParseUint(msg.Headers().Get(HeaderReplayOf), 10, 64)
 	}
-	key := j.subject
 	j.env, j.decodeErr = DecodeEnvelope(msg.Data())
-	if j.decodeErr == nil {
-		key = voiceroom.RoomKey{AppCode: j.env.AppCode, RoomID: j.env.RoomID}.String()
-	}
-	queues[shard(key, len(queues))] <- j
+	return j
 }
 
 // shard hashes key (FNV-1a) onto n queues.
@@ -453,37 +449,9 @@ func shard(key string, n int) int {
 
 // process runs the handler for one message and settles it.
 func (c *Consumer) process(j job) {
-	if j.meta == nil {
-		// Not a JetStream delivery we can reason about; let it come again.
-		c.log.Error("message without jetstream metadata", "subject", j.msg.Subject())
-		c.nak(j, 0, errors.New("no jetstream metadata"))
+	d, ok := c.delivery(&j)
+	if !ok {
 		return
-	}
-	if c.stopping.Load() {
-		c.nak(j, 0, nil)
-		return
-	}
-	if marked(j.meta.NumDelivered, c.serverMaxDeliver) {
-		// If this process dies now, the server may give up on the
-		// message while nobody hears its advisory; the gap check finds
-		// the mark. A failed mark leaves only the advisory path.
-		if err := c.marks.put(context.Background(), j.meta.Sequence.Stream, j.meta.NumDelivered); err != nil {
-			c.logFor(j, slog.LevelWarn, "last-delivery mark failed", err)
-		} else {
-			j.marked = true
-		}
-	}
-	if j.decodeErr != nil {
-		c.deadLetter(j, j.decodeErr.Error())
-		return
-	}
-	d := Delivery{
-		Envelope:     j.env,
-		Subject:      j.subject,
-		StreamSeq:    j.meta.Sequence.Stream,
-		NumDelivered: j.meta.NumDelivered,
-		Consumer:     c.cfg.Durable,
-		ReplayOf:     j.replayOf,
 	}
 	stop := c.keepInProgress(j)
 	start := time.Now()
@@ -491,6 +459,44 @@ func (c *Consumer) process(j job) {
 	stop()
 	c.metrics.observe(time.Since(start))
 	c.finish(j, err)
+}
+
+// delivery readies a fetched message for its handler: ok is false when it
+// was settled instead (no metadata, shutting down, undecodable). A message
+// on one of its last deliveries is marked first (see marked).
+func (c *Consumer) delivery(j *job) (d Delivery, ok bool) {
+	if j.meta == nil {
+		// Not a JetStream delivery we can reason about; let it come again.
+		c.log.Error("message without jetstream metadata", "subject", j.msg.Subject())
+		c.nak(*j, 0, errors.New("no jetstream metadata"))
+		return d, false
+	}
+	if c.stopping.Load() {
+		c.nak(*j, 0, nil)
+		return d, false
+	}
+	if marked(j.meta.NumDelivered, c.serverMaxDeliver) {
+		// If this process dies now, the server may give up on the
+		// message while nobody hears its advisory; the gap check finds
+		// the mark. A failed mark leaves only the advisory path.
+		if err := c.marks.put(context.Background(), j.meta.Sequence.Stream, j.meta.NumDelivered); err != nil {
+			c.logFor(*j, slog.LevelWarn, "last-delivery mark failed", err)
+		} else {
+			j.marked = true
+		}
+	}
+	if j.decodeErr != nil {
+		c.deadLetter(*j, j.decodeErr.Error())
+		return d, false
+	}
+	return Delivery{
+		Envelope:     j.env,
+		Subject:      j.subject,
+		StreamSeq:    j.meta.Sequence.Stream,
+		NumDelivered: j.meta.NumDelivered,
+		Consumer:     c.cfg.Durable,
+		ReplayOf:     j.replayOf,
+	}, true
 }
 
 // finish settles a handled message by its handler's result.
@@ -833,4 +839,26 @@ func (c *Consumer) deadLetterSeq(ctx context.Context, stream jetstream.Stream, a
 	}
 	c.lettered(ctx, adv.StreamSeq, replayOf, marked(adv.Deliveries, c.serverMaxDeliver), c.log.With("stream_seq", adv.StreamSeq))
 	return nil
+}
+
+// open finds the durable, ROOM_EVENTS, ROOM_EVENTS_DLQ and the durable's
+// last-delivery marks, and takes the durable's settings.
+func (c *Consumer) open(ctx context.Context) (jetstream.Consumer, jetstream.Stream, error) {
+	durable := c.cfg.Durable
+	cons, err := c.js.Consumer(ctx, StreamName, durable)
+	if err != nil {
+		return nil, nil, fmt.Errorf("consumer %s on %s: %w", durable, StreamName, err)
+	}
+	stream, err := c.js.Stream(ctx, StreamName)
+	if err != nil {
+		return nil, nil, fmt.Errorf("consumer %s: stream %s: %w", durable, StreamName, err)
+	}
+	if c.dlq, err = c.js.Stream(ctx, DLQStreamName); err != nil {
+		return nil, nil, fmt.Errorf("consumer %s: dead-letter stream %s: %w", durable, DLQStreamName, err)
+	}
+	if c.marks, err = openMarks(ctx, c.js, durable); err != nil {
+		return nil, nil, fmt.Errorf("consumer %s: %w", durable, err)
+	}
+	c.settle(cons.CachedInfo().Config)
+	return cons, stream, nil
 }

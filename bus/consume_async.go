@@ -43,28 +43,10 @@ func NewAsyncConsumer(js jetstream.JetStream, cfg ConsumerRunConfig, h AsyncHand
 // processAsync hands one message to the async handler; release frees its
 // slot once the message is settled.
 func (c *Consumer) processAsync(j job, release func()) {
-	if j.meta == nil {
-		c.log.Error("message without jetstream metadata", "subject", j.msg.Subject())
-		c.nak(j, 0, fmt.Errorf("no jetstream metadata"))
+	d, ok := c.delivery(&j)
+	if !ok {
 		release()
 		return
-	}
-	if c.stopping.Load() {
-		c.nak(j, 0, nil)
-		release()
-		return
-	}
-	if j.decodeErr != nil {
-		c.deadLetter(j, j.decodeErr.Error())
-		release()
-		return
-	}
-	d := Delivery{
-		Envelope:     j.env,
-		Subject:      j.msg.Subject(),
-		StreamSeq:    j.meta.Sequence.Stream,
-		NumDelivered: j.meta.NumDelivered,
-		Consumer:     c.cfg.Durable,
 	}
 	stop := c.keepInProgress(j)
 	start := time.Now()

@@ -61,11 +61,14 @@ type driver struct {
 	rooms []string
 	// shortIDs are the rooms' short ids (the owners' display ids).
 	shortIDs []string
-	admin    string
-	mu       sync.Mutex
-	out      []outcome
-	cancel   context.CancelFunc
-	wg       sync.WaitGroup
+	// owners are the rooms' owners' tokens: an owner is in the region
+	// its room is listed in, so it sees the room in its list.
+	owners []string
+	admin  string
+	mu     sync.Mutex
+	out    []outcome
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
 }
 
 func newDriver(t *testing.T, c *cluster, nRooms, nUsers int) *driver {
@@ -108,6 +111,7 @@ func newDriver(t *testing.T, c *cluster, nRooms, nUsers int) *driver {
 		json.Unmarshal(data, &snap)
 		d.rooms = append(d.rooms, snap.RoomID)
 		d.shortIDs = append(d.shortIDs, snap.RoomShortID)
+		d.owners = append(d.owners, tok)
 	}
 	for i := range nUsers {
 		id := int64(10_000 + nRooms + i)

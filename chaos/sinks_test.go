@@ -180,8 +180,8 @@ func (c *cluster) checkIM(ctx context.Context, e *emulator) (imAccount, error) {
 // checkList compares every room's list item with its committed state.
 func (d *driver) checkList(ctx context.Context) []string {
 	var bad []string
-	tok := d.users[0].token
 	for i, room := range d.rooms {
+		tok := d.owners[i] // the list is the region's: the owner's region is the room's
 		st, code, data := d.send(ctx, "GET", "/api/v1/rooms/"+room, tok, "", nil)
 		if st != http.StatusOK {
 			bad = append(bad, fmt.Sprintf("%s: GET %d %s", room, st, code))

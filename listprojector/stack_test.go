@@ -22,6 +22,7 @@ import (
 	"voiceroom/listprojector"
 	"voiceroom/regions"
 	"voiceroom/rooms"
+	"voiceroom/wallet"
 )
 
 var testSecret = []byte("list-test-secret-0123456789")
@@ -109,7 +110,8 @@ func newStack(tb testing.TB) *stack {
 		tb.Fatal(err)
 	}
 	srv, err := gateway.New(gateway.Config{JWTSecret: testSecret, RatePerUser: 100000, RateBurst: 100000}, log, reg, reg, nil,
-		gateway.RegionRoutes(rsvc), gateway.RoomRoutes(roomSvc), gateway.RoomListRoutes(lister, pins, rsvc))
+		gateway.RegionRoutes(rsvc), gateway.RoomRoutes(roomSvc), gateway.WalletRoutes(wallet.New(db, time.Now)),
+		gateway.RoomListRoutes(lister, pins, rsvc))
 	if err != nil {
 		tb.Fatal(err)
 	}
