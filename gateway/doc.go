@@ -1,5 +1,5 @@
 // Package gateway is voiceroom's HTTP edge (Fiber v2): the response envelope
-// and request ids of API.md, JWT authentication for /api and /admin, the one
+// and request ids of the API (docs/openapi.yaml, the contract), JWT authentication for /api and /admin, the one
 // table that maps error kinds to envelope codes and HTTP statuses, body limits,
 // panic recovery, health, readiness and Prometheus metrics.
 //
@@ -13,4 +13,9 @@
 // errors.go maps the apperr kind to the envelope.
 //
 // The rate limiter costs O(1) per request (ratelimit.go).
+//
+// DocsRoutes serves the OpenAPI document at /openapi.yaml and a Swagger UI
+// page at /docs, both from the binary; Server.Routes lists what the server
+// serves, so that cmd/voiceroom's OpenAPI test fails on any route the
+// document lacks.
 package gateway

@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"voiceroom/bus"
+	"voiceroom/docs"
 	"voiceroom/gateway"
 	"voiceroom/mysqldb"
 	"voiceroom/outboxrelay"
@@ -94,9 +95,13 @@ func start(ctx context.Context, d *deps) (*running, error) {
 		{Name: "mysql", Fn: d.db.PingContext},
 		{Name: "nats", Fn: d.nats.Ping},
 	}
-	srv, err := gateway.New(d.cfg.gateway(d.secret), d.log, d.reg, d.reg, checks, d.mounts...)
+	mounts := append(d.mounts, gateway.DocsRoutes(docs.OpenAPI))
+	srv, err := gateway.New(d.cfg.gateway(d.secret), d.log, d.reg, d.reg, checks, mounts...)
 	if err != nil {
 		return nil, err
+	}
+	for _, rt := range srv.Routes() {
+		d.log.Debug("http route", "method", rt.Method, "path", rt.Path)
 	}
 	if err := srv.Listen(); err != nil {
 		return nil, badVar("VOICEROOM_HTTP_ADDR", "%v", err)

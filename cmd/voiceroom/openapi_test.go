@@ -1,0 +1,658 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/getkin/kin-openapi/openapi3"
+	"github.com/getkin/kin-openapi/openapi3filter"
+	"github.com/getkin/kin-openapi/routers"
+	"github.com/getkin/kin-openapi/routers/gorillamux"
+
+	"voiceroom/docs"
+	"voiceroom/gateway"
+)
+
+// TestOpenAPIMatchesServer keeps docs/openapi.yaml true. It runs `voiceroom
+// serve` (its own database and JetStream), then:
+//   - compares the routes the server logs at start (gateway.Server.Routes)
+//     with the document's operations, both ways;
+//   - drives every operation over HTTP, with a success and the typical error
+//     answers, validating each request (unless it is meant to break the
+//     document) and each response with kin-openapi's openapi3filter;
+//   - fails when an answer's status is not one the operation documents, and
+//     when a documented status of an operation was never answered.
+func TestOpenAPIMatchesServer(t *testing.T) {
+	if testing.Short() {
+		t.Skip("server test")
+	}
+	openapi3filter.RegisterBodyDecoder("text/html", openapi3filter.PlainBodyDecoder)
+	openapi3.SchemaErrorDetailsDisabled = true // errors name the field, not the whole schema
+	doc := loadOpenAPI(t)
+
+	p, vars := startServe(t)
+	base := p.waitServing(t, vars)
+	waitReady(t, p, base)
+	doc.Servers = openapi3.Servers{{URL: base}}
+	router, err := gorillamux.NewRouter(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &apiDriver{t: t, base: base, secret: []byte(vars["VOICEROOM_JWT_SECRET"]), router: router, seen: map[string]map[int]bool{}}
+
+	a.skipped = a.compareRoutes(doc, serverRoutes(t, p.logs.String()))
+	a.authErrors(doc)
+	a.scenario()
+	a.checkCoverage(doc)
+}
+
+// loadOpenAPI parses and validates the embedded document.
+func loadOpenAPI(tb testing.TB) *openapi3.T {
+	tb.Helper()
+	doc, err := openapi3.NewLoader().LoadFromData(docs.OpenAPI)
+	if err != nil {
+		tb.Fatalf("load docs/openapi.yaml: %v", err)
+	}
+	if err := doc.Validate(context.Background()); err != nil {
+		tb.Fatalf("docs/openapi.yaml is not valid OpenAPI: %v", err)
+	}
+	return doc
+}
+
+var routeLine = regexp.MustCompile(`msg="http route".* method=(\S+) path=(\S+)`)
+
+// serverRoutes reads the routes serve logs at debug level, in the
+// document's notation: "GET /api/v1/rooms/{room_id}".
+func serverRoutes(tb testing.TB, logs string) map[string]bool {
+	tb.Helper()
+	out := map[string]bool{}
+	for _, m := range routeLine.FindAllStringSubmatch(logs, -1) {
+		path := m[2]
+		if strings.Contains(path, "*") {
+			continue // static assets under a documented page (/docs/*)
+		}
+		out[m[1]+" "+fiberParam.ReplaceAllString(path, "{$1}")] = true
+	}
+	if len(out) == 0 {
+		tb.Fatal("serve logged no http routes")
+	}
+	return out
+}
+
+var fiberParam = regexp.MustCompile(`:([A-Za-z_]+)`)
+
+// hidesPending are the documented routes another branch is adding (the
+// hides). Until it is merged the server answers them "route not found",
+// and only then are they skipped.
+var hidesPending = map[string]bool{
+	"POST /admin/v1/hides":             true,
+	"GET /admin/v1/hides":              true,
+	"DELETE /admin/v1/hides/{hide_id}": true,
+}
+
+// operations lists the document's operations as "METHOD /path".
+func operations(doc *openapi3.T) map[string]*openapi3.Operation {
+	out := map[string]*openapi3.Operation{}
+	for path, item := range doc.Paths.Map() {
+		for method, op := range item.Operations() {
+			out[method+" "+path] = op
+		}
+	}
+	return out
+}
+
+type apiDriver struct {
+	t      testing.TB
+	base   string
+	secret []byte
+	router routers.Router
+	// seen is the statuses answered per operation ("METHOD /path").
+	seen map[string]map[int]bool
+	// skipped are the documented operations the server does not serve yet.
+	skipped map[string]bool
+}
+
+// untested are documented answers this test cannot provoke, with where
+// they are tested instead.
+var untested = map[string]string{
+	"GET /readyz 503": "draining: TestServeStartsReadyAndShutsDownInOrder",
+}
+
+// compareRoutes fails for every route the server serves that the document
+// lacks and for every documented route the server lacks. It returns the
+// documented routes skipped because they are pending (hides).
+func (a *apiDriver) compareRoutes(doc *openapi3.T, served map[string]bool) map[string]bool {
+	a.t.Helper()
+	ops := operations(doc)
+	var undocumented, unserved []string
+	skipped := map[string]bool{}
+	for r := range served {
+		if ops[r] == nil {
+			undocumented = append(undocumented, r)
+		}
+	}
+	for r := range ops {
+		if served[r] {
+			continue
+		}
+		if hidesPending[r] && a.routeNotFound(r) {
+			a.t.Logf("SKIP %s: documented (hides) but not served yet: the hides branch adds it", r)
+			skipped[r] = true
+			continue
+		}
+		unserved = append(unserved, r)
+	}
+	sort.Strings(undocumented)
+	sort.Strings(unserved)
+	for _, r := range undocumented {
+		a.t.Errorf("the server serves %s, which docs/openapi.yaml does not document", r)
+	}
+	for _, r := range unserved {
+		a.t.Errorf("docs/openapi.yaml documents %s, which the server does not serve", r)
+	}
+	return skipped
+}
+
+// routeNotFound reports whether the server answers "route not found" to an
+// admin's request on route.
+func (a *apiDriver) routeNotFound(route string) bool {
+	method, path, _ := strings.Cut(route, " ")
+	req, _ := http.NewRequest(method, a.base+fillParams(path), nil)
+	req.Header.Set("Authorization", "Bearer "+a.token("admin"))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var env gateway.Envelope
+	json.NewDecoder(resp.Body).Decode(&env)
+	return resp.StatusCode == 404 && env.Message == "route not found"
+}
+
+// fillParams puts harmless values in a path's parameters.
+func fillParams(path string) string {
+	r := strings.NewReplacer("{room_id}", "e2e_00000000-0000-0000-0000-000000000000", "{region_id}", "1", "{user_id}", "1",
+		"{country_code}", "SG", "{pin_id}", "1", "{hide_id}", "1")
+	return r.Replace(path)
+}
+
+// authErrors calls every secured operation without a token (401) and every
+// admin operation with a user's token (403).
+func (a *apiDriver) authErrors(doc *openapi3.T) {
+	for route, op := range operations(doc) {
+		if a.skipped[route] || (op.Security != nil && len(*op.Security) == 0) {
+			continue
+		}
+		method, path, _ := strings.Cut(route, " ")
+		a.do(call{method: method, path: fillParams(path), as: "", breaks: true, want: 401, code: "UNAUTHENTICATED"})
+		if strings.HasPrefix(path, "/admin/") {
+			a.do(call{method: method, path: fillParams(path), as: "21", breaks: true, want: 403, code: "PERMISSION_DENIED"})
+		}
+	}
+}
+
+// checkCoverage fails for every operation with a documented status that no
+// call answered.
+func (a *apiDriver) checkCoverage(doc *openapi3.T) {
+	a.t.Helper()
+	var gaps []string
+	for route, op := range operations(doc) {
+		if a.skipped[route] {
+			continue
+		}
+		for status := range op.Responses.Map() {
+			n, err := strconv.Atoi(status)
+			if err != nil {
+				continue // default: the statuses any route may answer (429, 500, 503)
+			}
+			if where, ok := untested[fmt.Sprintf("%s %d", route, n)]; ok {
+				a.t.Logf("%s %d is tested elsewhere: %s", route, n, where)
+				continue
+			}
+			if !a.seen[route][n] {
+				gaps = append(gaps, fmt.Sprintf("%s %d", route, n))
+			}
+		}
+	}
+	sort.Strings(gaps)
+	for _, g := range gaps {
+		a.t.Errorf("no call answered the documented %s", g)
+	}
+}
+
+// call is one request of the scenario.
+type call struct {
+	method, path string // path may hold a query
+	// as is who calls: "" (no token), "admin", "admin:<app>" (another
+	// app's admin) or a user id of app e2e.
+	as     string
+	body   string
+	header map[string]string
+	// breaks marks a request that deliberately breaks the document (a
+	// value out of its limits, no token): it is not validated, its answer is.
+	breaks bool
+	want   int    // the expected HTTP status
+	code   string // the expected envelope code, when want is not 200
+}
+
+func (a *apiDriver) token(as string) string {
+	a.t.Helper()
+	app, user, role := "e2e", int64(0), ""
+	switch {
+	case as == "admin":
+		role = gateway.RoleAdmin
+	case strings.HasPrefix(as, "admin:"):
+		app, role = strings.TrimPrefix(as, "admin:"), gateway.RoleAdmin
+	default:
+		u, err := strconv.ParseInt(as, 10, 64)
+		if err != nil {
+			a.t.Fatalf("caller %q", as)
+		}
+		user = u
+	}
+	tok, err := gateway.IssueToken(a.secret, app, user, role, time.Hour, time.Now())
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	return tok
+}
+
+func (a *apiDriver) newRequest(c call) *http.Request {
+	a.t.Helper()
+	var body io.Reader = http.NoBody
+	if c.body != "" {
+		body = strings.NewReader(c.body)
+	}
+	req, err := http.NewRequest(c.method, a.base+c.path, body)
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	if c.body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if c.as != "" {
+		req.Header.Set("Authorization", "Bearer "+a.token(c.as))
+	}
+	for k, v := range c.header {
+		req.Header.Set(k, v)
+	}
+	return req
+}
+
+// do sends c, validates the request and the answer against the document,
+// checks the status and code, records the status, and returns the
+// envelope's data.
+func (a *apiDriver) do(c call) json.RawMessage {
+	a.t.Helper()
+	ctx := a.t.Context()
+	name := c.method + " " + c.path
+	req := a.newRequest(c)
+	route, params, err := a.router.FindRoute(req)
+	if err != nil {
+		a.t.Errorf("%s: not in docs/openapi.yaml: %v", name, err)
+		return nil
+	}
+	opts := &openapi3filter.Options{AuthenticationFunc: openapi3filter.NoopAuthenticationFunc, MultiError: true}
+	in := &openapi3filter.RequestValidationInput{Request: req, PathParams: params, Route: route, Options: opts}
+	if !c.breaks {
+		if err := openapi3filter.ValidateRequest(ctx, in); err != nil {
+			a.t.Errorf("%s: request does not match the document: %v", name, err)
+		}
+	}
+	resp, err := http.DefaultClient.Do(a.newRequest(c))
+	if err != nil {
+		a.t.Fatalf("%s: %v", name, err)
+	}
+	raw, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		a.t.Fatalf("%s: read body: %v", name, err)
+	}
+
+	key := route.Method + " " + route.Path
+	if a.seen[key] == nil {
+		a.seen[key] = map[int]bool{}
+	}
+	a.seen[key][resp.StatusCode] = true
+	if route.Operation.Responses.Status(resp.StatusCode) == nil {
+		a.t.Errorf("%s: answered %d, which %s does not document: %s", name, resp.StatusCode, key, raw)
+	}
+	out := &openapi3filter.ResponseValidationInput{RequestValidationInput: in, Status: resp.StatusCode, Header: resp.Header,
+		Options: &openapi3filter.Options{IncludeResponseStatus: true, MultiError: true}}
+	out.SetBodyBytes(raw)
+	if err := openapi3filter.ValidateResponse(ctx, out); err != nil {
+		a.t.Errorf("%s: answer %d does not match the document: %v\n%s", name, resp.StatusCode, err, raw)
+	}
+
+	if resp.StatusCode != c.want {
+		a.t.Errorf("%s as %q: status %d, want %d: %s", name, c.as, resp.StatusCode, c.want, raw)
+		return nil
+	}
+	if !strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") {
+		return nil
+	}
+	var env struct {
+		Code string          `json:"code"`
+		Data json.RawMessage `json:"data"`
+	}
+	if err := json.Unmarshal(raw, &env); err != nil {
+		a.t.Errorf("%s: not JSON: %s", name, raw)
+		return nil
+	}
+	if c.code != "" && env.Code != c.code {
+		a.t.Errorf("%s: code %s, want %s: %s", name, env.Code, c.code, raw)
+	}
+	return env.Data
+}
+
+// ok is do for a call that must succeed, decoding the data into out.
+func (a *apiDriver) ok(method, path, as, body string, out any) {
+	a.t.Helper()
+	data := a.do(call{method: method, path: path, as: as, body: body, want: 200})
+	if out != nil && data != nil {
+		if err := json.Unmarshal(data, out); err != nil {
+			a.t.Fatalf("%s %s: %v: %s", method, path, err, data)
+		}
+	}
+}
+
+// fail is do for a call that must answer want with code; breaks says the
+// request is outside the document on purpose.
+func (a *apiDriver) fail(method, path, as, body string, want int, code string, breaks bool) {
+	a.t.Helper()
+	a.do(call{method: method, path: path, as: as, body: body, want: want, code: code, breaks: breaks})
+}
+
+// scenario drives every route through success and its typical errors.
+func (a *apiDriver) scenario() {
+	const (
+		bad      = 400
+		notFound = 404
+		conflict = 409
+		denied   = 403
+	)
+
+	// Health and the reference itself.
+	a.ok("GET", "/healthz", "", "", nil)
+	a.ok("GET", "/readyz", "", "", nil)
+	a.do(call{method: "GET", path: "/metrics", want: 200})
+	a.do(call{method: "GET", path: "/openapi.yaml", want: 200})
+	a.docsPage()
+
+	// Regions and countries.
+	var region struct {
+		RegionID int64 `json:"region_id"`
+	}
+	a.ok("POST", "/admin/v1/regions", "admin", `{"region_code":"SEA","name":"South-East Asia"}`, &region)
+	a.fail("POST", "/admin/v1/regions", "admin", `{"region_code":"SEA","name":"Again"}`, conflict, "ALREADY_EXISTS", false)
+	a.fail("POST", "/admin/v1/regions", "admin", `{"region_code":"9x","name":"Bad"}`, bad, "INVALID_ARGUMENT", true)
+	rid := strconv.FormatInt(region.RegionID, 10)
+	a.ok("PATCH", "/admin/v1/regions/"+rid, "admin", `{"name":"SE Asia"}`, nil)
+	a.fail("PATCH", "/admin/v1/regions/999999", "admin", `{"name":"Nowhere"}`, notFound, "NOT_FOUND", false)
+	a.fail("PATCH", "/admin/v1/regions/"+rid, "admin:other", `{"name":"Elsewhere"}`, notFound, "NOT_FOUND", false)
+	a.fail("PATCH", "/admin/v1/regions/"+rid, "admin", `{}`, bad, "INVALID_ARGUMENT", true)
+	a.ok("GET", "/admin/v1/regions", "admin", "", nil)
+	a.ok("POST", "/admin/v1/countries", "admin", `{"country_code":"SG","name":"Singapore","region_id":`+rid+`}`, nil)
+	a.fail("POST", "/admin/v1/countries", "admin", `{"country_code":"SG","name":"Singapore"}`, conflict, "ALREADY_EXISTS", false)
+	a.fail("POST", "/admin/v1/countries", "admin", `{"country_code":"S1"}`, bad, "INVALID_ARGUMENT", true)
+	a.ok("PATCH", "/admin/v1/countries/SG", "admin", `{"name":"Republic of Singapore"}`, nil)
+	a.fail("PATCH", "/admin/v1/countries/ZZ", "admin", `{"name":"Nowhere"}`, notFound, "NOT_FOUND", false)
+	a.fail("PATCH", "/admin/v1/countries/SG", "admin", `{}`, bad, "INVALID_ARGUMENT", true)
+
+	// Profiles.
+	a.fail("GET", "/api/v1/users/me", "21", "", notFound, "NOT_FOUND", false)
+	for _, u := range []string{"21", "22", "23", "24"} {
+		a.ok("PUT", "/api/v1/users/me", u, `{"display_user_id":"oas_user`+u+`","country":"SG"}`, nil)
+	}
+	a.ok("GET", "/api/v1/users/me", "21", "", nil)
+	a.fail("PUT", "/api/v1/users/me", "25", `{"display_user_id":"OAS_USER21"}`, conflict, "ALREADY_EXISTS", false)
+	a.fail("PUT", "/api/v1/users/me", "25", `{"display_user_id":"x"}`, bad, "INVALID_ARGUMENT", true)
+
+	// Operators on users' regions.
+	a.ok("POST", "/admin/v1/users/region-rebuild", "admin", "", nil)
+	a.ok("GET", "/admin/v1/users/21/region", "admin", "", nil)
+	a.fail("GET", "/admin/v1/users/999/region", "admin", "", notFound, "NOT_FOUND", false)
+	a.fail("GET", "/admin/v1/users/0/region", "admin", "", bad, "INVALID_ARGUMENT", true)
+	a.ok("PUT", "/admin/v1/users/24/region", "admin", `{"region_id":0,"reason":"openapi test"}`, nil)
+	a.fail("PUT", "/admin/v1/users/24/region", "admin", `{"reason":"no region"}`, bad, "INVALID_ARGUMENT", true)
+	a.fail("PUT", "/admin/v1/users/999/region", "admin", `{"region_id":0,"reason":"nobody"}`, notFound, "NOT_FOUND", false)
+	a.ok("DELETE", "/admin/v1/users/24/region", "admin", `{"reason":"release"}`, nil)
+	a.fail("DELETE", "/admin/v1/users/999/region", "admin", `{"reason":"nobody"}`, notFound, "NOT_FOUND", false)
+	a.fail("DELETE", "/admin/v1/users/0/region", "admin", `{"reason":"nobody"}`, bad, "INVALID_ARGUMENT", true)
+
+	// Gifts and coins.
+	a.ok("POST", "/admin/v1/gifts", "admin", `{"gift_id":7,"name":"Rocket","price":100,"heat":40}`, nil)
+	a.fail("POST", "/admin/v1/gifts", "admin", `{"gift_id":0,"name":"Nothing","price":1}`, bad, "INVALID_ARGUMENT", true)
+	a.ok("POST", "/admin/v1/wallets/23/credit", "admin", `{"amount":1000,"idempotency_key":"oas-1"}`, nil)
+	a.ok("POST", "/admin/v1/wallets/23/credit", "admin", `{"amount":1000,"idempotency_key":"oas-1"}`, nil)
+	a.fail("POST", "/admin/v1/wallets/23/credit", "admin", `{"amount":5,"idempotency_key":"oas-1"}`, conflict, "ALREADY_EXISTS", false)
+	a.fail("POST", "/admin/v1/wallets/23/credit", "admin", `{"amount":0,"idempotency_key":"oas-2"}`, bad, "INVALID_ARGUMENT", true)
+	a.ok("GET", "/api/v1/wallet", "23", "", nil)
+
+	a.rooms()
+	a.operations()
+}
+
+// rooms drives the room commands, the room list and the operators' room
+// routes. Room A is user 21's; room B is user 22's and ends closed, so that
+// every command on it answers FAILED_PRECONDITION.
+func (a *apiDriver) rooms() {
+	const (
+		bad, denied, notFound, conflict = 400, 403, 404, 409
+		fp                              = "FAILED_PRECONDITION"
+		inv                             = "INVALID_ARGUMENT"
+	)
+	var room struct {
+		RoomID string `json:"room_id"`
+	}
+	key := map[string]string{"Idempotency-Key": "oas-create-a"}
+	data := a.do(call{method: "POST", path: "/api/v1/rooms/create", as: "21", body: `{"room_name":"Night owls","seat_count":8}`, header: key, want: 200})
+	json.Unmarshal(data, &room)
+	a.do(call{method: "POST", path: "/api/v1/rooms/create", as: "21", body: `{"room_name":"Night owls","seat_count":8}`, header: key, want: 200})
+	a.fail("POST", "/api/v1/rooms/create", "21", `{"room_name":"Second"}`, conflict, "ALREADY_EXISTS", false)
+	a.fail("POST", "/api/v1/rooms/create", "22", `{"room_name":""}`, bad, inv, true)
+	a.fail("POST", "/api/v1/rooms/create", "29", `{"room_name":"No profile"}`, conflict, fp, false)
+	A := "/api/v1/rooms/" + room.RoomID
+	admA := "/admin/v1/rooms/" + room.RoomID
+	a.ok("POST", "/api/v1/rooms/create", "22", `{"room_name":"Early birds","room_description":"mornings","mode":"chat"}`, &room)
+	B := "/api/v1/rooms/" + room.RoomID
+	admB := "/admin/v1/rooms/" + room.RoomID
+	nope := "/api/v1/rooms/e2e_00000000-0000-0000-0000-000000000000"
+	admNope := "/admin/v1/rooms/e2e_00000000-0000-0000-0000-000000000000"
+
+	a.ok("GET", A, "22", "", nil)
+	a.fail("GET", nope, "22", "", notFound, "NOT_FOUND", false)
+
+	for _, u := range []string{"21", "22", "23"} {
+		a.ok("POST", A+"/join", u, "", nil)
+	}
+	a.fail("POST", nope+"/join", "22", "", notFound, "NOT_FOUND", false)
+	a.do(call{method: "POST", path: A + "/join", as: "22", header: map[string]string{"Idempotency-Key": "has space"}, breaks: true, want: bad, code: inv})
+	a.ok("POST", A+"/heartbeat", "22", "", nil)
+	a.fail("POST", A+"/heartbeat", "24", "", conflict, fp, false)
+	a.fail("POST", nope+"/heartbeat", "22", "", notFound, "NOT_FOUND", false)
+
+	a.ok("POST", A+"/mic/up", "22", `{"seat_index":3}`, nil)
+	a.fail("POST", A+"/mic/up", "23", `{"seat_index":3}`, conflict, fp, false)
+	a.fail("POST", A+"/mic/up", "23", `{}`, bad, inv, true)
+	a.fail("POST", nope+"/mic/up", "23", `{"seat_index":1}`, notFound, "NOT_FOUND", false)
+	a.ok("POST", A+"/mic/change", "22", `{"seat_index":4}`, nil)
+	a.fail("POST", A+"/mic/change", "22", `{}`, bad, inv, true)
+	a.fail("POST", A+"/mic/change", "23", `{"seat_index":5}`, conflict, fp, false)
+	a.fail("POST", nope+"/mic/change", "23", `{"seat_index":5}`, notFound, "NOT_FOUND", false)
+	a.ok("POST", A+"/mic/down", "22", "", nil)
+	a.fail("POST", A+"/mic/down", "22", "", conflict, fp, false)
+	a.fail("POST", nope+"/mic/down", "22", "", notFound, "NOT_FOUND", false)
+	a.ok("POST", A+"/mic/lock", "21", `{"seat_index":5,"locked":true}`, nil)
+	a.fail("POST", A+"/mic/lock", "23", `{"seat_index":5,"locked":false}`, denied, "PERMISSION_DENIED", false)
+	a.fail("POST", A+"/mic/lock", "21", `{"seat_index":5}`, bad, inv, true)
+	a.fail("POST", nope+"/mic/lock", "21", `{"seat_index":5,"locked":true}`, notFound, "NOT_FOUND", false)
+
+	a.ok("POST", A+"/gift", "23", `{"gift_id":7,"count":3,"receiver_user_id":22}`, nil)
+	a.fail("POST", A+"/gift", "23", `{"gift_id":7,"count":10,"receiver_user_id":22}`, 402, "INSUFFICIENT_BALANCE", false)
+	a.fail("POST", A+"/gift", "23", `{"gift_id":0,"count":1,"receiver_user_id":22}`, bad, inv, true)
+	a.fail("POST", A+"/gift", "23", `{"gift_id":7,"count":1,"receiver_user_id":24}`, conflict, fp, false)
+	a.fail("POST", nope+"/gift", "23", `{"gift_id":7,"count":1,"receiver_user_id":22}`, notFound, "NOT_FOUND", false)
+
+	a.ok("POST", A+"/password", "21", `{"password":"open sesame"}`, nil)
+	a.fail("POST", A+"/password", "23", `{"password":""}`, denied, "PERMISSION_DENIED", false)
+	a.fail("POST", A+"/password", "21", `{}`, bad, inv, true)
+	a.fail("POST", nope+"/password", "21", `{"password":""}`, notFound, "NOT_FOUND", false)
+	a.fail("POST", A+"/join", "24", "", denied, "PERMISSION_DENIED", false)
+	a.ok("POST", A+"/join", "24", `{"password":"open sesame"}`, nil)
+	a.ok("POST", A+"/password", "21", `{"password":""}`, nil)
+
+	a.ok("POST", A+"/host/transfer", "21", `{"user_id":22}`, nil)
+	a.fail("POST", A+"/host/transfer", "23", `{"user_id":23}`, denied, "PERMISSION_DENIED", false)
+	a.fail("POST", A+"/host/transfer", "21", `{"user_id":0}`, bad, inv, true)
+	a.fail("POST", A+"/host/transfer", "21", `{"user_id":25}`, conflict, fp, false)
+	a.fail("POST", nope+"/host/transfer", "21", `{"user_id":22}`, notFound, "NOT_FOUND", false)
+
+	a.ok("POST", A+"/kick", "22", `{"user_id":24,"ban_seconds":600}`, nil)
+	a.fail("POST", A+"/join", "24", "", conflict, fp, false)
+	a.fail("POST", A+"/kick", "23", `{"user_id":22}`, denied, "PERMISSION_DENIED", false)
+	a.fail("POST", A+"/kick", "21", `{"user_id":0}`, bad, inv, true)
+	a.fail("POST", A+"/kick", "21", `{"user_id":25}`, conflict, fp, false)
+	a.fail("POST", nope+"/kick", "21", `{"user_id":22}`, notFound, "NOT_FOUND", false)
+
+	a.ok("POST", A+"/leave", "23", "", nil)
+	a.fail("POST", nope+"/leave", "23", "", notFound, "NOT_FOUND", false)
+
+	// The list: the projection fills it a moment after the events.
+	a.ok("GET", "/api/v1/rooms?tab=new&limit=10", "21", "", nil)
+	a.ok("GET", "/api/v1/rooms?query=oas_user21", "21", "", nil)
+	a.fail("GET", "/api/v1/rooms?tab=cold", "21", "", bad, inv, true)
+	a.fail("GET", "/api/v1/rooms?limit=x", "21", "", bad, inv, true)
+	a.fail("GET", "/api/v1/rooms", "29", "", notFound, "NOT_FOUND", false)
+
+	// Operators on rooms.
+	a.ok("POST", admA+"/region", "admin", `{"visible_region_id":0,"reason":"openapi test"}`, nil)
+	a.fail("POST", admA+"/region", "admin", `{"reason":"no region"}`, bad, inv, true)
+	a.fail("POST", admNope+"/region", "admin", `{"visible_region_id":0,"reason":"x"}`, notFound, "NOT_FOUND", false)
+	a.ok("POST", admA+"/ban", "admin", `{"reason":"spam"}`, nil)
+	a.fail("POST", admA+"/ban", "admin", `{}`, bad, inv, true)
+	a.fail("POST", A+"/join", "23", "", conflict, fp, false)
+	a.fail("POST", admNope+"/ban", "admin", `{"reason":"spam"}`, notFound, "NOT_FOUND", false)
+	a.ok("POST", admA+"/restore", "admin", `{"reason":"appeal"}`, nil)
+	a.fail("POST", admA+"/restore", "admin", `{}`, bad, inv, true)
+	a.fail("POST", admNope+"/restore", "admin", `{"reason":"appeal"}`, notFound, "NOT_FOUND", false)
+	a.ok("GET", admA+"/audit?limit=2", "admin", "", nil)
+	a.fail("GET", admA+"/audit?limit=0", "admin", "", bad, inv, true)
+	a.fail("GET", "/admin/v1/rooms/other_1/audit", "admin", "", notFound, "NOT_FOUND", false)
+	a.fail("GET", admA+"/audit", "admin:other", "", notFound, "NOT_FOUND", false) // another app's admin
+
+	// Pins on room A, now in GLOBAL.
+	var pin struct {
+		PinID int64 `json:"pin_id"`
+	}
+	expires := strconv.FormatInt(time.Now().Add(time.Hour).UnixMilli(), 10)
+	a.ok("POST", "/admin/v1/pins", "admin", `{"room_id":"`+strings.TrimPrefix(A, "/api/v1/rooms/")+`","visible_region_id":0,"weight":10,"expires_at_ms":`+expires+`}`, &pin)
+	a.fail("POST", "/admin/v1/pins", "admin", `{"room_id":"`+strings.TrimPrefix(A, "/api/v1/rooms/")+`","visible_region_id":0,"weight":-1,"expires_at_ms":`+expires+`}`, bad, inv, true)
+	a.fail("POST", "/admin/v1/pins", "admin", `{"room_id":"e2e_nope","visible_region_id":0,"expires_at_ms":`+expires+`}`, notFound, "NOT_FOUND", false)
+	a.fail("POST", "/admin/v1/pins", "admin", `{"room_id":"`+strings.TrimPrefix(A, "/api/v1/rooms/")+`","visible_region_id":1,"expires_at_ms":`+expires+`}`, conflict, fp, false)
+	a.ok("GET", "/admin/v1/pins?visible_region_id=0", "admin", "", nil)
+	a.ok("GET", "/admin/v1/pins?visible_region_id=77", "admin", "", nil)
+	a.fail("GET", "/admin/v1/pins?visible_region_id=x", "admin", "", bad, inv, true)
+	a.ok("DELETE", "/admin/v1/pins/"+strconv.FormatInt(pin.PinID, 10)+"?reason=done", "admin", "", nil)
+	a.fail("DELETE", "/admin/v1/pins/999999", "admin", "", notFound, "NOT_FOUND", false)
+	a.fail("DELETE", "/admin/v1/pins/x", "admin", "", bad, inv, true)
+	a.hides(strings.TrimPrefix(A, "/api/v1/rooms/"))
+
+	// Room B: closed by its owner, then every command is refused.
+	a.fail("POST", B+"/close", "21", "", denied, "PERMISSION_DENIED", false)
+	a.fail("POST", nope+"/close", "22", "", notFound, "NOT_FOUND", false)
+	a.ok("POST", B+"/close", "22", "", nil)
+	for _, c := range []struct{ path, body string }{
+		{"/close", ""}, {"/leave", ""}, {"/heartbeat", ""}, {"/mic/up", `{"seat_index":1}`}, {"/mic/down", ""},
+		{"/mic/change", `{"seat_index":1}`}, {"/mic/lock", `{"seat_index":1,"locked":true}`},
+		{"/host/transfer", `{"user_id":21}`}, {"/gift", `{"gift_id":7,"count":1,"receiver_user_id":21}`},
+		{"/password", `{"password":""}`}, {"/kick", `{"user_id":21}`}, {"/join", ""},
+	} {
+		a.fail("POST", B+c.path, "22", c.body, conflict, fp, false)
+	}
+	for _, c := range []struct{ path, body string }{
+		{"/region", `{"visible_region_id":0,"reason":"closed"}`}, {"/ban", `{"reason":"closed"}`},
+		{"/restore", `{"reason":"closed"}`}, {"/close", `{"reason":"closed"}`},
+	} {
+		a.fail("POST", admB+c.path, "admin", c.body, conflict, fp, false)
+	}
+	a.ok("POST", admA+"/close", "admin", `{"reason":"end of test"}`, nil)
+	a.fail("POST", admA+"/close", "admin", `{"reason":"`+strings.Repeat("x", 300)+`"}`, bad, inv, true)
+	a.fail("POST", admNope+"/close", "admin", `{}`, notFound, "NOT_FOUND", false)
+}
+
+var assetRef = regexp.MustCompile(`(?:src|href)="([^"]+)"`)
+
+// docsPage checks that /docs answers a page whose scripts and styles the
+// server itself serves: no CDN.
+func (a *apiDriver) docsPage() {
+	a.t.Helper()
+	a.do(call{method: "GET", path: "/docs", want: 200})
+	resp, err := http.Get(a.base + "/docs")
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	page, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	refs := assetRef.FindAllStringSubmatch(string(page), -1)
+	if len(refs) == 0 {
+		a.t.Errorf("/docs references no scripts or styles:\n%s", page)
+	}
+	for _, m := range refs {
+		ref := m[1]
+		if !strings.HasPrefix(ref, "/docs/") {
+			a.t.Errorf("/docs loads %s, not from the server itself", ref)
+			continue
+		}
+		r, err := http.Get(a.base + ref)
+		if err != nil {
+			a.t.Fatal(err)
+		}
+		r.Body.Close()
+		if r.StatusCode != 200 {
+			a.t.Errorf("/docs asset %s: status %d", ref, r.StatusCode)
+		}
+	}
+}
+
+// hides drives the hide routes on the active room roomID, visible in
+// GLOBAL, once the server serves them.
+func (a *apiDriver) hides(roomID string) {
+	if a.skipped["POST /admin/v1/hides"] || a.skipped["GET /admin/v1/hides"] || a.skipped["DELETE /admin/v1/hides/{hide_id}"] {
+		return
+	}
+	var hide struct {
+		HideID int64 `json:"hide_id"`
+	}
+	a.ok("POST", "/admin/v1/hides", "admin", `{"room_id":"`+roomID+`","visible_region_id":0,"reason":"openapi test"}`, &hide)
+	a.fail("POST", "/admin/v1/hides", "admin", `{"room_id":"`+roomID+`","visible_region_id":0}`, 400, "INVALID_ARGUMENT", true)
+	a.fail("POST", "/admin/v1/hides", "admin", `{"room_id":"e2e_nope","visible_region_id":0,"reason":"x"}`, 404, "NOT_FOUND", false)
+	a.fail("POST", "/admin/v1/hides", "admin", `{"room_id":"`+roomID+`","visible_region_id":0,"reason":"again"}`, 409, "ALREADY_EXISTS", false)
+	a.ok("GET", "/admin/v1/hides?visible_region_id=0", "admin", "", nil)
+	a.ok("GET", "/admin/v1/hides?visible_region_id=77", "admin", "", nil)
+	a.fail("GET", "/admin/v1/hides?visible_region_id=x", "admin", "", 400, "INVALID_ARGUMENT", true)
+	a.ok("DELETE", "/admin/v1/hides/"+strconv.FormatInt(hide.HideID, 10), "admin", `{"reason":"openapi test done"}`, nil)
+	a.fail("DELETE", "/admin/v1/hides/999999", "admin", "", 404, "NOT_FOUND", false)
+	a.fail("DELETE", "/admin/v1/hides/x", "admin", "", 400, "INVALID_ARGUMENT", true)
+}
+
+// operations drives the operators' outbox, dead-letter and IM routes.
+func (a *apiDriver) operations() {
+	a.ok("GET", "/admin/v1/outbox", "admin", "", nil)
+	a.ok("GET", "/admin/v1/dlq?sink=imbridge&limit=10", "admin", "", nil)
+	a.fail("GET", "/admin/v1/dlq?sink=nope", "admin", "", 400, "INVALID_ARGUMENT", true)
+	a.ok("POST", "/admin/v1/dlq/replay", "admin", `{"sink":"listprojector"}`, nil)
+	a.ok("POST", "/admin/v1/dlq/replay", "admin", `{"sink":"imbridge","seqs":[1,2]}`, nil)
+	a.fail("POST", "/admin/v1/dlq/replay", "admin", `{"sink":"nope"}`, 400, "INVALID_ARGUMENT", true)
+	a.do(call{method: "POST", path: "/im/callback?SdkAppid=1400000000&CallbackCommand=Group.CallbackBeforeApplyJoinGroup&Sign=x&RequestTime=1",
+		body: `{"CallbackCommand":"Group.CallbackBeforeApplyJoinGroup","GroupId":"g","Requestor_Account":"21"}`, want: 200})
+}
