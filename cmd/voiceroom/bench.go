@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"os"
 	"runtime/pprof"
+	"strconv"
 	"strings"
 	"time"
 
@@ -21,6 +22,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"voiceroom/imbridge"
 	"voiceroom/loadgen"
 	"voiceroom/mysqldb"
 )
@@ -33,7 +35,7 @@ func bench(ctx context.Context, args []string) error {
 	fs.SetOutput(io.Discard)
 	var c loadgen.Config
 	target := fs.String("url", "", "base URL of a running voiceroom (api and rooms roles); empty needs --inprocess")
-	inprocess := fs.Bool("inprocess", false, "start a complete voiceroom in this process (embedded JetStream, a fresh database on VOICEROOM_MYSQL_DSN's server, Redis of VOICEROOM_REDIS_ADDR)")
+	inprocess := fs.Bool("inprocess", false, "start a complete voiceroom in this process (embedded JetStream, the IM emulator, a fresh database on VOICEROOM_MYSQL_DSN's server, Redis of VOICEROOM_REDIS_ADDR)")
 	keep := fs.Bool("keep-db", false, "with --inprocess: keep the fresh database afterwards")
 	dsn := fs.String("mysql-dsn", "", "the target's database (default VOICEROOM_MYSQL_DSN)")
 	natsURL := fs.String("nats", "", "the target's NATS (default VOICEROOM_NATS_URL, else nats://VOICEROOM_NATS_LISTEN)")
@@ -76,6 +78,9 @@ func bench(ctx context.Context, args []string) error {
 		}
 		defer stack.stop(*keep)
 		*target, *dsn, *natsURL = stack.url, stack.dsn, stack.natsURL
+		if c.EmulatorURL == "" {
+			c.EmulatorURL = stack.emuURL
+		}
 		if *profile != "" {
 			c.Profile = func(time.Duration) (func() error, error) {
 				f, err := os.Create(*profile)
@@ -194,9 +199,16 @@ func errorsJoin(a, b error) error {
 	return b
 }
 
-// inProcessStack is a complete voiceroom serving in this process.
+// benchSDKAppID is the Tencent application of the in-process stack's IM
+// emulator.
+const benchSDKAppID = 1400000099
+
+// inProcessStack is a complete voiceroom serving in this process, with the
+// IM emulator its bridge delivers to.
 type inProcessStack struct {
 	url, dsn, natsURL string
+	emuURL            string // the IM emulator the bridge delivers to
+	emu               *http.Server
 	dbName            string
 	dataDir           string
 	cancel            context.CancelFunc
@@ -228,7 +240,25 @@ func startInProcess(ctx context.Context, log *slog.Logger) (*inProcessStack, err
 	}
 	secret := make([]byte, 24)
 	rand.Read(secret)
+	// The IM emulator, so that commit -> IM receipt is measured too.
+	imKey := hex.EncodeToString(secret[:12])
+	emu, err := imbridge.NewEmulator(imbridge.EmulatorConfig{Apps: []imbridge.Application{
+		{SDKAppID: benchSDKAppID, Admin: "administrator", SecretKey: imKey}}})
+	if err != nil {
+		return nil, err
+	}
+	emuLn, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	s.emu = &http.Server{Handler: emu, ReadHeaderTimeout: 10 * time.Second}
+	go s.emu.Serve(emuLn)
+	s.emuURL = "http://" + emuLn.Addr().String()
 	env := map[string]string{
+		"VOICEROOM_TIM_DOMAIN":           s.emuURL,
+		"VOICEROOM_TIM_SDKAPPID":         strconv.FormatInt(benchSDKAppID, 10),
+		"VOICEROOM_TIM_ADMIN":            "administrator",
+		"VOICEROOM_TIM_SECRET_KEY":       imKey,
 		"VOICEROOM_HTTP_ADDR":            httpAddr,
 		"VOICEROOM_NATS_LISTEN":          natsAddr,
 		"VOICEROOM_NATS_URL":             "",
@@ -281,6 +311,7 @@ func (s *inProcessStack) stop(keep bool) {
 	case <-s.done:
 	case <-time.After(30 * time.Second):
 	}
+	s.emu.Close()
 	os.RemoveAll(s.dataDir)
 	if keep {
 		return
