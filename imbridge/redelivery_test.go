@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"voiceroom/bus"
 	"voiceroom/imbridge"
@@ -58,7 +59,15 @@ func TestAcceptedEventDeliveredAgainIsNotShownTwice(t *testing.T) {
 	r := newTestRoom("demo")
 	created, first := r.event(rooms.EventRoomCreated, nil), r.joined(2)
 	publish(t, js, created, first)
-	runBridge(t, js, testApps(url), slowGroups)
+	reg := prometheus.NewRegistry()
+	m, err := imbridge.NewMetrics(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := duplicates(t, reg, rooms.EventRoomUserJoined); n != 0 {
+		t.Fatalf("duplicates at start %v, want a series at 0", n)
+	}
+	runBridgeMetrics(t, js, testApps(url), slowGroups, m)
 	waitShown(t, emu, first)
 
 	second := r.joined(3)
@@ -69,6 +78,34 @@ func TestAcceptedEventDeliveredAgainIsNotShownTwice(t *testing.T) {
 	if ev, _ := emu.Event(first.EventID); ev.Shown != 1 {
 		t.Fatalf("event delivered again shown %d times, want 1", ev.Shown)
 	}
+	if n := duplicates(t, reg, rooms.EventRoomUserJoined); n != 1 {
+		t.Fatalf("duplicates %v, want 1", n)
+	}
+}
+
+// duplicates reads imbridge_events_total{outcome="duplicate"} of an event
+// type; -1 when the series does not exist.
+func duplicates(tb testing.TB, reg *prometheus.Registry, eventType string) float64 {
+	tb.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "imbridge_events_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels["event_type"] == eventType && labels["outcome"] == "duplicate" {
+				return m.GetCounter().GetValue()
+			}
+		}
+	}
+	return -1
 }
 
 // TestEventDeliveredAgainWhileHeldIsShownOnce: an event the bridge still
@@ -169,6 +206,7 @@ func TestJetStreamRestartShowsNoEventTwice(t *testing.T) {
 
 // publishRetrying publishes envs, again while the server is down.
 func publishRetrying(tb testing.TB, js jetstream.JetStream, envs []bus.Envelope) {
+	tb.Helper()
 	p, err := bus.NewPublisher(js, bus.PublisherConfig{})
 	if err != nil {
 		tb.Error(err)
