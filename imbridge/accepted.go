@@ -24,7 +24,7 @@ type accepted struct {
 
 type acceptedEntry struct {
 	id  string
-	at  time.Time
+	at  int64 // unix nanoseconds
 	seq uint64
 }
 
@@ -44,7 +44,7 @@ func (a *accepted) add(id string, now time.Time) {
 	a.expire(now)
 	a.next++
 	a.seq[id] = a.next
-	a.fifo = append(a.fifo, acceptedEntry{id: id, at: now, seq: a.next})
+	a.fifo = append(a.fifo, acceptedEntry{id: id, at: now.UnixNano(), seq: a.next})
 	for len(a.fifo)-a.head > a.max {
 		a.pop()
 	}
@@ -55,8 +55,8 @@ func (a *accepted) len() int { return len(a.seq) }
 
 // expire forgets the ids accepted a window or more before now.
 func (a *accepted) expire(now time.Time) {
-	cut := now.Add(-a.window)
-	for a.head < len(a.fifo) && !a.fifo[a.head].at.After(cut) {
+	cut := now.Add(-a.window).UnixNano()
+	for a.head < len(a.fifo) && a.fifo[a.head].at <= cut {
 		a.pop()
 	}
 }

@@ -59,9 +59,11 @@ type Config struct {
 	// event delivered again is acked without being shown again. Default
 	// 5m, Tencent's duplicate window.
 	AcceptedWindow time.Duration
-	// AcceptedEvents bounds the ids remembered per application (about 100
-	// bytes each). At the bound the oldest are forgotten before their
-	// window ends. Default 524288: 5 minutes at about 1,700 events/s.
+	// AcceptedEvents bounds the ids remembered per application: a full
+	// record of 524288 UUIDs measured 34 MB of heap. At the bound the
+	// oldest ids are forgotten before their window ends (such an event,
+	// delivered again, may be shown again). Default 524288: 5 minutes at
+	// about 1,700 events/s per application.
 	AcceptedEvents int
 }
 
