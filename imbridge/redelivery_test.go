@@ -87,25 +87,11 @@ func TestAcceptedEventDeliveredAgainIsNotShownTwice(t *testing.T) {
 // type; -1 when the series does not exist.
 func duplicates(tb testing.TB, reg *prometheus.Registry, eventType string) float64 {
 	tb.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		tb.Fatal(err)
+	v, ok := testenv.Metric(tb, reg, "imbridge_events_total", "event_type", eventType, "outcome", "duplicate")
+	if !ok {
+		return -1
 	}
-	for _, mf := range mfs {
-		if mf.GetName() != "imbridge_events_total" {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			labels := map[string]string{}
-			for _, l := range m.GetLabel() {
-				labels[l.GetName()] = l.GetValue()
-			}
-			if labels["event_type"] == eventType && labels["outcome"] == "duplicate" {
-				return m.GetCounter().GetValue()
-			}
-		}
-	}
-	return -1
+	return v
 }
 
 // TestEventDeliveredAgainWhileHeldIsShownOnce: an event the bridge still
