@@ -54,6 +54,17 @@ type Config struct {
 	// StatsInterval is how often the durable's pending counts are read
 	// and idle rooms forgotten. Default 10s.
 	StatsInterval time.Duration
+	// AcceptedWindow is how long the bridge remembers, per Tencent
+	// application, the ids of the events Tencent accepted, so that an
+	// event delivered again is acked without being shown again. Default
+	// 5m, Tencent's duplicate window.
+	AcceptedWindow time.Duration
+	// AcceptedEvents bounds the ids remembered per application: a full
+	// record of 524288 UUIDs measured 34 MB of heap. At the bound the
+	// oldest ids are forgotten before their window ends (such an event,
+	// delivered again, may be shown again). Default 524288: 5 minutes at
+	// about 1,700 events/s per application.
+	AcceptedEvents int
 }
 
 // WithDefaults returns c with zero fields defaulted.
@@ -93,6 +104,12 @@ func (c Config) WithDefaults() Config {
 	if c.StatsInterval == 0 {
 		c.StatsInterval = 10 * time.Second
 	}
+	if c.AcceptedWindow == 0 {
+		c.AcceptedWindow = 5 * time.Minute
+	}
+	if c.AcceptedEvents == 0 {
+		c.AcceptedEvents = 1 << 19
+	}
 	return c
 }
 
@@ -127,6 +144,10 @@ func (c Config) Validate() error {
 		return bad("MaxBatchEvents", "max batch events %d: want 1..%d", c.MaxBatchEvents, MaxBatchEvents)
 	case c.StatsInterval <= 0:
 		return bad("StatsInterval", "stats interval %s: must be positive", c.StatsInterval)
+	case c.AcceptedWindow <= 0:
+		return bad("AcceptedWindow", "accepted window %s: must be positive", c.AcceptedWindow)
+	case c.AcceptedEvents < 1:
+		return bad("AcceptedEvents", "accepted events %d: must be at least 1", c.AcceptedEvents)
 	}
 	for i, d := range c.RetryDelays {
 		if d <= 0 {
@@ -159,7 +180,8 @@ type Bridge struct {
 	apiLimits map[string]*rate.Limiter // "<sdkappid>/<api>"
 
 	mu       sync.Mutex
-	lanes    map[string]*lane // "<app_code>/<room_id>"
+	lanes    map[string]*lane    // "<app_code>/<room_id>"
+	accepted map[int64]*accepted // by sdkappid: events Tencent accepted lately
 	ready    chan *lane
 	stopping bool
 }
@@ -171,6 +193,20 @@ type item struct {
 	done func(error)
 }
 
+// join makes a later delivery of the item's event settle with it; b.mu
+// is held. A later delivery is acked when the first is dead-lettered: one
+// DLQ entry per event.
+func (it *item) join(done func(error)) {
+	first := it.done
+	it.done = func(err error) {
+		first(err)
+		if Permanent(err) || bus.IsPermanent(err) {
+			err = nil
+		}
+		done(err)
+	}
+}
+
 // lane holds one room's events in room order. Only the sender holding the
 // lane (busy) removes from queue; the consumer only appends.
 type lane struct {
@@ -179,13 +215,14 @@ type lane struct {
 	client   *Client
 	limit    *rate.Limiter // the group's messages
 	queue    []*item
-	out      *outMsg     // built, not yet accepted: sent again unchanged
-	single   int         // events to send one by one (after a batch was refused)
-	closed   bool        // the head RoomClosed's message was accepted; destroy next
-	attempts int         // failed attempts of the current step
-	queued   bool        // in ready, held by a sender or waiting to retry
-	busy     bool        // held by a sender
-	wait     *time.Timer // the retry delay running
+	held     map[string]*item // queue by event id: a delivery again joins its item
+	out      *outMsg          // built, not yet accepted: sent again unchanged
+	single   int              // events to send one by one (after a batch was refused)
+	closed   bool             // the head RoomClosed's message was accepted; destroy next
+	attempts int              // failed attempts of the current step
+	queued   bool             // in ready, held by a sender or waiting to retry
+	busy     bool             // held by a sender
+	wait     *time.Timer      // the retry delay running
 	idleAt   time.Time
 }
 
@@ -207,6 +244,7 @@ func New(js jetstream.JetStream, apps Apps, cfg Config, log *slog.Logger, m *Met
 		clients:   map[int64]*Client{},
 		apiLimits: map[string]*rate.Limiter{},
 		lanes:     map[string]*lane{},
+		accepted:  map[int64]*accepted{},
 		ready:     make(chan *lane, cfg.Consumer.FetchBatch+1),
 	}
 	for _, app := range apps.Applications() {
@@ -215,6 +253,7 @@ func New(js jetstream.JetStream, apps Apps, cfg Config, log *slog.Logger, m *Met
 			return nil, fmt.Errorf("application %d: %w", app.SDKAppID, err)
 		}
 		b.clients[app.SDKAppID] = c
+		b.accepted[app.SDKAppID] = newAccepted(cfg.AcceptedWindow, cfg.AcceptedEvents)
 	}
 	for code, app := range apps.ByApp {
 		if _, ok := b.clients[app.SDKAppID]; !ok {
@@ -286,12 +325,32 @@ func (b *Bridge) handle(_ context.Context, d bus.Delivery, done func(error)) {
 		return
 	}
 	l := b.lanes[key]
+	if l != nil {
+		if it := l.held[e.EventID]; it != nil {
+			// Delivered again while held (the server lost the in-progress
+			// signals): settled with the delivery it joins.
+			it.join(done)
+			b.mu.Unlock()
+			b.metrics.event(e.EventType, outcomeDuplicate, 1)
+			return
+		}
+	}
+	if b.accepted[app.SDKAppID].has(e.EventID, b.now()) {
+		// Delivered again after Tencent accepted it (its ack was lost).
+		b.mu.Unlock()
+		b.metrics.event(e.EventType, outcomeDuplicate, 1)
+		done(nil)
+		return
+	}
 	if l == nil {
 		l = &lane{key: key, groupID: groupIDOf(e), client: b.clients[app.SDKAppID],
-			limit: rate.NewLimiter(rate.Limit(b.cfg.GroupMessagesPerSecond), b.cfg.GroupBurst)}
+			limit: rate.NewLimiter(rate.Limit(b.cfg.GroupMessagesPerSecond), b.cfg.GroupBurst),
+			held:  map[string]*item{}}
 		b.lanes[key] = l
 	}
-	l.queue = append(l.queue, &item{env: e, kind: k, done: done})
+	it := &item{env: e, kind: k, done: done}
+	l.queue = append(l.queue, it)
+	l.held[e.EventID] = it
 	if !l.queued {
 		l.queued = true
 		b.ready <- l // never blocks: a lane is in ready at most once, and lanes ≤ FetchBatch
@@ -395,11 +454,17 @@ func (b *Bridge) peek(l *lane, n int) []*item {
 	return append([]*item(nil), l.queue[:min(n, len(l.queue))]...)
 }
 
-// settle removes the first n events of l and reports err for them.
+// settle removes the first n events of l and reports err for them. With
+// err nil Tencent accepted them: they are remembered as accepted.
 func (b *Bridge) settle(l *lane, n int, err error) {
 	b.mu.Lock()
-	done := append([]*item(nil), l.queue[:n]...)
-	l.queue = l.queue[n:]
+	done := b.takeLocked(l, n)
+	if err == nil {
+		acc, now := b.accepted[l.client.app.SDKAppID], b.now()
+		for _, it := range done {
+			acc.add(it.env.EventID, now)
+		}
+	}
 	l.attempts = 0
 	if l.single > 0 {
 		l.single = max(l.single-n, 0)
@@ -422,13 +487,23 @@ func (b *Bridge) settle(l *lane, n int, err error) {
 // delivered.
 func (b *Bridge) settleQuiet(l *lane, n int) {
 	b.mu.Lock()
-	done := append([]*item(nil), l.queue[:n]...)
-	l.queue = l.queue[n:]
+	done := b.takeLocked(l, n)
 	l.attempts, l.closed = 0, false
 	b.mu.Unlock()
 	for _, it := range done {
 		it.done(nil)
 	}
+}
+
+// takeLocked removes and returns the first n events of l; b.mu is held.
+// Once out of held, a delivery again no longer joins them.
+func (b *Bridge) takeLocked(l *lane, n int) []*item {
+	done := append([]*item(nil), l.queue[:n]...)
+	l.queue = l.queue[n:]
+	for _, it := range done {
+		delete(l.held, it.env.EventID)
+	}
+	return done
 }
 
 // release ends a step: after delay when positive (a retry), else at once
@@ -470,6 +545,7 @@ func (b *Bridge) failLocked(l *lane) {
 		it.done(errShutdown)
 	}
 	l.queue, l.out, l.closed, l.single = nil, nil, false, 0
+	clear(l.held)
 }
 
 // stop releases every event not in a call at shutdown.

@@ -27,9 +27,24 @@
 //   - No event is shown twice by a retry: a message's Random is derived
 //     from its event ids, and a retried message is the same message (same
 //     events, same Random, same bytes), so Tencent's 5-minute duplicate
-//     check drops a repeat whose first attempt did arrive. After a restart
-//     an event whose call had an unknown outcome may be grouped
-//     differently and shown again; clients de-duplicate by event_id.
+//     check drops a repeat whose first attempt did arrive.
+//   - No event is shown twice by a redelivery while the bridge process
+//     lives. The server delivers an event again when its ack was lost
+//     (acks are fire-and-forget; a JetStream restart loses those in
+//     flight) or when it stopped hearing that the event is in progress;
+//     grouped into another message, with another Random, Tencent would
+//     show it again. So the bridge remembers, per Tencent application, the
+//     ids of the events Tencent accepted in the last
+//     Config.AcceptedWindow (5 minutes, Tencent's window) and acks such an
+//     event without a call; an event delivered again while the bridge
+//     still holds it is settled together with the delivery it holds. Both
+//     count as outcome "duplicate". The record is bounded
+//     (Config.AcceptedEvents per application): at the bound the oldest ids
+//     are forgotten early, and such an event, delivered again, may be
+//     shown again. A restarted bridge starts with an empty record: an
+//     event whose call had an unknown outcome, or whose ack was lost, may
+//     then be grouped differently and shown again; clients de-duplicate by
+//     event_id.
 //   - Limits: at most Config.CallsPerSecond calls per API per Tencent
 //     application (Tencent allows 200) and Config.GroupMessagesPerSecond
 //     messages per group (Tencent drops above 40). The bridge waits for a
@@ -52,7 +67,8 @@
 // for a group that is missing (10010) creates the group first. RoomClosed
 // is sent, then the group destroyed. RoomHeatChanged, RoomRankChanged,
 // RoomVisibleRegionChanged and unknown types are acked without a call and
-// counted as skipped.
+// counted as skipped; events delivered again (see above) are acked
+// without a call and counted as duplicate.
 //
 // When a room's events come faster than the limits let through, the
 // events that waited go together: Data = {"events":[...]} in room order,

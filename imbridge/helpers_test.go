@@ -114,6 +114,12 @@ func publish(tb testing.TB, js jetstream.JetStream, envs ...bus.Envelope) {
 // returns stop, which waits for Run and returns how long it took.
 func runBridge(tb testing.TB, js jetstream.JetStream, apps imbridge.Apps, cfg imbridge.Config) (stop func() time.Duration) {
 	tb.Helper()
+	return runBridgeMetrics(tb, js, apps, cfg, nil)
+}
+
+// runBridgeMetrics is runBridge recording into m.
+func runBridgeMetrics(tb testing.TB, js jetstream.JetStream, apps imbridge.Apps, cfg imbridge.Config, m *imbridge.Metrics) (stop func() time.Duration) {
+	tb.Helper()
 	if cfg.StatsInterval == 0 {
 		cfg.StatsInterval = time.Second
 	}
@@ -123,7 +129,7 @@ func runBridge(tb testing.TB, js jetstream.JetStream, apps imbridge.Apps, cfg im
 	if cfg.Client.CallTimeout == 0 {
 		cfg.Client.CallTimeout = 500 * time.Millisecond
 	}
-	b, err := imbridge.New(js, apps, cfg, testenv.Logger(tb), nil, nil, time.Now)
+	b, err := imbridge.New(js, apps, cfg, testenv.Logger(tb), m, nil, time.Now)
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -14,6 +14,7 @@ const (
 	outcomeRetried      = "retried"
 	outcomeDeadLettered = "dead_lettered"
 	outcomeSkipped      = "skipped"
+	outcomeDuplicate    = "duplicate"
 )
 
 // Metrics are the bridge's and the callback guard's metrics. A nil
@@ -36,7 +37,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	m := &Metrics{
 		events: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "imbridge_events_total",
-			Help: "Room events by type and outcome: delivered to Tencent IM, retried (one failed attempt), dead_lettered, skipped (not an IM event).",
+			Help: "Room events by type and outcome: delivered to Tencent IM, retried (one failed attempt), dead_lettered, skipped (not an IM event), duplicate (delivered again after Tencent accepted it, or while the bridge held it: acked without a call).",
 		}, []string{"event_type", "outcome"}),
 		calls: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "imbridge_call_duration_seconds",
@@ -89,7 +90,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		return nil, fmt.Errorf("imbridge metrics: %w", err)
 	}
 	for _, t := range knownTypes() {
-		for _, o := range []string{outcomeDelivered, outcomeRetried, outcomeDeadLettered, outcomeSkipped} {
+		for _, o := range []string{outcomeDelivered, outcomeRetried, outcomeDeadLettered, outcomeSkipped, outcomeDuplicate} {
 			m.events.WithLabelValues(t, o)
 		}
 	}
