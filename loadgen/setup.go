@@ -108,7 +108,13 @@ func (b *Bench) setup(ctx context.Context) (*world, error) {
 		var probeUsers []*user
 		for i := range nUsers {
 			id := memberID(ai, i)
-			users = append(users, regions.SeedUser{UserID: id, DisplayUserID: fmt.Sprintf("u%d", id), Country: countryCodes[rng.IntN(len(countryCodes))]})
+			country := countryCodes[rng.IntN(len(countryCodes))]
+			if i < 4 {
+				// Probe users live in the probe room's region (its owner's,
+				// owner 0), so the room is in the list they read.
+				country = users[0].Country
+			}
+			users = append(users, regions.SeedUser{UserID: id, DisplayUserID: fmt.Sprintf("u%d", id), Country: country})
 			u := &user{app: app, id: id, room: -1, seat: -1}
 			if i < 4 {
 				probeUsers = append(probeUsers, u)
