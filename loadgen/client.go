@@ -44,6 +44,25 @@ func (c *client) do(ctx context.Context, method, path, token string, body any) a
 	return c.doKey(ctx, method, path, token, "", body)
 }
 
+// setupCall is doKey for the setup's requests, which come faster than a
+// target's per-user rate limit may allow (one admin credits every user): a
+// RATE_LIMITED answer is retried after a pause, for at most a minute.
+// Every setup request is safe to repeat (credits and creates carry keys).
+func (c *client) setupCall(ctx context.Context, method, path, key, token string, body any) answer {
+	deadline := time.Now().Add(time.Minute)
+	for wait := 50 * time.Millisecond; ; wait = min(2*wait, time.Second) {
+		a := c.doKey(ctx, method, path, token, key, body)
+		if a.code != "RATE_LIMITED" || time.Now().After(deadline) {
+			return a
+		}
+		select {
+		case <-ctx.Done():
+			return a
+		case <-time.After(wait):
+		}
+	}
+}
+
 // doKey is do with an Idempotency-Key (none when key is empty).
 func (c *client) doKey(ctx context.Context, method, path, token, key string, body any) answer {
 	var rd io.Reader

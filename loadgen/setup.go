@@ -144,7 +144,7 @@ func (b *Bench) setup(ctx context.Context) (*world, error) {
 
 	// The gift, in every app.
 	for _, app := range cfg.Apps {
-		a := b.http.do(ctx, http.MethodPost, "/admin/v1/gifts", w.admins[app],
+		a := b.http.setupCall(ctx, http.MethodPost, "/admin/v1/gifts", "", w.admins[app],
 			map[string]any{"gift_id": benchGiftID, "name": "bench rose", "price": 1, "heat": 10})
 		if a.code != "" {
 			return nil, fmt.Errorf("create gift in %s: %s %s", app, a.code, a.message)
@@ -157,7 +157,7 @@ func (b *Bench) setup(ctx context.Context) (*world, error) {
 	g.SetLimit(cfg.Clients)
 	for _, u := range w.users {
 		g.Go(func() error {
-			a := b.http.do(gctx, http.MethodPost, fmt.Sprintf("/admin/v1/wallets/%d/credit", u.id), w.admins[u.app],
+			a := b.http.setupCall(gctx, http.MethodPost, fmt.Sprintf("/admin/v1/wallets/%d/credit", u.id), "", w.admins[u.app],
 				map[string]any{"amount": coinsPerUser, "idempotency_key": fmt.Sprintf("bench-coins-%d", u.id)})
 			if a.code != "" {
 				return fmt.Errorf("credit user %d of %s: %s %s", u.id, u.app, a.code, a.message)
@@ -172,7 +172,7 @@ func (b *Bench) setup(ctx context.Context) (*world, error) {
 			if err != nil {
 				return err
 			}
-			a := b.http.doKey(gctx, http.MethodPost, "/api/v1/rooms/create", tok, fmt.Sprintf("bench-create-%d", o.u.id),
+			a := b.http.setupCall(gctx, http.MethodPost, "/api/v1/rooms/create", fmt.Sprintf("bench-create-%d", o.u.id), tok,
 				map[string]any{"room_name": fmt.Sprintf("bench room %d", o.idx), "seat_count": 10})
 			if a.code != "" {
 				return fmt.Errorf("create room of %d in %s: %s %s", o.u.id, o.u.app, a.code, a.message)
