@@ -177,46 +177,17 @@ func orderBy(tab string) (col, order string) {
 // listedSQL selects the listed rooms of one app and region (parameters
 // app_code, visible_region_id), hidden ones included: a frozen order keeps
 // them, and every page leaves out the rooms hidden at its own time
-// (hiddenNow), so that an unhide shows the room again at once.
+// (Lister.pageCards), so that an unhide shows the room again at once.
 const listedSQL = `e.app_code = ? AND e.visible_region_id = ? AND e.status = 'active'`
 
 // Per-region operator controls that remove a room from a region's lists
-// are built here, in one place: applyingHidesSQL (parameters app_code,
-// visible_region_id, now_ms) selects the hides that apply now; listOrder
-// excludes them with notHiddenSQL (parameter now_ms, after listedSQL's),
-// and hiddenNow reads them for the pages of a frozen order.
-const (
-	applyingHidesSQL = `SELECT h.room_id FROM room_region_hides h
-	WHERE h.app_code = ? AND h.visible_region_id = ? AND h.status = 'active' AND (h.expires_at_ms = 0 OR h.expires_at_ms > ?)`
-	notHiddenSQL = ` AND NOT EXISTS (SELECT 1 FROM room_region_hides h WHERE h.app_code = e.app_code
+// are built here and in applyingHides: listOrder excludes the hides that
+// apply now with notHiddenSQL (parameter now_ms, after listedSQL's), and
+// applyingHides reads them for the pages of a frozen order and for the
+// Redis hide sets.
+const notHiddenSQL = ` AND NOT EXISTS (SELECT 1 FROM room_region_hides h WHERE h.app_code = e.app_code
 	AND h.visible_region_id = e.visible_region_id AND h.status = 'active' AND h.room_id = e.room_id
 	AND (h.expires_at_ms = 0 OR h.expires_at_ms > ?))`
-)
-
-// hiddenNow returns the rooms hidden in app's region at nowMs (at most
-// MaxActiveHidesRegion), or nil when none is.
-func hiddenNow(ctx context.Context, db *sql.DB, app string, region, nowMs int64) (map[string]bool, error) {
-	rows, err := db.QueryContext(ctx, applyingHidesSQL, app, region, nowMs)
-	if err != nil {
-		return nil, fmt.Errorf("read hides: %w", err)
-	}
-	defer rows.Close()
-	var hidden map[string]bool
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			return nil, fmt.Errorf("read hides: %w", err)
-		}
-		if hidden == nil {
-			hidden = map[string]bool{}
-		}
-		hidden[id] = true
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("read hides: %w", err)
-	}
-	return hidden, nil
-}
 
 // activePinsSQL selects the pins that apply now (parameters app_code,
 // visible_region_id, now_ms): active, unexpired, on an active room listed
