@@ -391,6 +391,15 @@ func (l *Lister) cardsHides(ctx context.Context, app string, region int64, ids [
 			}
 		}
 	}
+	if !hidesKnown && len(missing) == len(ids) {
+		// Nothing from Redis: cards and hides in one MySQL query.
+		cards, hidden, err := readCardsHidden(ctx, l.db, app, region, ids, nowMs)
+		if err != nil {
+			return nil, nil, err
+		}
+		l.repairCards(ctx, cards)
+		return cards, hidden, nil
+	}
 	if !hidesKnown {
 		hs, err := applyingHides(ctx, l.db, app, region, ids, nowMs)
 		if err != nil {
@@ -414,9 +423,17 @@ func (l *Lister) cardsHides(ctx context.Context, app string, region int64, ids [
 	if err != nil {
 		return nil, nil, err
 	}
-	repair := make([]*Card, 0, len(fromDB))
 	for id, c := range fromDB {
 		found[id] = c
+	}
+	l.repairCards(ctx, fromDB)
+	return found, hidden, nil
+}
+
+// repairCards writes cards read from MySQL back to Redis, when it is up.
+func (l *Lister) repairCards(ctx context.Context, cards map[string]*Card) {
+	repair := make([]*Card, 0, len(cards))
+	for _, c := range cards {
 		repair = append(repair, c)
 	}
 	if l.redisUp() && len(repair) > 0 {
@@ -426,7 +443,6 @@ func (l *Lister) cardsHides(ctx context.Context, app string, region int64, ids [
 		}
 		cancel()
 	}
-	return found, hidden, nil
 }
 
 // fillHidesLater refills a region's Redis hide set from MySQL, once at a

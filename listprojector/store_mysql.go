@@ -154,6 +154,50 @@ func readCards(ctx context.Context, db *sql.DB, app string, ids []string) (map[s
 	return out, nil
 }
 
+// readCardsHidden returns the stored cards of app's rooms ids, by room id,
+// and which of them are hidden in region at nowMs, in one query (the
+// list's path when Redis gives nothing).
+func readCardsHidden(ctx context.Context, db *sql.DB, app string, region int64, ids []string, nowMs int64) (map[string]*Card, map[string]bool, error) {
+	out := make(map[string]*Card, len(ids))
+	if len(ids) == 0 {
+		return out, nil, nil
+	}
+	args := make([]any, 0, len(ids)+3)
+	args = append(args, region, nowMs, app)
+	for _, id := range ids {
+		args = append(args, id)
+	}
+	rows, err := db.QueryContext(ctx, `SELECT `+cardCols+`, EXISTS (SELECT 1 FROM room_region_hides h
+		WHERE h.app_code = e.app_code AND h.visible_region_id = ? AND h.room_id = e.room_id AND h.status = 'active'
+		AND (h.expires_at_ms = 0 OR h.expires_at_ms > ?)) FROM room_list_entries e WHERE e.app_code = ? AND e.room_id IN (`+
+		placeholders(len(ids))+`)`, args...)
+	if err != nil {
+		return nil, nil, fmt.Errorf("read cards: %w", err)
+	}
+	defer rows.Close()
+	var hidden map[string]bool
+	for rows.Next() {
+		c := new(Card)
+		var isHidden bool
+		if err := rows.Scan(&c.AppCode, &c.RoomID, &c.RoomShortID, &c.IMGroupID, &c.OwnerUserID, &c.HostUserID, &c.VisibleRegionID,
+			&c.Title, &c.CoverURL, &c.Mode, &c.Status, &c.Locked, &c.Heat, &c.OnlineCount, &c.SeatCount, &c.OccupiedSeatCount,
+			&c.CreatedAtMs, &c.RoomVersion, &c.SortScore, &c.UpdatedAtMs, &isHidden); err != nil {
+			return nil, nil, fmt.Errorf("read cards: %w", err)
+		}
+		out[c.RoomID] = c
+		if isHidden {
+			if hidden == nil {
+				hidden = map[string]bool{}
+			}
+			hidden[c.RoomID] = true
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, nil, fmt.Errorf("read cards: %w", err)
+	}
+	return out, hidden, nil
+}
+
 func placeholders(n int) string {
 	return strings.TrimSuffix(strings.Repeat("?,", n), ",")
 }
