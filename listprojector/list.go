@@ -516,6 +516,10 @@ func (l *Lister) fromFrozen(ctx context.Context, req ListRequest, f *frozenOrder
 	case pos < len(f.entries):
 		last := f.entries[pos-1]
 		c.Frozen, c.Off, c.Key, c.ID, c.Pinned = f.id, pos, last.key, last.id, last.pinned
+		if off == 0 {
+			page.NextCursor = f.firstCursor(pos, func() string { return l.sign.encode(c) })
+			return page, nil
+		}
 	case !f.complete && len(f.entries) > 0:
 		last := f.entries[len(f.entries)-1]
 		c.Key, c.ID, c.Pinned = last.key, last.id, last.pinned
