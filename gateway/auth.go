@@ -76,7 +76,13 @@ type authenticator struct {
 	secret []byte
 	parser *jwt.Parser
 	now    func() time.Time
+	// verified skips the full check of a token accepted before and not
+	// expired since.
+	verified verifiedTokens
 }
+
+// tokenLeeway is the clock skew the parser allows on exp and nbf.
+const tokenLeeway = 5 * time.Second
 
 func newAuthenticator(secret []byte, now func() time.Time) *authenticator {
 	return &authenticator{
@@ -85,7 +91,7 @@ func newAuthenticator(secret []byte, now func() time.Time) *authenticator {
 		parser: jwt.NewParser(
 			jwt.WithValidMethods([]string{jwt.SigningMethodHS256.Alg()}),
 			jwt.WithExpirationRequired(),
-			jwt.WithLeeway(5*time.Second),
+			jwt.WithLeeway(tokenLeeway),
 			jwt.WithTimeFunc(now),
 		),
 	}
@@ -97,8 +103,12 @@ func (a *authenticator) principal(header string) (Principal, error) {
 	if !ok || raw == "" {
 		return Principal{}, apperr.New(apperr.Unauthenticated, "missing bearer token")
 	}
+	raw = strings.TrimSpace(raw)
+	if p, ok := a.verified.get(raw, a.now()); ok {
+		return p, nil
+	}
 	var claims Claims
-	_, err := a.parser.ParseWithClaims(strings.TrimSpace(raw), &claims, func(*jwt.Token) (any, error) { return a.secret, nil })
+	_, err := a.parser.ParseWithClaims(raw, &claims, func(*jwt.Token) (any, error) { return a.secret, nil })
 	switch {
 	case errors.Is(err, jwt.ErrTokenExpired):
 		return Principal{}, apperr.New(apperr.Unauthenticated, "token expired")
@@ -115,6 +125,9 @@ func (a *authenticator) principal(header string) (Principal, error) {
 			return Principal{}, apperr.New(apperr.Unauthenticated, "token sub is not a user id")
 		}
 		p.UserID = id
+	}
+	if claims.ExpiresAt != nil { // required by the parser
+		a.verified.put(raw, p, claims.ExpiresAt.Add(tokenLeeway))
 	}
 	return p, nil
 }

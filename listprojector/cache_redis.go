@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"sync"
@@ -138,17 +139,41 @@ func (c *cache) putCards(ctx context.Context, cards []*Card) error {
 // cards reads app's cards ids in one round trip. missing lists the ids
 // Redis does not hold (or holds undecodable).
 func (c *cache) cards(ctx context.Context, app string, ids []string) (found map[string]*Card, missing []string, err error) {
+	found, missing, _, _, err = c.cardsAndHides(ctx, app, -1, ids, 0)
+	return found, missing, err
+}
+
+// cardsAndHides reads app's cards ids and, when region >= 0, which of
+// them the region's hide set holds hidden at nowMs, in one round trip
+// (see hideCache). hidesReady is false when the hide set is not filled:
+// hidden then means nothing.
+func (c *cache) cardsAndHides(ctx context.Context, app string, region int64, ids []string, nowMs int64) (
+	found map[string]*Card, missing []string, hidden map[string]bool, hidesReady bool, err error) {
 	found = make(map[string]*Card, len(ids))
 	if c == nil {
-		return found, ids, nil
+		return found, ids, nil, false, nil
 	}
 	keys := make([]string, len(ids))
 	for i, id := range ids {
 		keys[i] = c.cardKey(app, id)
 	}
-	vals, err := c.rdb.MGet(ctx, keys...).Result()
+	var vals []any
+	var scores []float64
+	if region < 0 {
+		vals, err = c.rdb.MGet(ctx, keys...).Result()
+	} else {
+		members := make([]string, 0, len(ids)+1)
+		members = append(members, hideReady)
+		members = append(members, ids...)
+		p := c.rdb.Pipeline()
+		mget := p.MGet(ctx, keys...)
+		zms := p.ZMScore(ctx, c.hideKey(app, region), members...)
+		if _, err = p.Exec(ctx); err == nil {
+			vals, scores = mget.Val(), zms.Val()
+		}
+	}
 	if err != nil {
-		return found, ids, fmt.Errorf("read cards from redis: %w", err)
+		return found, ids, nil, false, fmt.Errorf("read cards from redis: %w", err)
 	}
 	for i, v := range vals {
 		s, ok := v.(string)
@@ -163,7 +188,20 @@ func (c *cache) cards(ctx context.Context, app string, ids []string) (found map[
 		}
 		found[ids[i]] = k
 	}
-	return found, missing, nil
+	// A member Redis lacks scores 0, never above a clock.
+	if len(scores) == len(ids)+1 && math.IsInf(scores[0], 1) {
+		hidesReady = true
+		now := float64(nowMs)
+		for i, sc := range scores[1:] {
+			if sc > now {
+				if hidden == nil {
+					hidden = map[string]bool{}
+				}
+				hidden[ids[i]] = true
+			}
+		}
+	}
+	return found, missing, hidden, hidesReady, nil
 }
 
 // errNotReady is a region whose sets have not been filled from MySQL.

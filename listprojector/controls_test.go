@@ -272,14 +272,17 @@ func TestHidePerRegionOverHTTP(t *testing.T) {
 		t.Errorf("search after unhide: %v", got)
 	}
 
-	// An expired hide no longer applies (its expiry moved into the past).
-	he := s.hide("demo:admin", seaA, sea, "for a while", time.Now().Add(time.Hour).UnixMilli())
+	// An expired hide no longer applies: the list's clock moves past its
+	// expiry (not past the pin's), with the region's hides served from Redis.
+	s.hide("demo:admin", seaA, sea, "for a while", time.Now().Add(30*time.Minute).UnixMilli())
 	if got := s.hot("demo:1001"); !slices.Equal(got, []string{seaB}) {
 		t.Errorf("list under an expiring hide: %v", got)
 	}
-	if _, err := s.db.Exec(`UPDATE room_region_hides SET expires_at_ms = ? WHERE hide_id = ?`, time.Now().Add(-time.Second).UnixMilli(), he.HideID); err != nil {
-		t.Fatal(err)
+	s.eventuallyHidesCached("demo", sea)
+	if got := s.hot("demo:1001"); !slices.Equal(got, []string{seaB}) {
+		t.Errorf("list under an expiring hide, hides from redis: %v", got)
 	}
+	s.skew.Store(int64(31 * time.Minute))
 	if got := s.hot("demo:1001"); !slices.Equal(got, []string{seaA, seaB}) {
 		t.Errorf("list after the hide expired: %v", got)
 	}

@@ -14,10 +14,16 @@
 // and banned rooms leave every list.
 //
 // Hides never lag: a room hidden in a region ([Hides]) is left out of that
-// region's lists, search and pins by the next request, the next page of a
-// chain under way included, because every request reads the region's
-// applying hides from MySQL (they are never cached); an unhide or an
-// expiry shows just as soon (see [Lister.List] for chains). A hide touches
+// region's lists, search and pins by the next request (one begun after
+// the hide returned, in any api process), the next page of a chain under
+// way included; an unhide or an expiry shows just as soon (see
+// [Lister.List] for chains). Each page reads its rooms' hides from the
+// region's Redis hide set in the same round trip as their cards, and from
+// MySQL whenever that set may not hold MySQL's state: every hide and
+// unhide deletes it after its commit, a refill never overwrites a newer
+// change, and a process whose delete failed reads MySQL until it refilled
+// the set (the argument for each failure order is on hideCache, with its
+// one residual window). A hide touches
 // no other region and no other app, and the room stays joinable by id.
 // Every pin, unpin, hide and unhide is written to the room's audit trail
 // (rooms.InsertAudit) in the transaction that makes it, then counted in
@@ -66,5 +72,8 @@
 // room:list:{app}:<region>:hot and :new (ZSET), room:list:{app}:<region>:ready
 // (the sets were filled from MySQL and may be read), room:card:{app}:<room_id>
 // (the card as JSON, expiring after Config.CardTTL unless rewritten). A set
-// without its ready key is never read.
+// without its ready key is never read. room:hides:{app}:<region> (ZSET of
+// the applying hides by expiry, with the ready member "") and
+// room:hides:{app}:<region>:gen (bumped by every hide and unhide): see
+// hideCache.
 package listprojector

@@ -11,7 +11,8 @@ import (
 
 // RefillCache rebuilds app's Redis sets and cards from MySQL (tests).
 func RefillCache(ctx context.Context, db *sql.DB, rdb redis.UniversalClient, cfg Config, app string) error {
-	return refillCache(ctx, db, newCache(rdb, cfg.WithDefaults()), app)
+	cfg = cfg.WithDefaults()
+	return refillCache(ctx, db, newCache(rdb, cfg), app, cfg.nowMs())
 }
 
 // UpsertCards writes cards with the projector's statement (benchmarks).
@@ -21,3 +22,11 @@ func UpsertCards(ctx context.Context, db *sql.DB, cards []*Card) error {
 
 // OnApplied sets the projector's benchmark hook.
 func OnApplied(p *Projector, fn func(eventID string, at time.Time)) { p.onApplied = fn }
+
+// FillHidesRacing fills a region's Redis hide set, running write between
+// its MySQL read and its Redis write (tests).
+func FillHidesRacing(ctx context.Context, db *sql.DB, rdb redis.UniversalClient, cfg Config, app string, region int64, write func()) error {
+	cfg = cfg.WithDefaults()
+	_, err := fillHidesAround(ctx, db, newCache(rdb, cfg), app, region, cfg.nowMs(), write)
+	return err
+}

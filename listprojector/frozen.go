@@ -20,6 +20,33 @@ type frozenOrder struct {
 	entries  []entry
 	complete bool // every room of the list is in entries (not cut at ChainDepth)
 	at       time.Time
+
+	// firstCursors holds the signed cursors of its first pages by the
+	// position they continue at (a first page's cursor is the same for
+	// every caller of the list: signed once, not per request); at most
+	// maxFirstCursors.
+	mu           sync.Mutex
+	firstCursors map[int]string
+}
+
+const maxFirstCursors = 8
+
+// firstCursor returns the cursor a first page ending at pos carries,
+// signing it with sign the first time.
+func (f *frozenOrder) firstCursor(pos int, sign func() string) string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if s, ok := f.firstCursors[pos]; ok {
+		return s
+	}
+	s := sign()
+	if f.firstCursors == nil {
+		f.firstCursors = make(map[int]string, 2)
+	}
+	if len(f.firstCursors) < maxFirstCursors {
+		f.firstCursors[pos] = s
+	}
+	return s
 }
 
 // listID names a list: one region's tab of one app.

@@ -48,28 +48,36 @@ const (
 // A hide applies to its app and region only: while it is active and
 // unexpired, the room is left out of that region's hot and new lists and
 // its search, and its pin there shows nothing. It stays joinable by id and
-// every other region and app lists it as before. The list query reads the
-// region's applying hides from MySQL on every request (nothing about hides
-// is cached in Redis or in the process), so a hide, an unhide or an expiry
-// is seen by the next list request, the next page of a chain included (see
-// Lister.List).
+// every other region and app lists it as before. A hide, an unhide or an
+// expiry is seen by the next list request (one begun after Create or
+// Delete returned), in any api process, the next page of a chain included
+// (see Lister.List): after its MySQL commit, each change invalidates the
+// region's Redis hide set before it returns, and list requests read hides
+// from Redis only while that set was filled from MySQL after the last
+// change; hideCache gives the argument for every failure order.
 //
 // Every hide and unhide is recorded in the room's audit trail in the
 // transaction that makes it, and counted in
 // rooms_moderation_actions_total once committed.
 type Hides struct {
 	db         *sql.DB
+	lister     *Lister
 	moderation *rooms.ModerationCounter
 	now        func() time.Time
 }
 
-// NewHides returns the hide store. moderation may be nil (not counted).
-func NewHides(db *sql.DB, moderation *rooms.ModerationCounter, cfg Config) (*Hides, error) {
+// NewHides returns the hide store. lister is this process's list query:
+// every change invalidates the Redis hide set through it (its Redis
+// client and key prefix) and, when that fails, makes it read the region's
+// hides from MySQL until the set is repaired. lister may be nil only in a
+// deployment whose list query has no Redis. moderation may be nil (not
+// counted).
+func NewHides(db *sql.DB, lister *Lister, moderation *rooms.ModerationCounter, cfg Config) (*Hides, error) {
 	cfg = cfg.WithDefaults()
 	if db == nil {
 		return nil, fmt.Errorf("%w: hides need a database", ErrInvalidConfig)
 	}
-	return &Hides{db: db, moderation: moderation, now: cfg.Now}, nil
+	return &Hides{db: db, lister: lister, moderation: moderation, now: cfg.Now}, nil
 }
 
 // hideAudit is what a hide's audit row shows before and after.
@@ -150,6 +158,7 @@ func (h *Hides) Create(ctx context.Context, app, operator string, in NewHide) (H
 	if err != nil {
 		return Hide{}, storage(err)
 	}
+	h.lister.hideChanged(ctx, app, in.VisibleRegionID)
 	h.moderation.Count(rooms.AuditHide)
 	return hide, nil
 }
@@ -195,6 +204,7 @@ func (h *Hides) Delete(ctx context.Context, app, operator string, hideID int64, 
 		return Hide{}, storage(err)
 	}
 	if removed {
+		h.lister.hideChanged(ctx, app, hide.VisibleRegionID)
 		h.moderation.Count(rooms.AuditUnhide)
 	}
 	return hide, nil

@@ -50,6 +50,8 @@ type Lister struct {
 	log     *slog.Logger
 	metrics *Metrics
 
+	hides *hideCache
+
 	redisDownUntil atomic.Int64 // unix ms: skip Redis until then after an error
 	repairing      sync.Map     // "app\x00region" -> struct{}: region repairs in flight
 }
@@ -75,7 +77,8 @@ func NewLister(db *sql.DB, rdb redis.UniversalClient, cfg Config, log *slog.Logg
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Lister{db: db, cache: newCache(rdb, cfg), cfg: cfg, sign: signer{key: cfg.CursorSecret},
+	c := newCache(rdb, cfg)
+	return &Lister{db: db, cache: c, hides: &hideCache{c: c}, cfg: cfg, sign: signer{key: cfg.CursorSecret},
 		frozen: newFreezer(cfg), log: log.With("component", "roomlist"), metrics: m}, nil
 }
 
@@ -95,9 +98,10 @@ func NewLister(db *sql.DB, rdb redis.UniversalClient, cfg Config, log *slog.Logg
 // closed or left the region since the freeze is left out of its page.
 //
 // Hides apply to every request at its own time: each page reads the
-// region's applying hides (MySQL, never cached) and leaves those rooms out,
-// pinned ones included, whether the page comes from a frozen order or the
-// live one; a chain under way stops showing a room hidden after its first
+// hides of its rooms as they are at the request (from Redis in the same
+// round trip as the cards, else MySQL; see hideCache for why Redis never
+// answers stale) and leaves the hidden ones out, pinned ones included,
+// whether the page comes from a frozen order or the live one; a chain under way stops showing a room hidden after its first
 // page. A frozen list order keeps hidden rooms in place, so a room unhidden
 // while a chain walks it shows again on that chain's later pages if its
 // place is still ahead (a place already passed is not revisited), and on
@@ -131,25 +135,22 @@ func (l *Lister) List(ctx context.Context, req ListRequest) (Page, error) {
 		cur = c
 	}
 	nowMs := l.cfg.nowMs()
-	hidden, err := hiddenNow(ctx, l.db, req.AppCode, req.RegionID, nowMs)
-	if err != nil {
-		return Page{}, storage(err)
-	}
 	var page Page
+	var err error
 	switch {
 	case req.Cursor == "":
 		var f *frozenOrder
 		if f, err = l.freeze(ctx, req, nowMs); err == nil {
-			page, err = l.fromFrozen(ctx, req, f, 0, hidden)
+			page, err = l.fromFrozen(ctx, req, f, 0, nowMs)
 		}
 	case cur.Frozen != 0:
 		if f := l.frozen.get(cur.Frozen); f != nil && f.app == req.AppCode && f.region == req.RegionID && f.tab == req.Tab && f.query == cur.Query {
-			page, err = l.fromFrozen(ctx, req, f, cur.Off, hidden)
+			page, err = l.fromFrozen(ctx, req, f, cur.Off, nowMs)
 		} else {
-			page, err = l.fromLive(ctx, req, cur, nowMs, hidden)
+			page, err = l.fromLive(ctx, req, cur, nowMs)
 		}
 	default:
-		page, err = l.fromLive(ctx, req, cur, nowMs, hidden)
+		page, err = l.fromLive(ctx, req, cur, nowMs)
 	}
 	if err != nil {
 		return Page{}, storage(err)
@@ -349,32 +350,90 @@ func fillRegionFromDB(ctx context.Context, db *sql.DB, c *cache, app string, reg
 // cards returns the current cards of app's rooms ids: Redis first, the
 // misses (all of them when Redis fails) from MySQL, repairing Redis.
 func (l *Lister) cards(ctx context.Context, app string, ids []string) (map[string]*Card, error) {
+	cards, _, err := l.cardsHides(ctx, app, -1, ids, 0)
+	return cards, err
+}
+
+// pageCards returns the current cards of app's rooms ids, as cards does,
+// and which of them are hidden in region at nowMs: from the region's
+// Redis hide set, read in the same round trip as the cards, when it is
+// filled and not marked stale in this process; else from MySQL (and the
+// set is refilled in the background). See hideCache.
+func (l *Lister) pageCards(ctx context.Context, app string, region int64, ids []string, nowMs int64) (map[string]*Card, map[string]bool, error) {
+	return l.cardsHides(ctx, app, region, ids, nowMs)
+}
+
+// cardsHides is cards, and pageCards when region >= 0.
+func (l *Lister) cardsHides(ctx context.Context, app string, region int64, ids []string, nowMs int64) (map[string]*Card, map[string]bool, error) {
 	found, missing := map[string]*Card(nil), ids
+	var hidden map[string]bool
+	hidesKnown := region < 0
 	if l.redisUp() {
 		rctx, cancel := context.WithTimeout(ctx, l.cfg.RedisTimeout)
 		var err error
-		found, missing, err = l.cache.cards(rctx, app, ids)
+		var ready bool
+		found, missing, hidden, ready, err = l.cache.cardsAndHides(rctx, app, region, ids, nowMs)
 		cancel()
 		switch {
 		case err != nil:
 			l.redisFailed(err)
 		case len(missing) == 0:
 			l.count(func(m *Metrics) { m.hit.Inc() })
-			return found, nil
 		default:
 			l.count(func(m *Metrics) { m.miss.Inc() })
 		}
+		if err == nil && region >= 0 {
+			_, stale := l.hides.isStale(hideRegion{app, region})
+			hidesKnown = ready && !stale
+			if !hidesKnown {
+				l.count(func(m *Metrics) { m.hideMiss.Inc() })
+				l.fillHidesLater(ctx, app, region)
+			}
+		}
+	}
+	if !hidesKnown && len(missing) == len(ids) {
+		// Nothing from Redis: cards and hides in one MySQL query.
+		cards, hidden, err := readCardsHidden(ctx, l.db, app, region, ids, nowMs)
+		if err != nil {
+			return nil, nil, err
+		}
+		l.repairCards(ctx, cards)
+		return cards, hidden, nil
+	}
+	if !hidesKnown {
+		hs, err := applyingHides(ctx, l.db, app, region, ids, nowMs)
+		if err != nil {
+			return nil, nil, err
+		}
+		hidden = nil
+		for id := range hs {
+			if hidden == nil {
+				hidden = make(map[string]bool, len(hs))
+			}
+			hidden[id] = true
+		}
+	}
+	if len(missing) == 0 && found != nil {
+		return found, hidden, nil
 	}
 	if found == nil {
 		found = make(map[string]*Card, len(ids))
 	}
 	fromDB, err := readCards(ctx, l.db, app, missing)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	repair := make([]*Card, 0, len(fromDB))
 	for id, c := range fromDB {
 		found[id] = c
+	}
+	l.repairCards(ctx, fromDB)
+	return found, hidden, nil
+}
+
+// repairCards writes cards read from MySQL back to Redis, when it is up.
+func (l *Lister) repairCards(ctx context.Context, cards map[string]*Card) {
+	repair := make([]*Card, 0, len(cards))
+	for _, c := range cards {
 		repair = append(repair, c)
 	}
 	if l.redisUp() && len(repair) > 0 {
@@ -384,7 +443,46 @@ func (l *Lister) cards(ctx context.Context, app string, ids []string) (map[strin
 		}
 		cancel()
 	}
-	return found, nil
+}
+
+// fillHidesLater refills a region's Redis hide set from MySQL, once at a
+// time per region, bounded by WriteTimeout, in the background. A fill
+// that succeeds clears a stale mark set before it started.
+func (l *Lister) fillHidesLater(ctx context.Context, app string, region int64) {
+	r := hideRegion{app, region}
+	if _, busy := l.hides.filling.LoadOrStore(r, struct{}{}); busy {
+		return
+	}
+	seq, stale := l.hides.isStale(r)
+	go func() {
+		defer l.hides.filling.Delete(r)
+		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.cfg.WriteTimeout)
+		defer cancel()
+		filled, err := fillHides(fctx, l.db, l.cache, app, region, l.cfg.nowMs())
+		if err != nil {
+			l.metrics.redisFailed("hides")
+			l.log.Warn("repair of a region's hides in redis failed", "app_code", app, "region_id", region, "error", err)
+			return
+		}
+		if filled && stale {
+			l.hides.clearStale(r, seq)
+		}
+	}()
+}
+
+// hideChanged is called after a hide or unhide of app's region committed:
+// it invalidates the region's Redis hide set, and marks it stale in this
+// process when that failed (see hideCache).
+func (l *Lister) hideChanged(ctx context.Context, app string, region int64) {
+	if l == nil || l.cache == nil {
+		return
+	}
+	if err := l.cache.invalidateHides(ctx, app, region, 4*l.cfg.RedisTimeout); err != nil {
+		l.hides.markStale(hideRegion{app, region})
+		l.metrics.redisFailed("hides")
+		l.log.Warn("invalidating a region's hides in redis failed; this process reads them from MySQL until repaired",
+			"app_code", app, "region_id", region, "error", err)
+	}
 }
 
 // maxRounds bounds the card reads of one page: rooms that left the list
@@ -392,8 +490,8 @@ func (l *Lister) cards(ctx context.Context, app string, ids []string) (map[strin
 const maxRounds = 3
 
 // fromFrozen serves the page at off of a frozen order, leaving out the
-// hidden rooms.
-func (l *Lister) fromFrozen(ctx context.Context, req ListRequest, f *frozenOrder, off int, hidden map[string]bool) (Page, error) {
+// rooms hidden at nowMs.
+func (l *Lister) fromFrozen(ctx context.Context, req ListRequest, f *frozenOrder, off int, nowMs int64) (Page, error) {
 	page := Page{Rooms: make([]Item, 0, req.Limit)}
 	pos := min(off, len(f.entries))
 	for round := 0; round < maxRounds && len(page.Rooms) < req.Limit && pos < len(f.entries); round++ {
@@ -402,7 +500,7 @@ func (l *Lister) fromFrozen(ctx context.Context, req ListRequest, f *frozenOrder
 		for i, e := range batch {
 			ids[i] = e.id
 		}
-		cards, err := l.cards(ctx, req.AppCode, ids)
+		cards, hidden, err := l.pageCards(ctx, req.AppCode, req.RegionID, ids, nowMs)
 		if err != nil {
 			return Page{}, err
 		}
@@ -418,6 +516,10 @@ func (l *Lister) fromFrozen(ctx context.Context, req ListRequest, f *frozenOrder
 	case pos < len(f.entries):
 		last := f.entries[pos-1]
 		c.Frozen, c.Off, c.Key, c.ID, c.Pinned = f.id, pos, last.key, last.id, last.pinned
+		if off == 0 {
+			page.NextCursor = f.firstCursor(pos, func() string { return l.sign.encode(c) })
+			return page, nil
+		}
 	case !f.complete && len(f.entries) > 0:
 		last := f.entries[len(f.entries)-1]
 		c.Key, c.ID, c.Pinned = last.key, last.id, last.pinned
@@ -431,8 +533,9 @@ func (l *Lister) fromFrozen(ctx context.Context, req ListRequest, f *frozenOrder
 // fromLive serves the page after the cursor's last room on the live
 // order, leaving out the rooms pinned now (the pinned section is not
 // walked again). From a pinned last room it starts at the top of the
-// normal section. Rooms hidden at nowMs are left out.
-func (l *Lister) fromLive(ctx context.Context, req ListRequest, c cursor, nowMs int64, hidden map[string]bool) (Page, error) {
+// normal section. Rooms hidden at nowMs are left out (by listOrder's
+// query, which reads them with the order).
+func (l *Lister) fromLive(ctx context.Context, req ListRequest, c cursor, nowMs int64) (Page, error) {
 	var pins []string
 	var err error
 	if req.Query == "" {
@@ -468,7 +571,7 @@ func (l *Lister) fromLive(ctx context.Context, req ListRequest, c cursor, nowMs 
 	}
 	page := Page{Rooms: make([]Item, 0, len(kept))}
 	for _, e := range kept {
-		if card := cards[e.id]; card != nil && card.listedIn(req.AppCode, req.RegionID) && !hidden[e.id] {
+		if card := cards[e.id]; card != nil && card.listedIn(req.AppCode, req.RegionID) {
 			page.Rooms = append(page.Rooms, card.item(false))
 		}
 	}

@@ -18,7 +18,7 @@ type Metrics struct {
 	redisErrs *prometheus.CounterVec
 
 	applied, stale, coalesced, unknown prometheus.Counter
-	hit, miss, cacheErr                prometheus.Counter
+	hit, miss, cacheErr, hideMiss      prometheus.Counter
 }
 
 // NewMetrics creates the series and registers them on reg (none when reg
@@ -41,7 +41,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		}),
 		cache: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "room_list_cache_requests_total",
-			Help: "Redis reads of the list query, by result: hit, miss (read from MySQL and repaired), error (Redis failed; read from MySQL).",
+			Help: "Redis reads of the list query, by result: hit, miss (read from MySQL and repaired), error (Redis failed; read from MySQL), hides_miss (a page's hides read from MySQL: the region's hide set was not filled or is marked stale; refilled in the background).",
 		}, []string{"result"}),
 		query: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "room_list_query_duration_seconds",
@@ -50,7 +50,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		}, []string{"kind"}),
 		redisErrs: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "room_list_redis_write_failures_total",
-			Help: "Failed Redis writes, by writer (projector, reconcile, repair); the reconcile job repairs them.",
+			Help: "Failed Redis writes, by writer (projector, reconcile, repair, hides: a hide set's fill or invalidation); the reconcile job repairs them.",
 		}, []string{"writer"}),
 	}
 	r := promreg.On(reg)
@@ -70,7 +70,8 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	m.hit = m.cache.WithLabelValues("hit")
 	m.miss = m.cache.WithLabelValues("miss")
 	m.cacheErr = m.cache.WithLabelValues("error")
-	for _, w := range []string{"projector", "reconcile", "repair"} {
+	m.hideMiss = m.cache.WithLabelValues("hides_miss")
+	for _, w := range []string{"projector", "reconcile", "repair", "hides"} {
 		m.redisErrs.WithLabelValues(w)
 	}
 	m.query.WithLabelValues("list")

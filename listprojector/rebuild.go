@@ -75,7 +75,7 @@ func Rebuild(ctx context.Context, db *sql.DB, rdb redis.UniversalClient, cfg Con
 		log.Info("rebuild progress", "rooms", res.Rooms, "written", res.Written)
 	}
 	if rdb != nil {
-		if err := refillCache(ctx, db, newCache(rdb, cfg), app); err != nil {
+		if err := refillCache(ctx, db, newCache(rdb, cfg), app, cfg.nowMs()); err != nil {
 			return res, fmt.Errorf("refill redis: %w", err)
 		}
 	}

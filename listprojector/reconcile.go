@@ -15,9 +15,11 @@ import (
 // sort_score of rooms young enough for their freshness boost to step down,
 // then brings every region's Redis sets in line with MySQL (dropping
 // closed, banned and moved rooms, fixing scores a lost write left behind,
-// keeping rooms the projector added meanwhile) and
+// keeping rooms the projector added meanwhile),
 // rewrites the cards of listed rooms (cards of rooms no longer listed
-// expire after CardTTL). Several may run; each pass is idempotent.
+// expire after CardTTL) and refills every region's hide set from MySQL
+// (dropping expired hides; a set a failed invalidation left stale is
+// replaced, see hideCache). Several may run; each pass is idempotent.
 type Reconciler struct {
 	db      *sql.DB
 	cache   *cache
@@ -70,7 +72,7 @@ func (r *Reconciler) Pass(ctx context.Context) error {
 	if r.cache == nil {
 		return nil
 	}
-	if err := refillCache(ctx, r.db, r.cache, ""); err != nil {
+	if err := refillCache(ctx, r.db, r.cache, "", r.cfg.nowMs()); err != nil {
 		r.metrics.redisFailed("reconcile")
 		return err
 	}
@@ -97,10 +99,12 @@ func refreshScores(ctx context.Context, db *sql.DB, cfg Config) error {
 	return nil
 }
 
-// refillCache rebuilds the Redis sets and cards of every region of app
-// (every app when app is "") from MySQL.
-func refillCache(ctx context.Context, db *sql.DB, c *cache, app string) error {
-	rows, err := db.QueryContext(ctx, `SELECT DISTINCT app_code, visible_region_id FROM room_list_entries WHERE app_code = ? OR ? = ''`, app, app)
+// refillCache rebuilds the Redis sets, cards and hide sets of every region
+// of app (every app when app is "") from MySQL, hides as they apply at
+// nowMs.
+func refillCache(ctx context.Context, db *sql.DB, c *cache, app string, nowMs int64) error {
+	rows, err := db.QueryContext(ctx, `SELECT app_code, visible_region_id FROM room_list_entries WHERE app_code = ? OR ? = ''
+		UNION SELECT app_code, visible_region_id FROM room_region_hides WHERE app_code = ? OR ? = ''`, app, app, app, app)
 	if err != nil {
 		return fmt.Errorf("read regions: %w", err)
 	}
@@ -126,6 +130,9 @@ func refillCache(ctx context.Context, db *sql.DB, c *cache, app string) error {
 			return err
 		}
 		if err := refillCards(ctx, db, c, rg.app, rg.id); err != nil {
+			return err
+		}
+		if _, err := fillHides(ctx, db, c, rg.app, rg.id, nowMs); err != nil {
 			return err
 		}
 	}

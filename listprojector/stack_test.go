@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -59,6 +60,9 @@ type stack struct {
 	srv     *gateway.Server
 	reg     *prometheus.Registry
 	ids     map[string]int64 // region code -> id, app demo
+	// skew moves the list's clock (cfg.Now) ahead of the wall clock, so
+	// a test can let hides and pins expire without waiting.
+	skew *atomic.Int64
 }
 
 func newStack(tb testing.TB) *stack {
@@ -90,7 +94,9 @@ func newStack(tb testing.TB) *stack {
 	}
 	tb.Cleanup(roomSvc.Close)
 
-	cfg := listprojector.Config{KeyPrefix: prefix, CursorSecret: testSecret, FreezeEvery: time.Millisecond, FetchBatch: 100}
+	skew := new(atomic.Int64)
+	cfg := listprojector.Config{KeyPrefix: prefix, CursorSecret: testSecret, FreezeEvery: time.Millisecond, FetchBatch: 100,
+		Now: func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }}
 	m, err := listprojector.NewMetrics(reg)
 	if err != nil {
 		tb.Fatal(err)
@@ -115,7 +121,7 @@ func newStack(tb testing.TB) *stack {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	hides, err := listprojector.NewHides(db, moderation, cfg)
+	hides, err := listprojector.NewHides(db, lister, moderation, cfg)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -126,7 +132,7 @@ func newStack(tb testing.TB) *stack {
 		tb.Fatal(err)
 	}
 	s := &stack{tb: tb, db: db, rdb: rdb, prefix: prefix, js: conn.JetStream(), cfg: cfg, regions: rsvc, rooms: roomSvc, lister: lister, srv: srv, reg: reg,
-		ids: map[string]int64{"GLOBAL": 0}}
+		ids: map[string]int64{"GLOBAL": 0}, skew: skew}
 	list, err := rsvc.ListRegions(ctx, "demo")
 	if err != nil {
 		tb.Fatal(err)

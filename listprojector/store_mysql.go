@@ -154,6 +154,50 @@ func readCards(ctx context.Context, db *sql.DB, app string, ids []string) (map[s
 	return out, nil
 }
 
+// readCardsHidden returns the stored cards of app's rooms ids, by room id,
+// and which of them are hidden in region at nowMs, in one query (the
+// list's path when Redis gives nothing).
+func readCardsHidden(ctx context.Context, db *sql.DB, app string, region int64, ids []string, nowMs int64) (map[string]*Card, map[string]bool, error) {
+	out := make(map[string]*Card, len(ids))
+	if len(ids) == 0 {
+		return out, nil, nil
+	}
+	args := make([]any, 0, len(ids)+3)
+	args = append(args, region, nowMs, app)
+	for _, id := range ids {
+		args = append(args, id)
+	}
+	rows, err := db.QueryContext(ctx, `SELECT `+cardCols+`, EXISTS (SELECT 1 FROM room_region_hides h
+		WHERE h.app_code = e.app_code AND h.visible_region_id = ? AND h.room_id = e.room_id AND h.status = 'active'
+		AND (h.expires_at_ms = 0 OR h.expires_at_ms > ?)) FROM room_list_entries e WHERE e.app_code = ? AND e.room_id IN (`+
+		placeholders(len(ids))+`)`, args...)
+	if err != nil {
+		return nil, nil, fmt.Errorf("read cards: %w", err)
+	}
+	defer rows.Close()
+	var hidden map[string]bool
+	for rows.Next() {
+		c := new(Card)
+		var isHidden bool
+		if err := rows.Scan(&c.AppCode, &c.RoomID, &c.RoomShortID, &c.IMGroupID, &c.OwnerUserID, &c.HostUserID, &c.VisibleRegionID,
+			&c.Title, &c.CoverURL, &c.Mode, &c.Status, &c.Locked, &c.Heat, &c.OnlineCount, &c.SeatCount, &c.OccupiedSeatCount,
+			&c.CreatedAtMs, &c.RoomVersion, &c.SortScore, &c.UpdatedAtMs, &isHidden); err != nil {
+			return nil, nil, fmt.Errorf("read cards: %w", err)
+		}
+		out[c.RoomID] = c
+		if isHidden {
+			if hidden == nil {
+				hidden = map[string]bool{}
+			}
+			hidden[c.RoomID] = true
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, nil, fmt.Errorf("read cards: %w", err)
+	}
+	return out, hidden, nil
+}
+
 func placeholders(n int) string {
 	return strings.TrimSuffix(strings.Repeat("?,", n), ",")
 }
@@ -177,46 +221,17 @@ func orderBy(tab string) (col, order string) {
 // listedSQL selects the listed rooms of one app and region (parameters
 // app_code, visible_region_id), hidden ones included: a frozen order keeps
 // them, and every page leaves out the rooms hidden at its own time
-// (hiddenNow), so that an unhide shows the room again at once.
+// (Lister.pageCards), so that an unhide shows the room again at once.
 const listedSQL = `e.app_code = ? AND e.visible_region_id = ? AND e.status = 'active'`
 
 // Per-region operator controls that remove a room from a region's lists
-// are built here, in one place: applyingHidesSQL (parameters app_code,
-// visible_region_id, now_ms) selects the hides that apply now; listOrder
-// excludes them with notHiddenSQL (parameter now_ms, after listedSQL's),
-// and hiddenNow reads them for the pages of a frozen order.
-const (
-	applyingHidesSQL = `SELECT h.room_id FROM room_region_hides h
-	WHERE h.app_code = ? AND h.visible_region_id = ? AND h.status = 'active' AND (h.expires_at_ms = 0 OR h.expires_at_ms > ?)`
-	notHiddenSQL = ` AND NOT EXISTS (SELECT 1 FROM room_region_hides h WHERE h.app_code = e.app_code
+// are built here and in applyingHides: listOrder excludes the hides that
+// apply now with notHiddenSQL (parameter now_ms, after listedSQL's), and
+// applyingHides reads them for the pages of a frozen order and for the
+// Redis hide sets.
+const notHiddenSQL = ` AND NOT EXISTS (SELECT 1 FROM room_region_hides h WHERE h.app_code = e.app_code
 	AND h.visible_region_id = e.visible_region_id AND h.status = 'active' AND h.room_id = e.room_id
 	AND (h.expires_at_ms = 0 OR h.expires_at_ms > ?))`
-)
-
-// hiddenNow returns the rooms hidden in app's region at nowMs (at most
-// MaxActiveHidesRegion), or nil when none is.
-func hiddenNow(ctx context.Context, db *sql.DB, app string, region, nowMs int64) (map[string]bool, error) {
-	rows, err := db.QueryContext(ctx, applyingHidesSQL, app, region, nowMs)
-	if err != nil {
-		return nil, fmt.Errorf("read hides: %w", err)
-	}
-	defer rows.Close()
-	var hidden map[string]bool
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			return nil, fmt.Errorf("read hides: %w", err)
-		}
-		if hidden == nil {
-			hidden = map[string]bool{}
-		}
-		hidden[id] = true
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("read hides: %w", err)
-	}
-	return hidden, nil
-}
 
 // activePinsSQL selects the pins that apply now (parameters app_code,
 // visible_region_id, now_ms): active, unexpired, on an active room listed

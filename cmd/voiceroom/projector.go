@@ -113,7 +113,7 @@ func wireRoomList(d *deps, regionSvc *regions.Service) error {
 		if err != nil {
 			return fmt.Errorf("room pins: %w", err)
 		}
-		hides, err := listprojector.NewHides(d.db, moderation, lcfg)
+		hides, err := listprojector.NewHides(d.db, lister, moderation, lcfg)
 		if err != nil {
 			return fmt.Errorf("room hides: %w", err)
 		}
