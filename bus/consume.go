@@ -226,6 +226,7 @@ type job struct {
 	env       Envelope
 	decodeErr error
 	subject   string // the event's room.events subject (a replay's original)
+	replayFor string // the durable a replay is for, "" if not a replay
 	replayOf  uint64 // the replayed letter's DLQ sequence, 0 if not a replay
 	marked    bool   // a last-delivery mark was written for this delivery
 }
@@ -428,9 +429,8 @@ func (c *Consumer) dispatch(msg jetstream.Msg, queues []chan job) {
 func newJob(msg jetstream.Msg) job {
 	j := job{msg: msg}
 	j.meta, _ = msg.Metadata() // nil is handled by delivery
-	var replay bool
-	j.subject, replay = eventSubjectOf(msg.Subject())
-	if replay {
+	j.subject, j.replayFor = eventSubjectOf(msg.Subject())
+	if j.replayFor != "" {
 		j.replayOf, _ = strconv.ParseUint(msg.Headers().Get(HeaderReplayOf), 10, 64)
 	}
 	j.env, j.decodeErr = DecodeEnvelope(msg.Data())
@@ -473,6 +473,14 @@ func (c *Consumer) delivery(j *job) (d Delivery, ok bool) {
 	}
 	if c.stopping.Load() {
 		c.nak(*j, 0, nil)
+		return d, false
+	}
+	if j.replayFor != "" && j.replayFor != c.cfg.Durable {
+		// Another sink's replay: the durable reads the whole stream (see
+		// ConsumerConfig.consumer), and this sink never handles it. A lost
+		// ack only brings it back here, to be skipped again.
+		_ = j.msg.Ack()
+		c.metrics.otherReplay()
 		return d, false
 	}
 	if marked(j.meta.NumDelivered, c.serverMaxDeliver) {

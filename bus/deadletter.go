@@ -82,7 +82,8 @@ func (l letter) publish(ctx context.Context, js jetstream.JetStream) error {
 // after the server gave up on it, with the DLQ sequence of the letter it
 // replayed (0 if it is not a replay).
 func letterOfStored(durable string, raw *jetstream.RawStreamMsg, deliveries uint64) (letter, uint64) {
-	subject, replay := eventSubjectOf(raw.Subject)
+	subject, replayFor := eventSubjectOf(raw.Subject)
+	replay := replayFor != ""
 	var replayOf uint64
 	if replay {
 		replayOf, _ = strconv.ParseUint(raw.Header.Get(HeaderReplayOf), 10, 64)

@@ -23,10 +23,14 @@
 // replays them; [ReadDeadLetters] reads them all.
 //
 // A replay is stored in ROOM_EVENTS on
-// room.replay.<durable>.<app_code>.<room_id>.<event_type>. Each durable's
-// filter is its FilterSubject plus room.replay.<durable>.>, so a replay
-// reaches the one sink whose letter it was and no other; a consumer made
-// on ROOM_EVENTS without a filter would see every sink's replays.
+// room.replay.<durable>.<app_code>.<room_id>.<event_type>. A sink's
+// durable reads the whole stream, unfiltered (a filter narrower than the
+// stream costs the server a subject-tree intersection per message, a
+// tenth of the drain rate with many rooms), so it is given every sink's
+// replays; the consume loop acks another sink's replay without handling
+// it (voiceroom_bus_other_sinks_replays_total), and a handler only ever
+// sees its own sink's. A durable with a narrower FilterSubject gets its
+// own replays through a second filter.
 //
 // # Delivery guarantees
 //

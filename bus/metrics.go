@@ -15,6 +15,7 @@ type Metrics struct {
 	acked           *prometheus.CounterVec
 	nakked          *prometheus.CounterVec
 	deadLettered    *prometheus.CounterVec
+	otherReplays    *prometheus.CounterVec
 	handlerDuration *prometheus.HistogramVec
 }
 
@@ -37,6 +38,10 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Namespace: "voiceroom", Subsystem: "bus", Name: "messages_dead_lettered_total",
 			Help: "Messages a consumer copied to the dead-letter stream.",
 		}, labels),
+		otherReplays: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "voiceroom", Subsystem: "bus", Name: "other_sinks_replays_total",
+			Help: "Replays of another sink's dead letters a consumer acked without handling them.",
+		}, labels),
 		handlerDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: "voiceroom", Subsystem: "bus", Name: "handler_duration_seconds",
 			Help:    "Time a consumer's handler took per message.",
@@ -47,6 +52,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	promreg.Add(r, &m.acked)
 	promreg.Add(r, &m.nakked)
 	promreg.Add(r, &m.deadLettered)
+	promreg.Add(r, &m.otherReplays)
 	promreg.Add(r, &m.handlerDuration)
 	if err := r.Err(); err != nil {
 		return nil, fmt.Errorf("bus metrics: %w", err)
@@ -56,8 +62,8 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 
 // consumerMetrics are the series of one consumer, bound once.
 type consumerMetrics struct {
-	acked, nakked, deadLettered prometheus.Counter
-	handlerDuration             prometheus.Observer
+	acked, nakked, deadLettered, otherReplays prometheus.Counter
+	handlerDuration                           prometheus.Observer
 }
 
 func (m *Metrics) forConsumer(name string) *consumerMetrics {
@@ -68,6 +74,7 @@ func (m *Metrics) forConsumer(name string) *consumerMetrics {
 		acked:           m.acked.WithLabelValues(name),
 		nakked:          m.nakked.WithLabelValues(name),
 		deadLettered:    m.deadLettered.WithLabelValues(name),
+		otherReplays:    m.otherReplays.WithLabelValues(name),
 		handlerDuration: m.handlerDuration.WithLabelValues(name),
 	}
 }
@@ -81,6 +88,12 @@ func (m *consumerMetrics) ack() {
 func (m *consumerMetrics) nak() {
 	if m != nil {
 		m.nakked.Inc()
+	}
+}
+
+func (m *consumerMetrics) otherReplay() {
+	if m != nil {
+		m.otherReplays.Inc()
 	}
 }
 

@@ -187,17 +187,17 @@ func durableReplaySubject(durable string) string {
 
 // eventSubjectOf returns the room.events subject a delivered subject
 // stands for: subject itself, or for a replay subject the original one,
-// with replay true.
-func eventSubjectOf(subject string) (original string, replay bool) {
+// with the durable the replay is for.
+func eventSubjectOf(subject string) (original, replayFor string) {
 	rest, ok := strings.CutPrefix(subject, ReplayPrefix+".")
 	if !ok {
-		return subject, false
+		return subject, ""
 	}
-	_, rest, ok = strings.Cut(rest, ".") // the durable
+	durable, rest, ok := strings.Cut(rest, ".")
 	if !ok {
-		return subject, false
+		return subject, ""
 	}
-	return SubjectPrefix + "." + rest, true
+	return SubjectPrefix + "." + rest, durable
 }
 
 // dlqSinkFilter matches the dead letters of durable, of one app if
