@@ -92,9 +92,9 @@ func TestChaos(t *testing.T) {
 			return ""
 		}},
 		{name: "5 projector process SIGKILLed", inject: func(t *testing.T, c *cluster) string {
-			c.sinks.signal(t, syscall.SIGKILL)
+			c.proj.signal(t, syscall.SIGKILL)
 			time.Sleep(m.fault / 3)
-			c.sinks.start(t)
+			c.proj.start(t)
 			return ""
 		}},
 		{name: "6 Redis stopped and started", inject: func(t *testing.T, c *cluster) string {
