@@ -41,10 +41,13 @@
 //     count as outcome "duplicate". The record is bounded
 //     (Config.AcceptedEvents per application): at the bound the oldest ids
 //     are forgotten early, and such an event, delivered again, may be
-//     shown again. A restarted bridge starts with an empty record: an
-//     event whose call had an unknown outcome, or whose ack was lost, may
-//     then be grouped differently and shown again; clients de-duplicate by
-//     event_id.
+//     shown again. The record is the process's own: a restarted bridge
+//     starts with an empty one, and with several bridge instances on the
+//     durable a redelivery may reach another instance. There an event
+//     whose call had an unknown outcome, or whose ack was lost, may be
+//     grouped differently and shown again; clients de-duplicate by
+//     event_id. (A record shared through a JetStream key-value bucket with
+//     a 5-minute TTL would close this, at a write per message.)
 //   - Limits: at most Config.CallsPerSecond calls per API per Tencent
 //     application (Tencent allows 200) and Config.GroupMessagesPerSecond
 //     messages per group (Tencent drops above 40). The bridge waits for a
