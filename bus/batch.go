@@ -9,7 +9,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -64,34 +63,13 @@ func (b *BatchConsumer) Running() <-chan struct{} { return b.c.running }
 // may be called once.
 func (b *BatchConsumer) Run(ctx context.Context) error {
 	c := b.c
-	if !c.started.CompareAndSwap(false, true) {
-		return ErrAlreadyRunning
-	}
-	durable := c.cfg.Durable
-	cons, stream, err := c.open(ctx)
+	rs, err := c.start(ctx)
 	if err != nil {
 		return err
 	}
-
+	defer rs.close()
+	cons, stream, advisories, cancelHandlers := rs.cons, rs.stream, rs.advisories, rs.cancelHandlers
 	nc := c.js.Conn()
-	advisories := make(chan *nats.Msg, advisoryBufferSize)
-	subject := maxDeliveriesAdvisoryPrefix + StreamName + "." + durable
-	sub, err := nc.ChanSubscribe(subject, advisories)
-	if err != nil {
-		return fmt.Errorf("consumer %s: subscribe %s: %w", durable, subject, err)
-	}
-	defer func() {
-		if err := sub.Unsubscribe(); err != nil && !errors.Is(err, nats.ErrConnectionClosed) {
-			c.log.Warn("unsubscribe advisories", "error", err)
-		}
-	}()
-	if err := nc.FlushTimeout(dlqPublishTimeout); err != nil {
-		return fmt.Errorf("consumer %s: subscribe %s: %w", durable, subject, err)
-	}
-
-	hctx, cancelHandlers := context.WithCancel(context.WithoutCancel(ctx))
-	defer cancelHandlers()
-	c.hctx = hctx
 
 	var wg sync.WaitGroup
 	wg.Go(func() { c.watchAdvisories(ctx, stream, advisories) })

@@ -238,37 +238,13 @@ type job struct {
 // start: the durable, ROOM_EVENTS or ROOM_EVENTS_DLQ is missing, or the
 // advisory subscription fails. Run may be called once.
 func (c *Consumer) Run(ctx context.Context) error {
-	if !c.started.CompareAndSwap(false, true) {
-		return ErrAlreadyRunning
-	}
-	durable := c.cfg.Durable
-	cons, stream, err := c.open(ctx)
+	rs, err := c.start(ctx)
 	if err != nil {
 		return err
 	}
-
-	// The server gives up on its own when a message's last delivery is
-	// never answered (the process died, or hung past AckWait); it then only
-	// publishes this advisory, which Run turns into a dead letter.
+	defer rs.close()
+	cons, stream, advisories, cancelHandlers := rs.cons, rs.stream, rs.advisories, rs.cancelHandlers
 	nc := c.js.Conn()
-	advisories := make(chan *nats.Msg, advisoryBufferSize)
-	subject := maxDeliveriesAdvisoryPrefix + StreamName + "." + durable
-	sub, err := nc.ChanSubscribe(subject, advisories)
-	if err != nil {
-		return fmt.Errorf("consumer %s: subscribe %s: %w", durable, subject, err)
-	}
-	defer func() {
-		if err := sub.Unsubscribe(); err != nil && !errors.Is(err, nats.ErrConnectionClosed) {
-			c.log.Warn("unsubscribe advisories", "error", err)
-		}
-	}()
-	if err := nc.FlushTimeout(dlqPublishTimeout); err != nil {
-		return fmt.Errorf("consumer %s: subscribe %s: %w", durable, subject, err)
-	}
-
-	hctx, cancelHandlers := context.WithCancel(context.WithoutCancel(ctx))
-	defer cancelHandlers()
-	c.hctx = hctx
 
 	slots := make(chan struct{}, c.cfg.FetchBatch)
 	queues := make([]chan job, c.cfg.Concurrency)
@@ -869,4 +845,50 @@ func (c *Consumer) open(ctx context.Context) (jetstream.Consumer, jetstream.Stre
 	}
 	c.settle(cons.CachedInfo().Config)
 	return cons, stream, nil
+}
+
+// runState is what a consume loop holds once it has started.
+type runState struct {
+	cons           jetstream.Consumer
+	stream         jetstream.Stream
+	advisories     chan *nats.Msg
+	cancelHandlers context.CancelFunc
+	close          func() // cancels the handlers' ctx, then unsubscribes the advisories
+}
+
+// start begins Run (of a Consumer or a BatchConsumer): it may happen once.
+// It opens the durable and its streams, subscribes to the durable's
+// MAX_DELIVERIES advisories (the server gives up on its own when a
+// message's last delivery is never answered, and only publishes this
+// advisory, which the loop turns into a dead letter) and makes the
+// handlers' ctx, which outlives ctx by the shutdown bound.
+func (c *Consumer) start(ctx context.Context) (*runState, error) {
+	if !c.started.CompareAndSwap(false, true) {
+		return nil, ErrAlreadyRunning
+	}
+	durable := c.cfg.Durable
+	cons, stream, err := c.open(ctx)
+	if err != nil {
+		return nil, err
+	}
+	nc := c.js.Conn()
+	advisories := make(chan *nats.Msg, advisoryBufferSize)
+	subject := maxDeliveriesAdvisoryPrefix + StreamName + "." + durable
+	sub, err := nc.ChanSubscribe(subject, advisories)
+	if err != nil {
+		return nil, fmt.Errorf("consumer %s: subscribe %s: %w", durable, subject, err)
+	}
+	unsubscribe := func() {
+		if err := sub.Unsubscribe(); err != nil && !errors.Is(err, nats.ErrConnectionClosed) {
+			c.log.Warn("unsubscribe advisories", "error", err)
+		}
+	}
+	if err := nc.FlushTimeout(dlqPublishTimeout); err != nil {
+		unsubscribe()
+		return nil, fmt.Errorf("consumer %s: subscribe %s: %w", durable, subject, err)
+	}
+	hctx, cancelHandlers := context.WithCancel(context.WithoutCancel(ctx))
+	c.hctx = hctx
+	return &runState{cons: cons, stream: stream, advisories: advisories, cancelHandlers: cancelHandlers,
+		close: func() { cancelHandlers(); unsubscribe() }}, nil
 }
