@@ -84,21 +84,7 @@ func (b *BatchConsumer) Run(ctx context.Context) error {
 		b.loop(ctx, cons)
 	}()
 	<-ctx.Done()
-	timer := time.NewTimer(c.cfg.ShutdownTimeout)
-	select {
-	case <-done:
-		timer.Stop()
-	case <-timer.C:
-		c.log.Warn("batch still running at shutdown timeout, cancelling it", "shutdown_timeout", c.cfg.ShutdownTimeout)
-		cancelHandlers()
-		grace := time.NewTimer(min(maxShutdownGrace, c.cfg.ShutdownTimeout))
-		select {
-		case <-done:
-		case <-grace.C:
-			c.log.Error("abandoning a batch handler that ignores its context; its messages are redelivered after ack wait")
-		}
-		grace.Stop()
-	}
+	c.awaitHandlers(done, cancelHandlers)
 	wg.Wait()
 	c.settling.Wait() // replays whose letter is being removed; each bounded
 	if err := nc.FlushTimeout(time.Second); err != nil && !nc.IsClosed() {

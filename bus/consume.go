@@ -282,21 +282,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 		c.pending.Wait()  // asynchronous handlers' messages
 		close(done)
 	}()
-	timer := time.NewTimer(c.cfg.ShutdownTimeout)
-	select {
-	case <-done:
-		timer.Stop()
-	case <-timer.C:
-		c.log.Warn("handlers still running at shutdown timeout, cancelling them", "shutdown_timeout", c.cfg.ShutdownTimeout)
-		cancelHandlers()
-		grace := time.NewTimer(min(maxShutdownGrace, c.cfg.ShutdownTimeout))
-		select {
-		case <-done:
-		case <-grace.C:
-			c.log.Error("abandoning handlers that ignore their context; their messages are redelivered after ack wait")
-		}
-		grace.Stop()
-	}
+	c.awaitHandlers(done, cancelHandlers)
 	// Acks and naks are fire-and-forget; make sure they left.
 	if err := nc.FlushTimeout(time.Second); err != nil && !nc.IsClosed() {
 		c.log.Warn("flush acks at shutdown", "error", err)
@@ -891,4 +877,27 @@ func (c *Consumer) start(ctx context.Context) (*runState, error) {
 	c.hctx = hctx
 	return &runState{cons: cons, stream: stream, advisories: advisories, cancelHandlers: cancelHandlers,
 		close: func() { cancelHandlers(); unsubscribe() }}, nil
+}
+
+// awaitHandlers waits, after Run's ctx ended, until done closes: at most
+// ShutdownTimeout, then it cancels the handlers' ctx and waits a short
+// grace more before abandoning them (their messages are redelivered after
+// the ack wait).
+func (c *Consumer) awaitHandlers(done <-chan struct{}, cancelHandlers context.CancelFunc) {
+	timer := time.NewTimer(c.cfg.ShutdownTimeout)
+	defer timer.Stop()
+	select {
+	case <-done:
+		return
+	case <-timer.C:
+	}
+	c.log.Warn("handlers still running at shutdown timeout, cancelling them", "shutdown_timeout", c.cfg.ShutdownTimeout)
+	cancelHandlers()
+	grace := time.NewTimer(min(maxShutdownGrace, c.cfg.ShutdownTimeout))
+	defer grace.Stop()
+	select {
+	case <-done:
+	case <-grace.C:
+		c.log.Error("abandoning handlers that ignore their context; their messages are redelivered after ack wait")
+	}
 }
