@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gofiber/fiber/v2"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 	"github.com/valyala/fasthttp"
@@ -99,7 +100,8 @@ func seedBench(b *testing.B, db *sql.DB, apps []string, regionsPerApp, n, usersP
 // BenchmarkListHTTP measures GET /api/v1/rooms over real HTTP with JWTs:
 // 100,000 rooms across 20 regions of 2 apps, first pages and a deep page
 // (rooms 900..919 of a chain), with Redis and with Redis stopped (the list
-// pointed at a closed port).
+// pointed at a closed port), next to a ceiling measured in the same run:
+// the same route answering a fixed page from memory.
 func BenchmarkListHTTP(b *testing.B) {
 	n := envInt("VOICEROOM_BENCH_ROOMS", 100000)
 	secs := envInt("VOICEROOM_BENCH_SECONDS", 5)
@@ -132,15 +134,25 @@ func BenchmarkListHTTP(b *testing.B) {
 		}
 	}
 
-	for _, mode := range []string{"redis", "redis-stopped"} {
+	// The ceiling serves the same route, through the same gateway (JWT,
+	// rate limiter, envelope, JSON), with a fixed first page held in
+	// memory: no region lookup and no storage. It is what the list could
+	// reach on this machine with this client if reading cost nothing.
+	var fixed listprojector.Page
+	for _, mode := range []string{"ceiling", "redis", "redis-stopped"} {
 		cfg := listprojector.Config{KeyPrefix: prefix, CursorSecret: testSecret}
 		var client redis.UniversalClient = rdb
-		if mode == "redis-stopped" {
+		switch mode {
+		case "redis-stopped":
 			down := redis.NewClient(&redis.Options{Addr: closedAddr(b), MaxRetries: -1, DialTimeout: 50 * time.Millisecond})
 			defer down.Close()
 			client = down
-		} else if err := listprojector.RefillCache(ctx, db, rdb, cfg, ""); err != nil {
-			b.Fatal(err)
+		case "ceiling":
+			fixed = firstPage(b, db, rdb, cfg, apps[0])
+		default:
+			if err := listprojector.RefillCache(ctx, db, rdb, cfg, ""); err != nil {
+				b.Fatal(err)
+			}
 		}
 		reg := prometheus.NewRegistry()
 		m, _ := listprojector.NewMetrics(reg)
@@ -149,8 +161,14 @@ func BenchmarkListHTTP(b *testing.B) {
 			b.Fatal(err)
 		}
 		pins, _ := listprojector.NewPins(db, nil, cfg)
+		mount := gateway.RoomListRoutes(lister, pins, rsvc)
+		if mode == "ceiling" {
+			mount = func(r gateway.Routers) {
+				r.API.Get("/v1/rooms", func(c *fiber.Ctx) error { return gateway.OK(c, fixed) })
+			}
+		}
 		srv, err := gateway.New(gateway.Config{Addr: "127.0.0.1:0", JWTSecret: testSecret, RatePerUser: 1e9, RateBurst: 1 << 30},
-			quiet, reg, reg, nil, gateway.RoomListRoutes(lister, pins, rsvc))
+			quiet, reg, reg, nil, mount)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -171,6 +189,9 @@ func BenchmarkListHTTP(b *testing.B) {
 			return resp.StatusCode(), append([]byte(nil), resp.Body()...), nil
 		}
 		for _, depth := range []string{"first", "deep"} {
+			if mode == "ceiling" && depth == "deep" {
+				continue
+			}
 			if depth == "deep" {
 				for i := range users {
 					cursor := ""
@@ -229,6 +250,25 @@ func BenchmarkListHTTP(b *testing.B) {
 		srv.Shutdown(sctx)
 		cancel()
 	}
+}
+
+// firstPage returns the first hot page of region 1 of app, read through a
+// Lister on Redis: the ceiling's fixed answer, as large as a real one.
+func firstPage(b *testing.B, db *sql.DB, rdb redis.UniversalClient, cfg listprojector.Config, app string) listprojector.Page {
+	b.Helper()
+	ctx := context.Background()
+	if err := listprojector.RefillCache(ctx, db, rdb, cfg, ""); err != nil {
+		b.Fatal(err)
+	}
+	l, err := listprojector.NewLister(db, rdb, cfg, quiet, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	p, err := l.List(ctx, listprojector.ListRequest{AppCode: app, RegionID: 1})
+	if err != nil || len(p.Rooms) != listprojector.DefaultLimit {
+		b.Fatalf("first page: %d rooms, %v", len(p.Rooms), err)
+	}
+	return p
 }
 
 // benchUsers puts every user in region 1 of the app.
