@@ -160,6 +160,9 @@ func BenchmarkListHTTP(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
+		lctx, stopLister := context.WithCancel(ctx)
+		defer stopLister()
+		go lister.Run(lctx)
 		pins, _ := listprojector.NewPins(db, nil, cfg)
 		mount := gateway.RoomListRoutes(lister, pins, rsvc)
 		if mode == "ceiling" {

@@ -153,10 +153,7 @@ func (c *cache) cardsAndHides(ctx context.Context, app string, region int64, ids
 	if c == nil {
 		return found, ids, nil, false, nil
 	}
-	keys := make([]string, len(ids))
-	for i, id := range ids {
-		keys[i] = c.cardKey(app, id)
-	}
+	keys := c.cardKeys(app, ids)
 	var vals []any
 	var scores []float64
 	if region < 0 {
@@ -175,19 +172,7 @@ func (c *cache) cardsAndHides(ctx context.Context, app string, region int64, ids
 	if err != nil {
 		return found, ids, nil, false, fmt.Errorf("read cards from redis: %w", err)
 	}
-	for i, v := range vals {
-		s, ok := v.(string)
-		if !ok {
-			missing = append(missing, ids[i])
-			continue
-		}
-		k, err := c.memo.card(s)
-		if err != nil || k.RoomID != ids[i] || k.AppCode != app {
-			missing = append(missing, ids[i])
-			continue
-		}
-		found[ids[i]] = k
-	}
+	found, missing = c.decodeCards(app, ids, vals)
 	// A member Redis lacks scores 0, never above a clock.
 	if len(scores) == len(ids)+1 && math.IsInf(scores[0], 1) {
 		hidesReady = true
@@ -202,6 +187,35 @@ func (c *cache) cardsAndHides(ctx context.Context, app string, region int64, ids
 		}
 	}
 	return found, missing, hidden, hidesReady, nil
+}
+
+func (c *cache) cardKeys(app string, ids []string) []string {
+	keys := make([]string, len(ids))
+	for i, id := range ids {
+		keys[i] = c.cardKey(app, id)
+	}
+	return keys
+}
+
+// decodeCards decodes the MGET values vals of app's cards ids. missing
+// lists the ids Redis does not hold (or holds undecodable, or holds for
+// another room).
+func (c *cache) decodeCards(app string, ids []string, vals []any) (found map[string]*Card, missing []string) {
+	found = make(map[string]*Card, len(ids))
+	for i, v := range vals {
+		s, ok := v.(string)
+		if !ok {
+			missing = append(missing, ids[i])
+			continue
+		}
+		k, err := c.memo.card(s)
+		if err != nil || k.RoomID != ids[i] || k.AppCode != app {
+			missing = append(missing, ids[i])
+			continue
+		}
+		found[ids[i]] = k
+	}
+	return found, missing
 }
 
 // errNotReady is a region whose sets have not been filled from MySQL.

@@ -53,6 +53,14 @@ type Config struct {
 	// MaxFrozenRooms bounds the rooms held by all frozen orders of the
 	// process together; the oldest orders are dropped first. Default 2,000,000.
 	MaxFrozenRooms int
+	// NearCacheCards bounds the cards the list query keeps in process
+	// memory, tracked by Redis (see nearCache); -1 turns the near cache
+	// off. Default 100,000.
+	NearCacheCards int
+	// NearCacheMaxAge is the longest a card or hide set is served from the
+	// near cache after it was read from Redis, even without an
+	// invalidation (a backstop). Default 30s.
+	NearCacheMaxAge time.Duration
 	// SearchMaxResults bounds the rooms one search returns over all its
 	// pages. Default 200.
 	SearchMaxResults int
@@ -92,6 +100,10 @@ func (c Config) WithDefaults() Config {
 	if c.MaxFrozenRooms == 0 {
 		c.MaxFrozenRooms = 2_000_000
 	}
+	if c.NearCacheCards == 0 {
+		c.NearCacheCards = 100_000
+	}
+	def(&c.NearCacheMaxAge, 30*time.Second)
 	if c.SearchMaxResults == 0 {
 		c.SearchMaxResults = 200
 	}
@@ -123,6 +135,9 @@ func (c Config) Validate() error {
 	check(c.FreezeEvery > 0 && c.FreezeEvery <= c.ChainTTL, "FreezeEvery", "want more than 0 and at most ChainTTL, got %v", c.FreezeEvery)
 	check(c.ChainDepth >= MaxLimit && c.ChainDepth <= 100_000, "ChainDepth", "want %d..100000, got %d", MaxLimit, c.ChainDepth)
 	check(c.MaxFrozenRooms >= c.ChainDepth && c.MaxFrozenRooms <= 100_000_000, "MaxFrozenRooms", "want ChainDepth (%d)..100000000, got %d", c.ChainDepth, c.MaxFrozenRooms)
+	check(c.NearCacheCards == -1 || (c.NearCacheCards >= 1 && c.NearCacheCards <= 10_000_000), "NearCacheCards",
+		"want -1 (off) or 1..10000000, got %d", c.NearCacheCards)
+	check(c.NearCacheMaxAge >= time.Second && c.NearCacheMaxAge <= time.Hour, "NearCacheMaxAge", "want 1s..1h, got %v", c.NearCacheMaxAge)
 	check(c.SearchMaxResults >= 1 && c.SearchMaxResults <= c.ChainDepth, "SearchMaxResults", "want 1..ChainDepth, got %d", c.SearchMaxResults)
 	return errors.Join(errs...)
 }

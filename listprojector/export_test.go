@@ -30,3 +30,9 @@ func FillHidesRacing(ctx context.Context, db *sql.DB, rdb redis.UniversalClient,
 	_, err := fillHidesAround(ctx, db, newCache(rdb, cfg), app, region, cfg.nowMs(), write)
 	return err
 }
+
+// NearCacheUp reports whether l's near cache is in use (tests).
+func NearCacheUp(l *Lister) bool { return l.near != nil && l.near.up.Load() }
+
+// NearCacheConnID returns the Redis client id of l's tracking connection.
+func NearCacheConnID(l *Lister) int64 { return l.near.connID.Load() }

@@ -95,6 +95,7 @@ func newHideProc(tb testing.TB, s *sink, rdb redis.UniversalClient, cfg listproj
 	if err != nil {
 		tb.Fatal(err)
 	}
+	runLister(tb, l, rdb)
 	h, err := listprojector.NewHides(s.db, l, nil, cfg)
 	if err != nil {
 		tb.Fatal(err)

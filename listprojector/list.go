@@ -51,6 +51,7 @@ type Lister struct {
 	metrics *Metrics
 
 	hides *hideCache
+	near  *nearCache
 
 	redisDownUntil atomic.Int64 // unix ms: skip Redis until then after an error
 	repairing      sync.Map     // "app\x00region" -> struct{}: region repairs in flight
@@ -78,8 +79,19 @@ func NewLister(db *sql.DB, rdb redis.UniversalClient, cfg Config, log *slog.Logg
 		log = slog.New(slog.DiscardHandler)
 	}
 	c := newCache(rdb, cfg)
-	return &Lister{db: db, cache: c, hides: &hideCache{c: c}, cfg: cfg, sign: signer{key: cfg.CursorSecret},
-		frozen: newFreezer(cfg), log: log.With("component", "roomlist"), metrics: m}, nil
+	log = log.With("component", "roomlist")
+	return &Lister{db: db, cache: c, hides: &hideCache{c: c}, near: newNearCache(c, cfg, log, m), cfg: cfg,
+		sign: signer{key: cfg.CursorSecret}, frozen: newFreezer(cfg), log: log, metrics: m}, nil
+}
+
+// Run keeps the near cache's Redis tracking connection until ctx ends
+// (see nearCache); it returns nil then. Without Run, or with the near
+// cache off, every page reads its cards and hides from Redis.
+func (l *Lister) Run(ctx context.Context) error {
+	if l.near != nil {
+		l.near.run(ctx)
+	}
+	return nil
 }
 
 // List returns one page of the caller's region list (or search).
@@ -372,7 +384,7 @@ func (l *Lister) cardsHides(ctx context.Context, app string, region int64, ids [
 		rctx, cancel := context.WithTimeout(ctx, l.cfg.RedisTimeout)
 		var err error
 		var ready bool
-		found, missing, hidden, ready, err = l.cache.cardsAndHides(rctx, app, region, ids, nowMs)
+		found, missing, hidden, ready, err = l.near.cardsAndHides(rctx, app, region, ids, nowMs)
 		cancel()
 		switch {
 		case err != nil:
@@ -464,6 +476,10 @@ func (l *Lister) fillHidesLater(ctx context.Context, app string, region int64) {
 			l.log.Warn("repair of a region's hides in redis failed", "app_code", app, "region_id", region, "error", err)
 			return
 		}
+		// The fill replaced the set: this process's near copy goes now,
+		// not when the invalidation arrives (the stale mark may clear
+		// below, and the old copy must not serve then).
+		l.near.dropHides(app, region)
 		if filled && stale {
 			l.hides.clearStale(r, seq)
 		}
@@ -477,6 +493,9 @@ func (l *Lister) hideChanged(ctx context.Context, app string, region int64) {
 	if l == nil || l.cache == nil {
 		return
 	}
+	// The near cache drops the set after Redis did: a fill that read the
+	// old set before the DEL is marked by this drop and keeps nothing.
+	defer l.near.dropHides(app, region)
 	if err := l.cache.invalidateHides(ctx, app, region, 4*l.cfg.RedisTimeout); err != nil {
 		l.hides.markStale(hideRegion{app, region})
 		l.metrics.redisFailed("hides")

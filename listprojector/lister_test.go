@@ -63,6 +63,7 @@ func newTestLister(tb testing.TB, db *sql.DB, rdb redis.UniversalClient, cfg lis
 	if err != nil {
 		tb.Fatal(err)
 	}
+	runLister(tb, l, rdb)
 	return l
 }
 

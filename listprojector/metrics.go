@@ -19,6 +19,8 @@ type Metrics struct {
 
 	applied, stale, coalesced, unknown prometheus.Counter
 	hit, miss, cacheErr, hideMiss      prometheus.Counter
+	near                               prometheus.Counter
+	nearUp                             prometheus.Gauge
 }
 
 // NewMetrics creates the series and registers them on reg (none when reg
@@ -41,8 +43,12 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		}),
 		cache: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "room_list_cache_requests_total",
-			Help: "Redis reads of the list query, by result: hit, miss (read from MySQL and repaired), error (Redis failed; read from MySQL), hides_miss (a page's hides read from MySQL: the region's hide set was not filled or is marked stale; refilled in the background).",
+			Help: "Redis reads of the list query, by result: hit, miss (read from MySQL and repaired), error (Redis failed; read from MySQL), hides_miss (a page's hides read from MySQL: the region's hide set was not filled or is marked stale; refilled in the background), near (a page's cards and hides served from the process's Redis-tracked near cache, no round trip).",
 		}, []string{"result"}),
+		nearUp: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "room_list_near_cache_up",
+			Help: "1 while this process's near cache of list cards and hide sets is in use (its Redis tracking connection is up), else 0.",
+		}),
 		query: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "room_list_query_duration_seconds",
 			Help:    "Latency of GET /api/v1/rooms in the list service, by kind (list or search).",
@@ -59,6 +65,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	promreg.Add(r, &m.pending)
 	promreg.Add(r, &m.cache)
 	promreg.Add(r, &m.query)
+	promreg.Add(r, &m.nearUp)
 	promreg.Add(r, &m.redisErrs)
 	if err := r.Err(); err != nil {
 		return nil, fmt.Errorf("room list metrics: %w", err)
@@ -71,6 +78,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	m.miss = m.cache.WithLabelValues("miss")
 	m.cacheErr = m.cache.WithLabelValues("error")
 	m.hideMiss = m.cache.WithLabelValues("hides_miss")
+	m.near = m.cache.WithLabelValues("near")
 	for _, w := range []string{"projector", "reconcile", "repair", "hides"} {
 		m.redisErrs.WithLabelValues(w)
 	}
@@ -88,6 +96,18 @@ func (m *Metrics) observeLag(seconds float64) {
 func (m *Metrics) add(c func(*Metrics) prometheus.Counter, n int) {
 	if m != nil && n > 0 {
 		c(m).Add(float64(n))
+	}
+}
+
+func (m *Metrics) nearHit() {
+	if m != nil {
+		m.near.Inc()
+	}
+}
+
+func (m *Metrics) setNearUp(up bool) {
+	if m != nil {
+		m.nearUp.Set(map[bool]float64{false: 0, true: 1}[up])
 	}
 }
 

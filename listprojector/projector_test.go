@@ -47,6 +47,7 @@ func newSink(tb testing.TB) *sink {
 	if s.lister, err = listprojector.NewLister(db, rdb, s.cfg, testenv.Logger(tb), m); err != nil {
 		tb.Fatal(err)
 	}
+	runLister(tb, s.lister, rdb)
 	return s
 }
 

@@ -113,6 +113,7 @@ func newStack(tb testing.TB) *stack {
 	if err != nil {
 		tb.Fatal(err)
 	}
+	runLister(tb, lister, rdb)
 	moderation, err := rooms.NewModerationCounter(reg)
 	if err != nil {
 		tb.Fatal(err)
@@ -155,6 +156,22 @@ func newStack(tb testing.TB) *stack {
 }
 
 // runWorker runs a worker until the test ends and checks it stops cleanly.
+// runLister runs l's near cache until the test ends and, when rdb answers,
+// waits until it is in use: the tests then read through it, as a serving
+// process does.
+func runLister(tb testing.TB, l *listprojector.Lister, rdb redis.UniversalClient) {
+	tb.Helper()
+	runWorker(tb, l.Run)
+	if rdb == nil || rdb.Ping(context.Background()).Err() != nil {
+		return
+	}
+	for deadline := time.Now().Add(10 * time.Second); !listprojector.NearCacheUp(l); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			tb.Fatal("the near cache did not come up")
+		}
+	}
+}
+
 func runWorker(tb testing.TB, run func(context.Context) error) {
 	tb.Helper()
 	ctx, cancel := context.WithCancel(context.Background())

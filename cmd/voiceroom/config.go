@@ -93,6 +93,8 @@ type config struct {
 	ListChainDepth      int           `env:"VOICEROOM_LIST_CHAIN_DEPTH" envDefault:"1000"`
 	ListMaxFrozenRooms  int           `env:"VOICEROOM_LIST_MAX_FROZEN_ROOMS" envDefault:"2000000"`
 	ListSearchMaxResult int           `env:"VOICEROOM_LIST_SEARCH_MAX_RESULTS" envDefault:"200"`
+	ListNearCacheCards  int           `env:"VOICEROOM_LIST_NEAR_CACHE_CARDS" envDefault:"100000"`
+	ListNearCacheMaxAge time.Duration `env:"VOICEROOM_LIST_NEAR_CACHE_MAX_AGE" envDefault:"30s"`
 
 	RoomsPresenceTTL      time.Duration `env:"VOICEROOM_ROOMS_PRESENCE_TTL" envDefault:"30s"`
 	RoomsSweepInterval    time.Duration `env:"VOICEROOM_ROOMS_SWEEP_INTERVAL" envDefault:"10s"`

@@ -26,6 +26,7 @@ var listVars = map[string]string{
 	"CursorSecret": "VOICEROOM_JWT_SECRET", "FreezeEvery": "VOICEROOM_LIST_FREEZE_EVERY",
 	"ChainTTL": "VOICEROOM_LIST_CHAIN_TTL", "ChainDepth": "VOICEROOM_LIST_CHAIN_DEPTH",
 	"MaxFrozenRooms": "VOICEROOM_LIST_MAX_FROZEN_ROOMS", "SearchMaxResults": "VOICEROOM_LIST_SEARCH_MAX_RESULTS",
+	"NearCacheCards": "VOICEROOM_LIST_NEAR_CACHE_CARDS", "NearCacheMaxAge": "VOICEROOM_LIST_NEAR_CACHE_MAX_AGE",
 }
 
 // roomList is the configuration of the room list; the cursor key is
@@ -48,6 +49,8 @@ func (c *config) roomList(secret []byte) listprojector.Config {
 		ChainDepth:       c.ListChainDepth,
 		MaxFrozenRooms:   c.ListMaxFrozenRooms,
 		SearchMaxResults: c.ListSearchMaxResult,
+		NearCacheCards:   c.ListNearCacheCards,
+		NearCacheMaxAge:  c.ListNearCacheMaxAge,
 	}
 }
 
@@ -118,6 +121,7 @@ func wireRoomList(d *deps, regionSvc *regions.Service) error {
 			return fmt.Errorf("room hides: %w", err)
 		}
 		d.mounts = append(d.mounts, gateway.RoomListRoutes(lister, pins, regionSvc), gateway.HideRoutes(hides))
+		d.workers = append(d.workers, worker{name: "list-near-cache", run: lister.Run})
 	}
 	return nil
 }

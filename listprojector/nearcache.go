@@ -1,0 +1,555 @@
+package listprojector
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// nearCache keeps in this process the cards and hide sets the list query
+// read from Redis, and serves them again without a round trip for as long
+// as Redis says they did not change. A first page is then read from memory
+// alone: the frozen order is already here, and its cards and its region's
+// hides are too.
+//
+// Redis tracks the keys for it (server-assisted client-side caching, in
+// broadcasting mode): one dedicated connection sends
+//
+//	CLIENT TRACKING ON REDIRECT <its own id> BCAST PREFIX <p>room:card: PREFIX <p>room:hides:
+//	SUBSCRIBE __redis__:invalidate
+//
+// and from then on Redis sends it the name of every key under those
+// prefixes that any client sets, deletes, or that expires or is evicted,
+// as part of the write (before it answers the writer). The entry of each
+// such key is dropped here.
+//
+// # Why a page from the near cache is as fresh as a Redis read made when its request arrived
+//
+//   - Before it reads its entries, a request waits for a barrier: the
+//     answer to a PING sent on the tracking connection after the request
+//     arrived. Redis sends a connection's messages in order, so every
+//     invalidation of a write Redis finished before that PING (every write
+//     finished before the request arrived, a hide's DEL in another
+//     process included) has been applied when the PONG is read. Waiting
+//     readers share one PING: one is in flight at a time, and the readers
+//     that arrive meanwhile wait for the next. A barrier that does not
+//     complete within the read's RedisTimeout sends the request to Redis.
+//   - Entries are used only while the tracking connection is up: its
+//     subscription confirmed, or a ping answered, since its last failure.
+//     A failure (an error, or no message within trackingTimeout although a
+//     ping goes out every trackingPing) drops every entry and bumps the
+//     epoch, and nothing is used or kept until the connection is back with
+//     tracking armed again (go-redis reconnects it and OnConnect re-arms).
+//   - A fill (a Redis read whose result is to be kept) registers its keys
+//     before the read. An invalidation of a key under fill marks it, and a
+//     marked key's value is not kept: it may predate the write. A fill that
+//     began in an earlier epoch keeps nothing.
+//   - An entry is used for at most maxAge after its read: a backstop, should
+//     an invalidation ever be lost while the connection looked healthy.
+//
+// So a hide or unhide shows at the next list request of every process.
+// A hide made in this process also drops its region's set here at once
+// (Lister.hideChanged), as does a fill of the set by this process.
+//
+// A nil *nearCache, or one whose Run is not running, serves nothing from
+// memory: every read goes to Redis as before.
+type nearCache struct {
+	c        *cache
+	base     *redis.Client
+	maxAge   time.Duration
+	maxCards int
+	log      *slog.Logger
+	metrics  *Metrics
+	now      func() time.Time
+
+	up     atomic.Bool
+	epoch  atomic.Uint64 // bumped by every flush
+	connID atomic.Int64  // Redis client id of the tracking connection
+
+	mu    sync.RWMutex
+	cards tracked[cardRef, *Card]
+	hides tracked[hideRegion, hideSet]
+
+	// The barrier (see sync): the readers waiting for the next PING, the
+	// PING in flight, and a nudge for the pinger.
+	bmu  sync.Mutex
+	next *syncPoint
+	sent *syncPoint
+	kick chan struct{}
+}
+
+// syncPoint is one PING of the barrier: done closes when its PONG came
+// (ok) or the connection failed (not ok).
+type syncPoint struct {
+	done chan struct{}
+	ok   bool
+}
+
+// cardRef names a room's card.
+type cardRef struct{ app, room string }
+
+// hideSet is a region's filled hide set: room id -> expiry score (+inf:
+// none). A room is hidden at t while its score is above t.
+type hideSet map[string]float64
+
+// hiddenAt returns which of ids the set hides at nowMs (nil for none).
+func (h hideSet) hiddenAt(ids []string, nowMs int64) map[string]bool {
+	var hidden map[string]bool
+	now := float64(nowMs)
+	for _, id := range ids {
+		if h[id] > now {
+			if hidden == nil {
+				hidden = map[string]bool{}
+			}
+			hidden[id] = true
+		}
+	}
+	return hidden
+}
+
+const (
+	invalidateChannel = "__redis__:invalidate"
+	// trackingPing is how often the tracking connection is pinged, and
+	// trackingTimeout how long it may stay silent before it counts as
+	// failed.
+	trackingPing    = time.Second
+	trackingTimeout = 3 * time.Second
+)
+
+// newNearCache returns the near cache of c, or nil when it is off
+// (maxCards < 0), there is no Redis, or Redis is not a single server
+// (*redis.Client): tracking follows one connection to one server.
+func newNearCache(c *cache, cfg Config, log *slog.Logger, m *Metrics) *nearCache {
+	if c == nil || cfg.NearCacheCards < 0 {
+		return nil
+	}
+	base, ok := c.rdb.(*redis.Client)
+	if !ok {
+		log.Info("near cache off: Redis is not a single server")
+		return nil
+	}
+	n := &nearCache{c: c, base: base, maxAge: cfg.NearCacheMaxAge, maxCards: cfg.NearCacheCards, log: log, metrics: m,
+		now: time.Now, kick: make(chan struct{}, 1)}
+	n.cards.init(cfg.NearCacheCards)
+	n.hides.init(maxNearHideSets)
+	return n
+}
+
+// maxNearHideSets bounds the hide sets held (one per app and region read).
+const maxNearHideSets = 10_000
+
+// cardsAndHides is cache.cardsAndHides served from memory where it can:
+// the cards and the region's hide set found here are not read again, the
+// others are read from Redis in one round trip and kept.
+func (n *nearCache) cardsAndHides(ctx context.Context, app string, region int64, ids []string, nowMs int64) (
+	found map[string]*Card, missing []string, hidden map[string]bool, hidesReady bool, err error) {
+	if n == nil || !n.up.Load() || !n.sync(ctx) {
+		return n.cache().cardsAndHides(ctx, app, region, ids, nowMs)
+	}
+	now := n.now()
+	found = make(map[string]*Card, len(ids))
+	var need []string
+	var set hideSet
+	haveSet := region < 0
+	hr := hideRegion{app, region}
+	n.mu.RLock()
+	for _, id := range ids {
+		if k, ok := n.cards.get(cardRef{app, id}, now, n.maxAge); ok {
+			found[id] = k
+		} else {
+			need = append(need, id)
+		}
+	}
+	if !haveSet {
+		set, haveSet = n.hides.get(hr, now, n.maxAge)
+	}
+	n.mu.RUnlock()
+	if len(need) == 0 && haveSet {
+		n.metrics.nearHit()
+		if region >= 0 {
+			hidden, hidesReady = set.hiddenAt(ids, nowMs), true
+		}
+		return found, nil, hidden, hidesReady, nil
+	}
+
+	// Read the rest from Redis, and keep it unless an invalidation or a
+	// flush came in between.
+	wantSet := !haveSet
+	n.mu.Lock()
+	epoch := n.epoch.Load()
+	for _, id := range need {
+		n.cards.begin(cardRef{app, id})
+	}
+	if wantSet {
+		n.hides.begin(hr)
+	}
+	n.mu.Unlock()
+	got, gotMissing, readSet, ready, err := n.c.cardsAndHideSet(ctx, app, region, need, wantSet)
+	n.mu.Lock()
+	keep := err == nil && n.up.Load() && n.epoch.Load() == epoch
+	for _, id := range need {
+		k := got[id]
+		n.cards.end(cardRef{app, id}, k, keep && k != nil, now)
+	}
+	if wantSet {
+		n.hides.end(hr, readSet, keep && ready, now)
+	}
+	n.mu.Unlock()
+	if err != nil {
+		return map[string]*Card{}, ids, nil, false, err
+	}
+	for id, k := range got {
+		found[id] = k
+	}
+	if wantSet {
+		set = readSet
+		haveSet = ready
+	}
+	if region >= 0 && haveSet {
+		hidden, hidesReady = set.hiddenAt(ids, nowMs), true
+	}
+	return found, gotMissing, hidden, hidesReady, nil
+}
+
+func (n *nearCache) cache() *cache {
+	if n == nil {
+		return nil
+	}
+	return n.c
+}
+
+// sync waits for the barrier: the PONG of a PING sent on the tracking
+// connection after sync was called. It returns false when the connection
+// failed first or ctx ended.
+func (n *nearCache) sync(ctx context.Context) bool {
+	n.bmu.Lock()
+	if n.next == nil {
+		n.next = &syncPoint{done: make(chan struct{})}
+	}
+	sp := n.next
+	n.bmu.Unlock()
+	select {
+	case n.kick <- struct{}{}:
+	default:
+	}
+	select {
+	case <-sp.done:
+		return sp.ok
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// syncPayload tells the barrier's PONGs from the health pings'.
+const syncPayload = "sync"
+
+// pingSyncs sends the barrier's PINGs, one in flight at a time, until ctx
+// ends.
+func (n *nearCache) pingSyncs(ctx context.Context, ps *redis.PubSub) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-n.kick:
+		}
+		n.bmu.Lock()
+		if n.sent != nil || n.next == nil {
+			n.bmu.Unlock()
+			continue
+		}
+		n.sent, n.next = n.next, nil
+		n.bmu.Unlock()
+		if err := ps.Ping(ctx, syncPayload); err != nil {
+			n.synced(false)
+		}
+	}
+}
+
+// synced ends the PING in flight (ok: its PONG came), and nudges the
+// pinger when readers wait for the next.
+func (n *nearCache) synced(ok bool) {
+	n.bmu.Lock()
+	sp := n.sent
+	n.sent = nil
+	pending := n.next != nil
+	n.bmu.Unlock()
+	if sp != nil {
+		sp.ok = ok
+		close(sp.done)
+	}
+	if pending {
+		select {
+		case n.kick <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// failSyncs releases every reader waiting for the barrier, unsynced.
+func (n *nearCache) failSyncs() {
+	n.bmu.Lock()
+	sps := []*syncPoint{n.sent, n.next}
+	n.sent, n.next = nil, nil
+	n.bmu.Unlock()
+	for _, sp := range sps {
+		if sp != nil {
+			close(sp.done)
+		}
+	}
+}
+
+// dropHides forgets a region's hide set (a hide or unhide committed here).
+func (n *nearCache) dropHides(app string, region int64) {
+	if n == nil {
+		return
+	}
+	n.mu.Lock()
+	n.hides.drop(hideRegion{app, region})
+	n.mu.Unlock()
+}
+
+// invalidate drops the entry of a Redis key Redis reported changed.
+func (n *nearCache) invalidate(key string) {
+	rest, ok := strings.CutPrefix(key, n.c.prefix)
+	if !ok {
+		return
+	}
+	if r, ok := strings.CutPrefix(rest, "room:card:{"); ok {
+		if app, room, ok := strings.Cut(r, "}:"); ok {
+			n.mu.Lock()
+			n.cards.drop(cardRef{app, room})
+			n.mu.Unlock()
+		}
+		return
+	}
+	if r, ok := strings.CutPrefix(rest, "room:hides:{"); ok {
+		if app, reg, ok := strings.Cut(r, "}:"); ok {
+			if region, err := strconv.ParseInt(reg, 10, 64); err == nil { // not the :gen key
+				n.dropHides(app, region)
+			}
+		}
+	}
+}
+
+// flush drops every entry and starts a new epoch.
+func (n *nearCache) flush() {
+	n.mu.Lock()
+	n.epoch.Add(1)
+	n.cards.clear()
+	n.hides.clear()
+	n.mu.Unlock()
+}
+
+// setUp marks the tracking connection up or down; going down flushes and
+// logs err (nil: stopped).
+func (n *nearCache) setUp(up bool, err error) {
+	if !up {
+		was := n.up.Swap(false)
+		n.flush()
+		n.failSyncs()
+		if was && err != nil {
+			n.log.Warn("near cache off: its Redis tracking connection failed; the list reads Redis", "error", err)
+		}
+		n.metrics.setNearUp(false)
+		return
+	}
+	if !n.up.Swap(true) {
+		n.log.Info("near cache on: Redis tracks the list's cards and hide sets for this process")
+		n.metrics.setNearUp(true)
+	}
+}
+
+// run keeps the tracking connection until ctx ends.
+func (n *nearCache) run(ctx context.Context) {
+	// A client of the same server, credentials and TLS, with one
+	// connection. (The base client's Options are not copied whole: the
+	// client updates some of them while it runs.)
+	base := n.base.Options()
+	opts := redis.Options{
+		Network: base.Network, Addr: base.Addr, Dialer: base.Dialer, Username: base.Username, Password: base.Password,
+		CredentialsProvider: base.CredentialsProvider, CredentialsProviderContext: base.CredentialsProviderContext,
+		DB: base.DB, TLSConfig: base.TLSConfig, DialTimeout: base.DialTimeout,
+		Protocol: 2, // invalidations as plain pub/sub messages
+		PoolSize: 1, ClientName: "voiceroom-list-near",
+	}
+	opts.OnConnect = func(ctx context.Context, cn *redis.Conn) error {
+		id, err := cn.ClientID(ctx).Result()
+		if err != nil {
+			return fmt.Errorf("near cache: client id: %w", err)
+		}
+		err = cn.Do(ctx, "CLIENT", "TRACKING", "ON", "REDIRECT", id, "BCAST",
+			"PREFIX", n.c.prefix+"room:card:", "PREFIX", n.c.prefix+"room:hides:").Err()
+		if err != nil {
+			return fmt.Errorf("near cache: client tracking: %w", err)
+		}
+		n.connID.Store(id)
+		return nil
+	}
+	client := redis.NewClient(&opts)
+	defer client.Close()
+	ps := client.Subscribe(ctx, invalidateChannel)
+	defer ps.Close()
+	defer n.setUp(false, nil)
+
+	go n.pingSyncs(ctx, ps)
+	go func() {
+		t := time.NewTicker(trackingPing)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				_ = ps.Ping(ctx) // a failure shows in Receive
+			}
+		}
+	}()
+	backoff := 100 * time.Millisecond
+	for {
+		msg, err := ps.ReceiveTimeout(ctx, trackingTimeout)
+		if ctx.Err() != nil {
+			return
+		}
+		if err != nil {
+			n.setUp(false, err)
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(backoff):
+			}
+			backoff = min(2*backoff, 5*time.Second)
+			continue
+		}
+		backoff = 100 * time.Millisecond
+		switch m := msg.(type) {
+		case *redis.Subscription:
+			n.setUp(true, nil)
+		case *redis.Pong:
+			n.setUp(true, nil)
+			if m.Payload == syncPayload {
+				n.synced(true)
+			}
+		case *redis.Message:
+			if m.Channel != invalidateChannel {
+				continue
+			}
+			for _, k := range m.PayloadSlice {
+				n.invalidate(k)
+			}
+			if m.PayloadSlice == nil {
+				n.invalidate(m.Payload)
+			}
+		}
+	}
+}
+
+// tracked is a map of entries read from Redis, with the fills in flight
+// and the keys invalidated during one. Its owner's lock guards it.
+type tracked[K comparable, V any] struct {
+	max      int
+	m        map[K]nearEntry[V]
+	inflight map[K]int
+	dirty    map[K]struct{}
+}
+
+type nearEntry[V any] struct {
+	v  V
+	at time.Time
+}
+
+func (t *tracked[K, V]) init(max int) {
+	t.max = max
+	t.m = map[K]nearEntry[V]{}
+	t.inflight = map[K]int{}
+	t.dirty = map[K]struct{}{}
+}
+
+// get returns k's value if it is held and younger than maxAge at now.
+func (t *tracked[K, V]) get(k K, now time.Time, maxAge time.Duration) (V, bool) {
+	e, ok := t.m[k]
+	if !ok || now.Sub(e.at) > maxAge {
+		var zero V
+		return zero, false
+	}
+	return e.v, true
+}
+
+// begin registers a fill of k.
+func (t *tracked[K, V]) begin(k K) { t.inflight[k]++ }
+
+// end ends a fill of k begun at begin, keeping v (read at at) when keep
+// is true and k was not invalidated meanwhile. When the map is full an
+// arbitrary entry makes room.
+func (t *tracked[K, V]) end(k K, v V, keep bool, at time.Time) {
+	if _, invalidated := t.dirty[k]; keep && !invalidated && t.max > 0 {
+		if _, held := t.m[k]; !held && len(t.m) >= t.max {
+			for old := range t.m {
+				delete(t.m, old)
+				break
+			}
+		}
+		t.m[k] = nearEntry[V]{v: v, at: at}
+	}
+	if t.inflight[k]--; t.inflight[k] <= 0 {
+		delete(t.inflight, k)
+		delete(t.dirty, k)
+	}
+}
+
+// drop forgets k, and marks the fills of k in flight.
+func (t *tracked[K, V]) drop(k K) {
+	delete(t.m, k)
+	if t.inflight[k] > 0 {
+		t.dirty[k] = struct{}{}
+	}
+}
+
+// clear forgets every entry; fills in flight are voided by the epoch.
+func (t *tracked[K, V]) clear() {
+	clear(t.m)
+}
+
+// cardsAndHideSet reads app's cards ids and, when wantSet, the region's
+// whole hide set, in one round trip. ready is false when the set is not
+// filled (see hideCache).
+func (c *cache) cardsAndHideSet(ctx context.Context, app string, region int64, ids []string, wantSet bool) (
+	found map[string]*Card, missing []string, set hideSet, ready bool, err error) {
+	p := c.rdb.Pipeline()
+	var mget *redis.SliceCmd
+	if len(ids) > 0 {
+		mget = p.MGet(ctx, c.cardKeys(app, ids)...)
+	}
+	var zr *redis.ZSliceCmd
+	if wantSet {
+		zr = p.ZRangeWithScores(ctx, c.hideKey(app, region), 0, -1)
+	}
+	if _, err := p.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return nil, ids, nil, false, fmt.Errorf("read cards from redis: %w", err)
+	}
+	found, missing = map[string]*Card{}, nil
+	if mget != nil {
+		found, missing = c.decodeCards(app, ids, mget.Val())
+	}
+	if zr != nil {
+		zs := zr.Val()
+		set = make(hideSet, len(zs))
+		for _, z := range zs {
+			id, _ := z.Member.(string)
+			if id == hideReady {
+				ready = math.IsInf(z.Score, 1)
+				continue
+			}
+			set[id] = z.Score
+		}
+	}
+	return found, missing, set, ready, nil
+}

@@ -1,0 +1,205 @@
+package listprojector_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"voiceroom/internal/testenv"
+	"voiceroom/listprojector"
+	"voiceroom/rooms"
+)
+
+// countReads counts the MGET commands (card reads) a client sends.
+type countReads struct{ mgets atomic.Int64 }
+
+func (c *countReads) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (c *countReads) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if cmd.Name() == "mget" {
+			c.mgets.Add(1)
+		}
+		return next(ctx, cmd)
+	}
+}
+func (c *countReads) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		for _, cmd := range cmds {
+			if cmd.Name() == "mget" {
+				c.mgets.Add(1)
+			}
+		}
+		return next(ctx, cmds)
+	}
+}
+
+// nearSetup is a projector and one api process whose list reads Redis
+// through a counting client, with a near cache that only invalidations
+// can empty (its max age is an hour).
+func nearSetup(t *testing.T) (*sink, hideProc, *countReads, listprojector.Config) {
+	t.Helper()
+	s := newSink(t)
+	for i, id := range []string{"r1", "r2"} { // the rooms rows hides check
+		if _, err := s.db.Exec(`INSERT INTO rooms (app_code, room_id, room_short_id, owner_user_id, status, visible_region_id,
+			mode, room_version, created_at_ms, updated_at_ms) VALUES ('a1', ?, ?, ?, 'active', 1, 'voice', 1, 1, 1)`,
+			id, fmt.Sprintf("s%d", i), 7000+i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.start()
+	s.publish("a1", rooms.EventRoomCreated, card("r1", 1, 1, "one", 1))
+	s.publish("a1", rooms.EventRoomCreated, card("r2", 1, 1, "other", 2))
+	s.eventually("a1", 1, func(items []listprojector.Item) error {
+		if len(items) != 2 {
+			return fmt.Errorf("%+v", items)
+		}
+		return nil
+	})
+	counted := redis.NewClient(&redis.Options{Addr: s.rdb.Options().Addr})
+	t.Cleanup(func() { counted.Close() })
+	reads := &countReads{}
+	counted.AddHook(reads)
+	cfg := s.cfg
+	cfg.NearCacheMaxAge = time.Hour
+	return s, newHideProc(t, s, counted, cfg), reads, cfg
+}
+
+// titles lists region 1 of a1 through l: room id -> title.
+func titles(t *testing.T, l *listprojector.Lister) map[string]string {
+	t.Helper()
+	p, err := l.List(context.Background(), listprojector.ListRequest{AppCode: "a1", RegionID: 1, Limit: 50})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, it := range p.Rooms {
+		out[it.RoomID] = it.Title
+	}
+	return out
+}
+
+// TestNearCacheServesRepeatsFromMemory: once a page's cards and hides were
+// read, the same page is served again without reading Redis, until a
+// write changes a card: then the new card shows (its invalidation, not the
+// hour-long max age, dropped the old one) and is kept again.
+func TestNearCacheServesRepeatsFromMemory(t *testing.T) {
+	s, p, reads, _ := nearSetup(t)
+	eventuallyFilled(t, p.lister, s.rdb, s.prefix, "a1", 1) // hide set filled in Redis
+	titles(t, p.lister)                                      // and read into the near cache
+	before, nearBefore := reads.mgets.Load(), testenv.MetricValue(t, p.reg, "room_list_cache_requests_total", "result", "near")
+	for range 20 {
+		if got := titles(t, p.lister); got["r1"] != "one" || got["r2"] != "other" {
+			t.Fatalf("page: %v", got)
+		}
+	}
+	if n := reads.mgets.Load() - before; n != 0 {
+		t.Fatalf("%d card reads from Redis for 20 repeated pages, want 0", n)
+	}
+	if n := testenv.MetricValue(t, p.reg, "room_list_cache_requests_total", "result", "near") - nearBefore; n != 20 {
+		t.Fatalf("near hits %v, want 20", n)
+	}
+
+	s.publish("a1", rooms.EventRoomUserJoined, card("r1", 2, 1, "two", 1))
+	testenv.Eventually(t, 10*time.Second, func() error {
+		if got := titles(t, p.lister); got["r1"] != "two" || got["r2"] != "other" {
+			return fmt.Errorf("page: %v", got)
+		}
+		return nil
+	})
+	before = reads.mgets.Load()
+	for range 5 {
+		if got := titles(t, p.lister); got["r1"] != "two" {
+			t.Fatalf("page: %v", got)
+		}
+	}
+	if n := reads.mgets.Load() - before; n != 0 {
+		t.Fatalf("%d card reads after the new card was read, want 0", n)
+	}
+}
+
+// TestNearCacheHides: a hide made in a process shows in its very next
+// list request; another process that had the region's hide set in its
+// near cache drops it when Redis's invalidation arrives; an unhide brings
+// the room back in both.
+func TestNearCacheHides(t *testing.T) {
+	s, writer, _, cfg := nearSetup(t)
+	reader := newHideProc(t, s, s.rdb, cfg)
+	for _, p := range []hideProc{writer, reader} {
+		eventuallyFilled(t, p.lister, s.rdb, s.prefix, "a1", 1)
+		if got := titles(t, p.lister); got["r1"] != "one" {
+			t.Fatalf("before the hide: %v", got)
+		}
+	}
+	ctx := context.Background()
+	h, err := writer.hides.Create(ctx, "a1", "op", listprojector.NewHide{RoomID: "r1", VisibleRegionID: 1, Reason: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := titles(t, writer.lister); got["r1"] != "" || got["r2"] != "other" {
+		t.Fatalf("the writer's next page after the hide: %v", got)
+	}
+	testenv.Eventually(t, 10*time.Second, func() error {
+		if got := titles(t, reader.lister); got["r1"] != "" || got["r2"] != "other" {
+			return fmt.Errorf("the reader's page after the hide: %v", got)
+		}
+		return nil
+	})
+	if _, err := writer.hides.Delete(ctx, "a1", "op", h.HideID, "done"); err != nil {
+		t.Fatal(err)
+	}
+	if got := titles(t, writer.lister); got["r1"] != "one" {
+		t.Fatalf("the writer's next page after the unhide: %v", got)
+	}
+	testenv.Eventually(t, 10*time.Second, func() error {
+		if got := titles(t, reader.lister); got["r1"] != "one" {
+			return fmt.Errorf("the reader's page after the unhide: %v", got)
+		}
+		return nil
+	})
+}
+
+// TestNearCacheFlushesWhenTrackingDrops: when the tracking connection dies,
+// the invalidations Redis would have sent it are lost, so the near cache
+// drops everything; a card written meanwhile shows, and the cache comes
+// back on a new tracking connection.
+func TestNearCacheFlushesWhenTrackingDrops(t *testing.T) {
+	s, p, _, cfg := nearSetup(t)
+	if got := titles(t, p.lister); got["r1"] != "one" {
+		t.Fatalf("before: %v", got)
+	}
+	ctx := context.Background()
+	old := listprojector.NearCacheConnID(p.lister)
+	if err := s.rdb.Do(ctx, "CLIENT", "KILL", "ID", old).Err(); err != nil {
+		t.Fatal(err)
+	}
+	// Straight into Redis while no tracking connection listens: no
+	// invalidation reaches the process for this write.
+	key := cfg.KeyPrefix + "room:card:{a1}:r1"
+	raw, err := s.rdb.Get(ctx, key).Bytes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c map[string]any
+	if err := json.Unmarshal(raw, &c); err != nil {
+		t.Fatal(err)
+	}
+	c["title"] = "written while untracked"
+	raw, _ = json.Marshal(c)
+	if err := s.rdb.Set(ctx, key, raw, time.Hour).Err(); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 10*time.Second, func() error {
+		if got := titles(t, p.lister); got["r1"] != "written while untracked" {
+			return fmt.Errorf("page: %v", got)
+		}
+		if !listprojector.NearCacheUp(p.lister) || listprojector.NearCacheConnID(p.lister) == old {
+			return fmt.Errorf("tracking not back on a new connection")
+		}
+		return nil
+	})
+}
