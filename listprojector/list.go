@@ -52,13 +52,16 @@ type Lister struct {
 
 	hides *hideCache
 
-	redisDownUntil atomic.Int64 // unix ms: skip Redis until then after an error
+	redisDownUntil atomic.Int64 // unix ms: 0 while Redis is up; after an error, when it may be probed
+	redisProbing   atomic.Bool  // a probe of a failed Redis is in flight
 	repairing      sync.Map     // "app\x00region" -> struct{}: region repairs in flight
 }
 
 // redisBackoff is how long the list query leaves Redis alone after an
 // error, so a stopped Redis costs one failed round trip per backoff, not
-// one per request.
+// one per request: then one probe (a PING in the background) decides
+// whether requests use Redis again, and until it succeeds they read
+// MySQL.
 const redisBackoff = time.Second
 
 // NewLister returns the list query service. rdb may be nil (MySQL only); m
@@ -268,13 +271,45 @@ func (l *Lister) count(f func(*Metrics)) {
 	}
 }
 
+// redisUp reports whether a request may use Redis: not after an error
+// until a probe succeeded. The first request to find the backoff over
+// starts the probe; it and every other request go on without Redis
+// meanwhile, so a dead Redis never holds requests up (a dial that hangs
+// or is retried included).
 func (l *Lister) redisUp() bool {
-	return l.cache != nil && time.Now().UnixMilli() >= l.redisDownUntil.Load()
+	if l.cache == nil {
+		return false
+	}
+	until := l.redisDownUntil.Load()
+	if until == 0 {
+		return true
+	}
+	if time.Now().UnixMilli() >= until && l.redisProbing.CompareAndSwap(false, true) {
+		go l.probeRedis()
+	}
+	return false
 }
 
+// probeRedis pings Redis, bounded by RedisTimeout: success lets requests
+// use it again, failure starts another backoff.
+func (l *Lister) probeRedis() {
+	defer l.redisProbing.Store(false)
+	ctx, cancel := context.WithTimeout(context.Background(), l.cfg.RedisTimeout)
+	defer cancel()
+	if err := l.cache.rdb.Ping(ctx).Err(); err != nil {
+		l.count(func(m *Metrics) { m.cacheErr.Inc() })
+		l.redisDownUntil.Store(time.Now().Add(redisBackoff).UnixMilli())
+		return
+	}
+	l.redisDownUntil.Store(0)
+	l.log.Info("redis answers again; reading the list from it")
+}
+
+// redisFailed notes a Redis error: requests leave Redis alone for
+// redisBackoff, then probe it (see redisUp).
 func (l *Lister) redisFailed(err error) {
 	l.count(func(m *Metrics) { m.cacheErr.Inc() })
-	if l.redisDownUntil.Swap(time.Now().Add(redisBackoff).UnixMilli()) < time.Now().UnixMilli() {
+	if l.redisDownUntil.Swap(time.Now().Add(redisBackoff).UnixMilli()) == 0 {
 		l.log.Warn("redis read failed; serving the list from MySQL", "retry_in", redisBackoff, "error", err)
 	}
 }
