@@ -210,7 +210,7 @@ func (l *Lister) freeze(ctx context.Context, req ListRequest, nowMs int64) (*fro
 			entries: es, complete: true, at: l.cfg.Now()}), nil
 	}
 	id := listID{req.AppCode, req.RegionID, req.Tab}
-	return l.frozen.current(ctx, id, func() (*frozenOrder, error) { return l.buildOrder(ctx, id) })
+	return l.frozen.current(ctx, id, func(ctx context.Context) (*frozenOrder, error) { return l.buildOrder(ctx, id) })
 }
 
 // buildOrder freezes a list: its pinned rooms (MySQL), then the others
