@@ -51,6 +51,7 @@ type Lister struct {
 	metrics *Metrics
 
 	hides *hideCache
+	stmts *stmts // the page read's prepared statements
 
 	redisDownUntil atomic.Int64 // unix ms: 0 while Redis is up; after an error, when it may be probed
 	redisProbing   atomic.Bool  // a probe of a failed Redis is in flight
@@ -81,7 +82,7 @@ func NewLister(db *sql.DB, rdb redis.UniversalClient, cfg Config, log *slog.Logg
 		log = slog.New(slog.DiscardHandler)
 	}
 	c := newCache(rdb, cfg)
-	return &Lister{db: db, cache: c, hides: &hideCache{c: c}, cfg: cfg, sign: signer{key: cfg.CursorSecret},
+	return &Lister{db: db, cache: c, hides: &hideCache{c: c}, stmts: newStmts(db), cfg: cfg, sign: signer{key: cfg.CursorSecret},
 		frozen: newFreezer(cfg), log: log.With("component", "roomlist"), metrics: m}, nil
 }
 
@@ -428,7 +429,7 @@ func (l *Lister) cardsHides(ctx context.Context, app string, region int64, ids [
 	}
 	if !hidesKnown && len(missing) == len(ids) {
 		// Nothing from Redis: cards and hides in one MySQL query.
-		cards, hidden, err := readCardsHidden(ctx, l.db, app, region, ids, nowMs)
+		cards, hidden, err := readCardsHidden(ctx, l.stmts, app, region, ids, nowMs)
 		if err != nil {
 			return nil, nil, err
 		}
