@@ -60,8 +60,9 @@ type listID struct {
 // (ChainTTL after freezing) and in size (MaxFrozenRooms rooms in all; the
 // oldest orders go first). The lists share orders: a first page is served
 // from the list's newest order while it is younger than FreezeEvery, so a
-// busy list is frozen once per FreezeEvery, not once per request; older,
-// it is still served while its successor is built (see current).
+// busy list is frozen once per FreezeEvery, not once per request; older
+// (up to twice FreezeEvery), it is still served while its successor is
+// built (see current).
 //
 // A cursor whose order is gone (expired, evicted, frozen by another
 // process, or the process restarted) continues on the live order after
@@ -141,13 +142,15 @@ func (z *freezer) keep(f *frozenOrder) *frozenOrder {
 }
 
 // current returns the list's newest order, freezing a new one with build
-// when it is older than FreezeEvery. One build per list runs at a time,
-// and no request waits for one while the list has an order younger than
-// ChainTTL: the request that finds it older than FreezeEvery starts the
-// build in the background (bounded by buildTimeout, not by the request)
-// and gets that order, as do the requests that come while the build runs.
-// Only without such an order (the list's first, or one not asked for
-// during ChainTTL) do requests wait for the build, sharing its result.
+// when it is older than FreezeEvery, so the order returned is at most
+// twice FreezeEvery old. One build per list runs at a time, and no
+// request waits for one while the list has an order younger than twice
+// FreezeEvery: the request that finds it older than FreezeEvery starts
+// the build in the background (bounded by buildTimeout, not by the
+// request) and gets that order, as do the requests that come while the
+// build runs. Without such an order (the list's first, one nobody asked
+// for meanwhile, or a build slower than FreezeEvery) requests wait for
+// the build, sharing its result.
 func (z *freezer) current(ctx context.Context, l listID, build func(context.Context) (*frozenOrder, error)) (*frozenOrder, error) {
 	z.mu.Lock()
 	st := z.lists[l]
@@ -157,7 +160,7 @@ func (z *freezer) current(ctx context.Context, l listID, build func(context.Cont
 	}
 	now := z.now()
 	prev := st.cur
-	if prev != nil && now.Sub(prev.at) >= z.ttl {
+	if prev != nil && (now.Sub(prev.at) >= 2*z.every || now.Sub(prev.at) >= z.ttl) {
 		prev = nil
 	}
 	if prev != nil && now.Sub(prev.at) < z.every {
