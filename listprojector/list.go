@@ -90,21 +90,31 @@ func NewLister(db *sql.DB, rdb redis.UniversalClient, cfg Config, log *slog.Logg
 //
 // A chain of pages (each request carrying the previous NextCursor) walks
 // one frozen order: the list as it was when its first page was served
-// (at most FreezeEvery earlier). Walked within ChainTTL, a chain never
-// returns a room twice and never skips a room that stayed listed the whole
-// time, whatever happens to scores between pages, for its first
+// (at most FreezeEvery earlier, or twice that while its successor is
+// built: a first page does not wait for the rebuild it starts). Walked
+// within ChainTTL, a chain never returns a room twice and never skips a
+// room that stayed listed the whole time, whatever happens to scores
+// between pages, for its first
 // ChainDepth rooms (pinned ones included). Past ChainDepth, or when the
 // frozen order is gone (ChainTTL passed, MaxFrozenRooms evicted it, or
 // another process froze it), the chain continues on the live order after
 // the last room it returned: rooms whose scores crossed that point may
 // then repeat or be missed. A search returns at most SearchMaxResults
-// rooms over its whole chain. Cards are always read fresh: a room that
-// closed or left the region since the freeze is left out of its page.
+// rooms over its whole chain. Cards are read fresh, so a room that closed
+// or left the region since the freeze is left out of its page, with one
+// bound instead: when Redis is not read (after an error, or none is
+// configured) and the region has no active hide, the first 2*MaxLimit
+// rooms of a list order read from MySQL are shown with the cards read
+// with that order, at most FreezeEvery old (a room closed, moved or
+// changed within that second may show as it was). Hides never come from
+// there: see below.
 //
 // Hides apply to every request at its own time: each page reads the
 // hides of its rooms as they are at the request (from Redis in the same
 // round trip as the cards, else MySQL; see hideCache for why Redis never
-// answers stale) and leaves the hidden ones out, pinned ones included,
+// answers stale; a page served with held cards reads MySQL for whether
+// the region has an active hide, and reads the page's hides when it has)
+// and leaves the hidden ones out, pinned ones included,
 // whether the page comes from a frozen order or the live one; a chain under way stops showing a room hidden after its first
 // page. A frozen list order keeps hidden rooms in place, so a room unhidden
 // while a chain walks it shows again on that chain's later pages if its
@@ -215,7 +225,9 @@ func (l *Lister) freeze(ctx context.Context, req ListRequest, nowMs int64) (*fro
 }
 
 // buildOrder freezes a list: its pinned rooms (MySQL), then the others
-// in the tab's order (Redis, else MySQL), ChainDepth rooms at most.
+// in the tab's order (Redis, else MySQL), ChainDepth rooms at most. An
+// order read from MySQL also holds the cards of its first headRooms
+// rooms, read right after it (see fromFrozen).
 func (l *Lister) buildOrder(ctx context.Context, id listID) (*frozenOrder, error) {
 	depth := l.cfg.ChainDepth
 	pins, err := pinnedNow(ctx, l.db, id.app, id.region, l.cfg.nowMs())
@@ -223,7 +235,7 @@ func (l *Lister) buildOrder(ctx context.Context, id listID) (*frozenOrder, error
 		return nil, err
 	}
 	want := depth + len(pins)
-	normal, complete, err := l.order(ctx, id, want)
+	normal, complete, fromDB, err := l.order(ctx, id, want)
 	if err != nil {
 		return nil, err
 	}
@@ -241,12 +253,25 @@ func (l *Lister) buildOrder(ctx context.Context, id listID) (*frozenOrder, error
 	if len(es) > depth {
 		es, complete = es[:depth], false
 	}
-	return &frozenOrder{app: id.app, region: id.region, tab: id.tab, entries: es, complete: complete}, nil
+	f := &frozenOrder{app: id.app, region: id.region, tab: id.tab, entries: es, complete: complete}
+	if fromDB {
+		ids := make([]string, 0, min(len(es), headRooms))
+		for _, e := range es[:min(len(es), headRooms)] {
+			ids = append(ids, e.id)
+		}
+		cards, err := readCards(ctx, l.db, id.app, ids)
+		if err != nil {
+			return nil, err
+		}
+		f.heads.Store(&cards)
+	}
+	return f, nil
 }
 
 // order reads the first n rooms of a list: Redis when its sets are ready,
-// else MySQL (and the region's sets are repaired in the background).
-func (l *Lister) order(ctx context.Context, id listID, n int) ([]entry, bool, error) {
+// else MySQL (fromDB; and the region's sets are repaired in the
+// background).
+func (l *Lister) order(ctx context.Context, id listID, n int) (es []entry, complete, fromDB bool, err error) {
 	if l.redisUp() {
 		rctx, cancel := context.WithTimeout(ctx, l.cfg.RedisTimeout)
 		es, complete, err := l.cache.order(rctx, id.app, id.region, id.tab, n)
@@ -254,7 +279,7 @@ func (l *Lister) order(ctx context.Context, id listID, n int) ([]entry, bool, er
 		switch {
 		case err == nil:
 			l.count(func(m *Metrics) { m.hit.Inc() })
-			return es, complete, nil
+			return es, complete, false, nil
 		case errors.Is(err, errNotReady):
 			l.count(func(m *Metrics) { m.miss.Inc() })
 			l.repairRegion(ctx, id.app, id.region)
@@ -262,8 +287,8 @@ func (l *Lister) order(ctx context.Context, id listID, n int) ([]entry, bool, er
 			l.redisFailed(err)
 		}
 	}
-	es, err := listOrder(ctx, l.db, id.app, id.region, id.tab, "", false, 0, "", n, 0)
-	return es, len(es) < n, err
+	es, err = listOrder(ctx, l.db, id.app, id.region, id.tab, "", false, 0, "", n, 0)
+	return es, len(es) < n, true, err
 }
 
 func (l *Lister) count(f func(*Metrics)) {
@@ -536,7 +561,7 @@ func (l *Lister) fromFrozen(ctx context.Context, req ListRequest, f *frozenOrder
 		for i, e := range batch {
 			ids[i] = e.id
 		}
-		cards, hidden, err := l.pageCards(ctx, req.AppCode, req.RegionID, ids, nowMs)
+		cards, hidden, err := l.frozenCards(ctx, req, f, ids, nowMs)
 		if err != nil {
 			return Page{}, err
 		}
@@ -564,6 +589,26 @@ func (l *Lister) fromFrozen(ctx context.Context, req ListRequest, f *frozenOrder
 	}
 	page.NextCursor = l.sign.encode(c)
 	return page, nil
+}
+
+// frozenCards is pageCards for rooms ids of f, but answers from the
+// cards f holds (read from MySQL with its order) when it can: while f is
+// younger than FreezeEvery, holds a card of every room of ids, Redis is
+// not read (after an error) and the region has no active hide in MySQL
+// (read now). Those cards are at most FreezeEvery old; whenever the
+// region has an active hide, expired or not, the page reads cards and
+// hides from MySQL as pageCards does, so hides apply at once.
+func (l *Lister) frozenCards(ctx context.Context, req ListRequest, f *frozenOrder, ids []string, nowMs int64) (map[string]*Card, map[string]bool, error) {
+	if held := f.heldCards(ids, l.cfg.Now().Sub(f.at) < l.cfg.FreezeEvery); held != nil && !l.redisUp() {
+		hides, err := regionHasHides(ctx, l.stmts, req.AppCode, req.RegionID)
+		if err != nil {
+			return nil, nil, err
+		}
+		if !hides {
+			return held, nil, nil
+		}
+	}
+	return l.pageCards(ctx, req.AppCode, req.RegionID, ids, nowMs)
 }
 
 // fromLive serves the page after the cursor's last room on the live

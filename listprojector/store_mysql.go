@@ -240,6 +240,23 @@ var cardColsE = func() string {
 	return strings.Join(cols, ", ")
 }()
 
+// regionHasHides reports whether app has an active hide in region,
+// expired or not (one probe of idx_hides_region, bounded whatever the
+// number of hides).
+func regionHasHides(ctx context.Context, ps *stmts, app string, region int64) (bool, error) {
+	rows, err := ps.query(ctx, `SELECT 1 FROM room_region_hides FORCE INDEX (idx_hides_region)
+		WHERE app_code = ? AND visible_region_id = ? AND status = 'active' LIMIT 1`, app, region)
+	if err != nil {
+		return false, fmt.Errorf("read hides: %w", err)
+	}
+	defer rows.Close()
+	found := rows.Next()
+	if err := rows.Err(); err != nil {
+		return false, fmt.Errorf("read hides: %w", err)
+	}
+	return found, nil
+}
+
 // stmts runs the list's hottest queries as server-side prepared
 // statements, prepared once per SQL text (each on the connections it
 // runs on) and kept while db is open: the server then neither parses the
