@@ -15,7 +15,9 @@ type Config struct {
 	// of one pull, coalesced by room and written in one multi-row upsert.
 	// Default 500.
 	FetchBatch int
-	// WriteTimeout bounds one batch's MySQL and Redis writes. Default 10s.
+	// WriteTimeout bounds one batch's MySQL and Redis writes, and each
+	// piece of the list query's background work (a repair of Redis, the
+	// rebuild of a frozen order). Default 10s.
 	WriteTimeout time.Duration
 	// PendingEvery is how often the projector reads the durable's pending
 	// count for its gauge. Default 5s.

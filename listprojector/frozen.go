@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -21,6 +22,12 @@ type frozenOrder struct {
 	complete bool // every room of the list is in entries (not cut at ChainDepth)
 	at       time.Time
 
+	// heads holds the cards of its first headRooms entries by room id
+	// when the order was read from MySQL (nil otherwise, and once a newer
+	// order of the list is kept): read in the same build, just after the
+	// order. The map is never modified.
+	heads atomic.Pointer[map[string]*Card]
+
 	// firstCursors holds the signed cursors of its first pages by the
 	// position they continue at (a first page's cursor is the same for
 	// every caller of the list: signed once, not per request); at most
@@ -30,6 +37,25 @@ type frozenOrder struct {
 }
 
 const maxFirstCursors = 8
+
+// headRooms is how many rooms of an order read from MySQL have their
+// cards held with it: the first two pages of the largest limit.
+const headRooms = 2 * MaxLimit
+
+// heldCards returns the cards f holds when they include every room of
+// ids and fresh is true, else nil.
+func (f *frozenOrder) heldCards(ids []string, fresh bool) map[string]*Card {
+	p := f.heads.Load()
+	if p == nil || !fresh {
+		return nil
+	}
+	for _, id := range ids {
+		if (*p)[id] == nil {
+			return nil
+		}
+	}
+	return *p
+}
 
 // firstCursor returns the cursor a first page ending at pos carries,
 // signing it with sign the first time.
@@ -60,16 +86,19 @@ type listID struct {
 // (ChainTTL after freezing) and in size (MaxFrozenRooms rooms in all; the
 // oldest orders go first). The lists share orders: a first page is served
 // from the list's newest order while it is younger than FreezeEvery, so a
-// busy list is frozen once per FreezeEvery, not once per request.
+// busy list is frozen once per FreezeEvery, not once per request; older
+// (up to twice FreezeEvery), it is still served while its successor is
+// built (see current).
 //
 // A cursor whose order is gone (expired, evicted, frozen by another
 // process, or the process restarted) continues on the live order after
 // the last room it returned, which may repeat or skip rooms whose scores
 // changed meanwhile; see Lister.List.
 type freezer struct {
-	ttl, every time.Duration
-	maxRooms   int
-	now        func() time.Time
+	ttl, every   time.Duration
+	buildTimeout time.Duration // of a build in the background
+	maxRooms     int
+	now          func() time.Time
 
 	mu     sync.Mutex
 	byID   map[uint64]*frozenOrder
@@ -90,7 +119,7 @@ func newFreezer(cfg Config) *freezer {
 	var seed [8]byte
 	rand.Read(seed[:])
 	return &freezer{
-		ttl: cfg.ChainTTL, every: cfg.FreezeEvery, maxRooms: cfg.MaxFrozenRooms, now: cfg.Now,
+		ttl: cfg.ChainTTL, every: cfg.FreezeEvery, buildTimeout: cfg.WriteTimeout, maxRooms: cfg.MaxFrozenRooms, now: cfg.Now,
 		byID: map[uint64]*frozenOrder{}, lists: map[listID]*listState{},
 		// Random high bits: ids of another process's orders do not match ours.
 		nextID: binary.BigEndian.Uint64(seed[:]) &^ 0xffffffff,
@@ -139,9 +168,16 @@ func (z *freezer) keep(f *frozenOrder) *frozenOrder {
 }
 
 // current returns the list's newest order, freezing a new one with build
-// when it is older than FreezeEvery. One build per list runs at a time:
-// meanwhile the others get the previous order while it lasts, or wait.
-func (z *freezer) current(ctx context.Context, l listID, build func() (*frozenOrder, error)) (*frozenOrder, error) {
+// when it is older than FreezeEvery, so the order returned is at most
+// twice FreezeEvery old. One build per list runs at a time, and no
+// request waits for one while the list has an order younger than twice
+// FreezeEvery: the request that finds it older than FreezeEvery starts
+// the build in the background (bounded by buildTimeout, not by the
+// request) and gets that order, as do the requests that come while the
+// build runs. Without such an order (the list's first, one nobody asked
+// for meanwhile, or a build slower than FreezeEvery) requests wait for
+// the build, sharing its result.
+func (z *freezer) current(ctx context.Context, l listID, build func(context.Context) (*frozenOrder, error)) (*frozenOrder, error) {
 	z.mu.Lock()
 	st := z.lists[l]
 	if st == nil {
@@ -149,35 +185,52 @@ func (z *freezer) current(ctx context.Context, l listID, build func() (*frozenOr
 		z.lists[l] = st
 	}
 	now := z.now()
-	if st.cur != nil && now.Sub(st.cur.at) < z.every {
-		f := st.cur
-		z.mu.Unlock()
-		return f, nil
+	prev := st.cur
+	if prev != nil && (now.Sub(prev.at) >= 2*z.every || now.Sub(prev.at) >= z.ttl) {
+		prev = nil
 	}
-	if ch := st.building; ch != nil {
-		if f := st.cur; f != nil && now.Sub(f.at) < z.ttl {
-			z.mu.Unlock()
-			return f, nil
-		}
+	if prev != nil && now.Sub(prev.at) < z.every {
 		z.mu.Unlock()
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
-		z.mu.Lock()
-		defer z.mu.Unlock()
-		if st.err != nil {
-			return nil, st.err
-		}
-		return st.built, nil
+		return prev, nil
 	}
-	ch := make(chan struct{})
-	st.building = ch
+	ch := st.building
+	if ch == nil {
+		ch = make(chan struct{})
+		st.building = ch
+		z.mu.Unlock()
+		if prev == nil {
+			f, err := build(ctx)
+			return z.built(st, ch, now, f, err)
+		}
+		go func() {
+			bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), z.buildTimeout)
+			defer cancel()
+			f, err := build(bctx)
+			z.built(st, ch, now, f, err)
+		}()
+		return prev, nil
+	}
+	if prev != nil {
+		z.mu.Unlock()
+		return prev, nil
+	}
 	z.mu.Unlock()
+	select {
+	case <-ch:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	z.mu.Lock()
+	defer z.mu.Unlock()
+	if st.err != nil {
+		return nil, st.err
+	}
+	return st.built, nil
+}
 
-	f, err := build()
-
+// built ends the build ch of st, begun at at: a built order is kept and
+// becomes the list's newest; waiters get it or err.
+func (z *freezer) built(st *listState, ch chan struct{}, at time.Time, f *frozenOrder, err error) (*frozenOrder, error) {
 	z.mu.Lock()
 	defer z.mu.Unlock()
 	st.building, st.built, st.err = nil, f, err
@@ -185,8 +238,11 @@ func (z *freezer) current(ctx context.Context, l listID, build func() (*frozenOr
 	if err != nil {
 		return nil, err
 	}
-	f.at = now
+	f.at = at
 	z.add(f)
+	if st.cur != nil {
+		st.cur.heads.Store(nil) // only the newest order's are served
+	}
 	st.cur = f
 	return f, nil
 }

@@ -52,14 +52,18 @@ type Lister struct {
 
 	hides *hideCache
 	near  *nearCache
+	stmts *stmts // the page read's prepared statements
 
-	redisDownUntil atomic.Int64 // unix ms: skip Redis until then after an error
+	redisDownUntil atomic.Int64 // unix ms: 0 while Redis is up; after an error, when it may be probed
+	redisProbing   atomic.Bool  // a probe of a failed Redis is in flight
 	repairing      sync.Map     // "app\x00region" -> struct{}: region repairs in flight
 }
 
 // redisBackoff is how long the list query leaves Redis alone after an
 // error, so a stopped Redis costs one failed round trip per backoff, not
-// one per request.
+// one per request: then one probe (a PING in the background) decides
+// whether requests use Redis again, and until it succeeds they read
+// MySQL.
 const redisBackoff = time.Second
 
 // NewLister returns the list query service. rdb may be nil (MySQL only); m
@@ -80,7 +84,7 @@ func NewLister(db *sql.DB, rdb redis.UniversalClient, cfg Config, log *slog.Logg
 	}
 	c := newCache(rdb, cfg)
 	log = log.With("component", "roomlist")
-	return &Lister{db: db, cache: c, hides: &hideCache{c: c}, near: newNearCache(c, cfg, log, m), cfg: cfg,
+	return &Lister{db: db, cache: c, hides: &hideCache{c: c}, near: newNearCache(c, cfg, log, m), stmts: newStmts(db), cfg: cfg,
 		sign: signer{key: cfg.CursorSecret}, frozen: newFreezer(cfg), log: log, metrics: m}, nil
 }
 
@@ -98,21 +102,31 @@ func (l *Lister) Run(ctx context.Context) error {
 //
 // A chain of pages (each request carrying the previous NextCursor) walks
 // one frozen order: the list as it was when its first page was served
-// (at most FreezeEvery earlier). Walked within ChainTTL, a chain never
-// returns a room twice and never skips a room that stayed listed the whole
-// time, whatever happens to scores between pages, for its first
+// (at most FreezeEvery earlier, or twice that while its successor is
+// built: a first page does not wait for the rebuild it starts). Walked
+// within ChainTTL, a chain never returns a room twice and never skips a
+// room that stayed listed the whole time, whatever happens to scores
+// between pages, for its first
 // ChainDepth rooms (pinned ones included). Past ChainDepth, or when the
 // frozen order is gone (ChainTTL passed, MaxFrozenRooms evicted it, or
 // another process froze it), the chain continues on the live order after
 // the last room it returned: rooms whose scores crossed that point may
 // then repeat or be missed. A search returns at most SearchMaxResults
-// rooms over its whole chain. Cards are always read fresh: a room that
-// closed or left the region since the freeze is left out of its page.
+// rooms over its whole chain. Cards are read fresh, so a room that closed
+// or left the region since the freeze is left out of its page, with one
+// bound instead: when Redis is not read (after an error, or none is
+// configured) and the region has no active hide, the first 2*MaxLimit
+// rooms of a list order read from MySQL are shown with the cards read
+// with that order, at most FreezeEvery old (a room closed, moved or
+// changed within that second may show as it was). Hides never come from
+// there: see below.
 //
 // Hides apply to every request at its own time: each page reads the
 // hides of its rooms as they are at the request (from Redis in the same
 // round trip as the cards, else MySQL; see hideCache for why Redis never
-// answers stale) and leaves the hidden ones out, pinned ones included,
+// answers stale; a page served with held cards reads MySQL for whether
+// the region has an active hide, and reads the page's hides when it has)
+// and leaves the hidden ones out, pinned ones included,
 // whether the page comes from a frozen order or the live one; a chain under way stops showing a room hidden after its first
 // page. A frozen list order keeps hidden rooms in place, so a room unhidden
 // while a chain walks it shows again on that chain's later pages if its
@@ -219,11 +233,13 @@ func (l *Lister) freeze(ctx context.Context, req ListRequest, nowMs int64) (*fro
 			entries: es, complete: true, at: l.cfg.Now()}), nil
 	}
 	id := listID{req.AppCode, req.RegionID, req.Tab}
-	return l.frozen.current(ctx, id, func() (*frozenOrder, error) { return l.buildOrder(ctx, id) })
+	return l.frozen.current(ctx, id, func(ctx context.Context) (*frozenOrder, error) { return l.buildOrder(ctx, id) })
 }
 
 // buildOrder freezes a list: its pinned rooms (MySQL), then the others
-// in the tab's order (Redis, else MySQL), ChainDepth rooms at most.
+// in the tab's order (Redis, else MySQL), ChainDepth rooms at most. An
+// order read from MySQL also holds the cards of its first headRooms
+// rooms, read right after it (see fromFrozen).
 func (l *Lister) buildOrder(ctx context.Context, id listID) (*frozenOrder, error) {
 	depth := l.cfg.ChainDepth
 	pins, err := pinnedNow(ctx, l.db, id.app, id.region, l.cfg.nowMs())
@@ -231,7 +247,7 @@ func (l *Lister) buildOrder(ctx context.Context, id listID) (*frozenOrder, error
 		return nil, err
 	}
 	want := depth + len(pins)
-	normal, complete, err := l.order(ctx, id, want)
+	normal, complete, fromDB, err := l.order(ctx, id, want)
 	if err != nil {
 		return nil, err
 	}
@@ -249,12 +265,25 @@ func (l *Lister) buildOrder(ctx context.Context, id listID) (*frozenOrder, error
 	if len(es) > depth {
 		es, complete = es[:depth], false
 	}
-	return &frozenOrder{app: id.app, region: id.region, tab: id.tab, entries: es, complete: complete}, nil
+	f := &frozenOrder{app: id.app, region: id.region, tab: id.tab, entries: es, complete: complete}
+	if fromDB {
+		ids := make([]string, 0, min(len(es), headRooms))
+		for _, e := range es[:min(len(es), headRooms)] {
+			ids = append(ids, e.id)
+		}
+		cards, err := readCards(ctx, l.db, id.app, ids)
+		if err != nil {
+			return nil, err
+		}
+		f.heads.Store(&cards)
+	}
+	return f, nil
 }
 
 // order reads the first n rooms of a list: Redis when its sets are ready,
-// else MySQL (and the region's sets are repaired in the background).
-func (l *Lister) order(ctx context.Context, id listID, n int) ([]entry, bool, error) {
+// else MySQL (fromDB; and the region's sets are repaired in the
+// background).
+func (l *Lister) order(ctx context.Context, id listID, n int) (es []entry, complete, fromDB bool, err error) {
 	if l.redisUp() {
 		rctx, cancel := context.WithTimeout(ctx, l.cfg.RedisTimeout)
 		es, complete, err := l.cache.order(rctx, id.app, id.region, id.tab, n)
@@ -262,7 +291,7 @@ func (l *Lister) order(ctx context.Context, id listID, n int) ([]entry, bool, er
 		switch {
 		case err == nil:
 			l.count(func(m *Metrics) { m.hit.Inc() })
-			return es, complete, nil
+			return es, complete, false, nil
 		case errors.Is(err, errNotReady):
 			l.count(func(m *Metrics) { m.miss.Inc() })
 			l.repairRegion(ctx, id.app, id.region)
@@ -270,8 +299,8 @@ func (l *Lister) order(ctx context.Context, id listID, n int) ([]entry, bool, er
 			l.redisFailed(err)
 		}
 	}
-	es, err := listOrder(ctx, l.db, id.app, id.region, id.tab, "", false, 0, "", n, 0)
-	return es, len(es) < n, err
+	es, err = listOrder(ctx, l.db, id.app, id.region, id.tab, "", false, 0, "", n, 0)
+	return es, len(es) < n, true, err
 }
 
 func (l *Lister) count(f func(*Metrics)) {
@@ -280,13 +309,45 @@ func (l *Lister) count(f func(*Metrics)) {
 	}
 }
 
+// redisUp reports whether a request may use Redis: not after an error
+// until a probe succeeded. The first request to find the backoff over
+// starts the probe; it and every other request go on without Redis
+// meanwhile, so a dead Redis never holds requests up (a dial that hangs
+// or is retried included).
 func (l *Lister) redisUp() bool {
-	return l.cache != nil && time.Now().UnixMilli() >= l.redisDownUntil.Load()
+	if l.cache == nil {
+		return false
+	}
+	until := l.redisDownUntil.Load()
+	if until == 0 {
+		return true
+	}
+	if time.Now().UnixMilli() >= until && l.redisProbing.CompareAndSwap(false, true) {
+		go l.probeRedis()
+	}
+	return false
 }
 
+// probeRedis pings Redis, bounded by RedisTimeout: success lets requests
+// use it again, failure starts another backoff.
+func (l *Lister) probeRedis() {
+	defer l.redisProbing.Store(false)
+	ctx, cancel := context.WithTimeout(context.Background(), l.cfg.RedisTimeout)
+	defer cancel()
+	if err := l.cache.rdb.Ping(ctx).Err(); err != nil {
+		l.count(func(m *Metrics) { m.cacheErr.Inc() })
+		l.redisDownUntil.Store(time.Now().Add(redisBackoff).UnixMilli())
+		return
+	}
+	l.redisDownUntil.Store(0)
+	l.log.Info("redis answers again; reading the list from it")
+}
+
+// redisFailed notes a Redis error: requests leave Redis alone for
+// redisBackoff, then probe it (see redisUp).
 func (l *Lister) redisFailed(err error) {
 	l.count(func(m *Metrics) { m.cacheErr.Inc() })
-	if l.redisDownUntil.Swap(time.Now().Add(redisBackoff).UnixMilli()) < time.Now().UnixMilli() {
+	if l.redisDownUntil.Swap(time.Now().Add(redisBackoff).UnixMilli()) == 0 {
 		l.log.Warn("redis read failed; serving the list from MySQL", "retry_in", redisBackoff, "error", err)
 	}
 }
@@ -405,7 +466,7 @@ func (l *Lister) cardsHides(ctx context.Context, app string, region int64, ids [
 	}
 	if !hidesKnown && len(missing) == len(ids) {
 		// Nothing from Redis: cards and hides in one MySQL query.
-		cards, hidden, err := readCardsHidden(ctx, l.db, app, region, ids, nowMs)
+		cards, hidden, err := readCardsHidden(ctx, l.stmts, app, region, ids, nowMs)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -519,7 +580,7 @@ func (l *Lister) fromFrozen(ctx context.Context, req ListRequest, f *frozenOrder
 		for i, e := range batch {
 			ids[i] = e.id
 		}
-		cards, hidden, err := l.pageCards(ctx, req.AppCode, req.RegionID, ids, nowMs)
+		cards, hidden, err := l.frozenCards(ctx, req, f, ids, nowMs)
 		if err != nil {
 			return Page{}, err
 		}
@@ -547,6 +608,26 @@ func (l *Lister) fromFrozen(ctx context.Context, req ListRequest, f *frozenOrder
 	}
 	page.NextCursor = l.sign.encode(c)
 	return page, nil
+}
+
+// frozenCards is pageCards for rooms ids of f, but answers from the
+// cards f holds (read from MySQL with its order) when it can: while f is
+// younger than FreezeEvery, holds a card of every room of ids, Redis is
+// not read (after an error) and the region has no active hide in MySQL
+// (read now). Those cards are at most FreezeEvery old; whenever the
+// region has an active hide, expired or not, the page reads cards and
+// hides from MySQL as pageCards does, so hides apply at once.
+func (l *Lister) frozenCards(ctx context.Context, req ListRequest, f *frozenOrder, ids []string, nowMs int64) (map[string]*Card, map[string]bool, error) {
+	if held := f.heldCards(ids, l.cfg.Now().Sub(f.at) < l.cfg.FreezeEvery); held != nil && !l.redisUp() {
+		hides, err := regionHasHides(ctx, l.stmts, req.AppCode, req.RegionID)
+		if err != nil {
+			return nil, nil, err
+		}
+		if !hides {
+			return held, nil, nil
+		}
+	}
+	return l.pageCards(ctx, req.AppCode, req.RegionID, ids, nowMs)
 }
 
 // fromLive serves the page after the cursor's last room on the live

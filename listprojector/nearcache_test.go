@@ -90,7 +90,7 @@ func titles(t *testing.T, l *listprojector.Lister) map[string]string {
 func TestNearCacheServesRepeatsFromMemory(t *testing.T) {
 	s, p, reads, _ := nearSetup(t)
 	eventuallyFilled(t, p.lister, s.rdb, s.prefix, "a1", 1) // hide set filled in Redis
-	titles(t, p.lister)                                      // and read into the near cache
+	titles(t, p.lister)                                     // and read into the near cache
 	before, nearBefore := reads.mgets.Load(), testenv.MetricValue(t, p.reg, "room_list_cache_requests_total", "result", "near")
 	for range 20 {
 		if got := titles(t, p.lister); got["r1"] != "one" || got["r2"] != "other" {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 )
 
 // roomKey names a room across apps.
@@ -156,21 +157,23 @@ func readCards(ctx context.Context, db *sql.DB, app string, ids []string) (map[s
 
 // readCardsHidden returns the stored cards of app's rooms ids, by room id,
 // and which of them are hidden in region at nowMs, in one query (the
-// list's path when Redis gives nothing).
-func readCardsHidden(ctx context.Context, db *sql.DB, app string, region int64, ids []string, nowMs int64) (map[string]*Card, map[string]bool, error) {
+// list's path when Redis gives nothing): ids of a page (MaxLimit at most)
+// through a prepared statement of ps.
+func readCardsHidden(ctx context.Context, ps *stmts, app string, region int64, ids []string, nowMs int64) (map[string]*Card, map[string]bool, error) {
 	out := make(map[string]*Card, len(ids))
 	if len(ids) == 0 {
 		return out, nil, nil
 	}
-	args := make([]any, 0, len(ids)+3)
+	n := pageArity(len(ids))
+	args := make([]any, 0, n+3)
 	args = append(args, region, nowMs, app)
 	for _, id := range ids {
 		args = append(args, id)
 	}
-	rows, err := db.QueryContext(ctx, `SELECT `+cardCols+`, EXISTS (SELECT 1 FROM room_region_hides h
-		WHERE h.app_code = e.app_code AND h.visible_region_id = ? AND h.room_id = e.room_id AND h.status = 'active'
-		AND (h.expires_at_ms = 0 OR h.expires_at_ms > ?)) FROM room_list_entries e WHERE e.app_code = ? AND e.room_id IN (`+
-		placeholders(len(ids))+`)`, args...)
+	for len(args) < n+3 {
+		args = append(args, ids[0]) // a repeated id reads its row once
+	}
+	rows, err := ps.query(ctx, cardsHiddenSQL(n), args...)
 	if err != nil {
 		return nil, nil, fmt.Errorf("read cards: %w", err)
 	}
@@ -178,14 +181,14 @@ func readCardsHidden(ctx context.Context, db *sql.DB, app string, region int64, 
 	var hidden map[string]bool
 	for rows.Next() {
 		c := new(Card)
-		var isHidden bool
+		var hide sql.NullInt64
 		if err := rows.Scan(&c.AppCode, &c.RoomID, &c.RoomShortID, &c.IMGroupID, &c.OwnerUserID, &c.HostUserID, &c.VisibleRegionID,
 			&c.Title, &c.CoverURL, &c.Mode, &c.Status, &c.Locked, &c.Heat, &c.OnlineCount, &c.SeatCount, &c.OccupiedSeatCount,
-			&c.CreatedAtMs, &c.RoomVersion, &c.SortScore, &c.UpdatedAtMs, &isHidden); err != nil {
+			&c.CreatedAtMs, &c.RoomVersion, &c.SortScore, &c.UpdatedAtMs, &hide); err != nil {
 			return nil, nil, fmt.Errorf("read cards: %w", err)
 		}
 		out[c.RoomID] = c
-		if isHidden {
+		if hide.Valid {
 			if hidden == nil {
 				hidden = map[string]bool{}
 			}
@@ -196,6 +199,97 @@ func readCardsHidden(ctx context.Context, db *sql.DB, app string, region int64, 
 		return nil, nil, fmt.Errorf("read cards: %w", err)
 	}
 	return out, hidden, nil
+}
+
+// pageArity is the number of room ids readCardsHidden's statement takes
+// for n: DefaultLimit or MaxLimit (padded with a repeated id), so a
+// handful of statements serve every page; n itself past MaxLimit.
+func pageArity(n int) int {
+	switch {
+	case n <= DefaultLimit:
+		return DefaultLimit
+	case n <= MaxLimit:
+		return MaxLimit
+	}
+	return n
+}
+
+// cardsHiddenSQL reads the cards of n rooms with their applying hides
+// (parameters visible_region_id, now_ms, app_code, n room ids): a row per
+// room and hide, the hide_id NULL when none applies, so a room with two
+// applying hides comes twice (read as one).
+//
+// Its shape keeps the list's hottest MySQL query cheap (README, "The room
+// list"): the primary key is forced, since otherwise the optimizer weighs
+// a range over every index beginning with app_code at each execution; the
+// hides are a join on idx_hides_region, not a dependent subquery (run per
+// row through a subquery cache).
+func cardsHiddenSQL(n int) string {
+	return `SELECT ` + cardColsE + `, h.hide_id FROM room_list_entries e FORCE INDEX (PRIMARY)
+		LEFT JOIN room_region_hides h ON h.app_code = e.app_code AND h.visible_region_id = ? AND h.room_id = e.room_id
+		AND h.status = 'active' AND (h.expires_at_ms = 0 OR h.expires_at_ms > ?)
+		WHERE e.app_code = ? AND e.room_id IN (` + placeholders(n) + `)`
+}
+
+// cardColsE is cardCols qualified with the table alias e.
+var cardColsE = func() string {
+	cols := strings.Fields(strings.ReplaceAll(cardCols, ",", " "))
+	for i, c := range cols {
+		cols[i] = "e." + c
+	}
+	return strings.Join(cols, ", ")
+}()
+
+// regionHasHides reports whether app has an active hide in region,
+// expired or not (one probe of idx_hides_region, bounded whatever the
+// number of hides).
+func regionHasHides(ctx context.Context, ps *stmts, app string, region int64) (bool, error) {
+	rows, err := ps.query(ctx, `SELECT 1 FROM room_region_hides FORCE INDEX (idx_hides_region)
+		WHERE app_code = ? AND visible_region_id = ? AND status = 'active' LIMIT 1`, app, region)
+	if err != nil {
+		return false, fmt.Errorf("read hides: %w", err)
+	}
+	defer rows.Close()
+	found := rows.Next()
+	if err := rows.Err(); err != nil {
+		return false, fmt.Errorf("read hides: %w", err)
+	}
+	return found, nil
+}
+
+// stmts runs the list's hottest queries as server-side prepared
+// statements, prepared once per SQL text (each on the connections it
+// runs on) and kept while db is open: the server then neither parses the
+// statement nor reads interpolated values on every execution. Only
+// statements of fixed text may go through it, so it stays small. A
+// statement that cannot be prepared runs as a plain query.
+type stmts struct {
+	db *sql.DB
+	mu sync.Mutex
+	m  map[string]*sql.Stmt
+}
+
+func newStmts(db *sql.DB) *stmts { return &stmts{db: db, m: map[string]*sql.Stmt{}} }
+
+func (ps *stmts) query(ctx context.Context, q string, args ...any) (*sql.Rows, error) {
+	ps.mu.Lock()
+	st := ps.m[q]
+	ps.mu.Unlock()
+	if st == nil {
+		var err error
+		if st, err = ps.db.PrepareContext(ctx, q); err != nil {
+			return ps.db.QueryContext(ctx, q, args...)
+		}
+		ps.mu.Lock()
+		if prev := ps.m[q]; prev != nil {
+			st.Close()
+			st = prev
+		} else {
+			ps.m[q] = st
+		}
+		ps.mu.Unlock()
+	}
+	return st.QueryContext(ctx, args...)
 }
 
 func placeholders(n int) string {

@@ -1,0 +1,126 @@
+package listprojector
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"voiceroom/internal/testenv"
+)
+
+// TestFreezerRebuildsBehind: past FreezeEvery the request that finds the
+// order old starts one build and every request gets the previous order
+// meanwhile; past twice FreezeEvery (or for the list's first order)
+// requests wait for the build.
+func TestFreezerRebuildsBehind(t *testing.T) {
+	var ms atomic.Int64
+	ms.Store(1_800_000_000_000)
+	cfg := Config{FreezeEvery: time.Second, Now: func() time.Time { return time.UnixMilli(ms.Load()) }}.WithDefaults()
+	z := newFreezer(cfg)
+	id := listID{"a1", 1, TabHot}
+	var builds atomic.Int64
+	release := make(chan struct{})
+	build := func(ctx context.Context) (*frozenOrder, error) {
+		n := builds.Add(1)
+		if n == 2 {
+			<-release
+		}
+		return &frozenOrder{app: id.app, region: id.region, tab: id.tab, entries: []entry{{id: "r", key: n}}}, nil
+	}
+	ctx := context.Background()
+	f1, err := z.current(ctx, id, build)
+	if err != nil || f1 == nil || builds.Load() != 1 {
+		t.Fatalf("first order: %v %v, %d builds", f1, err, builds.Load())
+	}
+	ms.Add(1500) // older than FreezeEvery, younger than twice
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			if f, err := z.current(ctx, id, build); err != nil || f != f1 {
+				t.Errorf("during the rebuild: %v %v, want the previous order", f, err)
+			}
+		})
+	}
+	wg.Wait()
+	if n := builds.Load(); n != 2 {
+		t.Errorf("%d builds, want 2", n)
+	}
+	close(release)
+	var f2 *frozenOrder
+	for f2 == nil || f2 == f1 {
+		if f2, err = z.current(ctx, id, build); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if f2.entries[0].key != 2 || f2.at.UnixMilli() != ms.Load() {
+		t.Errorf("rebuilt order %+v at %v", f2.entries, f2.at)
+	}
+	ms.Add(2000) // twice FreezeEvery: the request waits for the build
+	if f3, err := z.current(ctx, id, build); err != nil || f3.entries[0].key != 3 {
+		t.Errorf("after twice FreezeEvery: %v %v", f3, err)
+	}
+	failing := listID{"a1", 2, TabHot}
+	if _, err := z.current(ctx, failing, func(context.Context) (*frozenOrder, error) { return nil, errors.New("down") }); err == nil {
+		t.Error("a failed first build gave an order")
+	}
+}
+
+// TestRedisProbedOnce: after a Redis error, requests skip Redis; once the
+// backoff is over one probe runs, and requests use Redis again only after
+// it succeeded.
+func TestRedisProbedOnce(t *testing.T) {
+	db := testenv.NewDB(t)
+	rdb, prefix := testenv.NewRedis(t)
+	var pings atomic.Int64
+	counted := redis.NewClient(&redis.Options{Addr: rdb.Options().Addr, DB: rdb.Options().DB})
+	counted.AddHook(pingCounter{&pings})
+	t.Cleanup(func() { counted.Close() })
+	l, err := NewLister(db, counted, Config{KeyPrefix: prefix, CursorSecret: []byte("0123456789abcdef0123")}, testenv.Logger(t), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !l.redisUp() {
+		t.Fatal("a new lister skips redis")
+	}
+	l.redisFailed(errors.New("boom"))
+	l.redisDownUntil.Store(time.Now().Add(-time.Millisecond).UnixMilli()) // the backoff is over
+	var wg sync.WaitGroup
+	var up atomic.Int64
+	for range 16 {
+		wg.Go(func() {
+			if l.redisUp() {
+				up.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	if up.Load() != 0 {
+		t.Errorf("%d requests used redis before the probe answered", up.Load())
+	}
+	for !l.redisUp() {
+		time.Sleep(time.Millisecond)
+	}
+	if n := pings.Load(); n != 1 {
+		t.Errorf("%d probes, want 1", n)
+	}
+}
+
+type pingCounter struct{ n *atomic.Int64 }
+
+func (pingCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (p pingCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if cmd.Name() == "ping" {
+			p.n.Add(1)
+		}
+		return next(ctx, cmd)
+	}
+}
+func (pingCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
