@@ -53,6 +53,8 @@ type Lister struct {
 	hides *hideCache
 	near  *nearCache
 	stmts *stmts // the page read's prepared statements
+	// recent holds cards read from MySQL while Redis is not read.
+	recent *recentCards
 
 	redisDownUntil atomic.Int64 // unix ms: 0 while Redis is up; after an error, when it may be probed
 	redisProbing   atomic.Bool  // a probe of a failed Redis is in flight
@@ -84,7 +86,8 @@ func NewLister(db *sql.DB, rdb redis.UniversalClient, cfg Config, log *slog.Logg
 	}
 	c := newCache(rdb, cfg)
 	log = log.With("component", "roomlist")
-	return &Lister{db: db, cache: c, hides: &hideCache{c: c}, near: newNearCache(c, cfg, log, m), stmts: newStmts(db), cfg: cfg,
+	return &Lister{db: db, cache: c, hides: &hideCache{c: c}, near: newNearCache(c, cfg, log, m), stmts: newStmts(db),
+		recent: newRecentCards(cfg.FreezeEvery, max(cfg.NearCacheCards, 10_000)), cfg: cfg,
 		sign: signer{key: cfg.CursorSecret}, frozen: newFreezer(cfg), log: log, metrics: m}, nil
 }
 
@@ -118,8 +121,9 @@ func (l *Lister) Run(ctx context.Context) error {
 // configured) and the region has no active hide, the first 2*MaxLimit
 // rooms of a list order read from MySQL are shown with the cards read
 // with that order, at most FreezeEvery old (a room closed, moved or
-// changed within that second may show as it was). Hides never come from
-// there: see below.
+// changed within that second may show as it was), and so are the cards of
+// its later pages (read from MySQL once per room per FreezeEvery). Hides
+// never come from there: see below.
 //
 // Hides apply to every request at its own time: each page reads the
 // hides of its rooms as they are at the request (from Redis in the same
@@ -610,21 +614,26 @@ func (l *Lister) fromFrozen(ctx context.Context, req ListRequest, f *frozenOrder
 	return page, nil
 }
 
-// frozenCards is pageCards for rooms ids of f, but answers from the
-// cards f holds (read from MySQL with its order) when it can: while f is
-// younger than FreezeEvery, holds a card of every room of ids, Redis is
-// not read (after an error) and the region has no active hide in MySQL
-// (read now). Those cards are at most FreezeEvery old; whenever the
-// region has an active hide, expired or not, the page reads cards and
-// hides from MySQL as pageCards does, so hides apply at once.
+// frozenCards is pageCards for rooms ids of f, but, while Redis is not
+// read (after an error, or none is configured) and the region has no
+// active hide in MySQL (read now), answers with cards at most FreezeEvery
+// old: the ones f holds (read with its order, while f is that young), else
+// recent ones (see recentCards). Whenever the region has an active hide,
+// expired or not, the page reads cards and hides from MySQL as pageCards
+// does, so hides apply at once.
 func (l *Lister) frozenCards(ctx context.Context, req ListRequest, f *frozenOrder, ids []string, nowMs int64) (map[string]*Card, map[string]bool, error) {
-	if held := f.heldCards(ids, l.cfg.Now().Sub(f.at) < l.cfg.FreezeEvery); held != nil && !l.redisUp() {
+	if !l.redisUp() {
 		hides, err := regionHasHides(ctx, l.stmts, req.AppCode, req.RegionID)
 		if err != nil {
 			return nil, nil, err
 		}
 		if !hides {
-			return held, nil, nil
+			now := l.cfg.Now()
+			if held := f.heldCards(ids, now.Sub(f.at) < l.cfg.FreezeEvery); held != nil {
+				return held, nil, nil
+			}
+			cards, err := l.recent.cards(ctx, l.db, req.AppCode, ids, now)
+			return cards, nil, err
 		}
 	}
 	return l.pageCards(ctx, req.AppCode, req.RegionID, ids, nowMs)

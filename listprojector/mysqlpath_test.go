@@ -16,7 +16,8 @@ import (
 // cards a frozen order holds while it is younger than FreezeEvery, and
 // still a hide or an unhide applies to the very next request, a chain
 // returns every room once, and a room closed since the freeze is gone
-// once FreezeEvery passed.
+// once FreezeEvery passed, on first pages and on later pages of older
+// orders (recent cards) alike.
 func TestMySQLPathHeldCards(t *testing.T) {
 	for _, tt := range []string{"no redis", "redis stopped"} {
 		t.Run(tt, func(t *testing.T) {
@@ -82,6 +83,44 @@ func TestMySQLPathHeldCards(t *testing.T) {
 				if got := first(); !slices.Equal(got, all[1:11]) {
 					t.Errorf("after the close %v, want %v", got, all[1:11])
 				}
+			}
+
+			// A later page of an order older than FreezeEvery reads its
+			// cards (recent ones, at most FreezeEvery old too): a room
+			// closed since is gone once FreezeEvery passed, and a hide
+			// applies at the very next request.
+			p1, err := l.List(ctx, req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			next := req
+			next.Cursor = p1.NextCursor
+			second := func() []string {
+				t.Helper()
+				p, err := l.List(ctx, next)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return roomIDs(p.Rooms)
+			}
+			clk.add(2 * time.Second)
+			if got := second(); !slices.Equal(got, all[11:21]) {
+				t.Fatalf("second page %v, want %v", got, all[11:21])
+			}
+			if _, err := db.Exec(`UPDATE room_list_entries SET status = 'closed' WHERE app_code = 'a1' AND room_id = ?`, all[12]); err != nil {
+				t.Fatal(err)
+			}
+			clk.add(time.Second)
+			want = slices.Concat(all[11:12], all[13:22]) // the page refills to its limit
+			if got := second(); !slices.Equal(got, want) {
+				t.Errorf("second page after the close %v, want %v", got, want)
+			}
+			if _, err := hides.Create(ctx, "a1", "op", listprojector.NewHide{RoomID: all[14], VisibleRegionID: 1, Reason: "spam"}); err != nil {
+				t.Fatal(err)
+			}
+			want = slices.Concat(all[11:12], all[13:14], all[15:23])
+			if got := second(); !slices.Equal(got, want) {
+				t.Errorf("second page after the hide %v, want %v", got, want)
 			}
 		})
 	}
