@@ -33,7 +33,10 @@ const (
 // failures and permanent errors dead-lettered, retryable ones nakked with
 // the same delays, MAX_DELIVERIES advisories dead-lettered), but handles
 // one batch at a time: up to FetchBatch messages, gathered while they keep
-// coming (see batchGap and batchLinger). Concurrency is not used.
+// coming (see batchGap and batchLinger). The next batch is gathered (and
+// its envelopes decoded) while the handler runs, and handed over when it
+// returns: batches are handled one after the other, in stream order.
+// Concurrency is not used.
 type BatchConsumer struct {
 	c       *Consumer
 	handler BatchHandler
@@ -95,8 +98,9 @@ func (b *BatchConsumer) Run(ctx context.Context) error {
 }
 
 // loop pulls and handles batches until ctx ends. Pulls run ahead of the
-// handler (up to two batches are buffered), so the next batch is waiting
-// when the handler returns. Messages buffered when ctx ends are nakked.
+// handler (up to two batches are buffered, and one gathered batch waits
+// for the handler), so the next batch is waiting when the handler
+// returns. Messages buffered or waiting when ctx ends are nakked.
 func (b *BatchConsumer) loop(ctx context.Context, cons jetstream.Consumer) {
 	c := b.c
 	var (
@@ -129,7 +133,25 @@ func (b *BatchConsumer) loop(ctx context.Context, cons jetstream.Consumer) {
 			it.Stop()
 		}
 	}()
-	jobs := make([]job, 0, c.cfg.FetchBatch)
+	// One batch waits while the handler runs the previous one.
+	batches := make(chan []job, 1)
+	handled := make(chan struct{})
+	go func() {
+		defer close(handled)
+		for jobs := range batches {
+			if ctx.Err() != nil {
+				for _, j := range jobs {
+					c.nak(j, 0, nil)
+				}
+				continue
+			}
+			b.handle(jobs)
+		}
+	}()
+	defer func() {
+		close(batches)
+		<-handled
+	}()
 	for {
 		msg, err := it.Next()
 		if errors.Is(err, jetstream.ErrMsgIteratorClosed) {
@@ -139,7 +161,8 @@ func (b *BatchConsumer) loop(ctx context.Context, cons jetstream.Consumer) {
 			c.log.Warn("pull failed", "error", err)
 			continue
 		}
-		jobs = append(jobs[:0], newJob(msg))
+		jobs := make([]job, 1, c.cfg.FetchBatch)
+		jobs[0] = newJob(msg)
 		deadline := time.Now().Add(batchLinger)
 		for len(jobs) < c.cfg.FetchBatch {
 			wait := min(time.Until(deadline), batchGap)
@@ -158,7 +181,7 @@ func (b *BatchConsumer) loop(ctx context.Context, cons jetstream.Consumer) {
 			}
 			continue
 		}
-		b.handle(jobs)
+		batches <- jobs
 	}
 }
 

@@ -36,6 +36,7 @@ import (
 //	VOICEROOM_BENCH_SECONDS  duration of each timed phase (5)
 //	VOICEROOM_BENCH_CONC     concurrent HTTP clients / command workers (64)
 //	VOICEROOM_BENCH_EVENTS   backlog of the drain benchmark (200000)
+//	VOICEROOM_BENCH_FETCH_BATCH  the drain's projector FetchBatch (the default)
 func envInt(name string, def int) int {
 	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
 		return v
@@ -523,7 +524,7 @@ func BenchmarkBacklogDrain(b *testing.B) {
 	}
 	flush()
 
-	cfg := listprojector.Config{KeyPrefix: prefix, CursorSecret: testSecret}
+	cfg := listprojector.Config{KeyPrefix: prefix, CursorSecret: testSecret, FetchBatch: envInt("VOICEROOM_BENCH_FETCH_BATCH", 0)}
 	p, err := listprojector.New(db, rdb, js, bus.ConsumerRunConfig{Durable: bus.DurableListProjector}, nil, cfg, quiet, nil)
 	if err != nil {
 		b.Fatal(err)

@@ -47,7 +47,7 @@ func readPriors(ctx context.Context, db *sql.DB, keys []roomKey) (map[roomKey]pr
 	}
 	for _, app := range apps {
 		ids := byApp[app]
-		rows, err := db.QueryContext(ctx, `SELECT room_id, room_version, visible_region_id, status FROM room_list_entries
+		rows, err := db.QueryContext(ctx, `SELECT room_id, room_version, visible_region_id, status FROM room_list_entries FORCE INDEX (PRIMARY)
 			WHERE app_code = ? AND room_id IN (`+placeholders(len(ids))+`)`, append([]any{app}, ids...)...)
 		if err != nil {
 			return nil, fmt.Errorf("read list entries: %w", err)
