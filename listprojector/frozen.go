@@ -28,15 +28,15 @@ type frozenOrder struct {
 	// order. The map is never modified.
 	heads atomic.Pointer[map[string]*Card]
 
-	// firstCursors holds the signed cursors of its first pages by the
-	// position they continue at (a first page's cursor is the same for
-	// every caller of the list: signed once, not per request); at most
-	// maxFirstCursors.
-	mu           sync.Mutex
-	firstCursors map[int]string
+	// cursors holds the signed cursors of its pages by the position they
+	// continue at (a page's cursor is the same for every caller that walks
+	// the order to that position: signed once, not per request); at most
+	// maxCursors.
+	mu      sync.Mutex
+	cursors map[int]string
 }
 
-const maxFirstCursors = 8
+const maxCursors = 32
 
 // headRooms is how many rooms of an order read from MySQL have their
 // cards held with it: the first two pages of the largest limit.
@@ -57,20 +57,20 @@ func (f *frozenOrder) heldCards(ids []string, fresh bool) map[string]*Card {
 	return *p
 }
 
-// firstCursor returns the cursor a first page ending at pos carries,
-// signing it with sign the first time.
-func (f *frozenOrder) firstCursor(pos int, sign func() string) string {
+// cursorAt returns the cursor a page of f ending at pos carries, signing
+// it with sign the first time.
+func (f *frozenOrder) cursorAt(pos int, sign func() string) string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if s, ok := f.firstCursors[pos]; ok {
+	if s, ok := f.cursors[pos]; ok {
 		return s
 	}
 	s := sign()
-	if f.firstCursors == nil {
-		f.firstCursors = make(map[int]string, 2)
+	if f.cursors == nil {
+		f.cursors = make(map[int]string, 2)
 	}
-	if len(f.firstCursors) < maxFirstCursors {
-		f.firstCursors[pos] = s
+	if len(f.cursors) < maxCursors {
+		f.cursors[pos] = s
 	}
 	return s
 }

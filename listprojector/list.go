@@ -55,6 +55,8 @@ type Lister struct {
 	stmts *stmts // the page read's prepared statements
 	// recent holds cards read from MySQL while Redis is not read.
 	recent *recentCards
+	// cursors remembers the cursors this process verified.
+	cursors verifiedCursors
 
 	redisDownUntil atomic.Int64 // unix ms: 0 while Redis is up; after an error, when it may be probed
 	redisProbing   atomic.Bool  // a probe of a failed Redis is in flight
@@ -155,7 +157,7 @@ func (l *Lister) List(ctx context.Context, req ListRequest) (Page, error) {
 	}
 	var cur cursor
 	if req.Cursor != "" {
-		c, err := l.sign.decode(req.Cursor)
+		c, err := l.cursors.decode(l.sign, req.Cursor)
 		if err != nil {
 			return Page{}, err
 		}
@@ -600,10 +602,8 @@ func (l *Lister) fromFrozen(ctx context.Context, req ListRequest, f *frozenOrder
 	case pos < len(f.entries):
 		last := f.entries[pos-1]
 		c.Frozen, c.Off, c.Key, c.ID, c.Pinned = f.id, pos, last.key, last.id, last.pinned
-		if off == 0 {
-			page.NextCursor = f.firstCursor(pos, func() string { return l.sign.encode(c) })
-			return page, nil
-		}
+		page.NextCursor = f.cursorAt(pos, func() string { return l.sign.encode(c) })
+		return page, nil
 	case !f.complete && len(f.entries) > 0:
 		last := f.entries[len(f.entries)-1]
 		c.Key, c.ID, c.Pinned = last.key, last.id, last.pinned
