@@ -37,6 +37,7 @@ import (
 //	VOICEROOM_BENCH_CONC     concurrent HTTP clients / command workers (64)
 //	VOICEROOM_BENCH_EVENTS   backlog of the drain benchmark (200000)
 //	VOICEROOM_BENCH_FETCH_BATCH  the drain's projector FetchBatch (the default)
+//	VOICEROOM_BENCH_WRITES   card writes a second during the list's first+writes phase (1000)
 func envInt(name string, def int) int {
 	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
 		return v
@@ -192,9 +193,13 @@ func BenchmarkListHTTP(b *testing.B) {
 			}
 			return resp.StatusCode(), append([]byte(nil), resp.Body()...), nil
 		}
-		for _, depth := range []string{"first", "deep"} {
-			if mode == "ceiling" && depth == "deep" {
+		for _, depth := range []string{"first", "deep", "first+writes"} {
+			if (mode == "ceiling" && depth != "first") || (mode != "redis" && depth == "first+writes") {
 				continue
+			}
+			var stopWrites func()
+			if depth == "first+writes" {
+				stopWrites = rewriteCards(b, lister, rdb, prefix, apps, regionsPerApp, envInt("VOICEROOM_BENCH_WRITES", 1000))
 			}
 			if depth == "deep" {
 				for i := range users {
@@ -213,6 +218,7 @@ func BenchmarkListHTTP(b *testing.B) {
 					users[i].deep = cursor
 				}
 			}
+			near0 := testenv.MetricValue(b, reg, "room_list_cache_requests_total", "result", "near")
 			b.Run(mode+"/"+depth, func(b *testing.B) {
 				var next atomic.Int64
 				var errs atomic.Int64
@@ -244,6 +250,13 @@ func BenchmarkListHTTP(b *testing.B) {
 				if e := errs.Load(); e > 0 {
 					b.Errorf("%d failed requests", e)
 				}
+				if stopWrites != nil {
+					stopWrites()
+				}
+				if mode == "redis" {
+					near := testenv.MetricValue(b, reg, "room_list_cache_requests_total", "result", "near") - near0
+					b.ReportMetric(near/float64(len(all)), "near_ratio")
+				}
 				b.ReportMetric(float64(len(all))/elapsed.Seconds(), "req/s")
 				b.ReportMetric(ms(percentile(all, 0.5)), "p50_ms")
 				b.ReportMetric(ms(percentile(all, 0.99)), "p99_ms")
@@ -254,6 +267,58 @@ func BenchmarkListHTTP(b *testing.B) {
 		srv.Shutdown(sctx)
 		cancel()
 	}
+}
+
+// rewriteCards writes the cards of every region's first page back into
+// Redis, perSec writes a second spread over them, until the returned stop
+// is called: each write is a change as far as Redis tracking is concerned,
+// so the near cache of the list under test keeps losing those cards, as
+// it does while the projector updates popular rooms.
+func rewriteCards(b *testing.B, l *listprojector.Lister, rdb *redis.Client, prefix string, apps []string, regions, perSec int) (stop func()) {
+	b.Helper()
+	ctx := context.Background()
+	var keys []string
+	for _, app := range apps {
+		for r := 1; r <= regions; r++ {
+			p, err := l.List(ctx, listprojector.ListRequest{AppCode: app, RegionID: int64(r)})
+			if err != nil {
+				b.Fatal(err)
+			}
+			for _, it := range p.Rooms {
+				keys = append(keys, prefix+"room:card:{"+app+"}:"+it.RoomID)
+			}
+		}
+	}
+	vals := make([][]byte, len(keys))
+	for i, k := range keys {
+		v, err := rdb.Get(ctx, k).Bytes()
+		if err != nil {
+			b.Fatal(err)
+		}
+		vals[i] = v
+	}
+	done, stopped := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(stopped)
+		t := time.NewTicker(10 * time.Millisecond)
+		defer t.Stop()
+		next := 0
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+			}
+			p := rdb.Pipeline()
+			for range max(perSec/100, 1) {
+				i := next % len(keys)
+				next = (next*31 + 7) % len(keys) // spread over the pages
+				p.Set(ctx, keys[i], vals[i], time.Hour)
+			}
+			p.Exec(ctx)
+		}
+	}()
+	return func() { close(done); <-stopped }
 }
 
 // firstPage returns the first hot page of region 1 of app, read through a
