@@ -48,7 +48,12 @@
 // Redis is a cache: [Lister] reads it first and falls back to MySQL on a
 // miss, a partial miss or an error (then leaves Redis alone for a second),
 // repairing what it missed; the [Reconciler] rebuilds every region's sets
-// and cards from MySQL periodically. Losing Redis loses nothing.
+// and cards from MySQL periodically. Losing Redis loses nothing. While
+// [Lister.Run] runs, each api process also keeps the cards and hide sets
+// it read in a near cache that Redis keeps current (client tracking; see
+// nearCache): a page is then read from memory, as fresh as a Redis read
+// made when its request arrived. Without Redis, cards read from MySQL are
+// reused for at most FreezeEvery; hides are read per request.
 //
 // # Order and cursors
 //
