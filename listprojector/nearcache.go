@@ -63,13 +63,12 @@ import (
 // A nil *nearCache, or one whose Run is not running, serves nothing from
 // memory: every read goes to Redis as before.
 type nearCache struct {
-	c        *cache
-	base     *redis.Client
-	maxAge   time.Duration
-	maxCards int
-	log      *slog.Logger
-	metrics  *Metrics
-	now      func() time.Time
+	c       *cache
+	base    *redis.Client
+	maxAge  time.Duration
+	log     *slog.Logger
+	metrics *Metrics
+	now     func() time.Time
 
 	up     atomic.Bool
 	epoch  atomic.Uint64 // bumped by every flush
@@ -126,7 +125,7 @@ const (
 )
 
 // newNearCache returns the near cache of c, or nil when it is off
-// (maxCards < 0), there is no Redis, or Redis is not a single server
+// (NearCacheCards < 0), there is no Redis, or Redis is not a single server
 // (*redis.Client): tracking follows one connection to one server.
 func newNearCache(c *cache, cfg Config, log *slog.Logger, m *Metrics) *nearCache {
 	if c == nil || cfg.NearCacheCards < 0 {
@@ -137,7 +136,7 @@ func newNearCache(c *cache, cfg Config, log *slog.Logger, m *Metrics) *nearCache
 		log.Info("near cache off: Redis is not a single server")
 		return nil
 	}
-	n := &nearCache{c: c, base: base, maxAge: cfg.NearCacheMaxAge, maxCards: cfg.NearCacheCards, log: log, metrics: m,
+	n := &nearCache{c: c, base: base, maxAge: cfg.NearCacheMaxAge, log: log, metrics: m,
 		now: time.Now, kick: make(chan struct{}, 1)}
 	n.cards.init(cfg.NearCacheCards)
 	n.hides.init(maxNearHideSets)
