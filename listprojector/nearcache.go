@@ -419,6 +419,9 @@ func (n *nearCache) run(ctx context.Context) {
 			return
 		}
 		if err != nil {
+			// Also Redis's "everything changed" invalidation (a nil key
+			// list, after FLUSHDB or FLUSHALL), which go-redis reports as
+			// an unsupported payload: a flush is the answer to it too.
 			n.setUp(false, err)
 			select {
 			case <-ctx.Done():
