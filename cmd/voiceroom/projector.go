@@ -78,7 +78,7 @@ func wireRoomList(d *deps, regionSvc *regions.Service) error {
 	if err != nil {
 		return err
 	}
-	log := d.log.With("component", "roomlist")
+	log := d.log // each listprojector component names itself
 	if proj && d.cfg.projectorConcurrencySet {
 		log.Warn("VOICEROOM_PROJECTOR_CONCURRENCY has no effect: the projector handles events in batches; " +
 			"tune VOICEROOM_PROJECTOR_FETCH_BATCH or run more projector processes")
