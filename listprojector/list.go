@@ -448,11 +448,9 @@ func (l *Lister) cardsHides(ctx context.Context, app string, region int64, ids [
 	var hidden map[string]bool
 	hidesKnown := region < 0
 	if l.redisUp() {
-		rctx, cancel := context.WithTimeout(ctx, l.cfg.RedisTimeout)
 		var err error
 		var ready bool
-		found, missing, hidden, ready, err = l.near.cardsAndHides(rctx, app, region, ids, nowMs)
-		cancel()
+		found, missing, hidden, ready, err = l.near.cardsAndHides(ctx, l.cfg.RedisTimeout, app, region, ids, nowMs)
 		switch {
 		case err != nil:
 			l.redisFailed(err)

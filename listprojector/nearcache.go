@@ -42,7 +42,8 @@ import (
 //     process included) has been applied when the PONG is read. Waiting
 //     readers share one PING: one is in flight at a time, and the readers
 //     that arrive meanwhile wait for the next. A barrier that does not
-//     complete within the read's RedisTimeout sends the request to Redis.
+//     complete within RedisTimeout sends the request to Redis (with a
+//     RedisTimeout of its own).
 //   - Entries are used only while the tracking connection is up: its
 //     subscription confirmed, or a ping answered, since its last failure.
 //     A failure (an error, or no message within trackingTimeout although a
@@ -148,11 +149,16 @@ const maxNearHideSets = 10_000
 
 // cardsAndHides is cache.cardsAndHides served from memory where it can:
 // the cards and the region's hide set found here are not read again, the
-// others are read from Redis in one round trip and kept.
-func (n *nearCache) cardsAndHides(ctx context.Context, app string, region int64, ids []string, nowMs int64) (
+// others are read from Redis in one round trip and kept. The barrier and
+// the Redis read are each bounded by timeout: a barrier that does not
+// complete in time (a busy process, a slow tracking connection) sends the
+// request to Redis with a bound of its own, and is no Redis failure.
+func (n *nearCache) cardsAndHides(ctx context.Context, timeout time.Duration, app string, region int64, ids []string, nowMs int64) (
 	found map[string]*Card, missing []string, hidden map[string]bool, hidesReady bool, err error) {
-	if n == nil || !n.up.Load() || !n.sync(ctx) {
-		return n.cache().cardsAndHides(ctx, app, region, ids, nowMs)
+	if n == nil || !n.up.Load() || !n.syncWithin(ctx, timeout) {
+		rctx, cancel := context.WithTimeout(ctx, timeout)
+		defer cancel()
+		return n.cache().cardsAndHides(rctx, app, region, ids, nowMs)
 	}
 	now := n.now()
 	found = make(map[string]*Card, len(ids))
@@ -192,7 +198,9 @@ func (n *nearCache) cardsAndHides(ctx context.Context, app string, region int64,
 		n.hides.begin(hr)
 	}
 	n.mu.Unlock()
-	got, gotMissing, readSet, ready, err := n.c.cardsAndHideSet(ctx, app, region, need, wantSet)
+	rctx, cancel := context.WithTimeout(ctx, timeout)
+	got, gotMissing, readSet, ready, err := n.c.cardsAndHideSet(rctx, app, region, need, wantSet)
+	cancel()
 	n.mu.Lock()
 	keep := err == nil && n.up.Load() && n.epoch.Load() == epoch
 	for _, id := range need {
@@ -224,6 +232,13 @@ func (n *nearCache) cache() *cache {
 		return nil
 	}
 	return n.c
+}
+
+// syncWithin is sync bounded by timeout.
+func (n *nearCache) syncWithin(ctx context.Context, timeout time.Duration) bool {
+	sctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	return n.sync(sctx)
 }
 
 // sync waits for the barrier: the PONG of a PING sent on the tracking
