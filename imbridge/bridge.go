@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -180,8 +181,9 @@ type Bridge struct {
 	apiLimits map[string]*rate.Limiter // "<sdkappid>/<api>"
 
 	mu       sync.Mutex
-	lanes    map[string]*lane    // "<app_code>/<room_id>"
-	accepted map[int64]*accepted // by sdkappid: events Tencent accepted lately
+	lanes    map[string]*lane               // "<app_code>/<room_id>"
+	accepted map[int64]*accepted            // by sdkappid: events Tencent accepted lately
+	shared   atomic.Pointer[sharedAccepted] // the same, shared by every process; nil: none
 	ready    chan *lane
 	stopping bool
 }
@@ -285,6 +287,19 @@ func (b *Bridge) Run(parent context.Context) error {
 	if err != nil {
 		return fmt.Errorf("imbridge consumer: %w", err)
 	}
+	octx, ocancel := context.WithTimeout(ctx, 5*time.Second)
+	shared, err := openSharedAccepted(octx, b.js, b.cfg.AcceptedWindow, b.log)
+	ocancel()
+	if err != nil {
+		b.log.Warn("the accepted-events bucket is unavailable: an event accepted before a restart or by another instance may be shown again", "error", err)
+	} else {
+		b.shared.Store(shared)
+		sctx, stopShared := context.WithCancel(context.WithoutCancel(ctx))
+		sharedDone := make(chan struct{})
+		go func() { defer close(sharedDone); shared.run(sctx, 2*time.Second) }()
+		// After the consumer settled everything: write what is queued.
+		defer func() { stopShared(); <-sharedDone }()
+	}
 	for range b.cfg.Senders {
 		wg.Go(func() { b.sender(ctx) })
 	}
@@ -303,7 +318,7 @@ func (b *Bridge) Run(parent context.Context) error {
 }
 
 // handle takes one event from the consumer.
-func (b *Bridge) handle(_ context.Context, d bus.Delivery, done func(error)) {
+func (b *Bridge) handle(ctx context.Context, d bus.Delivery, done func(error)) {
 	e := d.Envelope
 	k, known := eventKinds[e.EventType]
 	if !known || k == kindSkip {
@@ -315,6 +330,13 @@ func (b *Bridge) handle(_ context.Context, d bus.Delivery, done func(error)) {
 	if err != nil {
 		b.metrics.event(e.EventType, outcomeDeadLettered, 1)
 		done(bus.Permanent(err))
+		return
+	}
+	if d.NumDelivered > 1 && b.shared.Load().has(ctx, app.SDKAppID, e.EventID) {
+		// Delivered again after Tencent accepted it from another process,
+		// or from this one before a restart.
+		b.metrics.event(e.EventType, outcomeDuplicate, 1)
+		done(nil)
 		return
 	}
 	key := e.AppCode + "/" + e.RoomID
@@ -459,10 +481,12 @@ func (b *Bridge) peek(l *lane, n int) []*item {
 func (b *Bridge) settle(l *lane, n int, err error) {
 	b.mu.Lock()
 	done := b.takeLocked(l, n)
+	var ids []string
 	if err == nil {
 		acc, now := b.accepted[l.client.app.SDKAppID], b.now()
 		for _, it := range done {
 			acc.add(it.env.EventID, now)
+			ids = append(ids, it.env.EventID)
 		}
 	}
 	l.attempts = 0
@@ -473,6 +497,7 @@ func (b *Bridge) settle(l *lane, n int, err error) {
 		l.closed = false
 	}
 	b.mu.Unlock()
+	b.shared.Load().record(l.client.app.SDKAppID, ids)
 	nowMs := b.now().UnixMilli()
 	for _, it := range done {
 		if err == nil {

@@ -41,13 +41,19 @@
 //     count as outcome "duplicate". The record is bounded
 //     (Config.AcceptedEvents per application): at the bound the oldest ids
 //     are forgotten early, and such an event, delivered again, may be
-//     shown again. The record is the process's own: a restarted bridge
-//     starts with an empty one, and with several bridge instances on the
-//     durable a redelivery may reach another instance. There an event
-//     whose call had an unknown outcome, or whose ack was lost, may be
+//     shown again. Every process also writes the accepted ids, in the
+//     background, to the JetStream key-value bucket AcceptedBucket (TTL
+//     Config.AcceptedWindow, the replicas of ROOM_EVENTS), and looks a
+//     redelivered event (NumDelivered > 1) its own record lacks up there
+//     before sending it: a restarted bridge, or another instance on the
+//     durable, acks an event Tencent accepted from elsewhere without a
+//     call. That shared record is best effort: a write is lost when the
+//     process dies in the milliseconds after Tencent accepted (a graceful
+//     stop writes what is queued, for up to 2 s), when its queue is full,
+//     or while the bucket is unreachable (a failed lookup sends the event).
+//     Such an event, and one whose call had an unknown outcome, may be
 //     grouped differently and shown again; clients de-duplicate by
-//     event_id. (A record shared through a JetStream key-value bucket with
-//     a 5-minute TTL would close this, at a write per message.)
+//     event_id.
 //   - Limits: at most Config.CallsPerSecond calls per API per Tencent
 //     application (Tencent allows 200) and Config.GroupMessagesPerSecond
 //     messages per group (Tencent drops above 40). The bridge waits for a

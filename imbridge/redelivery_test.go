@@ -219,3 +219,58 @@ func publishRetrying(tb testing.TB, js jetstream.JetStream, envs []bus.Envelope)
 		time.Sleep(200 * time.Millisecond)
 	}
 }
+
+// TestEventAcceptedBeforeARestartIsNotShownTwice: a bridge process that
+// did not send an event (it restarted, or another instance sent it) gets
+// it again as a redelivery; the accepted-events bucket every process
+// writes tells it Tencent accepted the event, and it is acked without a
+// call. (Sent again, it would travel with the room's next event in a
+// message of another Random, which Tencent's duplicate check cannot drop.)
+func TestEventAcceptedBeforeARestartIsNotShownTwice(t *testing.T) {
+	skipShort(t)
+	emu, url := newTestEmulator(t)
+	js := newTestJetStream(t)
+	r := newTestRoom("demo")
+	created, first := r.event(rooms.EventRoomCreated, nil), r.joined(2)
+	publish(t, js, created, first)
+	stopA := runBridge(t, js, testApps(url), imbridge.Config{})
+	waitShown(t, emu, first)
+	stopA() // graceful: its queued bucket writes are made
+
+	reg := prometheus.NewRegistry()
+	m, err := imbridge.NewMetrics(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := imbridge.New(js, testApps(url), slowGroups, testenv.Logger(t), m, nil, time.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- b.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	second := r.joined(3)
+	publish(t, js, second)
+	waitShown(t, emu, second) // the new process consumes
+
+	// The group's next message waits a second (slowGroups): the
+	// redelivered event and the room's next one arrive meanwhile.
+	third := r.joined(4)
+	errs := make(chan error, 2)
+	go func() { errs <- imbridge.Handle(b, bus.Delivery{Envelope: first, NumDelivered: 2, Consumer: bus.DurableIMBridge}) }()
+	time.Sleep(50 * time.Millisecond) // in stream order
+	go func() { errs <- imbridge.Handle(b, bus.Delivery{Envelope: third, NumDelivered: 1, Consumer: bus.DurableIMBridge}) }()
+	for range 2 {
+		if err := <-errs; err != nil {
+			t.Fatalf("settled with %v", err)
+		}
+	}
+	waitShown(t, emu, third)
+	if ev, _ := emu.Event(first.EventID); ev.Shown != 1 {
+		t.Fatalf("event accepted before the restart shown %d times, want 1", ev.Shown)
+	}
+	if n := duplicates(t, reg, rooms.EventRoomUserJoined); n != 1 {
+		t.Fatalf("duplicates %v, want 1", n)
+	}
+}
