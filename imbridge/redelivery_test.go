@@ -258,9 +258,13 @@ func TestEventAcceptedBeforeARestartIsNotShownTwice(t *testing.T) {
 	// redelivered event and the room's next one arrive meanwhile.
 	third := r.joined(4)
 	errs := make(chan error, 2)
-	go func() { errs <- imbridge.Handle(b, bus.Delivery{Envelope: first, NumDelivered: 2, Consumer: bus.DurableIMBridge}) }()
+	go func() {
+		errs <- imbridge.Handle(b, bus.Delivery{Envelope: first, NumDelivered: 2, Consumer: bus.DurableIMBridge})
+	}()
 	time.Sleep(50 * time.Millisecond) // in stream order
-	go func() { errs <- imbridge.Handle(b, bus.Delivery{Envelope: third, NumDelivered: 1, Consumer: bus.DurableIMBridge}) }()
+	go func() {
+		errs <- imbridge.Handle(b, bus.Delivery{Envelope: third, NumDelivered: 1, Consumer: bus.DurableIMBridge})
+	}()
 	for range 2 {
 		if err := <-errs; err != nil {
 			t.Fatalf("settled with %v", err)
