@@ -136,11 +136,12 @@ func (c *cache) putCards(ctx context.Context, cards []*Card) error {
 	return nil
 }
 
-// cards reads app's cards ids in one round trip. missing lists the ids
-// Redis does not hold (or holds undecodable).
-func (c *cache) cards(ctx context.Context, app string, ids []string) (found map[string]*Card, missing []string, err error) {
-	found, missing, _, _, err = c.cardsAndHides(ctx, app, -1, ids, 0)
-	return found, missing, err
+// cardsAndHidesWithin is cardsAndHides bounded by timeout.
+func (c *cache) cardsAndHidesWithin(ctx context.Context, timeout time.Duration, app string, region int64, ids []string, nowMs int64) (
+	found map[string]*Card, missing []string, hidden map[string]bool, hidesReady bool, err error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	return c.cardsAndHides(ctx, app, region, ids, nowMs)
 }
 
 // cardsAndHides reads app's cards ids and, when region >= 0, which of

@@ -450,7 +450,11 @@ func (l *Lister) cardsHides(ctx context.Context, app string, region int64, ids [
 	if l.redisUp() {
 		var err error
 		var ready bool
-		found, missing, hidden, ready, err = l.near.cardsAndHides(ctx, l.cfg.RedisTimeout, app, region, ids, nowMs)
+		if l.near != nil {
+			found, missing, hidden, ready, err = l.near.cardsAndHides(ctx, l.cfg.RedisTimeout, app, region, ids, nowMs)
+		} else {
+			found, missing, hidden, ready, err = l.cache.cardsAndHidesWithin(ctx, l.cfg.RedisTimeout, app, region, ids, nowMs)
+		}
 		switch {
 		case err != nil:
 			l.redisFailed(err)

@@ -61,8 +61,9 @@ import (
 // A hide made in this process also drops its region's set here at once
 // (Lister.hideChanged), as does a fill of the set by this process.
 //
-// A nil *nearCache, or one whose Run is not running, serves nothing from
-// memory: every read goes to Redis as before.
+// One whose Run is not running serves nothing from memory: every read goes
+// to Redis as before. A nil *nearCache (it is off) is one only for
+// dropHides; Lister reads Redis itself then.
 type nearCache struct {
 	c       *cache
 	base    *redis.Client
@@ -155,10 +156,8 @@ const maxNearHideSets = 10_000
 // request to Redis with a bound of its own, and is no Redis failure.
 func (n *nearCache) cardsAndHides(ctx context.Context, timeout time.Duration, app string, region int64, ids []string, nowMs int64) (
 	found map[string]*Card, missing []string, hidden map[string]bool, hidesReady bool, err error) {
-	if n == nil || !n.up.Load() || !n.syncWithin(ctx, timeout) {
-		rctx, cancel := context.WithTimeout(ctx, timeout)
-		defer cancel()
-		return n.cache().cardsAndHides(rctx, app, region, ids, nowMs)
+	if !n.up.Load() || !n.syncWithin(ctx, timeout) {
+		return n.c.cardsAndHidesWithin(ctx, timeout, app, region, ids, nowMs)
 	}
 	now := n.now()
 	found = make(map[string]*Card, len(ids))
@@ -225,13 +224,6 @@ func (n *nearCache) cardsAndHides(ctx context.Context, timeout time.Duration, ap
 		hidden, hidesReady = set.hiddenAt(ids, nowMs), true
 	}
 	return found, gotMissing, hidden, hidesReady, nil
-}
-
-func (n *nearCache) cache() *cache {
-	if n == nil {
-		return nil
-	}
-	return n.c
 }
 
 // syncWithin is sync bounded by timeout.

@@ -203,3 +203,29 @@ func TestNearCacheFlushesWhenTrackingDrops(t *testing.T) {
 		return nil
 	})
 }
+
+// TestNearCacheOffReadsRedis: with the near cache off, every page reads
+// its cards from Redis (hits), none from MySQL for lack of a near cache.
+func TestNearCacheOffReadsRedis(t *testing.T) {
+	s, _, _, cfg := nearSetup(t)
+	cfg.NearCacheCards = -1
+	counted := redis.NewClient(&redis.Options{Addr: s.rdb.Options().Addr})
+	t.Cleanup(func() { counted.Close() })
+	reads := &countReads{}
+	counted.AddHook(reads)
+	p := newHideProc(t, s, counted, cfg)
+	eventuallyFilled(t, p.lister, s.rdb, s.prefix, "a1", 1)
+	titles(t, p.lister)
+	before, missBefore := reads.mgets.Load(), testenv.MetricValue(t, p.reg, "room_list_cache_requests_total", "result", "miss")
+	for range 5 {
+		if got := titles(t, p.lister); got["r1"] != "one" || got["r2"] != "other" {
+			t.Fatalf("page: %v", got)
+		}
+	}
+	if n := reads.mgets.Load() - before; n != 5 {
+		t.Fatalf("%d card reads from Redis for 5 pages, want 5", n)
+	}
+	if n := testenv.MetricValue(t, p.reg, "room_list_cache_requests_total", "result", "miss") - missBefore; n != 0 {
+		t.Fatalf("%v misses, want 0", n)
+	}
+}

@@ -162,7 +162,7 @@ func newStack(tb testing.TB) *stack {
 func runLister(tb testing.TB, l *listprojector.Lister, rdb redis.UniversalClient) {
 	tb.Helper()
 	runWorker(tb, l.Run)
-	if rdb == nil || rdb.Ping(context.Background()).Err() != nil {
+	if rdb == nil || !listprojector.NearCacheOn(l) || rdb.Ping(context.Background()).Err() != nil {
 		return
 	}
 	for deadline := time.Now().Add(10 * time.Second); !listprojector.NearCacheUp(l); time.Sleep(time.Millisecond) {
