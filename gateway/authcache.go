@@ -1,8 +1,9 @@
 package gateway
 
 import (
-	"sync"
 	"time"
+
+	"voiceroom/internal/memo"
 )
 
 // verifiedTokens remembers the tokens the authenticator accepted, so a
@@ -13,11 +14,10 @@ import (
 // the token's exp (plus the parser's leeway), and then the token is
 // checked in full again (and refused as expired). Only accepted tokens
 // are kept; a forged or edited token is a different string and is always
-// checked. It holds at most maxVerifiedTokens tokens and starts over when
+// checked. It holds at most memo.DefaultBound tokens and starts over when
 // full.
 type verifiedTokens struct {
-	mu sync.Mutex
-	m  map[string]verifiedToken
+	m memo.Map[string, verifiedToken]
 }
 
 type verifiedToken struct {
@@ -25,14 +25,10 @@ type verifiedToken struct {
 	until time.Time
 }
 
-const maxVerifiedTokens = 100_000
-
 // get returns the principal of token if it was accepted and is still
 // unexpired at now.
 func (v *verifiedTokens) get(token string, now time.Time) (Principal, bool) {
-	v.mu.Lock()
-	e, ok := v.m[token]
-	v.mu.Unlock()
+	e, ok := v.m.Get(token)
 	if !ok || !now.Before(e.until) {
 		return Principal{}, false
 	}
@@ -41,10 +37,5 @@ func (v *verifiedTokens) get(token string, now time.Time) (Principal, bool) {
 
 // put remembers an accepted token until until.
 func (v *verifiedTokens) put(token string, p Principal, until time.Time) {
-	v.mu.Lock()
-	if v.m == nil || len(v.m) >= maxVerifiedTokens {
-		v.m = make(map[string]verifiedToken, 1024)
-	}
-	v.m[token] = verifiedToken{p: p, until: until}
-	v.mu.Unlock()
+	v.m.Put(token, verifiedToken{p: p, until: until})
 }

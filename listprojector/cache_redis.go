@@ -8,10 +8,11 @@ import (
 	"math"
 	"slices"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"voiceroom/internal/memo"
 )
 
 // cache is the Redis layer of the read model. Keys carry the app (as a
@@ -36,32 +37,21 @@ type cache struct {
 // decoded remembers the card each Redis value decoded to, so a card read
 // again unchanged (most are, between two requests) is not decoded again.
 // It is keyed by the value itself and only saves work: a changed value
-// misses and is decoded. It holds at most maxDecoded cards and starts
-// over when full.
+// misses and is decoded. It holds at most memo.DefaultBound cards (never
+// modified) and starts over when full.
 type decoded struct {
-	mu sync.Mutex
-	m  map[string]*Card // Redis value -> its card (never modified)
+	m memo.Map[string, *Card]
 }
 
-const maxDecoded = 100_000
-
 func (d *decoded) card(raw string) (*Card, error) {
-	d.mu.Lock()
-	k, ok := d.m[raw]
-	d.mu.Unlock()
-	if ok {
+	if k, ok := d.m.Get(raw); ok {
 		return k, nil
 	}
-	k = new(Card)
+	k := new(Card)
 	if err := json.Unmarshal([]byte(raw), k); err != nil {
 		return nil, err
 	}
-	d.mu.Lock()
-	if d.m == nil || len(d.m) >= maxDecoded {
-		d.m = make(map[string]*Card, 1024)
-	}
-	d.m[raw] = k
-	d.mu.Unlock()
+	d.m.Put(raw, k)
 	return k, nil
 }
 

@@ -6,7 +6,8 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"strings"
-	"sync"
+
+	"voiceroom/internal/memo"
 )
 
 // cursor is the position of a chain of pages. It travels to the client
@@ -75,31 +76,20 @@ func (s signer) decode(text string) (cursor, error) {
 // and decoded once, not per request. A cursor's verdict cannot change: it
 // is the same text under the same key. Only accepted cursors are kept (a
 // forged or edited one is another text and is always checked); at most
-// maxVerifiedCursors, starting over when full.
+// memo.DefaultBound, starting over when full.
 type verifiedCursors struct {
-	mu sync.Mutex
-	m  map[string]cursor
+	m memo.Map[string, cursor]
 }
-
-const maxVerifiedCursors = 100_000
 
 // decode is s.decode, remembered.
 func (v *verifiedCursors) decode(s signer, text string) (cursor, error) {
-	v.mu.Lock()
-	c, ok := v.m[text]
-	v.mu.Unlock()
-	if ok {
+	if c, ok := v.m.Get(text); ok {
 		return c, nil
 	}
 	c, err := s.decode(text)
 	if err != nil {
 		return c, err
 	}
-	v.mu.Lock()
-	if v.m == nil || len(v.m) >= maxVerifiedCursors {
-		v.m = make(map[string]cursor, 1024)
-	}
-	v.m[text] = c
-	v.mu.Unlock()
+	v.m.Put(text, c)
 	return c, nil
 }
