@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	"sync"
-	"sync/atomic"
 	"time"
 )
 
@@ -22,12 +21,6 @@ type frozenOrder struct {
 	complete bool // every room of the list is in entries (not cut at ChainDepth)
 	at       time.Time
 
-	// heads holds the cards of its first headRooms entries by room id
-	// when the order was read from MySQL (nil otherwise, and once a newer
-	// order of the list is kept): read in the same build, just after the
-	// order. The map is never modified.
-	heads atomic.Pointer[map[string]*Card]
-
 	// cursors holds the signed cursors of its pages by the position they
 	// continue at (a page's cursor is the same for every caller that walks
 	// the order to that position: signed once, not per request); at most
@@ -37,25 +30,6 @@ type frozenOrder struct {
 }
 
 const maxCursors = 32
-
-// headRooms is how many rooms of an order read from MySQL have their
-// cards held with it: the first two pages of the largest limit.
-const headRooms = 2 * MaxLimit
-
-// heldCards returns the cards f holds when they include every room of
-// ids and fresh is true, else nil.
-func (f *frozenOrder) heldCards(ids []string, fresh bool) map[string]*Card {
-	p := f.heads.Load()
-	if p == nil || !fresh {
-		return nil
-	}
-	for _, id := range ids {
-		if (*p)[id] == nil {
-			return nil
-		}
-	}
-	return *p
-}
 
 // cursorAt returns the cursor a page of f ending at pos carries, signing
 // it with sign the first time.
@@ -240,9 +214,6 @@ func (z *freezer) built(st *listState, ch chan struct{}, at time.Time, f *frozen
 	}
 	f.at = at
 	z.add(f)
-	if st.cur != nil {
-		st.cur.heads.Store(nil) // only the newest order's are served
-	}
 	st.cur = f
 	return f, nil
 }

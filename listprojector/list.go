@@ -120,17 +120,15 @@ func (l *Lister) Run(ctx context.Context) error {
 // rooms over its whole chain. Cards are read fresh, so a room that closed
 // or left the region since the freeze is left out of its page, with one
 // bound instead: when Redis is not read (after an error, or none is
-// configured) and the region has no active hide, the first 2*MaxLimit
-// rooms of a list order read from MySQL are shown with the cards read
-// with that order, at most FreezeEvery old (a room closed, moved or
-// changed within that second may show as it was), and so are the cards of
-// its later pages (read from MySQL once per room per FreezeEvery). Hides
-// never come from there: see below.
+// configured) and the region has no active hide, the pages of a frozen
+// order show cards read from MySQL at most FreezeEvery earlier (once per
+// room per FreezeEvery: a room closed, moved or changed within that
+// second may show as it was). Hides never come from there: see below.
 //
 // Hides apply to every request at its own time: each page reads the
 // hides of its rooms as they are at the request (from Redis in the same
 // round trip as the cards, else MySQL; see hideCache for why Redis never
-// answers stale; a page served with held cards reads MySQL for whether
+// answers stale; a page served with such cards reads MySQL for whether
 // the region has an active hide, and reads the page's hides when it has)
 // and leaves the hidden ones out, pinned ones included,
 // whether the page comes from a frozen order or the live one; a chain under way stops showing a room hidden after its first
@@ -243,9 +241,7 @@ func (l *Lister) freeze(ctx context.Context, req ListRequest, nowMs int64) (*fro
 }
 
 // buildOrder freezes a list: its pinned rooms (MySQL), then the others
-// in the tab's order (Redis, else MySQL), ChainDepth rooms at most. An
-// order read from MySQL also holds the cards of its first headRooms
-// rooms, read right after it (see fromFrozen).
+// in the tab's order (Redis, else MySQL), ChainDepth rooms at most.
 func (l *Lister) buildOrder(ctx context.Context, id listID) (*frozenOrder, error) {
 	depth := l.cfg.ChainDepth
 	pins, err := pinnedNow(ctx, l.db, id.app, id.region, l.cfg.nowMs())
@@ -253,7 +249,7 @@ func (l *Lister) buildOrder(ctx context.Context, id listID) (*frozenOrder, error
 		return nil, err
 	}
 	want := depth + len(pins)
-	normal, complete, fromDB, err := l.order(ctx, id, want)
+	normal, complete, err := l.order(ctx, id, want)
 	if err != nil {
 		return nil, err
 	}
@@ -271,25 +267,12 @@ func (l *Lister) buildOrder(ctx context.Context, id listID) (*frozenOrder, error
 	if len(es) > depth {
 		es, complete = es[:depth], false
 	}
-	f := &frozenOrder{app: id.app, region: id.region, tab: id.tab, entries: es, complete: complete}
-	if fromDB {
-		ids := make([]string, 0, min(len(es), headRooms))
-		for _, e := range es[:min(len(es), headRooms)] {
-			ids = append(ids, e.id)
-		}
-		cards, err := readCards(ctx, l.db, id.app, ids)
-		if err != nil {
-			return nil, err
-		}
-		f.heads.Store(&cards)
-	}
-	return f, nil
+	return &frozenOrder{app: id.app, region: id.region, tab: id.tab, entries: es, complete: complete}, nil
 }
 
 // order reads the first n rooms of a list: Redis when its sets are ready,
-// else MySQL (fromDB; and the region's sets are repaired in the
-// background).
-func (l *Lister) order(ctx context.Context, id listID, n int) (es []entry, complete, fromDB bool, err error) {
+// else MySQL (and the region's sets are repaired in the background).
+func (l *Lister) order(ctx context.Context, id listID, n int) (es []entry, complete bool, err error) {
 	if l.redisUp() {
 		rctx, cancel := context.WithTimeout(ctx, l.cfg.RedisTimeout)
 		es, complete, err := l.cache.order(rctx, id.app, id.region, id.tab, n)
@@ -297,7 +280,7 @@ func (l *Lister) order(ctx context.Context, id listID, n int) (es []entry, compl
 		switch {
 		case err == nil:
 			l.count(func(m *Metrics) { m.hit.Inc() })
-			return es, complete, false, nil
+			return es, complete, nil
 		case errors.Is(err, errNotReady):
 			l.count(func(m *Metrics) { m.miss.Inc() })
 			l.repairRegion(ctx, id.app, id.region)
@@ -306,7 +289,7 @@ func (l *Lister) order(ctx context.Context, id listID, n int) (es []entry, compl
 		}
 	}
 	es, err = listOrder(ctx, l.db, id.app, id.region, id.tab, "", false, 0, "", n, 0)
-	return es, len(es) < n, true, err
+	return es, len(es) < n, err
 }
 
 func (l *Lister) count(f func(*Metrics)) {
@@ -588,7 +571,7 @@ func (l *Lister) fromFrozen(ctx context.Context, req ListRequest, f *frozenOrder
 		for i, e := range batch {
 			ids[i] = e.id
 		}
-		cards, hidden, err := l.frozenCards(ctx, req, f, ids, nowMs)
+		cards, hidden, err := l.frozenCards(ctx, req, ids, nowMs)
 		if err != nil {
 			return Page{}, err
 		}
@@ -616,25 +599,20 @@ func (l *Lister) fromFrozen(ctx context.Context, req ListRequest, f *frozenOrder
 	return page, nil
 }
 
-// frozenCards is pageCards for rooms ids of f, but, while Redis is not
-// read (after an error, or none is configured) and the region has no
-// active hide in MySQL (read now), answers with cards at most FreezeEvery
-// old: the ones f holds (read with its order, while f is that young), else
-// recent ones (see recentCards). Whenever the region has an active hide,
-// expired or not, the page reads cards and hides from MySQL as pageCards
-// does, so hides apply at once.
-func (l *Lister) frozenCards(ctx context.Context, req ListRequest, f *frozenOrder, ids []string, nowMs int64) (map[string]*Card, map[string]bool, error) {
+// frozenCards is pageCards for the rooms ids of a frozen order, but,
+// while Redis is not read (after an error, or none is configured) and the
+// region has no active hide in MySQL (read now), answers with cards at
+// most FreezeEvery old (see recentCards). Whenever the region has an
+// active hide, expired or not, the page reads cards and hides from MySQL
+// as pageCards does, so hides apply at once.
+func (l *Lister) frozenCards(ctx context.Context, req ListRequest, ids []string, nowMs int64) (map[string]*Card, map[string]bool, error) {
 	if !l.redisUp() {
 		hides, err := regionHasHides(ctx, l.stmts, req.AppCode, req.RegionID)
 		if err != nil {
 			return nil, nil, err
 		}
 		if !hides {
-			now := l.cfg.Now()
-			if held := f.heldCards(ids, now.Sub(f.at) < l.cfg.FreezeEvery); held != nil {
-				return held, nil, nil
-			}
-			cards, err := l.recent.cards(ctx, l.db, req.AppCode, ids, now)
+			cards, err := l.recent.cards(ctx, l.db, req.AppCode, ids, l.cfg.Now())
 			return cards, nil, err
 		}
 	}

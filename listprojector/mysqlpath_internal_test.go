@@ -47,6 +47,10 @@ func TestFreezerRebuildsBehind(t *testing.T) {
 		})
 	}
 	wg.Wait()
+	// The rebuild runs in the background: give it time to start.
+	for deadline := time.Now().Add(5 * time.Second); builds.Load() < 2 && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
 	if n := builds.Load(); n != 2 {
 		t.Errorf("%d builds, want 2", n)
 	}

@@ -10,10 +10,9 @@ import (
 // recentCards keeps the cards the list read from MySQL while Redis is not
 // read, each for at most ttl (FreezeEvery) after its read: the pages of a
 // frozen order that many callers walk (deep pages included) then read
-// MySQL once per room per ttl, not once per request. The bound on how old
-// a card shown without Redis may be is the same as for the cards an order
-// holds (see Lister.List); hides never come from here. At most max cards
-// are held; when full, it starts over.
+// MySQL once per room per ttl, not once per request: how old a card shown
+// without Redis may be (see Lister.List). Hides never come from here. At
+// most max cards are held; when full, it starts over.
 type recentCards struct {
 	ttl time.Duration
 	max int
