@@ -209,6 +209,42 @@ func (c *cache) decodeCards(app string, ids []string, vals []any) (found map[str
 	return found, missing
 }
 
+// cardsAndHideSet reads app's cards ids and, when wantSet, the region's
+// whole hide set, in one round trip. ready is false when the set is not
+// filled (see hideCache).
+func (c *cache) cardsAndHideSet(ctx context.Context, app string, region int64, ids []string, wantSet bool) (
+	found map[string]*Card, missing []string, set hideSet, ready bool, err error) {
+	p := c.rdb.Pipeline()
+	var mget *redis.SliceCmd
+	if len(ids) > 0 {
+		mget = p.MGet(ctx, c.cardKeys(app, ids)...)
+	}
+	var zr *redis.ZSliceCmd
+	if wantSet {
+		zr = p.ZRangeWithScores(ctx, c.hideKey(app, region), 0, -1)
+	}
+	if _, err := p.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return nil, ids, nil, false, fmt.Errorf("read cards from redis: %w", err)
+	}
+	found, missing = map[string]*Card{}, nil
+	if mget != nil {
+		found, missing = c.decodeCards(app, ids, mget.Val())
+	}
+	if zr != nil {
+		zs := zr.Val()
+		set = make(hideSet, len(zs))
+		for _, z := range zs {
+			id, _ := z.Member.(string)
+			if id == hideReady {
+				ready = math.IsInf(z.Score, 1)
+				continue
+			}
+			set[id] = z.Score
+		}
+	}
+	return found, missing, set, ready, nil
+}
+
 // errNotReady is a region whose sets have not been filled from MySQL.
 var errNotReady = errors.New("region not cached")
 
