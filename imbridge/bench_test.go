@@ -17,7 +17,7 @@ import (
 
 	"voiceroom/bus"
 	"voiceroom/imbridge"
-	"voiceroom/rooms"
+	"voiceroom/roomevent"
 )
 
 // benchEnv is an emulator that records every call and every shown event,
@@ -102,7 +102,7 @@ func newBenchEnv(b *testing.B, nRooms int) *benchEnv {
 // event is a realistic shown event of room i: a gift with its room card.
 func (e *benchEnv) event(i, n int) bus.Envelope {
 	r := e.rooms[i%len(e.rooms)]
-	return r.event(rooms.EventRoomGiftSent, map[string]any{"sender_user_id": 1000 + n, "receiver_user_id": 1001,
+	return r.event(roomevent.RoomGiftSent, map[string]any{"sender_user_id": 1000 + n, "receiver_user_id": 1001,
 		"gift_id": 7, "gift_name": "rose", "count": 1, "value": 10, "heat_delta": 10})
 }
 

@@ -15,7 +15,7 @@ import (
 
 	"voiceroom/apperr"
 	"voiceroom/bus"
-	"voiceroom/rooms"
+	"voiceroom/roomevent"
 )
 
 // Config configures a Bridge. Zero fields take their defaults (see
@@ -191,7 +191,7 @@ type Bridge struct {
 // item is one event held by the bridge until its done is called.
 type item struct {
 	env  bus.Envelope
-	kind kind
+	kind roomevent.IMAction
 	done func(error)
 }
 
@@ -320,8 +320,9 @@ func (b *Bridge) Run(parent context.Context) error {
 // handle takes one event from the consumer.
 func (b *Bridge) handle(ctx context.Context, d bus.Delivery, done func(error)) {
 	e := d.Envelope
-	k, known := eventKinds[e.EventType]
-	if !known || k == kindSkip {
+	spec, known := roomevent.Lookup(e.EventType)
+	k := spec.IM
+	if !known || k == roomevent.IMSkip {
 		b.metrics.event(e.EventType, outcomeSkipped, 1)
 		done(nil)
 		return
@@ -409,12 +410,12 @@ func (b *Bridge) serve(ctx context.Context, l *lane) {
 
 	var err error
 	switch {
-	case head.kind == kindCreate:
+	case head.kind == roomevent.IMCreateGroup:
 		err = b.createGroup(ctx, l, head.env)
 		if err == nil {
 			b.settle(l, 1, nil)
 		}
-	case head.kind == kindClose && closed:
+	case head.kind == roomevent.IMCloseGroup && closed:
 		err = b.destroyGroup(ctx, l)
 		if err == nil {
 			b.settle(l, 1, nil)
@@ -493,7 +494,7 @@ func (b *Bridge) settle(l *lane, n int, err error) {
 	if l.single > 0 {
 		l.single = max(l.single-n, 0)
 	}
-	if len(done) > 0 && done[len(done)-1].kind == kindClose {
+	if len(done) > 0 && done[len(done)-1].kind == roomevent.IMCloseGroup {
 		l.closed = false
 	}
 	b.mu.Unlock()
@@ -690,7 +691,7 @@ func (b *Bridge) send(ctx context.Context, l *lane) error {
 	var ae *APIError
 	if errors.As(err, &ae) && ae.Code == CodeGroupNotFound {
 		first := b.peek(l, 1)[0]
-		if cardOf(first.env).Status == rooms.StatusClosed {
+		if cardOf(first.env).Status == roomevent.StatusClosed {
 			// Late events of a closed room whose group is gone: nobody is
 			// there to show them to, and a new group would outlive the room.
 			b.mu.Lock()
@@ -720,7 +721,7 @@ func (b *Bridge) send(ctx context.Context, l *lane) error {
 	b.metrics.batch(out.n)
 	b.mu.Lock()
 	l.out = nil
-	closing := l.queue[out.n-1].kind == kindClose
+	closing := l.queue[out.n-1].kind == roomevent.IMCloseGroup
 	if closing {
 		l.closed = true // the RoomClosed stays at the head until its group is destroyed
 	}
@@ -747,11 +748,11 @@ func (b *Bridge) message(l *lane) (*outMsg, error) {
 	}
 	var evs []bus.Envelope
 	for _, it := range l.queue {
-		if len(evs) == limit || it.kind == kindCreate {
+		if len(evs) == limit || it.kind == roomevent.IMCreateGroup {
 			break
 		}
 		evs = append(evs, it.env)
-		if it.kind == kindClose {
+		if it.kind == roomevent.IMCloseGroup {
 			break
 		}
 	}

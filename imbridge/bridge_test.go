@@ -16,7 +16,7 @@ import (
 	"voiceroom/bus"
 	"voiceroom/imbridge"
 	"voiceroom/internal/testenv"
-	"voiceroom/rooms"
+	"voiceroom/roomevent"
 )
 
 func skipShort(t *testing.T) {
@@ -37,12 +37,12 @@ func TestGroupLifecycle(t *testing.T) {
 
 	r := newTestRoom("demo")
 	envs := []bus.Envelope{
-		r.event(rooms.EventRoomCreated, nil),
+		r.event(roomevent.RoomCreated, nil),
 		r.joined(2),
-		r.event(rooms.EventRoomMicUp, map[string]any{"user_id": 2, "seat_index": 0}),
-		r.event(rooms.EventRoomHeatChanged, map[string]any{"heat": 5}),
-		r.event(rooms.EventRoomRankChanged, nil),
-		r.event(rooms.EventRoomGiftSent, map[string]any{"sender_user_id": 2}),
+		r.event(roomevent.RoomMicUp, map[string]any{"user_id": 2, "seat_index": 0}),
+		r.event(roomevent.RoomHeatChanged, map[string]any{"heat": 5}),
+		r.event(roomevent.RoomRankChanged, nil),
+		r.event(roomevent.RoomGiftSent, map[string]any{"sender_user_id": 2}),
 	}
 	publish(t, js, envs...)
 	waitShown(t, emu, envs...)
@@ -55,7 +55,7 @@ func TestGroupLifecycle(t *testing.T) {
 			t.Fatalf("%s was sent", skipped.EventType)
 		}
 	}
-	closed := r.event(rooms.EventRoomClosed, nil)
+	closed := r.event(roomevent.RoomClosed, nil)
 	publish(t, js, closed)
 	waitShown(t, emu, closed)
 	testenv.Eventually(t, 10*time.Second, func() error {
@@ -123,7 +123,7 @@ func TestRetryableErrorsThenSuccess(t *testing.T) {
 			emu, url := newTestEmulator(t)
 			js := newTestJetStream(t)
 			r := newTestRoom("demo")
-			created := r.event(rooms.EventRoomCreated, nil)
+			created := r.event(roomevent.RoomCreated, nil)
 			publish(t, js, created)
 			runBridge(t, js, testApps(url), imbridge.Config{Client: imbridge.ClientConfig{CallTimeout: 200 * time.Millisecond}})
 			testenv.Eventually(t, 10*time.Second, func() error {
@@ -159,7 +159,7 @@ func TestPermanentErrorIsDeadLettered(t *testing.T) {
 	emu, url := newTestEmulator(t)
 	js := newTestJetStream(t)
 	r := newTestRoom("demo")
-	publish(t, js, r.event(rooms.EventRoomCreated, nil))
+	publish(t, js, r.event(roomevent.RoomCreated, nil))
 	stop := runBridge(t, js, testApps(url), imbridge.Config{})
 	testenv.Eventually(t, 10*time.Second, func() error {
 		if len(emu.Groups()) != 1 {
@@ -210,7 +210,7 @@ func TestGroupRateUnderBurst(t *testing.T) {
 	// MaxBatchEvents 1 and a limiter at Tencent's own limit: the emulator's
 	// rule is what is tested; the bridge's defaults stay well under it.
 	r := newTestRoom("demo")
-	envs := []bus.Envelope{r.event(rooms.EventRoomCreated, nil)}
+	envs := []bus.Envelope{r.event(roomevent.RoomCreated, nil)}
 	for i := range 60 {
 		envs = append(envs, r.joined(int64(100+i)))
 	}
@@ -228,7 +228,7 @@ func TestGroupRateUnderBurst(t *testing.T) {
 	js2 := newTestJetStream(t)
 	runBridge(t, js2, testApps(url), imbridge.Config{MaxBatchEvents: 1})
 	r2 := newTestRoom("demo")
-	envs2 := []bus.Envelope{r2.event(rooms.EventRoomCreated, nil)}
+	envs2 := []bus.Envelope{r2.event(roomevent.RoomCreated, nil)}
 	for i := range 60 {
 		envs2 = append(envs2, r2.joined(int64(100+i)))
 	}
@@ -250,12 +250,12 @@ func TestBacklogIsBatched(t *testing.T) {
 	for range 5 {
 		r := newTestRoom("demo")
 		rms = append(rms, r)
-		all = append(all, r.event(rooms.EventRoomCreated, nil))
+		all = append(all, r.event(roomevent.RoomCreated, nil))
 	}
 	perRoom := map[*testRoom][]bus.Envelope{}
 	for i := range 80 {
 		for _, r := range rms {
-			e := r.event(rooms.EventRoomGiftSent, map[string]any{"sender_user_id": i, "gift_name": strings.Repeat("g", 100)})
+			e := r.event(roomevent.RoomGiftSent, map[string]any{"sender_user_id": i, "gift_name": strings.Repeat("g", 100)})
 			perRoom[r] = append(perRoom[r], e)
 			all = append(all, e)
 		}
@@ -316,7 +316,7 @@ func TestShutdownLetsTheCallInFlightFinish(t *testing.T) {
 	js := newTestJetStream(t)
 	r := newTestRoom("demo")
 	e := r.joined(2)
-	publish(t, js, r.event(rooms.EventRoomCreated, nil), e)
+	publish(t, js, r.event(roomevent.RoomCreated, nil), e)
 	stop := runBridge(t, js, testApps(srv.URL), imbridge.Config{Client: imbridge.ClientConfig{CallTimeout: 5 * time.Second}})
 	<-entered
 	stopped := make(chan struct{})
@@ -343,7 +343,7 @@ func TestNoApplicationDoesNotConsume(t *testing.T) {
 	skipShort(t)
 	js := newTestJetStream(t)
 	r := newTestRoom("demo")
-	publish(t, js, r.event(rooms.EventRoomCreated, nil), r.joined(2))
+	publish(t, js, r.event(roomevent.RoomCreated, nil), r.joined(2))
 	reg := prometheus.NewRegistry()
 	m, err := imbridge.NewMetrics(reg)
 	if err != nil {

@@ -69,13 +69,15 @@
 // # Events and messages
 //
 // RoomCreated creates the room's AVChatRoom group (GroupId = the room's
-// im_group_id, see rooms.IMGroupID; "already exists" is success). Events
+// im_group_id, see roomevent.IMGroupID; "already exists" is success). Events
 // clients show become one send_group_msg with a TIMCustomElem whose Desc
 // is the event type and whose Data is the event JSON (event_id,
 // event_type, room_id, room_version, occurred_at_ms, payload); a message
 // for a group that is missing (10010) creates the group first. RoomClosed
-// is sent, then the group destroyed. RoomHeatChanged, RoomRankChanged,
-// RoomVisibleRegionChanged and unknown types are acked without a call and
+// is sent, then the group destroyed. What each type becomes, and which go
+// with MsgPriority High, is the event contract's (roomevent.Spec): types
+// whose IM action is IMSkip (RoomHeatChanged, RoomRankChanged,
+// RoomVisibleRegionChanged) and unknown types are acked without a call and
 // counted as skipped; events delivered again (see above) are acked
 // without a call and counted as duplicate.
 //

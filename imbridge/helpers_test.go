@@ -15,7 +15,7 @@ import (
 	"voiceroom/bus"
 	"voiceroom/imbridge"
 	"voiceroom/internal/testenv"
-	"voiceroom/rooms"
+	"voiceroom/roomevent"
 )
 
 const (
@@ -68,17 +68,17 @@ type testRoom struct {
 }
 
 func newTestRoom(app string) *testRoom {
-	return &testRoom{app: app, id: app + "_" + uuid.NewString(), owner: 1001, status: rooms.StatusActive}
+	return &testRoom{app: app, id: app + "_" + uuid.NewString(), owner: 1001, status: roomevent.StatusActive}
 }
 
-func (r *testRoom) groupID() string { return rooms.IMGroupID(r.app, r.id) }
+func (r *testRoom) groupID() string { return roomevent.IMGroupID(r.app, r.id) }
 
 // event returns the room's next event of type t with body fields and the
 // room card in its payload.
 func (r *testRoom) event(t string, body map[string]any) bus.Envelope {
 	r.version++
-	if t == rooms.EventRoomClosed {
-		r.status = rooms.StatusClosed
+	if t == roomevent.RoomClosed {
+		r.status = roomevent.StatusClosed
 	}
 	p := map[string]any{}
 	for k, v := range body {
@@ -92,7 +92,7 @@ func (r *testRoom) event(t string, body map[string]any) bus.Envelope {
 }
 
 func (r *testRoom) joined(user int64) bus.Envelope {
-	return r.event(rooms.EventRoomUserJoined, map[string]any{"user_id": user})
+	return r.event(roomevent.RoomUserJoined, map[string]any{"user_id": user})
 }
 
 func publish(tb testing.TB, js jetstream.JetStream, envs ...bus.Envelope) {
@@ -180,7 +180,7 @@ func waitShown(tb testing.TB, emu *imbridge.Emulator, envs ...bus.Envelope) {
 // eventKind reports whether an event type is shown as a message.
 func eventKind(t string) (string, bool) {
 	switch t {
-	case rooms.EventRoomCreated, rooms.EventRoomHeatChanged, rooms.EventRoomRankChanged, rooms.EventRoomVisibleRegionChanged:
+	case roomevent.RoomCreated, roomevent.RoomHeatChanged, roomevent.RoomRankChanged, roomevent.RoomVisibleRegionChanged:
 		return t, false
 	}
 	return t, true

@@ -9,68 +9,17 @@ import (
 	"unicode/utf8"
 
 	"voiceroom/bus"
-	"voiceroom/rooms"
+	"voiceroom/roomevent"
 )
-
-// Event types of the room lifecycle that have no rooms constant yet.
-const (
-	EventRoomBanned   = "RoomBanned"
-	EventRoomRestored = "RoomRestored"
-)
-
-// kind is what the bridge does with an event type.
-type kind int
-
-const (
-	kindSkip    kind = iota // acked without a call, counted
-	kindCreate              // create_group
-	kindMessage             // send_group_msg
-	kindClose               // send_group_msg, then destroy_group
-)
-
-// eventKinds maps the event types the bridge knows; anything else is
-// skipped (and counted as unknown).
-var eventKinds = map[string]kind{
-	rooms.EventRoomCreated:              kindCreate,
-	rooms.EventRoomUserJoined:           kindMessage,
-	rooms.EventRoomUserLeft:             kindMessage,
-	rooms.EventRoomMicUp:                kindMessage,
-	rooms.EventRoomMicDown:              kindMessage,
-	rooms.EventRoomMicChanged:           kindMessage,
-	rooms.EventRoomSeatLockChanged:      kindMessage,
-	rooms.EventRoomHostTransferred:      kindMessage,
-	rooms.EventRoomGiftSent:             kindMessage,
-	rooms.EventRoomUserKicked:           kindMessage,
-	rooms.EventRoomPasswordChanged:      kindMessage,
-	rooms.EventRoomClosed:               kindClose,
-	EventRoomBanned:                     kindMessage, // a ban can be undone: the group stays
-	EventRoomRestored:                   kindMessage,
-	rooms.EventRoomHeatChanged:          kindSkip,
-	rooms.EventRoomRankChanged:          kindSkip,
-	rooms.EventRoomVisibleRegionChanged: kindSkip,
-}
-
-// highPriority are the event types sent with MsgPriority High (or that
-// make a batch High).
-var highPriority = map[string]bool{
-	rooms.EventRoomMicUp: true, rooms.EventRoomMicDown: true, rooms.EventRoomMicChanged: true,
-	rooms.EventRoomSeatLockChanged: true, rooms.EventRoomHostTransferred: true,
-	rooms.EventRoomUserKicked: true, rooms.EventRoomClosed: true,
-	EventRoomBanned: true, EventRoomRestored: true,
-}
 
 // knownTypes are the event_type label values created at 0.
 func knownTypes() []string {
-	out := make([]string, 0, len(eventKinds)+1)
-	for t := range eventKinds {
-		out = append(out, t)
-	}
-	return append(out, "unknown")
+	return append(roomevent.Types(), "unknown")
 }
 
 // typeLabel bounds the event_type label to the known types.
 func typeLabel(t string) string {
-	if _, ok := eventKinds[t]; ok {
+	if _, ok := roomevent.Lookup(t); ok {
 		return t
 	}
 	return "unknown"
@@ -91,29 +40,18 @@ func newIMEvent(e bus.Envelope) imEvent {
 		OccurredAtMs: e.OccurredAtMs, Payload: e.Payload}
 }
 
-// roomCard is the part of an event's payload.room the bridge needs.
-type roomCard struct {
-	IMGroupID   string `json:"im_group_id"`
-	OwnerUserID int64  `json:"owner_user_id"`
-	Title       string `json:"title"`
-	Status      string `json:"status"`
-}
-
-// cardOf reads payload.room; missing fields stay zero.
-func cardOf(e bus.Envelope) roomCard {
-	var p struct {
-		Room roomCard `json:"room"`
-	}
-	_ = json.Unmarshal(e.Payload, &p) // a payload without a card leaves zeros
-	return p.Room
+// cardOf reads payload.room; a payload without a card leaves zeros.
+func cardOf(e bus.Envelope) roomevent.Card {
+	c, _ := roomevent.DecodeCard(e.Payload)
+	return c
 }
 
 // groupIDOf is the room's GroupId: the card's im_group_id, else derived.
 func groupIDOf(e bus.Envelope) string {
-	if g := cardOf(e).IMGroupID; rooms.ValidIMGroupID(g) {
+	if g := cardOf(e).IMGroupID; roomevent.ValidIMGroupID(g) {
 		return g
 	}
-	return rooms.IMGroupID(e.AppCode, e.RoomID)
+	return roomevent.IMGroupID(e.AppCode, e.RoomID)
 }
 
 // groupName cuts a title to Tencent's 30-byte group name on a UTF-8
@@ -189,7 +127,7 @@ func buildMessage(groupID, admin string, evs []bus.Envelope) ([]byte, uint32, er
 	prio := "Normal"
 	for i, e := range evs {
 		ids[i] = e.EventID
-		if highPriority[e.EventType] {
+		if spec, _ := roomevent.Lookup(e.EventType); spec.IMHigh {
 			prio = "High"
 		}
 	}

@@ -15,7 +15,7 @@ import (
 	"voiceroom/bus"
 	"voiceroom/imbridge"
 	"voiceroom/internal/testenv"
-	"voiceroom/rooms"
+	"voiceroom/roomevent"
 )
 
 // redeliver publishes e again under a new Nats-Msg-Id, so the stream keeps
@@ -57,14 +57,14 @@ func TestAcceptedEventDeliveredAgainIsNotShownTwice(t *testing.T) {
 	emu, url := newTestEmulator(t)
 	js := newTestJetStream(t)
 	r := newTestRoom("demo")
-	created, first := r.event(rooms.EventRoomCreated, nil), r.joined(2)
+	created, first := r.event(roomevent.RoomCreated, nil), r.joined(2)
 	publish(t, js, created, first)
 	reg := prometheus.NewRegistry()
 	m, err := imbridge.NewMetrics(reg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := duplicates(t, reg, rooms.EventRoomUserJoined); n != 0 {
+	if n := duplicates(t, reg, roomevent.RoomUserJoined); n != 0 {
 		t.Fatalf("duplicates at start %v, want a series at 0", n)
 	}
 	runBridgeMetrics(t, js, testApps(url), slowGroups, m)
@@ -78,7 +78,7 @@ func TestAcceptedEventDeliveredAgainIsNotShownTwice(t *testing.T) {
 	if ev, _ := emu.Event(first.EventID); ev.Shown != 1 {
 		t.Fatalf("event delivered again shown %d times, want 1", ev.Shown)
 	}
-	if n := duplicates(t, reg, rooms.EventRoomUserJoined); n != 1 {
+	if n := duplicates(t, reg, roomevent.RoomUserJoined); n != 1 {
 		t.Fatalf("duplicates %v, want 1", n)
 	}
 }
@@ -102,7 +102,7 @@ func TestEventDeliveredAgainWhileHeldIsShownOnce(t *testing.T) {
 	emu, url := newTestEmulator(t)
 	js := newTestJetStream(t)
 	r := newTestRoom("demo")
-	publish(t, js, r.event(rooms.EventRoomCreated, nil))
+	publish(t, js, r.event(roomevent.RoomCreated, nil))
 	runBridge(t, js, testApps(url), slowGroups)
 	testenv.Eventually(t, 10*time.Second, func() error {
 		if len(emu.Groups()) != 1 {
@@ -149,7 +149,7 @@ func TestJetStreamRestartShowsNoEventTwice(t *testing.T) {
 	batches := make([][]bus.Envelope, perRoom+1)
 	for range roomsN {
 		r := newTestRoom("demo")
-		batches[0] = append(batches[0], r.event(rooms.EventRoomCreated, nil))
+		batches[0] = append(batches[0], r.event(roomevent.RoomCreated, nil))
 		for i := 1; i <= perRoom; i++ {
 			e := r.joined(int64(i))
 			batches[i] = append(batches[i], e)
@@ -231,7 +231,7 @@ func TestEventAcceptedBeforeARestartIsNotShownTwice(t *testing.T) {
 	emu, url := newTestEmulator(t)
 	js := newTestJetStream(t)
 	r := newTestRoom("demo")
-	created, first := r.event(rooms.EventRoomCreated, nil), r.joined(2)
+	created, first := r.event(roomevent.RoomCreated, nil), r.joined(2)
 	publish(t, js, created, first)
 	stopA := runBridge(t, js, testApps(url), imbridge.Config{})
 	waitShown(t, emu, first)
@@ -274,7 +274,7 @@ func TestEventAcceptedBeforeARestartIsNotShownTwice(t *testing.T) {
 	if ev, _ := emu.Event(first.EventID); ev.Shown != 1 {
 		t.Fatalf("event accepted before the restart shown %d times, want 1", ev.Shown)
 	}
-	if n := duplicates(t, reg, rooms.EventRoomUserJoined); n != 1 {
+	if n := duplicates(t, reg, roomevent.RoomUserJoined); n != 1 {
 		t.Fatalf("duplicates %v, want 1", n)
 	}
 }

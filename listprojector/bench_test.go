@@ -27,6 +27,7 @@ import (
 	"voiceroom/listprojector"
 	"voiceroom/outboxrelay"
 	"voiceroom/regions"
+	"voiceroom/roomevent"
 	"voiceroom/rooms"
 )
 
@@ -574,7 +575,7 @@ func BenchmarkBacklogDrain(b *testing.B) {
 		c := card(room, v, int64(i%nRooms%20), "backlog room", int(v))
 		raw, _ := json.Marshal(map[string]any{"room": c})
 		env := bus.Envelope{EventID: fmt.Sprintf("e%d", i), AppCode: "bench", RoomID: room, RoomVersion: v,
-			EventType: rooms.EventRoomUserJoined, CommandID: "c", OccurredAtMs: now, Payload: raw}
+			EventType: roomevent.RoomUserJoined, CommandID: "c", OccurredAtMs: now, Payload: raw}
 		m, err := env.Message()
 		if err != nil {
 			b.Fatal(err)
@@ -583,9 +584,10 @@ func BenchmarkBacklogDrain(b *testing.B) {
 		if len(msgs) == 1000 {
 			flush()
 		}
-		cards = append(cards, &listprojector.Card{AppCode: "bench", RoomID: room, RoomShortID: c.RoomShortID, IMGroupID: room,
-			VisibleRegionID: c.VisibleRegionID, OwnerUserID: 7, HostUserID: 7, Title: c.Title, Mode: "voice", Status: "active",
-			OnlineCount: c.OnlineCount, SeatCount: 10, CreatedAtMs: c.CreatedAtMs, RoomVersion: v + 1000, UpdatedAtMs: now})
+		cards = append(cards, &listprojector.Card{AppCode: "bench", Card: roomevent.Card{Listing: roomevent.Listing{RoomID: room,
+			RoomShortID: c.RoomShortID, IMGroupID: room, VisibleRegionID: c.VisibleRegionID, OwnerUserID: 7, HostUserID: 7,
+			Title: c.Title, Mode: "voice", Status: "active", OnlineCount: c.OnlineCount, SeatCount: 10, CreatedAtMs: c.CreatedAtMs},
+			RoomVersion: v + 1000}, UpdatedAtMs: now})
 	}
 	flush()
 

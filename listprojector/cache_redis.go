@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"voiceroom/internal/memo"
+	"voiceroom/roomevent"
 )
 
 // cache is the Redis layer of the read model. Keys carry the app (as a
@@ -93,7 +94,7 @@ func (c *cache) writeApplied(ctx context.Context, as []applied) error {
 			p.ZRem(ctx, c.listKey(k.AppCode, a.oldRegion, TabHot), k.RoomID)
 			p.ZRem(ctx, c.listKey(k.AppCode, a.oldRegion, TabNew), k.RoomID)
 		}
-		if k.Status == StatusActive {
+		if k.Status == roomevent.StatusActive {
 			p.ZAdd(ctx, c.listKey(k.AppCode, k.VisibleRegionID, TabHot), redis.Z{Score: float64(k.SortScore), Member: k.RoomID})
 			p.ZAdd(ctx, c.listKey(k.AppCode, k.VisibleRegionID, TabNew), redis.Z{Score: float64(k.CreatedAtMs), Member: k.RoomID})
 		} else {

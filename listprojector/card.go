@@ -1,15 +1,9 @@
 package listprojector
 
 import (
-	"encoding/json"
 	"fmt"
 	"time"
-)
-
-// Room statuses as the room cards carry them. Only StatusActive is listed:
-// closed and banned rooms leave every list.
-const (
-	StatusActive = "active"
+	"voiceroom/roomevent"
 )
 
 // Tabs of GET /api/v1/rooms.
@@ -18,70 +12,34 @@ const (
 	TabNew = "new"
 )
 
-// Card is one room of the read model: the fields of a list item, its
-// room_version (the guard against older events) and its sort_score. It is
-// decoded from the "room" of every room event (rooms.Card), so any field a
-// producer adds is simply ignored.
+// Card is one room of the read model: the event's card (roomevent.Card),
+// the app it belongs to, its sort_score and when the projection last wrote
+// it. It is decoded from the "room" of every room event, so any field a
+// producer adds is simply ignored. Its JSON is the form the Redis cache
+// stores (pinned by TestCardCacheGolden).
 type Card struct {
-	AppCode           string `json:"app_code"`
-	RoomID            string `json:"room_id"`
-	RoomShortID       string `json:"room_short_id"`
-	IMGroupID         string `json:"im_group_id"`
-	OwnerUserID       int64  `json:"owner_user_id"`
-	HostUserID        int64  `json:"host_user_id"`
-	VisibleRegionID   int64  `json:"visible_region_id"`
-	Title             string `json:"title"`
-	CoverURL          string `json:"cover_url"`
-	Mode              string `json:"mode"`
-	Status            string `json:"status"`
-	Locked            bool   `json:"locked"`
-	Heat              int64  `json:"heat"`
-	OnlineCount       int    `json:"online_count"`
-	SeatCount         int    `json:"seat_count"`
-	OccupiedSeatCount int    `json:"occupied_seat_count"`
-	CreatedAtMs       int64  `json:"created_at_ms"`
-	RoomVersion       int64  `json:"room_version"`
-	SortScore         int64  `json:"sort_score"`
-	UpdatedAtMs       int64  `json:"updated_at_ms"`
+	AppCode string `json:"app_code"`
+	roomevent.Card
+	SortScore   int64 `json:"sort_score"`
+	UpdatedAtMs int64 `json:"updated_at_ms"`
 }
 
-// Item is a RoomListItem of API.md.
+// Item is a room of a list page (docs/openapi.yaml, RoomListItem).
 type Item struct {
-	RoomID            string `json:"room_id"`
-	IMGroupID         string `json:"im_group_id"`
-	RoomShortID       string `json:"room_short_id"`
-	Title             string `json:"title"`
-	CoverURL          string `json:"cover_url"`
-	Mode              string `json:"mode"`
-	Status            string `json:"status"`
-	Locked            bool   `json:"locked"`
-	Heat              int64  `json:"heat"`
-	OnlineCount       int    `json:"online_count"`
-	SeatCount         int    `json:"seat_count"`
-	OccupiedSeatCount int    `json:"occupied_seat_count"`
-	OwnerUserID       int64  `json:"owner_user_id"`
-	HostUserID        int64  `json:"host_user_id"`
-	VisibleRegionID   int64  `json:"visible_region_id"`
-	CreatedAtMs       int64  `json:"created_at_ms"`
-	Pinned            bool   `json:"pinned"`
+	roomevent.Listing
+	Pinned bool `json:"pinned"`
 }
 
 // item is the list item of c.
 func (c *Card) item(pinned bool) Item {
-	return Item{
-		RoomID: c.RoomID, IMGroupID: c.IMGroupID, RoomShortID: c.RoomShortID, Title: c.Title,
-		CoverURL: c.CoverURL, Mode: c.Mode, Status: c.Status, Locked: c.Locked, Heat: c.Heat,
-		OnlineCount: c.OnlineCount, SeatCount: c.SeatCount, OccupiedSeatCount: c.OccupiedSeatCount,
-		OwnerUserID: c.OwnerUserID, HostUserID: c.HostUserID, VisibleRegionID: c.VisibleRegionID,
-		CreatedAtMs: c.CreatedAtMs, Pinned: pinned,
-	}
+	return Item{Listing: c.Listing, Pinned: pinned}
 }
 
 // listedIn reports whether c may be shown in app's region list: an active
 // room of that app, visible in that region. Every card read from the cache
 // or a frozen order passes this check before it is shown.
 func (c *Card) listedIn(app string, region int64) bool {
-	return c.AppCode == app && c.VisibleRegionID == region && c.Status == StatusActive
+	return c.AppCode == app && c.VisibleRegionID == region && c.Status == roomevent.StatusActive
 }
 
 // sortKey is the card's key in tab: sort_score for hot, created_at_ms for new.
@@ -92,33 +50,24 @@ func (c *Card) sortKey(tab string) int64 {
 	return c.SortScore
 }
 
-// payload is the part of a room event's payload the projector reads.
-type payload struct {
-	Room *Card `json:"room"`
+// decodeCard reads the card of an event of app's room at version: it
+// must pass roomevent.Card.Check; im_group_id defaults to room_id, and
+// text fields are clipped to their columns.
+func decodeCard(app, roomID string, version int64, payload []byte) (*Card, error) {
+	rc, err := roomevent.DecodeCard(payload)
+	if err != nil {
+		return nil, err
+	}
+	return fromEventCard(app, roomID, version, rc)
 }
 
-// decodeCard reads the card of an event of app's room at version. The
-// card's own room_id must be the event's and its room_version, when set,
-// the event's; im_group_id defaults to room_id.
-func decodeCard(app, roomID string, version int64, raw json.RawMessage) (*Card, error) {
-	var p payload
-	if err := json.Unmarshal(raw, &p); err != nil {
-		return nil, fmt.Errorf("decode payload: %w", err)
+// fromEventCard checks an event's card and makes it app's read-model card.
+func fromEventCard(app, roomID string, version int64, rc roomevent.Card) (*Card, error) {
+	if err := rc.Check(roomID, version); err != nil {
+		return nil, err
 	}
-	c := p.Room
-	if c == nil {
-		return nil, fmt.Errorf("payload has no room card")
-	}
-	if c.RoomID != roomID {
-		return nil, fmt.Errorf("card of room %q in an event of room %q", c.RoomID, roomID)
-	}
-	if c.RoomVersion != 0 && c.RoomVersion != version {
-		return nil, fmt.Errorf("card at version %d in an event at version %d", c.RoomVersion, version)
-	}
-	if c.Status == "" || c.CreatedAtMs <= 0 {
-		return nil, fmt.Errorf("card without status or created_at_ms")
-	}
-	c.AppCode, c.RoomVersion = app, version
+	c := &Card{AppCode: app, Card: rc}
+	c.RoomVersion = version
 	if c.IMGroupID == "" {
 		c.IMGroupID = c.RoomID
 	}

@@ -43,8 +43,9 @@
 // applied.
 //
 // MySQL is the truth and can restore everything: [Rebuild] recovers each
-// room from its snapshot and command log (rooms.LoadCard) and writes the
-// cards with the same version guard, so it is safe while projectors run.
+// room from its snapshot and command log (a [CardLoader]: the rooms
+// package's LoadCard, wired by cmd/voiceroom) and writes the cards with the
+// same version guard, so it is safe while projectors run.
 // Redis is a cache: [Lister] reads it first and falls back to MySQL on a
 // miss, a partial miss or an error (then leaves Redis alone for a second),
 // repairing what it missed; the [Reconciler] rebuilds every region's sets

@@ -10,6 +10,8 @@ import (
 
 	"voiceroom/internal/testenv"
 	"voiceroom/listprojector"
+	"voiceroom/roomevent"
+	"voiceroom/rooms"
 )
 
 // eventuallyList waits until as's first hot page (limit 50) satisfies ok.
@@ -228,7 +230,10 @@ func TestRebuildGivesTheSameList(t *testing.T) {
 		t.Fatal(err)
 	}
 	deleteKeys(t, s)
-	res, err := listprojector.Rebuild(ctx, s.db, s.rdb, s.cfg, "demo", testenv.Logger(t))
+	load := func(ctx context.Context, app, room string) (roomevent.Card, error) {
+		return rooms.LoadCard(ctx, s.db, app, room)
+	}
+	res, err := listprojector.Rebuild(ctx, s.db, s.rdb, s.cfg, "demo", load, testenv.Logger(t))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"voiceroom"
 	"voiceroom/apperr"
 	"voiceroom/mysqldb"
+	"voiceroom/roomevent"
 	"voiceroom/rooms"
 )
 
@@ -122,7 +123,7 @@ func (h *Hides) Create(ctx context.Context, app, operator string, in NewHide) (H
 		if err != nil {
 			return err
 		}
-		if status == rooms.StatusClosed {
+		if status == roomevent.StatusClosed {
 			return apperr.New(apperr.FailedPrecondition, "room is closed")
 		}
 		var existing int64

@@ -11,6 +11,7 @@ import (
 	"voiceroom/internal/testenv"
 	"voiceroom/listprojector"
 	"voiceroom/regions"
+	"voiceroom/roomevent"
 	"voiceroom/rooms"
 )
 
@@ -47,8 +48,8 @@ func TestLongestAppCode(t *testing.T) {
 		t.Fatalf("GET %s answered room %q", rp, view.RoomID)
 	}
 
-	group := rooms.IMGroupID(app, roomID)
-	if !rooms.ValidIMGroupID(group) || len(group) > rooms.MaxIMGroupIDLen {
+	group := roomevent.IMGroupID(app, roomID)
+	if !roomevent.ValidIMGroupID(group) || len(group) > roomevent.MaxIMGroupIDLen {
 		t.Fatalf("IM GroupId %q of room %q is not a valid GroupId", group, roomID)
 	}
 	var listed []listprojector.Item

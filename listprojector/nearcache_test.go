@@ -12,7 +12,7 @@ import (
 
 	"voiceroom/internal/testenv"
 	"voiceroom/listprojector"
-	"voiceroom/rooms"
+	"voiceroom/roomevent"
 )
 
 // countReads counts the MGET commands (card reads) a client sends.
@@ -52,8 +52,8 @@ func nearSetup(t *testing.T) (*sink, hideProc, *countReads, listprojector.Config
 		}
 	}
 	s.start()
-	s.publish("a1", rooms.EventRoomCreated, card("r1", 1, 1, "one", 1))
-	s.publish("a1", rooms.EventRoomCreated, card("r2", 1, 1, "other", 2))
+	s.publish("a1", roomevent.RoomCreated, card("r1", 1, 1, "one", 1))
+	s.publish("a1", roomevent.RoomCreated, card("r2", 1, 1, "other", 2))
 	s.eventually("a1", 1, func(items []listprojector.Item) error {
 		if len(items) != 2 {
 			return fmt.Errorf("%+v", items)
@@ -104,7 +104,7 @@ func TestNearCacheServesRepeatsFromMemory(t *testing.T) {
 		t.Fatalf("near hits %v, want 20", n)
 	}
 
-	s.publish("a1", rooms.EventRoomUserJoined, card("r1", 2, 1, "two", 1))
+	s.publish("a1", roomevent.RoomUserJoined, card("r1", 2, 1, "two", 1))
 	testenv.Eventually(t, 10*time.Second, func() error {
 		if got := titles(t, p.lister); got["r1"] != "two" || got["r2"] != "other" {
 			return fmt.Errorf("page: %v", got)

@@ -10,6 +10,7 @@ import (
 	"voiceroom"
 	"voiceroom/apperr"
 	"voiceroom/mysqldb"
+	"voiceroom/roomevent"
 	"voiceroom/rooms"
 )
 
@@ -97,7 +98,7 @@ func (p *Pins) Create(ctx context.Context, app, operator string, in NewPin) (Pin
 		if err != nil {
 			return err
 		}
-		if status != StatusActive {
+		if status != roomevent.StatusActive {
 			return apperr.New(apperr.FailedPrecondition, "room is %s", status)
 		}
 		if region != in.VisibleRegionID {

@@ -12,18 +12,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"voiceroom/bus"
-	"voiceroom/rooms"
+	"voiceroom/roomevent"
 )
-
-// knownEvents are the event types the projector expects. Every one carries
-// the room's card; so may others, whose cards are applied too.
-var knownEvents = map[string]bool{
-	rooms.EventRoomCreated: true, rooms.EventRoomUserJoined: true, rooms.EventRoomUserLeft: true,
-	rooms.EventRoomMicUp: true, rooms.EventRoomMicDown: true, rooms.EventRoomMicChanged: true,
-	rooms.EventRoomSeatLockChanged: true, rooms.EventRoomHostTransferred: true, rooms.EventRoomGiftSent: true,
-	rooms.EventRoomHeatChanged: true, rooms.EventRoomRankChanged: true, rooms.EventRoomPasswordChanged: true,
-	rooms.EventRoomUserKicked: true, rooms.EventRoomClosed: true, rooms.EventRoomVisibleRegionChanged: true,
-}
 
 // Projector is the sink that keeps room_list_entries (and its Redis
 // mirror) up to date from the durable consumer listprojector.
@@ -163,7 +153,7 @@ func (p *Projector) handle(ctx context.Context, ds []bus.Delivery) []error {
 	var unknown, coalesced int
 	for i, d := range ds {
 		env := d.Envelope
-		known := knownEvents[env.EventType]
+		_, known := roomevent.Lookup(env.EventType)
 		if !known {
 			unknown++
 		}

@@ -14,7 +14,7 @@ import (
 	"voiceroom/bus"
 	"voiceroom/internal/testenv"
 	"voiceroom/listprojector"
-	"voiceroom/rooms"
+	"voiceroom/roomevent"
 )
 
 // sink is the projector and the list over real MySQL, Redis and
@@ -72,14 +72,14 @@ func (s *sink) start() {
 }
 
 // card is a room card as events carry it.
-func card(room string, version, region int64, title string, online int) rooms.Card {
-	return rooms.Card{RoomID: room, RoomShortID: "short_" + room, OwnerUserID: 7, HostUserID: 7, VisibleRegionID: region,
-		Title: title, Mode: "voice", Status: "active", OnlineCount: online, SeatCount: 10, CreatedAtMs: 1_700_000_000_000 + version,
-		RoomVersion: version}
+func card(room string, version, region int64, title string, online int) roomevent.Card {
+	return roomevent.Card{Listing: roomevent.Listing{RoomID: room, RoomShortID: "short_" + room, OwnerUserID: 7, HostUserID: 7,
+		VisibleRegionID: region, Title: title, Mode: "voice", Status: "active", OnlineCount: online, SeatCount: 10,
+		CreatedAtMs: 1_700_000_000_000 + version}, RoomVersion: version}
 }
 
 // publish sends one event of app's room carrying c (and extra payload fields).
-func (s *sink) publish(app, eventType string, c rooms.Card) {
+func (s *sink) publish(app, eventType string, c roomevent.Card) {
 	s.tb.Helper()
 	s.publishRaw(app, c.RoomID, c.RoomVersion, eventType, map[string]any{"room": c})
 }
@@ -125,7 +125,7 @@ func TestDuplicatesAndOutOfOrder(t *testing.T) {
 	s := newSink(t)
 	// Published before the projector starts, so a pull brings them together.
 	for _, v := range []int64{3, 1, 2, 3, 5, 4, 5} {
-		s.publish("a1", rooms.EventRoomUserJoined, card("r1", v, 1, fmt.Sprintf("v%d", v), int(v)))
+		s.publish("a1", roomevent.RoomUserJoined, card("r1", v, 1, fmt.Sprintf("v%d", v), int(v)))
 	}
 	s.start()
 	s.eventually("a1", 1, func(items []listprojector.Item) error {
@@ -145,8 +145,8 @@ func TestDuplicatesAndOutOfOrder(t *testing.T) {
 	// Older events after the newest change nothing: stale, or coalesced
 	// into a stale one when a pull brings both.
 	before := s.counter("stale") + s.counter("coalesced")
-	s.publish("a1", rooms.EventRoomUserLeft, card("r1", 4, 1, "v4", 4))
-	s.publish("a1", rooms.EventRoomUserLeft, card("r1", 5, 1, "v5 again", 0))
+	s.publish("a1", roomevent.RoomUserLeft, card("r1", 4, 1, "v4", 4))
+	s.publish("a1", roomevent.RoomUserLeft, card("r1", 5, 1, "v5 again", 0))
 	testenv.Eventually(t, 10*time.Second, func() error {
 		if n := s.counter("stale") + s.counter("coalesced") - before; n != 2 {
 			return fmt.Errorf("stale or coalesced %v, want 2", n)
@@ -169,9 +169,9 @@ func TestDuplicatesAndOutOfOrder(t *testing.T) {
 func TestAppsNeverMix(t *testing.T) {
 	s := newSink(t)
 	s.start()
-	s.publish("a1", rooms.EventRoomCreated, card("r1", 1, 1, "of a1", 1))
-	s.publish("a2", rooms.EventRoomCreated, card("r1", 1, 1, "of a2", 2))
-	s.publish("a2", rooms.EventRoomUserJoined, card("r1", 2, 1, "of a2", 3))
+	s.publish("a1", roomevent.RoomCreated, card("r1", 1, 1, "of a1", 1))
+	s.publish("a2", roomevent.RoomCreated, card("r1", 1, 1, "of a2", 2))
+	s.publish("a2", roomevent.RoomUserJoined, card("r1", 2, 1, "of a2", 3))
 	for app, want := range map[string]string{"a1": "of a1", "a2": "of a2"} {
 		s.eventually(app, 1, func(items []listprojector.Item) error {
 			if len(items) != 1 || items[0].Title != want {
@@ -192,19 +192,19 @@ func TestAppsNeverMix(t *testing.T) {
 func TestCloseMoveAndUnknownEvents(t *testing.T) {
 	s := newSink(t)
 	s.start()
-	s.publish("a1", rooms.EventRoomCreated, card("r1", 1, 1, "one", 0))
-	s.publish("a1", rooms.EventRoomCreated, card("r2", 1, 1, "two", 0))
-	s.publishRaw("a1", "r1", 2, rooms.EventRoomUserJoined, map[string]any{"room": "not a card"}) // dead-lettered
-	s.publishRaw("a1", "r1", 2, "RoomSomethingNew", map[string]any{"x": 1})                      // acked, nothing to apply
+	s.publish("a1", roomevent.RoomCreated, card("r1", 1, 1, "one", 0))
+	s.publish("a1", roomevent.RoomCreated, card("r2", 1, 1, "two", 0))
+	s.publishRaw("a1", "r1", 2, roomevent.RoomUserJoined, map[string]any{"room": "not a card"}) // dead-lettered
+	s.publishRaw("a1", "r1", 2, "RoomSomethingNew", map[string]any{"x": 1})                     // acked, nothing to apply
 	moved := card("r2", 2, 2, "two", 0)
-	s.publish("a1", rooms.EventRoomVisibleRegionChanged, moved)
+	s.publish("a1", roomevent.RoomVisibleRegionChanged, moved)
 	closed := card("r1", 3, 1, "one", 0)
 	closed.Status = "closed"
-	s.publish("a1", rooms.EventRoomClosed, closed)
+	s.publish("a1", roomevent.RoomClosed, closed)
 	banned := card("r3", 2, 1, "three", 0)
-	s.publish("a1", rooms.EventRoomCreated, card("r3", 1, 1, "three", 0))
+	s.publish("a1", roomevent.RoomCreated, card("r3", 1, 1, "three", 0))
 	banned.Status = "banned"
-	s.publish("a1", "RoomBanned", banned) // unknown type with a card: applied
+	s.publish("a1", "RoomSomethingNewer", banned) // unknown type with a card: applied
 
 	s.eventually("a1", 1, func(items []listprojector.Item) error {
 		if len(items) != 0 {

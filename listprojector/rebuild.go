@@ -3,13 +3,11 @@ package listprojector
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"fmt"
 	"log/slog"
+	"voiceroom/roomevent"
 
 	"github.com/redis/go-redis/v9"
-
-	"voiceroom/rooms"
 )
 
 // RebuildResult counts what Rebuild did.
@@ -21,16 +19,25 @@ type RebuildResult struct {
 	Written int `json:"written"`
 }
 
+// CardLoader recovers app's room from MySQL alone (its latest snapshot and
+// command log) and returns its card. The rooms package provides it
+// (rooms.LoadCard); cmd/voiceroom wires it in, so the list never imports
+// the rooms package. A room that does not exist is an error.
+type CardLoader func(ctx context.Context, app, room string) (roomevent.Card, error)
+
 // rebuildBatch is how many rooms one rebuild statement writes.
 const rebuildBatch = 500
 
 // Rebuild regenerates room_list_entries of app (every app when app is "")
 // from MySQL alone: each room of the rooms table is recovered from its
-// snapshot and command log (rooms.LoadCard) and its card written with the
+// snapshot and command log (load) and its card written with the
 // projector's version guard, so a rebuild is safe while projectors run
 // (neither overwrites the other's newer card). Then the app's Redis sets
 // and cards are refilled when rdb is not nil. It stops at the first error.
-func Rebuild(ctx context.Context, db *sql.DB, rdb redis.UniversalClient, cfg Config, app string, log *slog.Logger) (RebuildResult, error) {
+func Rebuild(ctx context.Context, db *sql.DB, rdb redis.UniversalClient, cfg Config, app string, load CardLoader, log *slog.Logger) (RebuildResult, error) {
+	if load == nil {
+		return RebuildResult{}, fmt.Errorf("%w: rebuild needs a card loader", ErrInvalidConfig)
+	}
 	cfg = cfg.WithDefaults()
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -52,13 +59,13 @@ func Rebuild(ctx context.Context, db *sql.DB, rdb redis.UniversalClient, cfg Con
 		nowMs := cfg.nowMs()
 		cards := make([]*Card, 0, len(keys))
 		for _, k := range keys {
-			rc, err := rooms.LoadCard(ctx, db, k.app, k.room)
+			rc, err := load(ctx, k.app, k.room)
 			if err != nil {
 				return res, fmt.Errorf("rebuild room %s of %s: %w", k.room, k.app, err)
 			}
-			c, err := fromRoomsCard(k.app, rc)
+			c, err := fromEventCard(k.app, k.room, rc.RoomVersion, rc)
 			if err != nil {
-				return res, err
+				return res, fmt.Errorf("rebuild room %s of %s: %w", k.room, k.app, err)
 			}
 			c.SortScore, c.UpdatedAtMs = sortScore(c, nowMs), nowMs
 			if p, ok := priors[k]; !ok || p.version < c.RoomVersion {
@@ -80,16 +87,6 @@ func Rebuild(ctx context.Context, db *sql.DB, rdb redis.UniversalClient, cfg Con
 		}
 	}
 	return res, nil
-}
-
-// fromRoomsCard converts the rooms package's card through its JSON, the
-// form events carry, so fields the two do not share (im_group_id) follow.
-func fromRoomsCard(app string, rc rooms.Card) (*Card, error) {
-	raw, err := json.Marshal(map[string]any{"room": rc})
-	if err != nil {
-		return nil, fmt.Errorf("encode card of %s: %w", rc.RoomID, err)
-	}
-	return decodeCard(app, rc.RoomID, rc.RoomVersion, raw)
 }
 
 // roomKeys lists rooms of app (all apps when "") after (afterApp, afterRoom).

@@ -1,33 +1,5 @@
 package rooms
 
-// Event types, the last token of an event's subject
-// room.events.<app_code>.<room_id>.<event_type>.
-const (
-	EventRoomCreated              = "RoomCreated"
-	EventRoomUserJoined           = "RoomUserJoined"
-	EventRoomUserLeft             = "RoomUserLeft"
-	EventRoomMicUp                = "RoomMicUp"
-	EventRoomMicDown              = "RoomMicDown"
-	EventRoomMicChanged           = "RoomMicChanged"
-	EventRoomSeatLockChanged      = "RoomSeatLockChanged"
-	EventRoomHostTransferred      = "RoomHostTransferred"
-	EventRoomGiftSent             = "RoomGiftSent"
-	EventRoomHeatChanged          = "RoomHeatChanged"
-	EventRoomRankChanged          = "RoomRankChanged"
-	EventRoomPasswordChanged      = "RoomPasswordChanged"
-	EventRoomUserKicked           = "RoomUserKicked"
-	EventRoomClosed               = "RoomClosed"
-	EventRoomVisibleRegionChanged = "RoomVisibleRegionChanged"
-)
-
-// Reasons of RoomUserLeft.
-const (
-	LeaveReasonLeave  = "leave"
-	LeaveReasonStale  = "stale"
-	LeaveReasonKicked = "kicked"
-	LeaveReasonClosed = "closed"
-)
-
 // Event is one event a command emits. Its payload on the bus is Body's
 // fields plus "room": the room's Card after the command.
 type Event struct {
@@ -35,80 +7,5 @@ type Event struct {
 	Body any
 }
 
-// Bodies of the events. Every payload also has "room" (a Card).
-type (
-	// UserJoined is RoomUserJoined.
-	UserJoined struct {
-		UserID int64 `json:"user_id"`
-	}
-	// UserLeft is RoomUserLeft; SeatIndex is the seat the user left, -1 if none.
-	UserLeft struct {
-		UserID    int64  `json:"user_id"`
-		Reason    string `json:"reason"`
-		SeatIndex int    `json:"seat_index"`
-	}
-	// MicMoved is RoomMicUp and RoomMicDown.
-	MicMoved struct {
-		UserID    int64 `json:"user_id"`
-		SeatIndex int   `json:"seat_index"`
-	}
-	// MicChanged is RoomMicChanged.
-	MicChanged struct {
-		UserID        int64 `json:"user_id"`
-		FromSeatIndex int   `json:"from_seat_index"`
-		ToSeatIndex   int   `json:"to_seat_index"`
-	}
-	// SeatLockChanged is RoomSeatLockChanged.
-	SeatLockChanged struct {
-		SeatIndex int  `json:"seat_index"`
-		Locked    bool `json:"locked"`
-	}
-	// HostTransferred is RoomHostTransferred.
-	HostTransferred struct {
-		FromUserID int64 `json:"from_user_id"`
-		ToUserID   int64 `json:"to_user_id"`
-	}
-	// GiftSent is RoomGiftSent.
-	GiftSent struct {
-		SenderUserID   int64  `json:"sender_user_id"`
-		ReceiverUserID int64  `json:"receiver_user_id"`
-		GiftID         int64  `json:"gift_id"`
-		GiftName       string `json:"gift_name"`
-		Count          int64  `json:"count"`
-		Value          int64  `json:"value"`
-		HeatDelta      int64  `json:"heat_delta"`
-	}
-	// HeatChanged is RoomHeatChanged.
-	HeatChanged struct {
-		Heat  int64 `json:"heat"`
-		Delta int64 `json:"delta"`
-	}
-	// RankChanged is RoomRankChanged.
-	RankChanged struct {
-		GiftRank []Contribution `json:"gift_rank"`
-	}
-	// PasswordChanged is RoomPasswordChanged: only whether the room is locked.
-	PasswordChanged struct {
-		Locked bool `json:"locked"`
-	}
-	// UserKicked is RoomUserKicked; BanUntilMs is 0 without a ban.
-	UserKicked struct {
-		UserID     int64 `json:"user_id"`
-		ByUserID   int64 `json:"by_user_id"`
-		BanUntilMs int64 `json:"ban_until_ms"`
-	}
-	// Closed is RoomClosed; ByUserID is 0 when an admin closed it.
-	Closed struct {
-		ByUserID int64  `json:"by_user_id"`
-		Operator string `json:"operator,omitempty"`
-	}
-	// VisibleRegionChanged is RoomVisibleRegionChanged.
-	VisibleRegionChanged struct {
-		OldRegionID int64  `json:"old_region_id"`
-		NewRegionID int64  `json:"new_region_id"`
-		Reason      string `json:"reason"`
-		Operator    string `json:"operator"`
-	}
-	// empty is the body of events with nothing beyond the card.
-	empty struct{}
-)
+// empty is the body of events with nothing beyond the card.
+type empty struct{}

@@ -5,37 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"voiceroom/roomevent"
 )
-
-func TestIMGroupID(t *testing.T) {
-	app32 := strings.Repeat("a", 32)
-	long := app32 + "_0196a3c4-8c55-7d2e-9b1f-3c5a7e9d1b2f"
-	for _, tc := range []struct {
-		name, app, room string
-		same            bool
-	}{
-		{"short room id is kept", "demo", "demo_0196a3c4-8c55-7d2e-9b1f-3c5a7e9d1b2f", true},
-		{"long room id is derived", app32, long, false},
-		{"invalid characters are derived", "demo", "demo_a.b", false},
-		{"our own prefix is derived", "demo", "vr-abc", false},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			g := IMGroupID(tc.app, tc.room)
-			if !ValidIMGroupID(g) || len(g) > MaxIMGroupIDLen {
-				t.Fatalf("IMGroupID = %q (%d bytes): not a valid GroupId", g, len(g))
-			}
-			if (g == tc.room) != tc.same {
-				t.Fatalf("IMGroupID = %q, room %q, want same=%v", g, tc.room, tc.same)
-			}
-			if g != IMGroupID(tc.app, tc.room) {
-				t.Fatal("not stable")
-			}
-		})
-	}
-	if IMGroupID(app32, long) == IMGroupID(app32, long+"x") || IMGroupID("a", long) == IMGroupID("b", long) {
-		t.Fatal("derived ids collide")
-	}
-}
 
 // TestIMGroupMember: present after JoinRoom, absent after leave, kick,
 // sweep, unknown for an unloaded room; a derived GroupId maps back to its
@@ -48,7 +19,7 @@ func TestIMGroupMember(t *testing.T) {
 	app := strings.Repeat("x", 27)
 	snap := e.create(t, app, 1)
 	group := snap.IMGroupID
-	if len(group) > MaxIMGroupIDLen || group == snap.RoomID {
+	if len(group) > roomevent.MaxIMGroupIDLen || group == snap.RoomID {
 		t.Fatalf("im_group_id %q for room %q", group, snap.RoomID)
 	}
 	check := func(user int64, want bool) {

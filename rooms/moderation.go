@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"voiceroom/apperr"
+	"voiceroom/roomevent"
 )
 
 // Operators' room commands: ban and restore. Like every room command they go
@@ -15,30 +16,8 @@ const (
 	KindRestoreRoom Kind = "RestoreRoom"
 )
 
-// StatusBanned is a room an operator banned: nobody is in it, nobody may
-// join, it is listed nowhere, and it is still its owner's one room (see
-// doc.go, "Moderation").
-const StatusBanned = "banned"
-
-// Events of the moderation commands; their payloads carry the card (status
-// banned or active) and Moderated.
-const (
-	EventRoomBanned   = "RoomBanned"
-	EventRoomRestored = "RoomRestored"
-)
-
-// LeaveReasonBanned is the reason of the RoomUserLeft of everyone present
-// when the room is banned.
-const LeaveReasonBanned = "banned"
-
 // maxAuditReason bounds an operator's reason, in characters.
 const maxAuditReason = 256
-
-// Moderated is the body of RoomBanned and RoomRestored.
-type Moderated struct {
-	Reason   string `json:"reason"`
-	Operator string `json:"operator"`
-}
 
 // Ban runs BanRoom (admins only): everyone present leaves (RoomUserLeft,
 // reason banned), seats are freed, the status becomes banned and RoomBanned
@@ -88,9 +67,9 @@ func checkReason(reason string, required bool) (string, error) {
 // refused with "room is banned".
 func (s *State) admits(c *Command) error {
 	switch s.Status {
-	case StatusActive:
+	case roomevent.StatusActive:
 		return nil
-	case StatusBanned:
+	case roomevent.StatusBanned:
 		switch c.Kind {
 		case KindBanRoom, KindRestoreRoom, KindChangeRoomVisibleRegion, KindLeaveRoom, KindSweepStale:
 			return nil
@@ -110,15 +89,15 @@ func (s *State) ban(c *Command) ([]Event, bool, error) {
 	if !c.Actor.Admin {
 		return nil, false, apperr.New(apperr.PermissionDenied, "only an admin may ban a room")
 	}
-	if s.Status == StatusBanned {
+	if s.Status == roomevent.StatusBanned {
 		return nil, false, nil
 	}
 	var events []Event
 	for len(s.Online) > 0 {
-		events = append(events, s.leave(s.Online[0].UserID, LeaveReasonBanned))
+		events = append(events, s.leave(s.Online[0].UserID, roomevent.LeaveReasonBanned))
 	}
-	s.Status = StatusBanned
-	return append(events, Event{EventRoomBanned, Moderated{Reason: c.Args.Reason, Operator: c.Actor.Operator}}), true, nil
+	s.Status = roomevent.StatusBanned
+	return append(events, Event{roomevent.RoomBanned, roomevent.Moderated{Reason: c.Args.Reason, Operator: c.Actor.Operator}}), true, nil
 }
 
 // restore is RestoreRoom.
@@ -126,9 +105,9 @@ func (s *State) restore(c *Command) ([]Event, bool, error) {
 	if !c.Actor.Admin {
 		return nil, false, apperr.New(apperr.PermissionDenied, "only an admin may restore a room")
 	}
-	if s.Status == StatusActive {
+	if s.Status == roomevent.StatusActive {
 		return nil, false, nil
 	}
-	s.Status = StatusActive
-	return []Event{{EventRoomRestored, Moderated{Reason: c.Args.Reason, Operator: c.Actor.Operator}}}, true, nil
+	s.Status = roomevent.StatusActive
+	return []Event{{roomevent.RoomRestored, roomevent.Moderated{Reason: c.Args.Reason, Operator: c.Actor.Operator}}}, true, nil
 }

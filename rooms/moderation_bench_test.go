@@ -6,6 +6,7 @@ import (
 	"slices"
 	"testing"
 	"time"
+	"voiceroom/roomevent"
 )
 
 // BenchmarkBanRoom measures BanRoom through the pipeline on a room with 20
@@ -23,7 +24,7 @@ func BenchmarkBanRoom(b *testing.B) {
 	gone := func() (bool, error) {
 		var status string
 		err := e.db.QueryRowContext(ctx, "SELECT status FROM rooms WHERE app_code = 'bench' AND room_id = ?", room).Scan(&status)
-		return status != StatusActive, err
+		return status != roomevent.StatusActive, err
 	}
 	lat := make([]time.Duration, 0, b.N)
 	b.ResetTimer()

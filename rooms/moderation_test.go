@@ -11,6 +11,7 @@ import (
 	"voiceroom/apperr"
 	"voiceroom/bus"
 	"voiceroom/internal/testenv"
+	"voiceroom/roomevent"
 )
 
 // TestModerationRules covers BanRoom and RestoreRoom, and every other
@@ -18,11 +19,11 @@ import (
 func TestModerationRules(t *testing.T) {
 	banned := func(s *State) {
 		s.Online, s.Seats[0].UserID = nil, 0
-		s.Status = StatusBanned
+		s.Status = roomevent.StatusBanned
 	}
-	closed := func(s *State) { s.Status = StatusClosed }
+	closed := func(s *State) { s.Status = roomevent.StatusClosed }
 	admin := func(c *Command) *Command { c.Actor = Actor{Admin: true, Operator: "admin:9"}; return c }
-	left4 := []string{EventRoomUserLeft, EventRoomUserLeft, EventRoomUserLeft, EventRoomUserLeft}
+	left4 := []string{roomevent.RoomUserLeft, roomevent.RoomUserLeft, roomevent.RoomUserLeft, roomevent.RoomUserLeft}
 
 	tests := []struct {
 		name    string
@@ -35,14 +36,14 @@ func TestModerationRules(t *testing.T) {
 		status  string // the status after, when accepted
 	}{
 		{name: "ban", cmd: admin(cmd(KindBanRoom, 0, Args{Reason: "spam"})),
-			events: append(left4, EventRoomBanned), changed: true, status: StatusBanned},
+			events: append(left4, roomevent.RoomBanned), changed: true, status: roomevent.StatusBanned},
 		{name: "ban by the owner", cmd: cmd(KindBanRoom, owner, Args{Reason: "x"}), want: apperr.PermissionDenied},
-		{name: "ban a banned room", setup: banned, cmd: admin(cmd(KindBanRoom, 0, Args{Reason: "x"})), status: StatusBanned},
+		{name: "ban a banned room", setup: banned, cmd: admin(cmd(KindBanRoom, 0, Args{Reason: "x"})), status: roomevent.StatusBanned},
 		{name: "ban a closed room", setup: closed, cmd: admin(cmd(KindBanRoom, 0, Args{Reason: "x"})), want: apperr.FailedPrecondition, msg: "closed"},
 		{name: "restore", setup: banned, cmd: admin(cmd(KindRestoreRoom, 0, Args{Reason: "appeal"})),
-			events: []string{EventRoomRestored}, changed: true, status: StatusActive},
+			events: []string{roomevent.RoomRestored}, changed: true, status: roomevent.StatusActive},
 		{name: "restore by the owner", setup: banned, cmd: cmd(KindRestoreRoom, owner, Args{}), want: apperr.PermissionDenied},
-		{name: "restore an active room", cmd: admin(cmd(KindRestoreRoom, 0, Args{Reason: "x"})), status: StatusActive},
+		{name: "restore an active room", cmd: admin(cmd(KindRestoreRoom, 0, Args{Reason: "x"})), status: roomevent.StatusActive},
 		{name: "restore a closed room", setup: closed, cmd: admin(cmd(KindRestoreRoom, 0, Args{Reason: "x"})), want: apperr.FailedPrecondition, msg: "closed"},
 
 		// Everything else on a banned room.
@@ -58,13 +59,13 @@ func TestModerationRules(t *testing.T) {
 		{name: "gift", setup: banned, cmd: cmd(KindSendGift, bob, Args{TargetUserID: alice, Count: 1, Price: 1}), want: apperr.FailedPrecondition, msg: "room is banned"},
 		{name: "password", setup: banned, cmd: cmd(KindSetRoomPassword, owner, Args{PasswordHash: "H"}), want: apperr.FailedPrecondition, msg: "room is banned"},
 		{name: "kick with ban", setup: banned, cmd: cmd(KindKickUser, owner, Args{TargetUserID: carol, BanSeconds: 60}), want: apperr.FailedPrecondition, msg: "room is banned"},
-		{name: "leave finds nobody", setup: banned, cmd: cmd(KindLeaveRoom, alice, Args{}), status: StatusBanned},
-		{name: "sweep finds nobody", setup: banned, cmd: cmd(KindSweepStale, 0, Args{UserIDs: []int64{alice}}), status: StatusBanned},
+		{name: "leave finds nobody", setup: banned, cmd: cmd(KindLeaveRoom, alice, Args{}), status: roomevent.StatusBanned},
+		{name: "sweep finds nobody", setup: banned, cmd: cmd(KindSweepStale, 0, Args{UserIDs: []int64{alice}}), status: roomevent.StatusBanned},
 		{name: "owner closes", setup: banned, cmd: cmd(KindCloseRoom, owner, Args{}), want: apperr.FailedPrecondition, msg: "only an admin"},
 		{name: "admin closes", setup: banned, cmd: admin(cmd(KindCloseRoom, 0, Args{Reason: "gone"})),
-			events: []string{EventRoomClosed}, changed: true, status: StatusClosed},
+			events: []string{roomevent.RoomClosed}, changed: true, status: roomevent.StatusClosed},
 		{name: "admin changes region", setup: banned, cmd: admin(cmd(KindChangeRoomVisibleRegion, 0, Args{RegionID: 7, Reason: "x"})),
-			events: []string{EventRoomVisibleRegionChanged}, changed: true, status: StatusBanned},
+			events: []string{roomevent.RoomVisibleRegionChanged}, changed: true, status: roomevent.StatusBanned},
 		{name: "owner changes region", setup: banned, cmd: cmd(KindChangeRoomVisibleRegion, owner, Args{RegionID: 7}), want: apperr.PermissionDenied},
 		{name: "anything on a closed room", setup: closed, cmd: cmd(KindJoinRoom, carol, Args{}), want: apperr.FailedPrecondition, msg: "room is closed"},
 	}
@@ -121,15 +122,15 @@ func TestBanEmptiesTheRoom(t *testing.T) {
 	}
 	left := map[int64]string{}
 	for _, e := range events[:len(events)-1] {
-		l := e.Body.(UserLeft)
+		l := e.Body.(roomevent.UserLeft)
 		left[l.UserID] = l.Reason
 	}
 	for _, u := range []int64{owner, host, alice, bob} {
-		if left[u] != LeaveReasonBanned {
+		if left[u] != roomevent.LeaveReasonBanned {
 			t.Fatalf("user %d left with %q", u, left[u])
 		}
 	}
-	if m := events[len(events)-1].Body.(Moderated); m.Reason != "spam" || m.Operator != "admin:9" {
+	if m := events[len(events)-1].Body.(roomevent.Moderated); m.Reason != "spam" || m.Operator != "admin:9" {
 		t.Fatalf("RoomBanned body %+v", m)
 	}
 }
@@ -186,7 +187,7 @@ func TestBanAndRestore(t *testing.T) {
 		t.Fatal(err)
 	}
 	snap := res.View
-	if snap.Status != StatusBanned || snap.OnlineCount != 0 || snap.Seats[0].UserID != 0 || snap.RoomVersion != 6 {
+	if snap.Status != roomevent.StatusBanned || snap.OnlineCount != 0 || snap.Seats[0].UserID != 0 || snap.RoomVersion != 6 {
 		t.Fatalf("after ban %+v", snap)
 	}
 	after := rowCounts(t, e.db, room)
@@ -199,10 +200,10 @@ func TestBanAndRestore(t *testing.T) {
 	}
 	env, _ := bus.DecodeEnvelope(raw)
 	var p struct {
-		Room Card `json:"room"`
-		Moderated
+		Room roomevent.Card `json:"room"`
+		roomevent.Moderated
 	}
-	if err := json.Unmarshal(env.Payload, &p); err != nil || p.Room.Status != StatusBanned || p.Room.RoomID != room || p.Operator != "admin:9" {
+	if err := json.Unmarshal(env.Payload, &p); err != nil || p.Room.Status != roomevent.StatusBanned || p.Room.RoomID != room || p.Operator != "admin:9" {
 		t.Fatalf("RoomBanned payload %s: %v", env.Payload, err)
 	}
 	if n := count(t, e.db, `SELECT COUNT(*) FROM room_outbox WHERE room_id = ? AND event_type = 'RoomUserLeft'
@@ -237,7 +238,7 @@ func TestBanAndRestore(t *testing.T) {
 	}
 
 	res, err = e.svc.Restore(ctx, adminCmd(room, "restore-1"), "appeal accepted")
-	if err != nil || res.View.Status != StatusActive || res.View.RoomVersion != 7 {
+	if err != nil || res.View.Status != roomevent.StatusActive || res.View.RoomVersion != 7 {
 		t.Fatalf("restore: %+v %v", res.View, err)
 	}
 	if again, err := e.svc.Restore(ctx, adminCmd(room, "restore-1"), "appeal accepted"); err != nil || !again.Replayed {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"voiceroom/apperr"
+	"voiceroom/roomevent"
 )
 
 // Bounds of a room.
@@ -102,7 +103,7 @@ func (s *State) join(c *Command, lim limits, replay bool) ([]Event, bool, error)
 		return nil, false, apperr.New(apperr.FailedPrecondition, "room is full")
 	}
 	s.addPresence(Presence{UserID: actor, JoinedAtMs: now})
-	return []Event{{EventRoomUserJoined, UserJoined{UserID: actor}}}, true, nil
+	return []Event{{roomevent.RoomUserJoined, roomevent.UserJoined{UserID: actor}}}, true, nil
 }
 
 // leaveRoom is LeaveRoom; leaving twice is not an error.
@@ -111,7 +112,7 @@ func (s *State) leaveRoom(c *Command) ([]Event, bool, error) {
 	if !s.isPresent(actor) {
 		return nil, false, nil // leaving twice is not an error
 	}
-	return []Event{s.leave(actor, LeaveReasonLeave)}, true, nil
+	return []Event{s.leave(actor, roomevent.LeaveReasonLeave)}, true, nil
 }
 
 // micUp is MicUp: a present user takes a free, unlocked seat.
@@ -128,7 +129,7 @@ func (s *State) micUp(c *Command) ([]Event, bool, error) {
 		return nil, false, err
 	}
 	s.Seats[a.SeatIndex].UserID = actor
-	return []Event{{EventRoomMicUp, MicMoved{UserID: actor, SeatIndex: a.SeatIndex}}}, true, nil
+	return []Event{{roomevent.RoomMicUp, roomevent.MicMoved{UserID: actor, SeatIndex: a.SeatIndex}}}, true, nil
 }
 
 // micDown is MicDown.
@@ -139,7 +140,7 @@ func (s *State) micDown(c *Command) ([]Event, bool, error) {
 		return nil, false, apperr.New(apperr.FailedPrecondition, "not on a seat")
 	}
 	s.Seats[cur].UserID = 0
-	return []Event{{EventRoomMicDown, MicMoved{UserID: actor, SeatIndex: cur}}}, true, nil
+	return []Event{{roomevent.RoomMicDown, roomevent.MicMoved{UserID: actor, SeatIndex: cur}}}, true, nil
 }
 
 // changeMicSeat is ChangeMicSeat: from the actor's seat to a free, unlocked one.
@@ -161,7 +162,7 @@ func (s *State) changeMicSeat(c *Command) ([]Event, bool, error) {
 	}
 	s.Seats[cur].UserID = 0
 	s.Seats[a.SeatIndex].UserID = actor
-	return []Event{{EventRoomMicChanged, MicChanged{UserID: actor, FromSeatIndex: cur, ToSeatIndex: a.SeatIndex}}}, true, nil
+	return []Event{{roomevent.RoomMicChanged, roomevent.MicChanged{UserID: actor, FromSeatIndex: cur, ToSeatIndex: a.SeatIndex}}}, true, nil
 }
 
 // setSeatLock is SetSeatLock; locking an occupied seat takes its user down first.
@@ -179,11 +180,11 @@ func (s *State) setSeatLock(c *Command) ([]Event, bool, error) {
 	}
 	var events []Event
 	if a.Locked && seat.UserID != 0 {
-		events = append(events, Event{EventRoomMicDown, MicMoved{UserID: seat.UserID, SeatIndex: a.SeatIndex}})
+		events = append(events, Event{roomevent.RoomMicDown, roomevent.MicMoved{UserID: seat.UserID, SeatIndex: a.SeatIndex}})
 		seat.UserID = 0
 	}
 	seat.Locked = a.Locked
-	return append(events, Event{EventRoomSeatLockChanged, SeatLockChanged{SeatIndex: a.SeatIndex, Locked: a.Locked}}), true, nil
+	return append(events, Event{roomevent.RoomSeatLockChanged, roomevent.SeatLockChanged{SeatIndex: a.SeatIndex, Locked: a.Locked}}), true, nil
 }
 
 // transferHost is TransferRoomHost, by the owner or the host to a present user.
@@ -201,7 +202,7 @@ func (s *State) transferHost(c *Command) ([]Event, bool, error) {
 	}
 	from := s.HostUserID
 	s.HostUserID = a.TargetUserID
-	return []Event{{EventRoomHostTransferred, HostTransferred{FromUserID: from, ToUserID: a.TargetUserID}}}, true, nil
+	return []Event{{roomevent.RoomHostTransferred, roomevent.HostTransferred{FromUserID: from, ToUserID: a.TargetUserID}}}, true, nil
 }
 
 // sendGift is SendGift: heat, the sender's contribution and, when it moves, the rank.
@@ -222,12 +223,12 @@ func (s *State) sendGift(c *Command) ([]Event, bool, error) {
 	s.Heat += heat
 	s.addContribution(actor, value)
 	events := []Event{
-		{EventRoomGiftSent, GiftSent{SenderUserID: actor, ReceiverUserID: a.TargetUserID, GiftID: a.GiftID,
+		{roomevent.RoomGiftSent, roomevent.GiftSent{SenderUserID: actor, ReceiverUserID: a.TargetUserID, GiftID: a.GiftID,
 			GiftName: a.GiftName, Count: a.Count, Value: value, HeatDelta: heat}},
-		{EventRoomHeatChanged, HeatChanged{Heat: s.Heat, Delta: heat}},
+		{roomevent.RoomHeatChanged, roomevent.HeatChanged{Heat: s.Heat, Delta: heat}},
 	}
 	if after := s.rank(); !slices.Equal(before, after) {
-		events = append(events, Event{EventRoomRankChanged, RankChanged{GiftRank: after}})
+		events = append(events, Event{roomevent.RoomRankChanged, roomevent.RankChanged{GiftRank: after}})
 	}
 	return events, true, nil
 }
@@ -242,7 +243,7 @@ func (s *State) setPassword(c *Command) ([]Event, bool, error) {
 		return nil, false, nil
 	}
 	s.PasswordHash = a.PasswordHash
-	return []Event{{EventRoomPasswordChanged, PasswordChanged{Locked: s.Locked()}}}, true, nil
+	return []Event{{roomevent.RoomPasswordChanged, roomevent.PasswordChanged{Locked: s.Locked()}}}, true, nil
 }
 
 // kick is KickUser, with an optional ban; the owner cannot be kicked.
@@ -269,9 +270,9 @@ func (s *State) kick(c *Command) ([]Event, bool, error) {
 		until = now + a.BanSeconds*1000
 		s.setBan(target, until, now)
 	}
-	events := []Event{{EventRoomUserKicked, UserKicked{UserID: target, ByUserID: actor, BanUntilMs: until}}}
+	events := []Event{{roomevent.RoomUserKicked, roomevent.UserKicked{UserID: target, ByUserID: actor, BanUntilMs: until}}}
 	if present {
-		events = append(events, s.leave(target, LeaveReasonKicked))
+		events = append(events, s.leave(target, roomevent.LeaveReasonKicked))
 	}
 	if target == s.HostUserID {
 		s.HostUserID = s.OwnerUserID
@@ -287,10 +288,10 @@ func (s *State) closeRoom(c *Command) ([]Event, bool, error) {
 	}
 	var events []Event
 	for len(s.Online) > 0 {
-		events = append(events, s.leave(s.Online[0].UserID, LeaveReasonClosed))
+		events = append(events, s.leave(s.Online[0].UserID, roomevent.LeaveReasonClosed))
 	}
-	s.Status = StatusClosed
-	return append(events, Event{EventRoomClosed, Closed{ByUserID: actor, Operator: c.Actor.Operator}}), true, nil
+	s.Status = roomevent.StatusClosed
+	return append(events, Event{roomevent.RoomClosed, roomevent.Closed{ByUserID: actor, Operator: c.Actor.Operator}}), true, nil
 }
 
 // changeVisibleRegion is ChangeRoomVisibleRegion, by an admin.
@@ -304,7 +305,7 @@ func (s *State) changeVisibleRegion(c *Command) ([]Event, bool, error) {
 	}
 	old := s.VisibleRegionID
 	s.VisibleRegionID = a.RegionID
-	return []Event{{EventRoomVisibleRegionChanged, VisibleRegionChanged{OldRegionID: old, NewRegionID: a.RegionID,
+	return []Event{{roomevent.RoomVisibleRegionChanged, roomevent.VisibleRegionChanged{OldRegionID: old, NewRegionID: a.RegionID,
 		Reason: a.Reason, Operator: c.Actor.Operator}}}, true, nil
 }
 
@@ -314,7 +315,7 @@ func (s *State) sweepStale(c *Command) ([]Event, bool, error) {
 	var events []Event
 	for _, id := range a.UserIDs {
 		if s.isPresent(id) {
-			events = append(events, s.leave(id, LeaveReasonStale))
+			events = append(events, s.leave(id, roomevent.LeaveReasonStale))
 		}
 	}
 	return events, len(events) > 0, nil
@@ -328,7 +329,7 @@ func (s *State) leave(userID int64, reason string) Event {
 		s.Seats[seat].UserID = 0
 	}
 	s.removePresence(userID)
-	return Event{EventRoomUserLeft, UserLeft{UserID: userID, Reason: reason, SeatIndex: seat}}
+	return Event{roomevent.RoomUserLeft, roomevent.UserLeft{UserID: userID, Reason: reason, SeatIndex: seat}}
 }
 
 // isManager reports whether userID is the owner or the host.
@@ -392,7 +393,7 @@ func newRoom(c *Command) (*State, []Event) {
 		OwnerUserID:     c.Actor.UserID,
 		HostUserID:      c.Actor.UserID,
 		VisibleRegionID: a.RegionID,
-		Status:          StatusActive,
+		Status:          roomevent.StatusActive,
 		Mode:            a.Mode,
 		Title:           a.Title,
 		CoverURL:        a.CoverURL,
@@ -402,5 +403,5 @@ func newRoom(c *Command) (*State, []Event) {
 		CreatedAtMs:     c.NowMs,
 		UpdatedAtMs:     c.NowMs,
 	}
-	return s, []Event{{EventRoomCreated, empty{}}}
+	return s, []Event{{roomevent.RoomCreated, empty{}}}
 }

@@ -1,9 +1,11 @@
 package rooms
 
 import (
+	"reflect"
 	"testing"
 
 	"voiceroom/apperr"
+	"voiceroom/roomevent"
 )
 
 const (
@@ -17,7 +19,7 @@ const (
 // room returns an active room with owner 1, host 2, alice (3) and bob (4)
 // present, alice on seat 0, seat 3 locked, at version 10.
 func room() *State {
-	s := &State{AppCode: "app", RoomID: "app_r", OwnerUserID: owner, HostUserID: host, Status: StatusActive,
+	s := &State{AppCode: "app", RoomID: "app_r", OwnerUserID: owner, HostUserID: host, Status: roomevent.StatusActive,
 		Mode: DefaultMode, Seats: make([]Seat, 5), Version: 10}
 	for _, u := range []int64{owner, host, alice, bob} {
 		s.addPresence(Presence{UserID: u, JoinedAtMs: 1})
@@ -32,7 +34,7 @@ func cmd(kind Kind, actor int64, args Args) *Command {
 }
 
 func TestRules(t *testing.T) {
-	closed := func(s *State) { s.Status = StatusClosed }
+	closed := func(s *State) { s.Status = roomevent.StatusClosed }
 	locked := func(s *State) { s.PasswordHash = "HASH" }
 	banned := func(s *State) { s.setBan(carol, 5000, 0) }
 	admin := func(c *Command) { c.Actor = Actor{Admin: true, Operator: "admin:9"} }
@@ -49,21 +51,21 @@ func TestRules(t *testing.T) {
 		check   func(t *testing.T, s *State)
 	}{
 		// Join
-		{name: "join", cmd: cmd(KindJoinRoom, carol, Args{}), events: []string{EventRoomUserJoined}, changed: true,
+		{name: "join", cmd: cmd(KindJoinRoom, carol, Args{}), events: []string{roomevent.RoomUserJoined}, changed: true,
 			check: func(t *testing.T, s *State) { mustBePresent(t, s, carol) }},
 		{name: "join again refreshes only", cmd: cmd(KindJoinRoom, alice, Args{})},
 		{name: "join closed room", setup: closed, cmd: cmd(KindJoinRoom, carol, Args{}), want: apperr.FailedPrecondition},
 		{name: "join while banned", setup: banned, cmd: cmd(KindJoinRoom, carol, Args{}), want: apperr.FailedPrecondition},
 		{name: "join after ban ended", setup: func(s *State) { s.setBan(carol, 900, 0) }, cmd: cmd(KindJoinRoom, carol, Args{}),
-			events: []string{EventRoomUserJoined}, changed: true},
+			events: []string{roomevent.RoomUserJoined}, changed: true},
 		{name: "locked room without password", setup: locked, cmd: cmd(KindJoinRoom, carol, Args{}), want: apperr.PermissionDenied},
 		{name: "locked room wrong password", setup: locked, cmd: cmd(KindJoinRoom, carol, Args{PasswordGiven: true}), want: apperr.PermissionDenied},
 		{name: "locked room right password", setup: locked, cmd: cmd(KindJoinRoom, carol, Args{PasswordGiven: true, PasswordHash: "HASH"}),
-			events: []string{EventRoomUserJoined}, changed: true},
+			events: []string{roomevent.RoomUserJoined}, changed: true},
 		{name: "password checked against an older hash", setup: locked, cmd: cmd(KindJoinRoom, carol, Args{PasswordGiven: true, PasswordHash: "OLD"}),
 			want: apperr.PermissionDenied},
 		{name: "owner needs no password", setup: func(s *State) { locked(s); s.removePresence(owner) }, cmd: cmd(KindJoinRoom, owner, Args{}),
-			events: []string{EventRoomUserJoined}, changed: true},
+			events: []string{roomevent.RoomUserJoined}, changed: true},
 		{name: "full room", setup: func(s *State) {
 			for u := int64(100); u < 100+testMaxOnline-4; u++ {
 				s.addPresence(Presence{UserID: u})
@@ -71,7 +73,7 @@ func TestRules(t *testing.T) {
 		}, cmd: cmd(KindJoinRoom, carol, Args{}), want: apperr.FailedPrecondition},
 
 		// Leave and heartbeat
-		{name: "leave frees the seat", cmd: cmd(KindLeaveRoom, alice, Args{}), events: []string{EventRoomUserLeft}, changed: true,
+		{name: "leave frees the seat", cmd: cmd(KindLeaveRoom, alice, Args{}), events: []string{roomevent.RoomUserLeft}, changed: true,
 			check: func(t *testing.T, s *State) {
 				mustBeAbsent(t, s, alice)
 				if s.Seats[0].UserID != 0 {
@@ -83,7 +85,7 @@ func TestRules(t *testing.T) {
 		{name: "heartbeat when absent", cmd: cmd(KindHeartbeat, carol, Args{}), want: apperr.FailedPrecondition},
 
 		// Seats
-		{name: "mic up", cmd: cmd(KindMicUp, bob, Args{SeatIndex: 1}), events: []string{EventRoomMicUp}, changed: true,
+		{name: "mic up", cmd: cmd(KindMicUp, bob, Args{SeatIndex: 1}), events: []string{roomevent.RoomMicUp}, changed: true,
 			check: func(t *testing.T, s *State) { seatHolds(t, s, 1, bob) }},
 		{name: "mic up absent", cmd: cmd(KindMicUp, carol, Args{SeatIndex: 1}), want: apperr.FailedPrecondition},
 		{name: "mic up taken seat", cmd: cmd(KindMicUp, bob, Args{SeatIndex: 0}), want: apperr.FailedPrecondition},
@@ -91,16 +93,16 @@ func TestRules(t *testing.T) {
 		{name: "mic up out of range", cmd: cmd(KindMicUp, bob, Args{SeatIndex: 5}), want: apperr.InvalidArgument, field: "seat_index"},
 		{name: "mic up negative", cmd: cmd(KindMicUp, bob, Args{SeatIndex: -1}), want: apperr.InvalidArgument, field: "seat_index"},
 		{name: "mic up twice", cmd: cmd(KindMicUp, alice, Args{SeatIndex: 1}), want: apperr.FailedPrecondition},
-		{name: "mic down", cmd: cmd(KindMicDown, alice, Args{}), events: []string{EventRoomMicDown}, changed: true,
+		{name: "mic down", cmd: cmd(KindMicDown, alice, Args{}), events: []string{roomevent.RoomMicDown}, changed: true,
 			check: func(t *testing.T, s *State) { seatHolds(t, s, 0, 0) }},
 		{name: "mic down without seat", cmd: cmd(KindMicDown, bob, Args{}), want: apperr.FailedPrecondition},
-		{name: "change seat", cmd: cmd(KindChangeMicSeat, alice, Args{SeatIndex: 4}), events: []string{EventRoomMicChanged}, changed: true,
+		{name: "change seat", cmd: cmd(KindChangeMicSeat, alice, Args{SeatIndex: 4}), events: []string{roomevent.RoomMicChanged}, changed: true,
 			check: func(t *testing.T, s *State) { seatHolds(t, s, 0, 0); seatHolds(t, s, 4, alice) }},
 		{name: "change to same seat", cmd: cmd(KindChangeMicSeat, alice, Args{SeatIndex: 0}), want: apperr.FailedPrecondition},
 		{name: "change to locked seat", cmd: cmd(KindChangeMicSeat, alice, Args{SeatIndex: 3}), want: apperr.FailedPrecondition},
 		{name: "change without seat", cmd: cmd(KindChangeMicSeat, bob, Args{SeatIndex: 1}), want: apperr.FailedPrecondition},
 		{name: "lock occupied seat takes the user down", cmd: cmd(KindSetSeatLock, host, Args{SeatIndex: 0, Locked: true}),
-			events: []string{EventRoomMicDown, EventRoomSeatLockChanged}, changed: true,
+			events: []string{roomevent.RoomMicDown, roomevent.RoomSeatLockChanged}, changed: true,
 			check: func(t *testing.T, s *State) {
 				if !s.Seats[0].Locked || s.Seats[0].UserID != 0 {
 					t.Errorf("seat 0 = %+v", s.Seats[0])
@@ -110,21 +112,21 @@ func TestRules(t *testing.T) {
 
 		// Host
 		{name: "owner transfers host", cmd: cmd(KindTransferRoomHost, owner, Args{TargetUserID: bob}),
-			events: []string{EventRoomHostTransferred}, changed: true,
+			events: []string{roomevent.RoomHostTransferred}, changed: true,
 			check: func(t *testing.T, s *State) {
 				if s.HostUserID != bob {
 					t.Errorf("host %d", s.HostUserID)
 				}
 			}},
-		{name: "host transfers host", cmd: cmd(KindTransferRoomHost, host, Args{TargetUserID: alice}), events: []string{EventRoomHostTransferred}, changed: true},
+		{name: "host transfers host", cmd: cmd(KindTransferRoomHost, host, Args{TargetUserID: alice}), events: []string{roomevent.RoomHostTransferred}, changed: true},
 		{name: "guest transfers host", cmd: cmd(KindTransferRoomHost, alice, Args{TargetUserID: bob}), want: apperr.PermissionDenied},
 		{name: "transfer to absent user", cmd: cmd(KindTransferRoomHost, owner, Args{TargetUserID: carol}), want: apperr.FailedPrecondition},
 
 		// Gifts
 		{name: "gift", cmd: cmd(KindSendGift, bob, Args{TargetUserID: alice, GiftID: 1, Count: 3, Price: 10, HeatPer: 5}),
-			events: []string{EventRoomGiftSent, EventRoomHeatChanged, EventRoomRankChanged}, changed: true,
+			events: []string{roomevent.RoomGiftSent, roomevent.RoomHeatChanged, roomevent.RoomRankChanged}, changed: true,
 			check: func(t *testing.T, s *State) {
-				if s.Heat != 15 || len(s.Contrib) != 1 || s.Contrib[0] != (Contribution{bob, 30}) {
+				if s.Heat != 15 || len(s.Contrib) != 1 || s.Contrib[0] != (roomevent.Contribution{UserID: bob, Value: 30}) {
 					t.Errorf("heat %d contrib %v", s.Heat, s.Contrib)
 				}
 			}},
@@ -134,14 +136,14 @@ func TestRules(t *testing.T) {
 		{name: "gift overflow", cmd: cmd(KindSendGift, bob, Args{TargetUserID: alice, Count: 9999, Price: 1 << 60}), want: apperr.InvalidArgument, field: "count"},
 
 		// Password
-		{name: "host sets password", cmd: cmd(KindSetRoomPassword, host, Args{PasswordHash: "H2"}), events: []string{EventRoomPasswordChanged}, changed: true,
+		{name: "host sets password", cmd: cmd(KindSetRoomPassword, host, Args{PasswordHash: "H2"}), events: []string{roomevent.RoomPasswordChanged}, changed: true,
 			check: func(t *testing.T, s *State) {
 				if !s.Locked() {
 					t.Error("not locked")
 				}
 			}},
 		{name: "guest sets password", cmd: cmd(KindSetRoomPassword, bob, Args{PasswordHash: "H2"}), want: apperr.PermissionDenied},
-		{name: "unlock", setup: locked, cmd: cmd(KindSetRoomPassword, owner, Args{}), events: []string{EventRoomPasswordChanged}, changed: true,
+		{name: "unlock", setup: locked, cmd: cmd(KindSetRoomPassword, owner, Args{}), events: []string{roomevent.RoomPasswordChanged}, changed: true,
 			check: func(t *testing.T, s *State) {
 				if s.Locked() {
 					t.Error("still locked")
@@ -151,7 +153,7 @@ func TestRules(t *testing.T) {
 
 		// Kick
 		{name: "kick with ban", cmd: cmd(KindKickUser, host, Args{TargetUserID: alice, BanSeconds: 60}),
-			events: []string{EventRoomUserKicked, EventRoomUserLeft}, changed: true,
+			events: []string{roomevent.RoomUserKicked, roomevent.RoomUserLeft}, changed: true,
 			check: func(t *testing.T, s *State) {
 				mustBeAbsent(t, s, alice)
 				seatHolds(t, s, 0, 0)
@@ -160,14 +162,14 @@ func TestRules(t *testing.T) {
 				}
 			}},
 		{name: "kick the host moves host to owner", cmd: cmd(KindKickUser, owner, Args{TargetUserID: host}),
-			events: []string{EventRoomUserKicked, EventRoomUserLeft}, changed: true,
+			events: []string{roomevent.RoomUserKicked, roomevent.RoomUserLeft}, changed: true,
 			check: func(t *testing.T, s *State) {
 				if s.HostUserID != owner {
 					t.Errorf("host %d", s.HostUserID)
 				}
 			}},
 		{name: "ban an absent user", cmd: cmd(KindKickUser, owner, Args{TargetUserID: carol, BanSeconds: 10}),
-			events: []string{EventRoomUserKicked}, changed: true},
+			events: []string{roomevent.RoomUserKicked}, changed: true},
 		{name: "kick an absent user without ban", cmd: cmd(KindKickUser, owner, Args{TargetUserID: carol}), want: apperr.FailedPrecondition},
 		{name: "kick the owner", cmd: cmd(KindKickUser, host, Args{TargetUserID: owner}), want: apperr.PermissionDenied},
 		{name: "kick yourself", cmd: cmd(KindKickUser, host, Args{TargetUserID: host}), want: apperr.InvalidArgument, field: "user_id"},
@@ -175,21 +177,21 @@ func TestRules(t *testing.T) {
 
 		// Close
 		{name: "owner closes", cmd: cmd(KindCloseRoom, owner, Args{}),
-			events: []string{EventRoomUserLeft, EventRoomUserLeft, EventRoomUserLeft, EventRoomUserLeft, EventRoomClosed}, changed: true,
+			events: []string{roomevent.RoomUserLeft, roomevent.RoomUserLeft, roomevent.RoomUserLeft, roomevent.RoomUserLeft, roomevent.RoomClosed}, changed: true,
 			check: func(t *testing.T, s *State) {
-				if s.Status != StatusClosed || len(s.Online) != 0 || s.occupiedSeats() != 0 {
+				if s.Status != roomevent.StatusClosed || len(s.Online) != 0 || s.occupiedSeats() != 0 {
 					t.Errorf("status %s online %d seats %d", s.Status, len(s.Online), s.occupiedSeats())
 				}
 			}},
 		{name: "host cannot close", cmd: cmd(KindCloseRoom, host, Args{}), want: apperr.PermissionDenied},
 		{name: "admin closes", cmd: cmd(KindCloseRoom, 0, Args{}), adjust: admin,
-			events: []string{EventRoomUserLeft, EventRoomUserLeft, EventRoomUserLeft, EventRoomUserLeft, EventRoomClosed}, changed: true},
+			events: []string{roomevent.RoomUserLeft, roomevent.RoomUserLeft, roomevent.RoomUserLeft, roomevent.RoomUserLeft, roomevent.RoomClosed}, changed: true},
 		{name: "any command on a closed room", setup: closed, cmd: cmd(KindMicDown, alice, Args{}), want: apperr.FailedPrecondition},
 		{name: "close twice", setup: closed, cmd: cmd(KindCloseRoom, owner, Args{}), want: apperr.FailedPrecondition},
 
 		// Region
 		{name: "admin changes region", cmd: cmd(KindChangeRoomVisibleRegion, 0, Args{RegionID: 7, Reason: "ops"}), adjust: admin,
-			events: []string{EventRoomVisibleRegionChanged}, changed: true,
+			events: []string{roomevent.RoomVisibleRegionChanged}, changed: true,
 			check: func(t *testing.T, s *State) {
 				if s.VisibleRegionID != 7 {
 					t.Errorf("region %d", s.VisibleRegionID)
@@ -199,7 +201,7 @@ func TestRules(t *testing.T) {
 		{name: "same region is a no-op", cmd: cmd(KindChangeRoomVisibleRegion, 0, Args{RegionID: 0}), adjust: admin},
 
 		// Sweep
-		{name: "sweep", cmd: cmd(KindSweepStale, 0, Args{UserIDs: []int64{alice, carol}}), events: []string{EventRoomUserLeft}, changed: true,
+		{name: "sweep", cmd: cmd(KindSweepStale, 0, Args{UserIDs: []int64{alice, carol}}), events: []string{roomevent.RoomUserLeft}, changed: true,
 			check: func(t *testing.T, s *State) { mustBeAbsent(t, s, alice); seatHolds(t, s, 0, 0) }},
 		{name: "sweep nobody present", cmd: cmd(KindSweepStale, 0, Args{UserIDs: []int64{carol}})},
 	}
@@ -232,6 +234,7 @@ func TestRules(t *testing.T) {
 			var types []string
 			for _, e := range events {
 				types = append(types, e.Type)
+				checkContract(t, e)
 			}
 			if len(types) != len(tt.events) {
 				t.Fatalf("events %v, want %v", types, tt.events)
@@ -253,6 +256,26 @@ func TestRules(t *testing.T) {
 
 const testMaxOnline = 20
 
+// checkContract fails unless e is an event type of the contract with the
+// contract's body type (roomevent.NewBody), so rooms cannot emit a body
+// its sinks would decode as something else.
+func checkContract(t *testing.T, e Event) {
+	t.Helper()
+	if _, ok := roomevent.Lookup(e.Type); !ok {
+		t.Fatalf("event type %s is not in roomevent", e.Type)
+	}
+	want := roomevent.NewBody(e.Type)
+	if want == nil {
+		if _, ok := e.Body.(empty); !ok {
+			t.Fatalf("%s has body %T, the contract has none", e.Type, e.Body)
+		}
+		return
+	}
+	if got, wantT := reflect.TypeOf(e.Body), reflect.TypeOf(want).Elem(); got != wantT {
+		t.Fatalf("%s has body %v, the contract says %v", e.Type, got, wantT)
+	}
+}
+
 // TestReplayIgnoresLimits checks a logged join applies on replay even if the
 // room is over today's limit: it was accepted under the limit of its day.
 func TestReplayIgnoresLimits(t *testing.T) {
@@ -272,7 +295,7 @@ func TestRankKeepsTopContributors(t *testing.T) {
 		t.Fatalf("contrib %d entries, first %+v", len(s.Contrib), s.Contrib[0])
 	}
 	s.addContribution(1, 1000) // falls off earlier, comes back on top with the new gift
-	if s.Contrib[0] != (Contribution{1, 1000}) {
+	if s.Contrib[0] != (roomevent.Contribution{UserID: 1, Value: 1000}) {
 		t.Fatalf("first %+v", s.Contrib[0])
 	}
 	s.addContribution(2, 1) // too small to enter

@@ -21,6 +21,7 @@ import (
 	"voiceroom"
 	"voiceroom/apperr"
 	"voiceroom/bus"
+	"voiceroom/roomevent"
 	"voiceroom/wallet"
 )
 
@@ -538,7 +539,7 @@ func (s *Service) mutation(c *cell, cmd *Command, next *State, events []Event) (
 			RequestID:    truncate(cmd.RequestID, 64),
 			OccurredAtMs: cmd.NowMs,
 		}
-		if env.Payload, err = payload(card, ev.Body); err != nil {
+		if env.Payload, err = roomevent.EncodePayload(card, ev.Body); err != nil {
 			return nil, nil, View{}, apperr.Wrap(apperr.Internal, "encode event", err)
 		}
 		msg, err := env.Message()
@@ -550,24 +551,6 @@ func (s *Service) mutation(c *cell, cmd *Command, next *State, events []Event) (
 		msgs = append(msgs, msg)
 	}
 	return m, msgs, view, nil
-}
-
-// payload is {"room": card, ...body's fields}.
-func payload(card []byte, body any) (json.RawMessage, error) {
-	b, err := json.Marshal(body)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]byte, 0, len(card)+len(b)+10)
-	out = append(out, `{"room":`...)
-	out = append(out, card...)
-	if len(b) > 2 { // not "{}"
-		out = append(out, ',')
-		out = append(out, b[1:]...)
-	} else {
-		out = append(out, '}')
-	}
-	return out, nil
 }
 
 // storageErr makes a store error a command error: kinds pass, the rest is

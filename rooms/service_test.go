@@ -12,6 +12,7 @@ import (
 	"voiceroom/apperr"
 	"voiceroom/bus"
 	"voiceroom/internal/testenv"
+	"voiceroom/roomevent"
 	"voiceroom/wallet"
 )
 
@@ -21,7 +22,7 @@ func TestCreateRoom(t *testing.T) {
 	e.users.regions[1] = 7
 	snap := e.create(t, "app1", 1)
 	if snap.RoomShortID != "app1-u1" || snap.VisibleRegionID != 7 || snap.OwnerUserID != 1 || snap.HostUserID != 1 ||
-		snap.RoomVersion != 1 || snap.SeatCount != 5 || snap.Status != StatusActive || snap.CoverURL == "" || snap.IMGroupID != snap.RoomID {
+		snap.RoomVersion != 1 || snap.SeatCount != 5 || snap.Status != roomevent.StatusActive || snap.CoverURL == "" || snap.IMGroupID != snap.RoomID {
 		t.Fatalf("snapshot %+v", snap)
 	}
 	if n := count(t, e.db, "SELECT COUNT(*) FROM rooms WHERE app_code = 'app1' AND room_id = ? AND visible_region_id = 7 AND room_short_id = 'app1-u1'", snap.RoomID); n != 1 {
@@ -117,12 +118,12 @@ func TestAcceptedCommandWritesLogAndOutboxTogether(t *testing.T) {
 		t.Fatal(err)
 	}
 	var p struct {
-		Room      Card  `json:"room"`
-		UserID    int64 `json:"user_id"`
-		SeatIndex int   `json:"seat_index"`
+		Room      roomevent.Card `json:"room"`
+		UserID    int64          `json:"user_id"`
+		SeatIndex int            `json:"seat_index"`
 	}
 	json.Unmarshal(env.Payload, &p)
-	if env.EventType != EventRoomMicUp || env.RoomVersion != 3 || p.UserID != 2 || p.SeatIndex != 1 ||
+	if env.EventType != roomevent.RoomMicUp || env.RoomVersion != 3 || p.UserID != 2 || p.SeatIndex != 1 ||
 		p.Room.OccupiedSeatCount != 1 || p.Room.OnlineCount != 1 || p.Room.RoomVersion != 3 || p.Room.Title == "" || p.Room.SeatCount != 5 {
 		t.Fatalf("envelope %+v payload %+v", env, p)
 	}
@@ -505,10 +506,10 @@ func TestStaleSweeperRemovesSilentUsers(t *testing.T) {
 	if err := e.db.QueryRow("SELECT envelope FROM room_outbox WHERE room_id = ? AND event_type = 'RoomUserLeft'", room).Scan(&raw); err != nil {
 		t.Fatal(err)
 	}
-	var p UserLeft
+	var p roomevent.UserLeft
 	env, _ := bus.DecodeEnvelope(raw)
 	json.Unmarshal(env.Payload, &p)
-	if p.UserID != 2 || p.Reason != LeaveReasonStale || p.SeatIndex != 0 {
+	if p.UserID != 2 || p.Reason != roomevent.LeaveReasonStale || p.SeatIndex != 0 {
 		t.Fatalf("left event %+v", p)
 	}
 	// 3 goes silent too.

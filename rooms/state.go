@@ -3,12 +3,7 @@ package rooms
 import (
 	"slices"
 	"sort"
-)
-
-// Room statuses.
-const (
-	StatusActive = "active"
-	StatusClosed = "closed"
+	"voiceroom/roomevent"
 )
 
 // State is one room as its cell owns it. A command is applied to a Clone and
@@ -31,15 +26,15 @@ type State struct {
 	Description     string `json:"description,omitempty"`
 	// PasswordHash is a bcrypt hash, "" when the room is unlocked. It is
 	// kept in snapshots and the command log, never in events or responses.
-	PasswordHash string         `json:"password_hash,omitempty"`
-	Seats        []Seat         `json:"seats"`
-	Online       []Presence     `json:"online,omitempty"`
-	Bans         []Ban          `json:"bans,omitempty"`
-	Heat         int64          `json:"heat"`
-	Contrib      []Contribution `json:"contrib,omitempty"`
-	Version      int64          `json:"room_version"`
-	CreatedAtMs  int64          `json:"created_at_ms"`
-	UpdatedAtMs  int64          `json:"updated_at_ms"`
+	PasswordHash string                   `json:"password_hash,omitempty"`
+	Seats        []Seat                   `json:"seats"`
+	Online       []Presence               `json:"online,omitempty"`
+	Bans         []Ban                    `json:"bans,omitempty"`
+	Heat         int64                    `json:"heat"`
+	Contrib      []roomevent.Contribution `json:"contrib,omitempty"`
+	Version      int64                    `json:"room_version"`
+	CreatedAtMs  int64                    `json:"created_at_ms"`
+	UpdatedAtMs  int64                    `json:"updated_at_ms"`
 }
 
 // Seat is one mic seat.
@@ -59,12 +54,6 @@ type Presence struct {
 type Ban struct {
 	UserID  int64 `json:"user_id"`
 	UntilMs int64 `json:"until_ms"`
-}
-
-// Contribution is a user's gift value in this room.
-type Contribution struct {
-	UserID int64 `json:"user_id"`
-	Value  int64 `json:"value"`
 }
 
 // Clone returns a deep copy.
@@ -153,7 +142,7 @@ func (s *State) setBan(userID, untilMs, nowMs int64) {
 // wallet ledger is that).
 func (s *State) addContribution(userID, value int64) {
 	total := value
-	if i := slices.IndexFunc(s.Contrib, func(c Contribution) bool { return c.UserID == userID }); i >= 0 {
+	if i := slices.IndexFunc(s.Contrib, func(c roomevent.Contribution) bool { return c.UserID == userID }); i >= 0 {
 		total += s.Contrib[i].Value
 		s.Contrib = slices.Delete(s.Contrib, i, i+1)
 	}
@@ -162,16 +151,16 @@ func (s *State) addContribution(userID, value int64) {
 	if i >= maxContributors {
 		return
 	}
-	s.Contrib = slices.Insert(s.Contrib, i, Contribution{UserID: userID, Value: total})
+	s.Contrib = slices.Insert(s.Contrib, i, roomevent.Contribution{UserID: userID, Value: total})
 	if len(s.Contrib) > maxContributors {
 		s.Contrib = s.Contrib[:maxContributors]
 	}
 }
 
 // rank returns the top of the gift rank.
-func (s *State) rank() []Contribution {
+func (s *State) rank() []roomevent.Contribution {
 	n := min(len(s.Contrib), rankSize)
-	return append([]Contribution{}, s.Contrib[:n]...) // never nil: JSON [] for no gifts
+	return append([]roomevent.Contribution{}, s.Contrib[:n]...) // never nil: JSON [] for no gifts
 }
 
 func cmpInt(a, b int64) int {

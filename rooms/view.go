@@ -1,29 +1,31 @@
 package rooms
 
+import "voiceroom/roomevent"
+
 // View is a room as clients see it (API.md "the room snapshot"). It never
 // carries the password or its hash, only Locked.
 type View struct {
-	RoomID          string         `json:"room_id"`
-	RoomShortID     string         `json:"room_short_id"`
-	IMGroupID       string         `json:"im_group_id"`
-	OwnerUserID     int64          `json:"owner_user_id"`
-	HostUserID      int64          `json:"host_user_id"`
-	VisibleRegionID int64          `json:"visible_region_id"`
-	Title           string         `json:"title"`
-	CoverURL        string         `json:"cover_url"`
-	Description     string         `json:"description"`
-	Mode            string         `json:"mode"`
-	Status          string         `json:"status"`
-	Locked          bool           `json:"locked"`
-	Heat            int64          `json:"heat"`
-	RoomVersion     int64          `json:"room_version"`
-	SeatCount       int            `json:"seat_count"`
-	Seats           []SeatView     `json:"seats"`
-	OnlineCount     int            `json:"online_count"`
-	OnlineUsers     []OnlineUser   `json:"online_users"`
-	GiftRank        []Contribution `json:"gift_rank"`
-	CreatedAtMs     int64          `json:"created_at_ms"`
-	UpdatedAtMs     int64          `json:"updated_at_ms"`
+	RoomID          string                   `json:"room_id"`
+	RoomShortID     string                   `json:"room_short_id"`
+	IMGroupID       string                   `json:"im_group_id"`
+	OwnerUserID     int64                    `json:"owner_user_id"`
+	HostUserID      int64                    `json:"host_user_id"`
+	VisibleRegionID int64                    `json:"visible_region_id"`
+	Title           string                   `json:"title"`
+	CoverURL        string                   `json:"cover_url"`
+	Description     string                   `json:"description"`
+	Mode            string                   `json:"mode"`
+	Status          string                   `json:"status"`
+	Locked          bool                     `json:"locked"`
+	Heat            int64                    `json:"heat"`
+	RoomVersion     int64                    `json:"room_version"`
+	SeatCount       int                      `json:"seat_count"`
+	Seats           []SeatView               `json:"seats"`
+	OnlineCount     int                      `json:"online_count"`
+	OnlineUsers     []OnlineUser             `json:"online_users"`
+	GiftRank        []roomevent.Contribution `json:"gift_rank"`
+	CreatedAtMs     int64                    `json:"created_at_ms"`
+	UpdatedAtMs     int64                    `json:"updated_at_ms"`
 }
 
 // SeatView is a seat in a View; UserID 0 is a free seat.
@@ -44,7 +46,7 @@ func (s *State) View() View {
 	v := View{
 		RoomID:          s.RoomID,
 		RoomShortID:     s.ShortID,
-		IMGroupID:       IMGroupID(s.AppCode, s.RoomID),
+		IMGroupID:       roomevent.IMGroupID(s.AppCode, s.RoomID),
 		OwnerUserID:     s.OwnerUserID,
 		HostUserID:      s.HostUserID,
 		VisibleRegionID: s.VisibleRegionID,
@@ -73,48 +75,27 @@ func (s *State) View() View {
 	return v
 }
 
-// Card is what every event carries of the room after its command: all a
-// list projection needs to rebuild the room's card without reading anything
-// else.
-type Card struct {
-	RoomID            string `json:"room_id"`
-	RoomShortID       string `json:"room_short_id"`
-	IMGroupID         string `json:"im_group_id"`
-	OwnerUserID       int64  `json:"owner_user_id"`
-	HostUserID        int64  `json:"host_user_id"`
-	VisibleRegionID   int64  `json:"visible_region_id"`
-	Title             string `json:"title"`
-	CoverURL          string `json:"cover_url"`
-	Mode              string `json:"mode"`
-	Status            string `json:"status"`
-	Locked            bool   `json:"locked"`
-	Heat              int64  `json:"heat"`
-	OnlineCount       int    `json:"online_count"`
-	SeatCount         int    `json:"seat_count"`
-	OccupiedSeatCount int    `json:"occupied_seat_count"`
-	CreatedAtMs       int64  `json:"created_at_ms"`
-	RoomVersion       int64  `json:"room_version"`
-}
-
-// Card returns the list card of s.
-func (s *State) Card() Card {
-	return Card{
-		RoomID:            s.RoomID,
-		RoomShortID:       s.ShortID,
-		IMGroupID:         IMGroupID(s.AppCode, s.RoomID),
-		OwnerUserID:       s.OwnerUserID,
-		HostUserID:        s.HostUserID,
-		VisibleRegionID:   s.VisibleRegionID,
-		Title:             s.Title,
-		CoverURL:          s.CoverURL,
-		Mode:              s.Mode,
-		Status:            s.Status,
-		Locked:            s.Locked(),
-		Heat:              s.Heat,
-		OnlineCount:       len(s.Online),
-		SeatCount:         len(s.Seats),
-		OccupiedSeatCount: s.occupiedSeats(),
-		CreatedAtMs:       s.CreatedAtMs,
-		RoomVersion:       s.Version,
+// Card returns the card of s, as its events carry it.
+func (s *State) Card() roomevent.Card {
+	return roomevent.Card{
+		Listing: roomevent.Listing{
+			RoomID:            s.RoomID,
+			RoomShortID:       s.ShortID,
+			IMGroupID:         roomevent.IMGroupID(s.AppCode, s.RoomID),
+			OwnerUserID:       s.OwnerUserID,
+			HostUserID:        s.HostUserID,
+			VisibleRegionID:   s.VisibleRegionID,
+			Title:             s.Title,
+			CoverURL:          s.CoverURL,
+			Mode:              s.Mode,
+			Status:            s.Status,
+			Locked:            s.Locked(),
+			Heat:              s.Heat,
+			OnlineCount:       len(s.Online),
+			SeatCount:         len(s.Seats),
+			OccupiedSeatCount: s.occupiedSeats(),
+			CreatedAtMs:       s.CreatedAtMs,
+		},
+		RoomVersion: s.Version,
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"voiceroom/roomevent"
 )
 
 // TestSnapshotListsAreNeverNull: clients iterate gift_rank, online_users and
@@ -13,7 +14,7 @@ func TestSnapshotListsAreNeverNull(t *testing.T) {
 		name  string
 		state *State
 	}{
-		{"fresh room", &State{AppCode: "app", RoomID: "app_r", Status: StatusActive}},
+		{"fresh room", &State{AppCode: "app", RoomID: "app_r", Status: roomevent.StatusActive}},
 		{"room with users and no gifts", room()},
 	}
 	for _, tt := range tests {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 	"time"
+	"voiceroom/roomevent"
 )
 
 // Run is the rooms role's background work until ctx ends: first it loads the
@@ -85,12 +86,12 @@ func (s *Service) sweepCell(ctx context.Context, c *cell) {
 	if st == nil {
 		return
 	}
-	if st.Status == StatusActive && len(st.Online) > 0 {
+	if st.Status == roomevent.StatusActive && len(st.Online) > 0 {
 		s.sweepStale(ctx, c, now)
 		return
 	}
 	idleFor := time.Duration(now-c.lastUsedMs.Load()) * time.Millisecond
-	if idleFor >= s.cfg.IdleEvict && (st.Status != StatusActive || len(st.Online) == 0) {
+	if idleFor >= s.cfg.IdleEvict && (st.Status != roomevent.StatusActive || len(st.Online) == 0) {
 		s.evict(ctx, c)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
+	"database/sql"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -16,6 +17,7 @@ import (
 	"voiceroom/gateway"
 	"voiceroom/listprojector"
 	"voiceroom/regions"
+	"voiceroom/roomevent"
 	"voiceroom/rooms"
 )
 
@@ -153,9 +155,17 @@ func projectorCmd(ctx context.Context, args []string) error {
 		rdb = c
 	}
 	lcfg := cfg.roomList(nil) // rebuild signs no cursor
-	res, err := listprojector.Rebuild(ctx, db, rdb, lcfg, *app, log)
+	res, err := listprojector.Rebuild(ctx, db, rdb, lcfg, *app, roomCards(db), log)
 	if err != nil {
 		return err
 	}
 	return json.NewEncoder(os.Stdout).Encode(res)
+}
+
+// roomCards is the list rebuild's way to recover a room's card from MySQL
+// (the rooms package's), wired here so the list never imports rooms.
+func roomCards(db *sql.DB) listprojector.CardLoader {
+	return func(ctx context.Context, app, room string) (roomevent.Card, error) {
+		return rooms.LoadCard(ctx, db, app, room)
+	}
 }

@@ -1,0 +1,100 @@
+package roomevent
+
+// Reasons of RoomUserLeft.
+const (
+	LeaveReasonLeave  = "leave"
+	LeaveReasonStale  = "stale"
+	LeaveReasonKicked = "kicked"
+	LeaveReasonClosed = "closed"
+	LeaveReasonBanned = "banned"
+)
+
+// Bodies of the events: a payload is a body's fields plus "room" (a Card).
+// RoomCreated has no body.
+type (
+	// UserJoined is RoomUserJoined.
+	UserJoined struct {
+		UserID int64 `json:"user_id"`
+	}
+	// UserLeft is RoomUserLeft; SeatIndex is the seat the user left, -1 if
+	// none.
+	UserLeft struct {
+		UserID    int64  `json:"user_id"`
+		Reason    string `json:"reason"`
+		SeatIndex int    `json:"seat_index"`
+	}
+	// MicMoved is RoomMicUp and RoomMicDown.
+	MicMoved struct {
+		UserID    int64 `json:"user_id"`
+		SeatIndex int   `json:"seat_index"`
+	}
+	// MicChanged is RoomMicChanged.
+	MicChanged struct {
+		UserID        int64 `json:"user_id"`
+		FromSeatIndex int   `json:"from_seat_index"`
+		ToSeatIndex   int   `json:"to_seat_index"`
+	}
+	// SeatLockChanged is RoomSeatLockChanged.
+	SeatLockChanged struct {
+		SeatIndex int  `json:"seat_index"`
+		Locked    bool `json:"locked"`
+	}
+	// HostTransferred is RoomHostTransferred.
+	HostTransferred struct {
+		FromUserID int64 `json:"from_user_id"`
+		ToUserID   int64 `json:"to_user_id"`
+	}
+	// GiftSent is RoomGiftSent.
+	GiftSent struct {
+		SenderUserID   int64  `json:"sender_user_id"`
+		ReceiverUserID int64  `json:"receiver_user_id"`
+		GiftID         int64  `json:"gift_id"`
+		GiftName       string `json:"gift_name"`
+		Count          int64  `json:"count"`
+		Value          int64  `json:"value"`
+		HeatDelta      int64  `json:"heat_delta"`
+	}
+	// HeatChanged is RoomHeatChanged.
+	HeatChanged struct {
+		Heat  int64 `json:"heat"`
+		Delta int64 `json:"delta"`
+	}
+	// RankChanged is RoomRankChanged: the room's gift rank, highest first.
+	RankChanged struct {
+		GiftRank []Contribution `json:"gift_rank"`
+	}
+	// PasswordChanged is RoomPasswordChanged: only whether the room is
+	// locked, never the password.
+	PasswordChanged struct {
+		Locked bool `json:"locked"`
+	}
+	// UserKicked is RoomUserKicked; BanUntilMs is 0 without a ban.
+	UserKicked struct {
+		UserID     int64 `json:"user_id"`
+		ByUserID   int64 `json:"by_user_id"`
+		BanUntilMs int64 `json:"ban_until_ms"`
+	}
+	// Closed is RoomClosed; ByUserID is 0 when an operator closed it.
+	Closed struct {
+		ByUserID int64  `json:"by_user_id"`
+		Operator string `json:"operator,omitempty"`
+	}
+	// VisibleRegionChanged is RoomVisibleRegionChanged.
+	VisibleRegionChanged struct {
+		OldRegionID int64  `json:"old_region_id"`
+		NewRegionID int64  `json:"new_region_id"`
+		Reason      string `json:"reason"`
+		Operator    string `json:"operator"`
+	}
+	// Moderated is RoomBanned and RoomRestored.
+	Moderated struct {
+		Reason   string `json:"reason"`
+		Operator string `json:"operator"`
+	}
+)
+
+// Contribution is a user's gift value in a room.
+type Contribution struct {
+	UserID int64 `json:"user_id"`
+	Value  int64 `json:"value"`
+}

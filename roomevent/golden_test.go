@@ -1,0 +1,166 @@
+package roomevent_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"voiceroom/bus"
+	"voiceroom/roomevent"
+)
+
+// update rewrites the golden files: go test ./roomevent -update. Review
+// the diff: a changed golden file is a changed wire format.
+var update = flag.Bool("update", false, "rewrite the golden files")
+
+// exampleCard is the card of every golden event.
+var exampleCard = roomevent.Card{
+	Listing: roomevent.Listing{
+		RoomID: "demo_0192a3b4-c5d6-7e8f-9a0b-1c2d3e4f5a6b", RoomShortID: "48213", IMGroupID: "demo_0192a3b4-c5d6-7e8f-9a0b-1c2d3e4f5a6b",
+		OwnerUserID: 1001, HostUserID: 1002, VisibleRegionID: 3, Title: "Friday night", CoverURL: "https://cdn.example.com/c.png",
+		Mode: "chat", Status: roomevent.StatusActive, Locked: true, Heat: 120, OnlineCount: 7, SeatCount: 8,
+		OccupiedSeatCount: 3, CreatedAtMs: 1764590400000,
+	},
+	RoomVersion: 42,
+}
+
+// examples holds a body of every event type; a type missing here fails
+// TestEveryTypeHasAGoldenEvent.
+var examples = map[string]any{
+	roomevent.RoomCreated:         nil,
+	roomevent.RoomUserJoined:      roomevent.UserJoined{UserID: 2001},
+	roomevent.RoomUserLeft:        roomevent.UserLeft{UserID: 2001, Reason: roomevent.LeaveReasonStale, SeatIndex: 2},
+	roomevent.RoomMicUp:           roomevent.MicMoved{UserID: 2001, SeatIndex: 2},
+	roomevent.RoomMicDown:         roomevent.MicMoved{UserID: 2001, SeatIndex: 2},
+	roomevent.RoomMicChanged:      roomevent.MicChanged{UserID: 2001, FromSeatIndex: 2, ToSeatIndex: 5},
+	roomevent.RoomSeatLockChanged: roomevent.SeatLockChanged{SeatIndex: 4, Locked: true},
+	roomevent.RoomHostTransferred: roomevent.HostTransferred{FromUserID: 1001, ToUserID: 1002},
+	roomevent.RoomGiftSent: roomevent.GiftSent{SenderUserID: 2001, ReceiverUserID: 1002, GiftID: 9, GiftName: "rose",
+		Count: 3, Value: 30, HeatDelta: 30},
+	roomevent.RoomHeatChanged:     roomevent.HeatChanged{Heat: 120, Delta: 30},
+	roomevent.RoomRankChanged:     roomevent.RankChanged{GiftRank: []roomevent.Contribution{{UserID: 2001, Value: 90}, {UserID: 2002, Value: 30}}},
+	roomevent.RoomPasswordChanged: roomevent.PasswordChanged{Locked: true},
+	roomevent.RoomUserKicked:      roomevent.UserKicked{UserID: 2003, ByUserID: 1002, BanUntilMs: 1764594000000},
+	roomevent.RoomClosed:          roomevent.Closed{ByUserID: 0, Operator: "ops-anna"},
+	roomevent.RoomVisibleRegionChanged: roomevent.VisibleRegionChanged{OldRegionID: 3, NewRegionID: 4,
+		Reason: "country moved", Operator: "ops-anna"},
+	roomevent.RoomBanned:   roomevent.Moderated{Reason: "spam", Operator: "ops-anna"},
+	roomevent.RoomRestored: roomevent.Moderated{Reason: "appeal granted", Operator: "ops-anna"},
+}
+
+// golden compares got with testdata/name, or rewrites it under -update.
+func golden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *update {
+		if err := os.WriteFile(path, append(got, '\n'), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test ./roomevent -update to write it)", err)
+	}
+	if want = bytes.TrimSuffix(want, []byte("\n")); !bytes.Equal(got, want) {
+		t.Errorf("%s changed: the wire form is a contract (update with -update only on purpose)\n got: %s\nwant: %s", name, got, want)
+	}
+}
+
+// TestCardGolden pins the card's JSON, as events carry it.
+func TestCardGolden(t *testing.T) {
+	b, err := json.Marshal(exampleCard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "card.json", b)
+}
+
+// TestEveryTypeHasAGoldenEvent pins the stored and published form of every
+// event type: the envelope as the outbox row holds it and ROOM_EVENTS
+// carries it, byte for byte. It also decodes the golden bytes back into the
+// type's body and card, so a renamed field fails in both directions.
+func TestEveryTypeHasAGoldenEvent(t *testing.T) {
+	card, err := json.Marshal(exampleCard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, typ := range roomevent.Types() {
+		t.Run(typ, func(t *testing.T) {
+			body, ok := examples[typ]
+			if !ok {
+				t.Fatalf("no example body for %s: add one to examples", typ)
+			}
+			payload, err := roomevent.EncodePayload(card, body)
+			if err != nil {
+				t.Fatal(err)
+			}
+			env := bus.Envelope{
+				EventID: "0192a3b4-0000-7000-8000-" + []string{"000000000000", "000000000001"}[i%2], AppCode: "demo",
+				RoomID: exampleCard.RoomID, RoomVersion: exampleCard.RoomVersion, EventType: typ,
+				CommandID: "cmd-0192a3b4", RequestID: "req-1", OccurredAtMs: 1764590460000, Payload: payload,
+			}
+			msg, err := env.Message()
+			if err != nil {
+				t.Fatal(err)
+			}
+			golden(t, typ+".json", msg.Data)
+
+			got, err := bus.DecodeEnvelope(msg.Data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c, err := roomevent.DecodeCard(got.Payload)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c != exampleCard {
+				t.Errorf("card decoded as %+v, want %+v", c, exampleCard)
+			}
+			if err := c.Check(env.RoomID, env.RoomVersion); err != nil {
+				t.Error(err)
+			}
+			nb := roomevent.NewBody(typ)
+			if (nb == nil) != (body == nil) {
+				t.Fatalf("NewBody(%s) = %T, example body %T", typ, nb, body)
+			}
+			if nb == nil {
+				return
+			}
+			dec := json.NewDecoder(bytes.NewReader(withoutRoom(t, got.Payload)))
+			dec.DisallowUnknownFields()
+			if err := dec.Decode(nb); err != nil {
+				t.Fatalf("golden payload does not decode into %T: %v", nb, err)
+			}
+			again, err := json.Marshal(nb)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, err := json.Marshal(body)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(again, want) {
+				t.Errorf("body round trip: %s, want %s", again, want)
+			}
+		})
+	}
+}
+
+// withoutRoom returns payload's fields other than "room".
+func withoutRoom(t *testing.T, payload []byte) []byte {
+	t.Helper()
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(payload, &m); err != nil {
+		t.Fatal(err)
+	}
+	delete(m, "room")
+	b, err := json.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}

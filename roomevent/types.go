@@ -1,0 +1,110 @@
+package roomevent
+
+// Event types.
+const (
+	RoomCreated              = "RoomCreated"
+	RoomUserJoined           = "RoomUserJoined"
+	RoomUserLeft             = "RoomUserLeft"
+	RoomMicUp                = "RoomMicUp"
+	RoomMicDown              = "RoomMicDown"
+	RoomMicChanged           = "RoomMicChanged"
+	RoomSeatLockChanged      = "RoomSeatLockChanged"
+	RoomHostTransferred      = "RoomHostTransferred"
+	RoomGiftSent             = "RoomGiftSent"
+	RoomHeatChanged          = "RoomHeatChanged"
+	RoomRankChanged          = "RoomRankChanged"
+	RoomPasswordChanged      = "RoomPasswordChanged"
+	RoomUserKicked           = "RoomUserKicked"
+	RoomClosed               = "RoomClosed"
+	RoomVisibleRegionChanged = "RoomVisibleRegionChanged"
+	RoomBanned               = "RoomBanned"
+	RoomRestored             = "RoomRestored"
+)
+
+// IMAction is what the Tencent IM bridge does with an event type.
+type IMAction int
+
+const (
+	// IMSkip: nothing for clients to see; acked without a call.
+	IMSkip IMAction = iota
+	// IMCreateGroup: create the room's group.
+	IMCreateGroup
+	// IMMessage: a custom group message carrying the event.
+	IMMessage
+	// IMCloseGroup: the message, then destroy the group.
+	IMCloseGroup
+)
+
+// Spec says what each sink does with one event type. The room list
+// projector needs no entry: every event carries the room's card, and the
+// list applies the newest card of a room whatever the type.
+type Spec struct {
+	// Type is the event type.
+	Type string
+	// IM is the Tencent IM bridge's action.
+	IM IMAction
+	// IMHigh sends the message with MsgPriority High (a batch holding one
+	// such event is High): seat and role changes, kicks, closes and bans,
+	// which clients must not lose to Tencent's rate limiting of Normal
+	// messages.
+	IMHigh bool
+	// body makes a new value of the type's body (nil: none).
+	body func() any
+}
+
+// NewBody returns a pointer to a new value of the body of event type t, to
+// decode a payload into; nil for a type without a body or an unknown type.
+func NewBody(t string) any {
+	if s, ok := specOf[t]; ok && s.body != nil {
+		return s.body()
+	}
+	return nil
+}
+
+func body[T any]() func() any { return func() any { return new(T) } }
+
+// specs lists every event type the rooms package emits, in a fixed order.
+var specs = []Spec{
+	{Type: RoomCreated, IM: IMCreateGroup},
+	{Type: RoomUserJoined, IM: IMMessage, body: body[UserJoined]()},
+	{Type: RoomUserLeft, IM: IMMessage, body: body[UserLeft]()},
+	{Type: RoomMicUp, IM: IMMessage, IMHigh: true, body: body[MicMoved]()},
+	{Type: RoomMicDown, IM: IMMessage, IMHigh: true, body: body[MicMoved]()},
+	{Type: RoomMicChanged, IM: IMMessage, IMHigh: true, body: body[MicChanged]()},
+	{Type: RoomSeatLockChanged, IM: IMMessage, IMHigh: true, body: body[SeatLockChanged]()},
+	{Type: RoomHostTransferred, IM: IMMessage, IMHigh: true, body: body[HostTransferred]()},
+	{Type: RoomGiftSent, IM: IMMessage, body: body[GiftSent]()},
+	{Type: RoomHeatChanged, IM: IMSkip, body: body[HeatChanged]()},
+	{Type: RoomRankChanged, IM: IMSkip, body: body[RankChanged]()},
+	{Type: RoomPasswordChanged, IM: IMMessage, body: body[PasswordChanged]()},
+	{Type: RoomUserKicked, IM: IMMessage, IMHigh: true, body: body[UserKicked]()},
+	{Type: RoomClosed, IM: IMCloseGroup, IMHigh: true, body: body[Closed]()},
+	{Type: RoomVisibleRegionChanged, IM: IMSkip, body: body[VisibleRegionChanged]()},
+	// A ban can be undone: the group stays.
+	{Type: RoomBanned, IM: IMMessage, IMHigh: true, body: body[Moderated]()},
+	{Type: RoomRestored, IM: IMMessage, IMHigh: true, body: body[Moderated]()},
+}
+
+var specOf = func() map[string]Spec {
+	m := make(map[string]Spec, len(specs))
+	for _, s := range specs {
+		m[s.Type] = s
+	}
+	return m
+}()
+
+// Lookup returns the Spec of event type t; ok is false for a type this
+// version does not know (a newer producer's), which sinks count and skip.
+func Lookup(t string) (s Spec, ok bool) {
+	s, ok = specOf[t]
+	return s, ok
+}
+
+// Types returns every known event type, in a fixed order.
+func Types() []string {
+	out := make([]string, len(specs))
+	for i, s := range specs {
+		out[i] = s.Type
+	}
+	return out
+}
