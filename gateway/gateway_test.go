@@ -290,8 +290,8 @@ func TestServeLifecycle(t *testing.T) {
 		t.Fatalf("oversized body: %d %+v", resp.StatusCode, env)
 	}
 
-	if status, _ := get("/metrics"); status != 0 && status != 200 {
-		t.Fatalf("metrics = %d", status)
+	if status, env := get("/metrics"); status != 404 || env.Code != "NOT_FOUND" {
+		t.Fatalf("public /metrics = %d %s, want 404 NOT_FOUND", status, env.Code)
 	}
 
 	s.SetDraining()
