@@ -298,14 +298,7 @@ func TestServeLifecycle(t *testing.T) {
 	if status, env := get("/readyz"); status != 503 || env.Message != "draining" {
 		t.Fatalf("readyz while draining = %d %q", status, env.Message)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := s.Shutdown(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := <-served; err != nil {
-		t.Fatalf("serve returned %v after shutdown", err)
-	}
+	mustShutDown(t, s, served)
 }
 
 func TestListenOnTakenAddress(t *testing.T) {

@@ -4,15 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"io"
-	"log/slog"
 	"net"
-	"net/http"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/prometheus/client_golang/prometheus"
 
 	"voiceroom/apperr"
 	"voiceroom/internal/testenv"
@@ -28,41 +23,31 @@ func mustServe(tb testing.TB, s *Server) (public, ops string) {
 	}
 	served := make(chan error, 1)
 	go func() { served <- s.Serve() }()
-	tb.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if err := s.Shutdown(ctx); err != nil {
-			tb.Errorf("shutdown: %v", err)
-		}
-		if err := <-served; err != nil {
-			tb.Errorf("serve: %v", err)
-		}
-	})
+	tb.Cleanup(func() { mustShutDown(tb, s, served) })
 	if a := s.OpsAddr(); a != "" {
 		ops = "http://" + a
 	}
 	return "http://" + s.Addr(), ops
 }
 
-// mustGet answers the status, headers and body of a GET.
-func mustGet(tb testing.TB, url string) (int, http.Header, string) {
+// mustShutDown shuts s down and fails the test unless Serve, whose result
+// served receives, then returns nil.
+func mustShutDown(tb testing.TB, s *Server, served <-chan error) {
 	tb.Helper()
-	resp, err := http.Get(url)
-	if err != nil {
-		tb.Fatal(err)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := s.Shutdown(ctx); err != nil {
+		tb.Fatalf("shutdown: %v", err)
 	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		tb.Fatal(err)
+	if err := <-served; err != nil {
+		tb.Fatalf("serve returned %v after shutdown", err)
 	}
-	return resp.StatusCode, resp.Header, string(body)
 }
 
 // mustBeNotFound fails unless body is the envelope of an unknown route.
 func mustBeNotFound(tb testing.TB, url string) {
 	tb.Helper()
-	status, _, body := mustGet(tb, url)
+	status, _, body := testenv.Fetch(tb, "GET", url)
 	var env Envelope
 	if err := json.Unmarshal([]byte(body), &env); err != nil || status != 404 || env.Code != "NOT_FOUND" {
 		tb.Fatalf("GET %s: %d %q, want 404 NOT_FOUND in the envelope", url, status, body)
@@ -81,28 +66,28 @@ func TestOpsListenerServesMetricsProfilesAndHealth(t *testing.T) {
 	for _, path := range []string{"/metrics", "/debug/pprof/", "/debug/pprof/heap", "/debug/pprof/profile?seconds=1"} {
 		mustBeNotFound(t, public+path)
 	}
-	if status, _, _ := mustGet(t, public+"/readyz"); status != 200 {
+	if status, _, _ := testenv.Fetch(t, "GET", public+"/readyz"); status != 200 {
 		t.Fatalf("public /readyz = %d", status)
 	}
 
 	// The operators' listener.
-	status, hdr, body := mustGet(t, ops+"/metrics")
+	status, hdr, body := testenv.Fetch(t, "GET", ops+"/metrics")
 	if status != 200 || !strings.HasPrefix(hdr.Get("Content-Type"), "text/plain") || !strings.Contains(body, "http_requests_total") {
 		t.Fatalf("ops /metrics = %d %q:\n%.300s", status, hdr.Get("Content-Type"), body)
 	}
 	if hdr.Get("X-Content-Type-Options") != "nosniff" || hdr.Get("Cache-Control") != "no-store" {
 		t.Fatalf("ops /metrics headers: %v", hdr)
 	}
-	if status, _, body := mustGet(t, ops+"/debug/pprof/"); status != 200 || !strings.Contains(body, "heap") {
+	if status, _, body := testenv.Fetch(t, "GET", ops+"/debug/pprof/"); status != 200 || !strings.Contains(body, "heap") {
 		t.Fatalf("ops /debug/pprof/ = %d:\n%.300s", status, body)
 	}
-	if status, _, _ := mustGet(t, ops+"/debug/pprof/heap?gc=1"); status != 200 {
+	if status, _, _ := testenv.Fetch(t, "GET", ops+"/debug/pprof/heap?gc=1"); status != 200 {
 		t.Fatalf("ops /debug/pprof/heap = %d", status)
 	}
-	if status, _, _ := mustGet(t, ops+"/healthz"); status != 200 {
+	if status, _, _ := testenv.Fetch(t, "GET", ops+"/healthz"); status != 200 {
 		t.Fatalf("ops /healthz = %d", status)
 	}
-	if status, _, _ := mustGet(t, ops+"/readyz"); status != 200 {
+	if status, _, _ := testenv.Fetch(t, "GET", ops+"/readyz"); status != 200 {
 		t.Fatalf("ops /readyz = %d", status)
 	}
 	// The API is the public listener's only.
@@ -111,7 +96,7 @@ func TestOpsListenerServesMetricsProfilesAndHealth(t *testing.T) {
 	// One readiness for both listeners.
 	s.SetDraining()
 	for _, base := range []string{public, ops} {
-		if status, _, body := mustGet(t, base+"/readyz"); status != 503 || !strings.Contains(body, "draining") {
+		if status, _, body := testenv.Fetch(t, "GET", base+"/readyz"); status != 503 || !strings.Contains(body, "draining") {
 			t.Fatalf("%s/readyz while draining = %d %s", base, status, body)
 		}
 	}
@@ -122,7 +107,7 @@ func TestOpsListenerWithoutPprofServesNoProfiles(t *testing.T) {
 	public, ops := mustServe(t, s)
 	mustBeNotFound(t, ops+"/debug/pprof/")
 	mustBeNotFound(t, public+"/debug/pprof/")
-	if status, _, _ := mustGet(t, ops+"/metrics"); status != 200 {
+	if status, _, _ := testenv.Fetch(t, "GET", ops+"/metrics"); status != 200 {
 		t.Fatalf("ops /metrics = %d", status)
 	}
 }
@@ -145,18 +130,11 @@ func TestShutdownStopsBothListeners(t *testing.T) {
 	go func() { served <- s.Serve() }()
 	addrs := []string{s.Addr(), s.OpsAddr()}
 	for _, a := range addrs {
-		if status, _, _ := mustGet(t, "http://"+a+"/healthz"); status != 200 {
+		if status, _, _ := testenv.Fetch(t, "GET", "http://"+a+"/healthz"); status != 200 {
 			t.Fatalf("%s/healthz = %d", a, status)
 		}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := s.Shutdown(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := <-served; err != nil {
-		t.Fatalf("serve returned %v after shutdown", err)
-	}
+	mustShutDown(t, s, served)
 	for _, a := range addrs {
 		if c, err := net.Dial("tcp", a); err == nil {
 			c.Close()
@@ -171,23 +149,15 @@ func TestListenOnTakenOpsAddress(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer taken.Close()
-	public := testenv.ClosedAddr(t)
-	s, err := New(Config{Addr: public, OpsAddr: taken.Addr().String(), JWTSecret: testSecret},
-		slog.New(slog.DiscardHandler), nil, prometheus.NewRegistry(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, _ := newTestServerConfig(t, Config{Addr: "127.0.0.1:0", OpsAddr: taken.Addr().String(), JWTSecret: testSecret})
 	err = s.Listen()
 	var ce *apperr.ConfigError
 	if !errors.As(err, &ce) || ce.Field != "OpsAddr" || !strings.Contains(err.Error(), taken.Addr().String()) {
 		t.Fatalf("Listen() = %v, want a ConfigError on OpsAddr naming %s", err, taken.Addr())
 	}
-	// Nothing stays bound: the public address is free again.
-	ln, err := net.Listen("tcp", public)
-	if err != nil {
-		t.Fatalf("the public address stayed bound after the failed Listen: %v", err)
+	if s.ln != nil || s.opsLn != nil {
+		t.Fatal("a failed Listen kept a listener")
 	}
-	ln.Close()
 }
 
 func TestConfigValidateListenersAndOrigins(t *testing.T) {

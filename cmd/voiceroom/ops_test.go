@@ -2,43 +2,18 @@ package main
 
 import (
 	"encoding/json"
-	"io"
-	"net"
-	"net/http"
 	"strings"
 	"testing"
 	"time"
 
 	"voiceroom/gateway"
+	"voiceroom/internal/testenv"
 )
-
-// httpDo sends a request to url with headers (name, value pairs) and
-// answers the status, headers and body.
-func httpDo(tb testing.TB, method, url string, headers ...string) (int, http.Header, string) {
-	tb.Helper()
-	req, err := http.NewRequest(method, url, nil)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	for i := 0; i+1 < len(headers); i += 2 {
-		req.Header.Set(headers[i], headers[i+1])
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return resp.StatusCode, resp.Header, string(body)
-}
 
 // mustRouteNotFound fails unless url answers the API's 404 envelope.
 func mustRouteNotFound(tb testing.TB, url string) {
 	tb.Helper()
-	status, _, body := httpDo(tb, "GET", url)
+	status, _, body := testenv.Fetch(tb, "GET", url)
 	var env gateway.Envelope
 	if err := json.Unmarshal([]byte(body), &env); err != nil || status != 404 || env.Code != "NOT_FOUND" {
 		tb.Fatalf("GET %s: %d %.200q, want 404 NOT_FOUND in the envelope", url, status, body)
@@ -71,12 +46,12 @@ func TestServeSplitsPublicAndOperatorsListeners(t *testing.T) {
 	for _, path := range []string{"/metrics", "/debug/pprof/", "/debug/pprof/heap", "/debug/pprof/cmdline"} {
 		mustRouteNotFound(t, base+path)
 	}
-	status, hdr, body := httpDo(t, "GET", ops+"/metrics")
+	status, hdr, body := testenv.Fetch(t, "GET", ops+"/metrics")
 	if status != 200 || !strings.Contains(body, "rooms_commands_total") || hdr.Get("Cache-Control") != "no-store" {
 		t.Fatalf("ops /metrics: %d %v\n%.300s", status, hdr, body)
 	}
 	for _, path := range []string{"/debug/pprof/", "/healthz", "/readyz"} {
-		if status, _, body := httpDo(t, "GET", ops+path); status != 200 {
+		if status, _, body := testenv.Fetch(t, "GET", ops+path); status != 200 {
 			t.Fatalf("ops %s: %d %.200s", path, status, body)
 		}
 	}
@@ -96,7 +71,7 @@ func TestServeSplitsPublicAndOperatorsListeners(t *testing.T) {
 		{"GET", "/admin/v1/regions", user, 403},
 		{"PATCH", "/admin/v1/regions/999999", admin, 400}, // no body
 	} {
-		status, hdr, body := httpDo(t, c.method, base+c.path, "Authorization", c.auth)
+		status, hdr, body := testenv.Fetch(t, c.method, base+c.path, "Authorization", c.auth)
 		if status != c.status {
 			t.Errorf("%s %s: %d, want %d: %.200s", c.method, c.path, status, c.status, body)
 		}
@@ -105,13 +80,13 @@ func TestServeSplitsPublicAndOperatorsListeners(t *testing.T) {
 				hdr.Get("X-Content-Type-Options"), hdr.Get("Cache-Control"))
 		}
 	}
-	if _, hdr, _ := httpDo(t, "GET", base+"/openapi.yaml"); hdr.Get("X-Content-Type-Options") != "nosniff" || hdr.Get("Cache-Control") == "no-store" {
+	if _, hdr, _ := testenv.Fetch(t, "GET", base+"/openapi.yaml"); hdr.Get("X-Content-Type-Options") != "nosniff" || hdr.Get("Cache-Control") == "no-store" {
 		t.Errorf("/openapi.yaml: %v, want nosniff and cacheable", hdr)
 	}
 
 	// CORS.
 	pre := []string{"Access-Control-Request-Method", "POST", "Access-Control-Request-Headers", "authorization,content-type,idempotency-key"}
-	status, hdr, _ = httpDo(t, "OPTIONS", base+"/api/v1/rooms/create", append([]string{"Origin", eventsOrigin}, pre...)...)
+	status, hdr, _ = testenv.Fetch(t, "OPTIONS", base+"/api/v1/rooms/create", append([]string{"Origin", eventsOrigin}, pre...)...)
 	if status != 204 || hdr.Get("Access-Control-Allow-Origin") != eventsOrigin {
 		t.Fatalf("preflight from %s: %d %v", eventsOrigin, status, hdr)
 	}
@@ -124,16 +99,16 @@ func TestServeSplitsPublicAndOperatorsListeners(t *testing.T) {
 	if got := hdr.Get("Access-Control-Allow-Credentials"); got != "" {
 		t.Errorf("Access-Control-Allow-Credentials %q: credentials must stay off", got)
 	}
-	status, hdr, _ = httpDo(t, "GET", base+"/api/v1/wallet", "Origin", eventsOrigin, "Authorization", user)
+	status, hdr, _ = testenv.Fetch(t, "GET", base+"/api/v1/wallet", "Origin", eventsOrigin, "Authorization", user)
 	if status != 200 || hdr.Get("Access-Control-Allow-Origin") != eventsOrigin || !strings.Contains(hdr.Get("Access-Control-Expose-Headers"), "X-Request-Id") {
 		t.Errorf("GET from %s: %d %v", eventsOrigin, status, hdr)
 	}
-	status, hdr, _ = httpDo(t, "OPTIONS", base+"/api/v1/rooms/create", append([]string{"Origin", "https://elsewhere.example.com"}, pre...)...)
+	status, hdr, _ = testenv.Fetch(t, "OPTIONS", base+"/api/v1/rooms/create", append([]string{"Origin", "https://elsewhere.example.com"}, pre...)...)
 	if status == 401 || hdr.Get("Access-Control-Allow-Origin") != "" {
 		t.Errorf("preflight from another origin: %d, Access-Control-Allow-Origin %q", status, hdr.Get("Access-Control-Allow-Origin"))
 	}
 	for _, method := range []string{"OPTIONS", "GET"} {
-		_, hdr, _ := httpDo(t, method, base+"/admin/v1/regions", append([]string{"Origin", eventsOrigin, "Authorization", admin}, pre...)...)
+		_, hdr, _ := testenv.Fetch(t, method, base+"/admin/v1/regions", append([]string{"Origin", eventsOrigin, "Authorization", admin}, pre...)...)
 		for name := range hdr {
 			if strings.HasPrefix(name, "Access-Control-") {
 				t.Errorf("%s /admin/v1/regions answered %s", method, name)
@@ -153,19 +128,4 @@ func TestServeWithoutOperatorsListener(t *testing.T) {
 		t.Fatalf("logs do not say the operators' listener is off:\n%s", logs)
 	}
 	mustRouteNotFound(t, base+"/metrics")
-}
-
-func TestServeRefusesTakenOpsPort(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	p, _ := startServe(t, "VOICEROOM_OPS_ADDR="+ln.Addr().String())
-	if code := p.wait(t, 60*time.Second); code != 2 {
-		t.Fatalf("exit code %d, want 2", code)
-	}
-	if logs := p.logs.String(); !strings.Contains(logs, "VOICEROOM_OPS_ADDR") || !strings.Contains(logs, ln.Addr().String()) {
-		t.Fatalf("message does not name VOICEROOM_OPS_ADDR and the address:\n%s", logs)
-	}
 }

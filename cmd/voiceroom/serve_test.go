@@ -215,18 +215,24 @@ func TestServeStartsReadyAndShutsDownInOrder(t *testing.T) {
 	mustLogInOrder(t, logs, order)
 }
 
-func TestServeRefusesTakenNATSPort(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	p, _ := startServe(t, "VOICEROOM_NATS_LISTEN="+ln.Addr().String())
-	if code := p.wait(t, 60*time.Second); code != 2 {
-		t.Fatalf("exit code %d, want 2", code)
-	}
-	if !strings.Contains(p.logs.String(), "VOICEROOM_NATS_LISTEN") {
-		t.Fatalf("message does not name VOICEROOM_NATS_LISTEN:\n%s", p.logs.String())
+// TestServeRefusesTakenPorts: a port another process holds stops serve
+// with exit code 2 and a message naming the variable and the address.
+func TestServeRefusesTakenPorts(t *testing.T) {
+	for _, name := range []string{"VOICEROOM_NATS_LISTEN", "VOICEROOM_HTTP_ADDR", "VOICEROOM_OPS_ADDR"} {
+		t.Run(name, func(t *testing.T) {
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ln.Close()
+			p, _ := startServe(t, name+"="+ln.Addr().String())
+			if code := p.wait(t, 60*time.Second); code != 2 {
+				t.Fatalf("exit code %d, want 2", code)
+			}
+			if logs := p.logs.String(); !strings.Contains(logs, name+": ") || !strings.Contains(logs, ln.Addr().String()) {
+				t.Fatalf("message does not name %s and %s:\n%s", name, ln.Addr(), logs)
+			}
+		})
 	}
 }
 
