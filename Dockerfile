@@ -23,11 +23,17 @@ COPY --from=build /etc/ssl/certs/ca-certificates.crt /etc/ssl/certs/ca-certifica
 COPY --from=build /out/voiceroom /voiceroom
 COPY --from=build --chown=65532:65532 /out/data /data
 USER 65532:65532
+# The API on every address; the operators' listener (/metrics, profiles) on
+# the container's loopback only: a deployment that scrapes it sets
+# VOICEROOM_OPS_ADDR=0.0.0.0:9090 on a private network (deploy/compose.yaml).
 ENV VOICEROOM_HTTP_ADDR=0.0.0.0:8080 \
+    VOICEROOM_OPS_ADDR=127.0.0.1:9090 \
     VOICEROOM_DATA_DIR=/data \
     VOICEROOM_LOG_FORMAT=json
 EXPOSE 8080
-# No shell or curl in the image: the binary asks its own /readyz.
+# No shell or curl in the image: the binary asks its own /readyz on the
+# public listener (VOICEROOM_HTTP_ADDR, reached on loopback), which is there
+# whatever VOICEROOM_OPS_ADDR says.
 HEALTHCHECK --interval=10s --timeout=4s --start-period=30s --retries=3 \
     CMD ["/voiceroom", "healthcheck", "--timeout", "3s"]
 ENTRYPOINT ["/voiceroom"]

@@ -341,6 +341,7 @@ func newCluster(t *testing.T, m mode) *cluster {
 		"VOICEROOM_LOG_FORMAT=text",
 		"VOICEROOM_LOG_LEVEL=info",
 		"VOICEROOM_STREAM_MAX_AGE=2h",
+		"VOICEROOM_OPS_ADDR=", // four processes on one host: 127.0.0.1:9090 would clash
 	}
 	if c.emu != nil {
 		common = append(common, c.emu.env()...)

@@ -8,6 +8,8 @@ import (
 	"context"
 	"debug/buildinfo"
 	"debug/elf"
+	"fmt"
+	"net"
 	"net/url"
 	"os"
 	"os/exec"
@@ -171,6 +173,7 @@ func TestComposeLoads(t *testing.T) {
 			t.Errorf("%s: health check disabled; the image's checks /readyz", name)
 		}
 		checkVoiceroomEnv(t, name, env)
+		checkOpsListener(t, name, s)
 		for _, dep := range voiceroomDeps {
 			d, ok := s.DependsOn[dep]
 			wantCond := types.ServiceConditionHealthy
@@ -229,6 +232,24 @@ func checkVoiceroomEnv(tb testing.TB, name string, env types.MappingWithEquals) 
 	}
 	if got := value(env, "VOICEROOM_REDIS_ADDR"); got != "redis:6379" {
 		tb.Errorf("%s: VOICEROOM_REDIS_ADDR %q", name, got)
+	}
+}
+
+// opsPort is the port of the voiceroom containers' operators' listener.
+const opsPort = 9090
+
+// checkOpsListener: a voiceroom service serves its operators' listener
+// (/metrics) on the compose network for Prometheus, and never publishes
+// it on the host.
+func checkOpsListener(tb testing.TB, name string, s types.ServiceConfig) {
+	tb.Helper()
+	if got, want := value(s.Environment, "VOICEROOM_OPS_ADDR"), fmt.Sprintf("0.0.0.0:%d", opsPort); got != want {
+		tb.Errorf("%s: VOICEROOM_OPS_ADDR %q, want %q (reachable by a Prometheus on the compose network)", name, got, want)
+	}
+	for _, p := range s.Ports {
+		if p.Target == opsPort {
+			tb.Errorf("%s: publishes the operators' listener (%d -> %s): it is unauthenticated", name, p.Target, p.Published)
+		}
 	}
 }
 
@@ -366,8 +387,13 @@ func TestDockerfile(t *testing.T) {
 	}
 	var copied, user, entrypoint string
 	var health []string
+	env := map[string]string{}
 	for _, c := range runtime.Commands {
 		switch c := c.(type) {
+		case *instructions.EnvCommand:
+			for _, kv := range c.Env {
+				env[kv.Key] = kv.Value
+			}
 		case *instructions.CopyCommand:
 			if c.From == "build" && slices.Contains(c.SourcePaths, bc.output) {
 				copied = c.DestPath
@@ -391,6 +417,10 @@ func TestDockerfile(t *testing.T) {
 	}
 	if len(health) < 3 || health[0] != "CMD" || health[1] != copied || health[2] != "healthcheck" {
 		t.Errorf("HEALTHCHECK %v, want CMD %s healthcheck (there is no shell)", health, copied)
+	}
+	// The image's default keeps metrics and profiles inside the container.
+	if host, _, err := net.SplitHostPort(env["VOICEROOM_OPS_ADDR"]); err != nil || !net.ParseIP(host).IsLoopback() {
+		t.Errorf("ENV VOICEROOM_OPS_ADDR=%q, want a loopback address", env["VOICEROOM_OPS_ADDR"])
 	}
 
 	if testing.Short() {

@@ -3,6 +3,19 @@
 // table that maps error kinds to envelope codes and HTTP statuses, body limits,
 // panic recovery, health, readiness and Prometheus metrics.
 //
+// A Server has two listeners. The public one (Config.Addr) serves the API,
+// /healthz, /readyz, /docs and /openapi.yaml, and nothing else: /metrics
+// and /debug/pprof are unknown routes there (404 in the envelope). The
+// operators' one (Config.OpsAddr, off when empty) serves /metrics, /healthz,
+// /readyz and, with Config.Pprof, /debug/pprof, unauthenticated, for
+// loopback or a private network (ops.go). Both share one readiness, start
+// with Listen and Serve, and stop with Shutdown, public first.
+//
+// Every answer carries X-Content-Type-Options: nosniff, and every answer
+// under /api and /admin Cache-Control: no-store (headers.go). CORS is off
+// unless Config.CORSOrigins lists origins; then /api, never /admin, answers
+// those origins' preflights before authentication (cors.go).
+//
 // Each domain's routes live in a file of their own here (regions.go, rooms.go,
 // wallet.go, outbox.go) behind a constructor named for the domain
 // (RegionRoutes, RoomRoutes, WalletRoutes, OutboxRoutes) that takes the

@@ -50,12 +50,16 @@ func TestRoutesListsEveryRouteOnce(t *testing.T) {
 	s, _ := newTestServer(t)
 	routes := s.Routes()
 	for _, want := range []Route{
-		{Method: "GET", Path: "/healthz"}, {Method: "GET", Path: "/readyz"}, {Method: "GET", Path: "/metrics"},
+		{Method: "GET", Path: "/healthz"}, {Method: "GET", Path: "/readyz"},
 		{Method: "POST", Path: "/api/v1/echo"}, {Method: "GET", Path: "/admin/v1/whoami"},
 	} {
 		if !slices.Contains(routes, want) {
 			t.Errorf("Routes() lacks %v: %v", want, routes)
 		}
+	}
+	// The public routes only: metrics are the operators' listener's.
+	if slices.Contains(routes, Route{Method: "GET", Path: "/metrics"}) {
+		t.Errorf("Routes() lists /metrics, which only the operators' listener serves: %v", routes)
 	}
 	for i, r := range routes {
 		if r.Method == "HEAD" {

@@ -26,6 +26,7 @@ func OK(c *fiber.Ctx, data any) error {
 
 // writeError answers with the envelope of err's kind.
 func writeError(c *fiber.Ctx, e *apperr.Error) error {
+	setAnswerHeaders(c)
 	c.Set("X-Request-Id", RequestID(c))
 	return c.Status(httpStatus(e.Code)).JSON(Envelope{Code: string(e.Code), Message: e.Message, RequestID: RequestID(c), Data: e.Details})
 }

@@ -290,22 +290,15 @@ func TestServeLifecycle(t *testing.T) {
 		t.Fatalf("oversized body: %d %+v", resp.StatusCode, env)
 	}
 
-	if status, _ := get("/metrics"); status != 0 && status != 200 {
-		t.Fatalf("metrics = %d", status)
+	if status, env := get("/metrics"); status != 404 || env.Code != "NOT_FOUND" {
+		t.Fatalf("public /metrics = %d %s, want 404 NOT_FOUND", status, env.Code)
 	}
 
 	s.SetDraining()
 	if status, env := get("/readyz"); status != 503 || env.Message != "draining" {
 		t.Fatalf("readyz while draining = %d %q", status, env.Message)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := s.Shutdown(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := <-served; err != nil {
-		t.Fatalf("serve returned %v after shutdown", err)
-	}
+	mustShutDown(t, s, served)
 }
 
 func TestListenOnTakenAddress(t *testing.T) {

@@ -7,22 +7,31 @@ import (
 	"log/slog"
 	"net"
 	"runtime/debug"
+	"strconv"
 	"sync/atomic"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
-	"github.com/gofiber/fiber/v2/middleware/adaptor"
-	"github.com/gofiber/fiber/v2/middleware/pprof"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"voiceroom/apperr"
 )
 
 // Config configures the HTTP edge. Zero fields take the defaults given.
 type Config struct {
-	// Addr is the listen address, host:port. Default "127.0.0.1:8080".
+	// Addr is the public listen address, host:port: the API, /healthz,
+	// /readyz, /docs and /openapi.yaml. Default "127.0.0.1:8080".
 	Addr string
+	// OpsAddr is the operators' listen address, host:port: /metrics,
+	// /healthz, /readyz and, with Pprof, /debug/pprof, all
+	// unauthenticated, so keep it on loopback or a private network. Empty
+	// (the default here; serve's default is 127.0.0.1:9090): no operators'
+	// listener, and no metrics or profiles served at all.
+	OpsAddr string
+	// CORSOrigins are the exact browser origins (scheme://host[:port]) that
+	// may call /api from a page; empty (the default): no CORS, and
+	// browsers refuse cross-origin calls. /admin never answers CORS.
+	CORSOrigins []string
 	// BodyLimit is the largest request body in bytes. 1 KiB..16 MiB,
 	// default 64 KiB.
 	BodyLimit int
@@ -39,8 +48,8 @@ type Config struct {
 	// to every I/O ends then, and the request answers UNAVAILABLE. Keep it
 	// above the rooms' command timeout. Default 10s.
 	RequestTimeout time.Duration
-	// Pprof serves Go's profiles under /debug/pprof (unauthenticated: only
-	// for a loopback or otherwise private listener). Default false.
+	// Pprof serves Go's profiles under /debug/pprof on the operators'
+	// listener (never on the public one); it needs OpsAddr. Default false.
 	Pprof bool
 }
 
@@ -84,8 +93,24 @@ func (c Config) WithDefaults() Config {
 // are *apperr.ConfigError naming the field.
 func (c Config) Validate() error {
 	c = c.WithDefaults()
-	if _, _, err := net.SplitHostPort(c.Addr); err != nil {
-		return apperr.BadConfig("Addr", "addr %q: want host:port: %w", c.Addr, err)
+	if err := checkAddr("Addr", "addr", c.Addr); err != nil {
+		return err
+	}
+	if c.OpsAddr != "" {
+		if err := checkAddr("OpsAddr", "ops addr", c.OpsAddr); err != nil {
+			return err
+		}
+		if samePort(c.Addr, c.OpsAddr) {
+			return apperr.BadConfig("OpsAddr", "ops addr %q: the public listener (%s) takes that port; give the operators' listener its own", c.OpsAddr, c.Addr)
+		}
+	}
+	if c.Pprof && c.OpsAddr == "" {
+		return apperr.BadConfig("Pprof", "pprof is served on the operators' listener only, which is off (empty ops addr)")
+	}
+	for _, o := range c.CORSOrigins {
+		if err := checkOrigin(o); err != nil {
+			return apperr.BadConfig("CORSOrigins", "cors origin %q: %w", o, err)
+		}
 	}
 	if c.BodyLimit < MinBodyLimit || c.BodyLimit > MaxBodyLimit {
 		return apperr.BadConfig("BodyLimit", "body limit %d: want %d..%d bytes", c.BodyLimit, MinBodyLimit, MaxBodyLimit)
@@ -94,6 +119,36 @@ func (c Config) Validate() error {
 		return apperr.BadConfig("JWTSecret", "jwt secret must be at least 16 bytes")
 	}
 	return nil
+}
+
+// checkAddr accepts host:port with a numeric port (0 picks a free one).
+func checkAddr(field, name, addr string) error {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return apperr.BadConfig(field, "%s %q: want host:port: %w", name, addr, err)
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		return apperr.BadConfig(field, "%s %q: want a port of 0..65535", name, addr)
+	}
+	return nil
+}
+
+// samePort reports whether two valid listen addresses would take the same
+// port: the same fixed port on the same host, or on any host when one of
+// them listens on every address.
+func samePort(a, b string) bool {
+	ha, pa, _ := net.SplitHostPort(a)
+	hb, pb, _ := net.SplitHostPort(b)
+	if pa != pb || pa == "0" {
+		return false
+	}
+	return ha == hb || wildcardHost(ha) || wildcardHost(hb)
+}
+
+// wildcardHost reports whether a listen host means every address.
+func wildcardHost(h string) bool {
+	ip := net.ParseIP(h)
+	return h == "" || (ip != nil && ip.IsUnspecified())
 }
 
 // Check is one readiness probe: nil means ready.
@@ -114,24 +169,32 @@ type Routers struct {
 // Mount adds one domain's routes.
 type Mount func(r Routers)
 
-// Server is the HTTP edge.
+// Server is the HTTP edge: the public listener and, when OpsAddr is set,
+// the operators' listener. Both share the readiness state (checks,
+// draining), and start and stop together.
 type Server struct {
 	cfg      Config
 	log      *slog.Logger
-	app      *fiber.App
+	app      *fiber.App // the public listener's
+	ops      *fiber.App // the operators' listener's; nil without OpsAddr
 	checks   []Check
 	draining atomic.Bool
 	serving  atomic.Bool
 	ln       net.Listener
+	opsLn    net.Listener
 	limiter  *rateLimiter
 	metrics  *httpMetrics
 }
 
 // New builds the server and its routes. Nothing listens until Listen.
+// gatherer is what the operators' /metrics serves.
 func New(cfg Config, log *slog.Logger, reg prometheus.Registerer, gatherer prometheus.Gatherer, checks []Check, mounts ...Mount) (*Server, error) {
 	cfg = cfg.WithDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
+	}
+	if cfg.OpsAddr != "" && gatherer == nil {
+		return nil, errors.New("gateway: the operators' listener needs a gatherer for /metrics")
 	}
 	metrics, err := newHTTPMetrics(reg)
 	if err != nil {
@@ -156,52 +219,106 @@ func New(cfg Config, log *slog.Logger, reg prometheus.Registerer, gatherer prome
 	})
 	auth := newAuthenticator(cfg.JWTSecret, time.Now)
 
-	s.app.Use(requestIDMiddleware, s.metrics.middleware, s.recoverMiddleware, s.deadlineMiddleware)
-	s.app.Get("/healthz", func(c *fiber.Ctx) error { return OK(c, fiber.Map{"status": "alive"}) })
+	s.app.Use(answerHeaders, requestIDMiddleware, s.metrics.middleware, s.recoverMiddleware, s.deadlineMiddleware)
+	s.app.Get("/healthz", handleAlive)
 	s.app.Get("/readyz", s.handleReady)
-	s.app.Get("/metrics", adaptor.HTTPHandler(promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{})))
-	if cfg.Pprof {
-		s.app.Use(pprof.New())
-	}
 
+	// A browser's preflight carries no token: the CORS policy answers it
+	// before authentication. It names the methods of the /api routes,
+	// known once every mount has run.
+	apiHandlers := []fiber.Handler{auth.requireUser, s.limiter.middleware}
+	var cors fiber.Handler
+	if len(cfg.CORSOrigins) > 0 {
+		apiHandlers = append([]fiber.Handler{func(c *fiber.Ctx) error { return cors(c) }}, apiHandlers...)
+	}
 	routers := Routers{
-		API:    s.app.Group("/api", auth.requireUser, s.limiter.middleware),
+		API:    s.app.Group("/api", apiHandlers...),
 		Admin:  s.app.Group("/admin", auth.requireAdmin, s.limiter.middleware),
 		Public: s.app,
 	}
 	for _, m := range mounts {
 		m(routers)
 	}
+	if len(cfg.CORSOrigins) > 0 {
+		cors = newCORS(cfg.CORSOrigins, apiMethods(s.app))
+	}
 	s.metrics.zeroServerErrors(s.app)
+	if cfg.OpsAddr != "" {
+		s.ops = s.newOpsApp(gatherer)
+	}
 	return s, nil
 }
 
 // App returns the Fiber app, for tests that call app.Test.
 func (s *Server) App() *fiber.App { return s.app }
 
-// Listen binds the address. A taken address is an error at once.
+// Listen binds the public address and, when set, the operators' one. A
+// taken address is an error at once: an *apperr.ConfigError naming Addr or
+// OpsAddr, with nothing left bound.
 func (s *Server) Listen() error {
-	ln, err := net.Listen("tcp", s.cfg.Addr)
+	ln, err := listen("Addr", s.cfg.Addr)
 	if err != nil {
-		return fmt.Errorf("listen on %s: %w", s.cfg.Addr, err)
+		return err
+	}
+	if s.ops != nil {
+		opsLn, err := listen("OpsAddr", s.cfg.OpsAddr)
+		if err != nil {
+			ln.Close()
+			return err
+		}
+		s.opsLn = opsLn
 	}
 	s.ln = ln
 	return nil
 }
 
-// Addr returns the bound address, after Listen.
+func listen(field, addr string) (net.Listener, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, apperr.BadConfig(field, "listen on %s: %w", addr, err)
+	}
+	return ln, nil
+}
+
+// Addr returns the bound public address, after Listen.
 func (s *Server) Addr() string { return s.ln.Addr().String() }
 
-// Serve serves on the listener until Shutdown. It returns nil after a
-// graceful shutdown.
+// OpsAddr returns the bound operators' address after Listen, or "" when
+// there is no operators' listener.
+func (s *Server) OpsAddr() string {
+	if s.opsLn == nil {
+		return ""
+	}
+	return s.opsLn.Addr().String()
+}
+
+// Serve serves both listeners until Shutdown. It returns nil after a
+// graceful shutdown, or the first listener's failure at once (the other
+// serves on until Shutdown).
 func (s *Server) Serve() error {
 	if s.ln == nil {
 		return errors.New("serve before listen")
 	}
 	s.serving.Store(true)
 	defer s.serving.Store(false)
-	if err := s.app.Listener(s.ln); err != nil && !errors.Is(err, net.ErrClosed) {
-		return fmt.Errorf("http serve: %w", err)
+	done := make(chan error, 2)
+	go func() { done <- serveApp("http", s.app, s.ln) }()
+	n := 1
+	if s.opsLn != nil {
+		go func() { done <- serveApp("ops http", s.ops, s.opsLn) }()
+		n++
+	}
+	for range n {
+		if err := <-done; err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func serveApp(name string, app *fiber.App, ln net.Listener) error {
+	if err := app.Listener(ln); err != nil && !errors.Is(err, net.ErrClosed) {
+		return fmt.Errorf("%s serve: %w", name, err)
 	}
 	return nil
 }
@@ -209,11 +326,20 @@ func (s *Server) Serve() error {
 // SetDraining makes /readyz answer 503 so load balancers stop sending traffic.
 func (s *Server) SetDraining() { s.draining.Store(true) }
 
-// Shutdown stops accepting connections and waits for in-flight requests until
-// ctx ends.
+// Shutdown stops accepting connections and waits for in-flight requests
+// until ctx ends: the public listener first, then the operators' one, so
+// that metrics and readiness stay readable while the API drains.
 func (s *Server) Shutdown(ctx context.Context) error {
-	return s.app.ShutdownWithContext(ctx)
+	err := s.app.ShutdownWithContext(ctx)
+	if s.ops != nil {
+		if opsErr := s.ops.ShutdownWithContext(ctx); opsErr != nil {
+			err = errors.Join(err, fmt.Errorf("ops http: %w", opsErr))
+		}
+	}
+	return err
 }
+
+func handleAlive(c *fiber.Ctx) error { return OK(c, fiber.Map{"status": "alive"}) }
 
 func (s *Server) handleReady(c *fiber.Ctx) error {
 	if s.draining.Load() {

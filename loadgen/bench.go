@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/url"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -22,6 +23,7 @@ type Bench struct {
 	js      jetstream.JetStream // nil: stream figures are n/a
 	log     *slog.Logger
 	http    *client
+	ops     string       // OpsURL without a trailing slash; "" reads nothing
 	dropped atomic.Int64 // open-loop arrivals that found no free client
 	dbPort  string
 }
@@ -38,7 +40,8 @@ func New(db *sql.DB, js jetstream.JetStream, dsn string, log *slog.Logger, cfg C
 	if db == nil {
 		return nil, errors.New("db is required")
 	}
-	b := &Bench{cfg: cfg, db: db, js: js, log: log, http: newClient(cfg.BaseURL, cfg.Clients+cfg.ListClients+8), dbPort: "3306"}
+	b := &Bench{cfg: cfg, db: db, js: js, log: log, http: newClient(cfg.BaseURL, cfg.Clients+cfg.ListClients+8),
+		ops: strings.TrimRight(cfg.OpsURL, "/"), dbPort: "3306"}
 	if mc, err := mysql.ParseDSN(dsn); err == nil {
 		if _, port, err := net.SplitHostPort(mc.Addr); err == nil {
 			b.dbPort = port

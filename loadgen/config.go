@@ -13,6 +13,11 @@ import (
 type Config struct {
 	// BaseURL is the target's HTTP root, e.g. http://127.0.0.1:8080. Required.
 	BaseURL string
+	// OpsURL is the root of the target's operators' listener, e.g.
+	// http://127.0.0.1:9090, where its /metrics (CPU, memory, the publish
+	// latency histogram) and /debug/pprof (a GC before reading the heap)
+	// are read. Empty: those figures are n/a.
+	OpsURL string
 	// JWTSecret signs the users' and the operator's tokens; it must be the
 	// target's VOICEROOM_JWT_SECRET. Required, ≥ 16 bytes.
 	JWTSecret []byte
@@ -56,7 +61,7 @@ type Config struct {
 	Progress io.Writer
 	// Profile, when set, is called with the load phase's length as it
 	// starts; it returns a function that stops the profile. In-process runs
-	// use runtime/pprof; remote runs fetch /debug/pprof/profile.
+	// use runtime/pprof; remote runs fetch OpsURL's /debug/pprof/profile.
 	Profile func(d time.Duration) (stop func() error, err error)
 }
 
@@ -105,10 +110,11 @@ func (c Config) WithDefaults() Config {
 // *apperr.ConfigError naming the field; its message starts with the
 // field's name in words. It never mutates.
 func (c Config) Validate() error {
-	u, err := url.Parse(c.BaseURL)
 	switch {
-	case c.BaseURL == "" || err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
+	case !httpURL(c.BaseURL):
 		return apperr.BadConfig("BaseURL", "base url %q: want http://host:port", c.BaseURL)
+	case c.OpsURL != "" && !httpURL(c.OpsURL):
+		return apperr.BadConfig("OpsURL", "ops url %q: want http://host:port", c.OpsURL)
 	case len(c.JWTSecret) < 16:
 		return apperr.BadConfig("JWTSecret", "jwt secret: must be at least 16 bytes")
 	case len(c.Apps) == 0 || len(c.Apps) > 16:
@@ -147,6 +153,12 @@ func (c Config) Validate() error {
 		}
 	}
 	return nil
+}
+
+// httpURL reports whether s is an http(s) URL with a host.
+func httpURL(s string) bool {
+	u, err := url.Parse(s)
+	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != ""
 }
 
 // countryCodes are the countries users live in; region k of K gets every

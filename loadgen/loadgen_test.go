@@ -69,7 +69,7 @@ func TestResyncFollowsRejections(t *testing.T) {
 }
 
 func TestConfigValidate(t *testing.T) {
-	good := Config{BaseURL: "http://127.0.0.1:8080", JWTSecret: []byte("0123456789abcdef")}.WithDefaults()
+	good := Config{BaseURL: "http://127.0.0.1:8080", OpsURL: "http://127.0.0.1:9090", JWTSecret: []byte("0123456789abcdef")}.WithDefaults()
 	if err := good.Validate(); err != nil {
 		t.Fatalf("defaults: %v", err)
 	}
@@ -80,6 +80,8 @@ func TestConfigValidate(t *testing.T) {
 	}{
 		{"no url", func(c *Config) { c.BaseURL = "" }, "base url"},
 		{"ftp url", func(c *Config) { c.BaseURL = "ftp://x" }, "base url"},
+		{"ops url without host", func(c *Config) { c.OpsURL = "http://" }, "ops url"},
+		{"ops url not http", func(c *Config) { c.OpsURL = "127.0.0.1:9090" }, "ops url"},
 		{"short secret", func(c *Config) { c.JWTSecret = []byte("x") }, "jwt secret"},
 		{"fewer rooms than apps", func(c *Config) { c.Rooms = 1 }, "rooms"},
 		{"too many regions", func(c *Config) { c.Regions = 100 }, "regions"},

@@ -19,7 +19,8 @@ import (
 // everywhere it matters).
 const clockTicks = 100
 
-// serverSample is what the target's /metrics says of its process.
+// serverSample is what the target's /metrics (on its operators' listener)
+// says of its process.
 type serverSample struct {
 	cpuSeconds float64
 	rssBytes   float64
@@ -31,9 +32,13 @@ type serverSample struct {
 }
 
 // scrapeServer reads process_cpu_seconds_total, process_resident_memory_bytes
-// and go_memstats_heap_inuse_bytes from the target's /metrics.
+// and go_memstats_heap_inuse_bytes from the target's /metrics; without
+// OpsURL it reads nothing (ok false).
 func (b *Bench) scrapeServer(ctx context.Context) serverSample {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, b.http.base+"/metrics", nil)
+	if b.ops == "" {
+		return serverSample{}
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, b.ops+"/metrics", nil)
 	if err != nil {
 		return serverSample{}
 	}
@@ -131,7 +136,10 @@ func bucketQuantiles(before, after map[float64]float64, qs ...float64) (count fl
 // /debug/pprof/heap?gc=1, when VOICEROOM_PPROF is on), so heap figures
 // count live memory; gc reports whether that worked.
 func (b *Bench) scrapeAfterGC(ctx context.Context) (s serverSample, gc bool) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, b.http.base+"/debug/pprof/heap?gc=1", nil)
+	if b.ops == "" {
+		return serverSample{}, false
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, b.ops+"/debug/pprof/heap?gc=1", nil)
 	if err == nil {
 		if resp, err := b.http.http.Do(req); err == nil {
 			io.Copy(io.Discard, resp.Body)

@@ -84,8 +84,8 @@ type Memory struct {
 	RoomsLoaded    int     `json:"rooms_loaded"`
 	// HeapPerRoomBytes is the heap growth from before setup to the load's
 	// end over the rooms loaded (with the users still online in them). With
-	// AfterGC both readings follow a collection (the target serves
-	// /debug/pprof); without, garbage counts too.
+	// AfterGC both readings follow a collection (the target's operators'
+	// listener serves /debug/pprof); without, garbage counts too.
 	HeapPerRoomBytes float64 `json:"heap_per_room_bytes"`
 	AfterGC          bool    `json:"after_gc"`
 }
@@ -108,7 +108,7 @@ func cpuFigures(s0, s1 serverSample, m0, m1 float64, mok bool, answered, durable
 	if s0.ok && s1.ok {
 		c.VoiceroomSec = s1.cpuSeconds - s0.cpuSeconds
 	} else {
-		c.NA = "voiceroom /metrics not readable"
+		c.NA = "voiceroom /metrics not readable (the operators' listener, --ops-url)"
 	}
 	if mok {
 		c.MariaDBSec = m1 - m0
@@ -237,7 +237,7 @@ func (r *Report) Table(w io.Writer) {
 	fmt.Fprintf(tw, "durable commands\t%d\t(command-log rows; %.0f/s)\n", r.DurableCommands, float64(r.DurableCommands)/max(r.LoadSec, 1e-9))
 	gc := "after GC"
 	if !r.Memory.AfterGC {
-		gc = "garbage included: set VOICEROOM_PPROF=true on the target for a GC first"
+		gc = "garbage included: set VOICEROOM_PPROF=true on the target, and reach its operators' listener (--ops-url), for a GC first"
 	}
 	fmt.Fprintf(tw, "voiceroom memory\tRSS %.1f MiB\theap in use %.1f MiB, %.1f KiB per loaded room (%d rooms, users online; %s)\n",
 		r.Memory.RSSBytes/(1<<20), r.Memory.HeapInuseBytes/(1<<20), r.Memory.HeapPerRoomBytes/1024, r.Memory.RoomsLoaded, gc)

@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"runtime/pprof"
 	"strconv"
@@ -35,6 +36,7 @@ func bench(ctx context.Context, args []string) error {
 	fs.SetOutput(io.Discard)
 	var c loadgen.Config
 	target := fs.String("url", "", "base URL of a running voiceroom (api and rooms roles); empty needs --inprocess")
+	opsURL := fs.String("ops-url", "", "base URL of the target's operators' listener, where its /metrics and /debug/pprof are read (default: --url's host on VOICEROOM_OPS_ADDR's port, 9090; with --inprocess the stack's own)")
 	inprocess := fs.Bool("inprocess", false, "start a complete voiceroom in this process (embedded JetStream, the IM emulator, a fresh database on VOICEROOM_MYSQL_DSN's server, Redis of VOICEROOM_REDIS_ADDR)")
 	keep := fs.Bool("keep-db", false, "with --inprocess: keep the fresh database afterwards")
 	dsn := fs.String("mysql-dsn", "", "the target's database (default VOICEROOM_MYSQL_DSN)")
@@ -78,6 +80,9 @@ func bench(ctx context.Context, args []string) error {
 		}
 		defer stack.stop(*keep)
 		*target, *dsn, *natsURL = stack.url, stack.dsn, stack.natsURL
+		if *opsURL == "" {
+			*opsURL = stack.opsURL
+		}
 		if c.EmulatorURL == "" {
 			c.EmulatorURL = stack.emuURL
 		}
@@ -94,8 +99,6 @@ func bench(ctx context.Context, args []string) error {
 				return func() error { pprof.StopCPUProfile(); return f.Close() }, nil
 			}
 		}
-	} else if *profile != "" {
-		c.Profile = remoteProfile(ctx, *target, *profile)
 	}
 	c.BaseURL = *target
 
@@ -103,6 +106,23 @@ func bench(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	if *opsURL == "" && !*inprocess {
+		if *opsURL, err = defaultOpsURL(*target, cfg.OpsAddr); err != nil {
+			return fmt.Errorf("%w: bench: %v", errUsage, err)
+		}
+	}
+	if *opsURL == "" {
+		log.Warn("bench: no operators' listener (VOICEROOM_OPS_ADDR is empty and no --ops-url): voiceroom's CPU and memory are n/a")
+	} else {
+		log.Info("bench: the target's metrics and profiles", "ops_url", *opsURL)
+	}
+	if *profile != "" && !*inprocess {
+		if *opsURL == "" {
+			return fmt.Errorf("%w: bench: --profile reads the target's /debug/pprof/profile: give --ops-url", errUsage)
+		}
+		c.Profile = remoteProfile(ctx, *opsURL, *profile)
+	}
+	c.OpsURL = *opsURL
 	if *dsn == "" {
 		*dsn = cfg.MySQLDSN
 	}
@@ -157,15 +177,35 @@ func bench(ctx context.Context, args []string) error {
 	return nil
 }
 
-// remoteProfile fetches /debug/pprof/profile of the target for the load's
-// length (the target needs VOICEROOM_PPROF=true).
+// defaultOpsURL is where a target's operators' listener is expected:
+// target's host on the port of opsAddr (this environment's
+// VOICEROOM_OPS_ADDR), over plain HTTP as the listener serves. Empty when
+// opsAddr is.
+func defaultOpsURL(target, opsAddr string) (string, error) {
+	if opsAddr == "" {
+		return "", nil
+	}
+	u, err := url.Parse(target)
+	if err != nil || u.Hostname() == "" {
+		return "", fmt.Errorf("--url %q: want http://host:port", target)
+	}
+	_, port, err := net.SplitHostPort(opsAddr)
+	if err != nil {
+		return "", badVar("VOICEROOM_OPS_ADDR", "%v", err)
+	}
+	return "http://" + net.JoinHostPort(u.Hostname(), port), nil
+}
+
+// remoteProfile fetches /debug/pprof/profile of the target's operators'
+// listener (base) for the load's length (the target needs
+// VOICEROOM_PPROF=true).
 func remoteProfile(ctx context.Context, base, path string) func(time.Duration) (func() error, error) {
 	return func(d time.Duration) (func() error, error) {
 		secs := max(1, int(d.Seconds()))
-		url := strings.TrimRight(base, "/") + fmt.Sprintf("/debug/pprof/profile?seconds=%d", secs)
+		u := strings.TrimRight(base, "/") + fmt.Sprintf("/debug/pprof/profile?seconds=%d", secs)
 		done := make(chan error, 1)
 		go func() {
-			req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+			req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 			if err != nil {
 				done <- err
 				return
@@ -177,7 +217,7 @@ func remoteProfile(ctx context.Context, base, path string) func(time.Duration) (
 			}
 			defer resp.Body.Close()
 			if resp.StatusCode != http.StatusOK {
-				done <- fmt.Errorf("%s answers %d (set VOICEROOM_PPROF=true on the target)", url, resp.StatusCode)
+				done <- fmt.Errorf("%s answers %d (set VOICEROOM_PPROF=true on the target)", u, resp.StatusCode)
 				return
 			}
 			f, err := os.Create(path)
@@ -207,6 +247,7 @@ const benchSDKAppID = 1400000099
 // IM emulator its bridge delivers to.
 type inProcessStack struct {
 	url, dsn, natsURL string
+	opsURL            string // its operators' listener
 	emuURL            string // the IM emulator the bridge delivers to
 	emu               *http.Server
 	dbName            string
@@ -234,10 +275,11 @@ func startInProcess(ctx context.Context, log *slog.Logger) (*inProcessStack, err
 	if s.dataDir, err = os.MkdirTemp("", "voiceroom-bench-"); err != nil {
 		return nil, err
 	}
-	httpAddr, natsAddr, err := freeAddrs()
+	addrs, err := freeAddrs(3)
 	if err != nil {
 		return nil, err
 	}
+	httpAddr, natsAddr, opsAddr := addrs[0], addrs[1], addrs[2]
 	secret := make([]byte, 24)
 	rand.Read(secret)
 	// The IM emulator, so that commit -> IM receipt is measured too.
@@ -272,11 +314,12 @@ func startInProcess(ctx context.Context, log *slog.Logger) (*inProcessStack, err
 		"VOICEROOM_LOG_FORMAT":           "text",
 		"VOICEROOM_MYSQL_MAX_OPEN_CONNS": "64",
 		"VOICEROOM_PPROF":                "true", // a GC before the heap is read
+		"VOICEROOM_OPS_ADDR":             opsAddr,
 	}
 	for k, v := range env {
 		os.Setenv(k, v)
 	}
-	s.url, s.natsURL = "http://"+httpAddr, "nats://"+natsAddr
+	s.url, s.natsURL, s.opsURL = "http://"+httpAddr, "nats://"+natsAddr, "http://"+opsAddr
 	sctx, cancel := context.WithCancel(ctx)
 	s.cancel = cancel
 	go func() { s.done <- serve(sctx) }()
@@ -329,16 +372,16 @@ func (s *inProcessStack) stop(keep bool) {
 	}
 }
 
-// freeAddrs returns two free loopback addresses.
-func freeAddrs() (string, string, error) {
+// freeAddrs returns n distinct free loopback addresses.
+func freeAddrs(n int) ([]string, error) {
 	var out []string
-	for range 2 {
+	for range n {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
-			return "", "", err
+			return nil, err
 		}
 		defer ln.Close()
 		out = append(out, ln.Addr().String())
 	}
-	return out[0], out[1], nil
+	return out, nil
 }

@@ -61,7 +61,12 @@ func TestBenchInProcess(t *testing.T) {
 	if rep.Drain == nil || rep.Drain.Rows != 300 {
 		t.Errorf("drain = %+v", rep.Drain)
 	}
+	// Read from the stack's operators' listener: /metrics, and a GC
+	// through /debug/pprof before the heap.
 	if rep.CPU.VoiceroomSec <= 0 {
 		t.Errorf("voiceroom CPU = %+v", rep.CPU)
+	}
+	if !rep.Memory.AfterGC || rep.Memory.HeapInuseBytes <= 0 {
+		t.Errorf("memory = %+v, want heap figures read after a GC", rep.Memory)
 	}
 }

@@ -46,6 +46,10 @@ type config struct {
 	HTTPShutdownTimeout time.Duration `env:"VOICEROOM_HTTP_SHUTDOWN_TIMEOUT" envDefault:"10s"`
 	HTTPRequestTimeout  time.Duration `env:"VOICEROOM_HTTP_REQUEST_TIMEOUT" envDefault:"10s"`
 	HTTPPprof           bool          `env:"VOICEROOM_PPROF" envDefault:"false"`
+	// OpsAddr is the operators' listener; its default is set by loadConfig
+	// (defaultOpsAddr) so that an empty value can turn it off.
+	OpsAddr     string   `env:"VOICEROOM_OPS_ADDR"`
+	CORSOrigins []string `env:"VOICEROOM_CORS_ORIGINS" envSeparator:","`
 
 	MySQLDSN          string        `env:"VOICEROOM_MYSQL_DSN" envDefault:"root:@tcp(127.0.0.1:3306)/voiceroom"`
 	MySQLMaxOpenConns int           `env:"VOICEROOM_MYSQL_MAX_OPEN_CONNS" envDefault:"64"`
@@ -148,12 +152,20 @@ func badVar(name, format string, args ...any) error {
 	return &configError{Var: name, Msg: fmt.Sprintf(format, args...)}
 }
 
+// defaultOpsAddr is VOICEROOM_OPS_ADDR when it is unset; set and empty, it
+// turns the operators' listener off (envDefault would apply to an empty
+// value too).
+const defaultOpsAddr = "127.0.0.1:9090"
+
 // loadConfig reads the environment, normalises it (see normalised) and
 // validates it. Every error names the variable at fault.
 func loadConfig() (config, error) {
 	var cfg config
 	if err := env.Parse(&cfg); err != nil {
 		return cfg, nameParseErrors(err)
+	}
+	if _, set := os.LookupEnv("VOICEROOM_OPS_ADDR"); !set {
+		cfg.OpsAddr = defaultOpsAddr
 	}
 	_, cfg.projectorConcurrencySet = os.LookupEnv("VOICEROOM_PROJECTOR_CONCURRENCY")
 	cfg = cfg.normalised()
@@ -164,14 +176,21 @@ func loadConfig() (config, error) {
 	return cfg, nil
 }
 
-// normalised returns c with the roles trimmed of spaces and an empty node id
-// replaced by the host name.
+// normalised returns c with the roles and CORS origins trimmed of spaces
+// (empty origins dropped) and an empty node id replaced by the host name.
 func (c config) normalised() config {
 	roles := make([]string, len(c.Roles))
 	for i, r := range c.Roles {
 		roles[i] = strings.TrimSpace(r)
 	}
 	c.Roles = roles
+	var origins []string
+	for _, o := range c.CORSOrigins {
+		if o = strings.TrimSpace(o); o != "" {
+			origins = append(origins, o)
+		}
+	}
+	c.CORSOrigins = origins
 	if c.NodeID == "" {
 		c.NodeID, _ = os.Hostname()
 	}
@@ -306,7 +325,8 @@ var (
 	httpVars = map[string]string{
 		"Addr": "VOICEROOM_HTTP_ADDR", "BodyLimit": "VOICEROOM_HTTP_BODY_LIMIT", "JWTSecret": "VOICEROOM_JWT_SECRET",
 		"RatePerUser": "VOICEROOM_HTTP_RATE_PER_USER", "RateBurst": "VOICEROOM_HTTP_RATE_BURST",
-		"RequestTimeout": "VOICEROOM_HTTP_REQUEST_TIMEOUT",
+		"RequestTimeout": "VOICEROOM_HTTP_REQUEST_TIMEOUT", "OpsAddr": "VOICEROOM_OPS_ADDR",
+		"CORSOrigins": "VOICEROOM_CORS_ORIGINS", "Pprof": "VOICEROOM_PPROF",
 	}
 	streamVars = map[string]string{
 		"DuplicateWindow": "VOICEROOM_STREAM_DUPLICATE_WINDOW", "MaxAge": "VOICEROOM_STREAM_MAX_AGE",
@@ -523,6 +543,8 @@ func (c *config) gateway(secret []byte) gateway.Config {
 		// A room command's own timeout ends first; this bounds the rest.
 		RequestTimeout: c.HTTPRequestTimeout,
 		Pprof:          c.HTTPPprof,
+		OpsAddr:        c.OpsAddr,
+		CORSOrigins:    c.CORSOrigins,
 	}
 }
 

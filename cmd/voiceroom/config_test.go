@@ -1,6 +1,9 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -130,5 +133,81 @@ func TestOutboxValuesAtOrBelowZeroTakeTheDefaults(t *testing.T) {
 	}
 	if !cfg.OutboxEnabled {
 		t.Fatal("the relay is enabled by default")
+	}
+}
+
+// TestOpsAndCORSVariables: the operators' listener is on 127.0.0.1:9090
+// unless VOICEROOM_OPS_ADDR says otherwise, and set empty it is off; the
+// origins are trimmed; bad values of both name their variable, and
+// profiles without the operators' listener are refused.
+func TestOpsAndCORSVariables(t *testing.T) {
+	cfg, err := loadConfig()
+	if err != nil || cfg.OpsAddr != "127.0.0.1:9090" || len(cfg.CORSOrigins) != 0 {
+		t.Fatalf("defaults: ops %q, origins %q, %v", cfg.OpsAddr, cfg.CORSOrigins, err)
+	}
+	t.Setenv("VOICEROOM_OPS_ADDR", "")
+	t.Setenv("VOICEROOM_CORS_ORIGINS", " https://events.example.com, http://localhost:3000 ,")
+	cfg, err = loadConfig()
+	if err != nil || cfg.OpsAddr != "" || strings.Join(cfg.CORSOrigins, "|") != "https://events.example.com|http://localhost:3000" {
+		t.Fatalf("ops %q, origins %q, %v", cfg.OpsAddr, cfg.CORSOrigins, err)
+	}
+	if g := cfg.gateway(cfg.secretForValidation()); g.OpsAddr != "" || len(g.CORSOrigins) != 2 {
+		t.Fatalf("gateway config: ops %q, origins %q", g.OpsAddr, g.CORSOrigins)
+	}
+
+	for _, tt := range []struct{ name, value, also string }{
+		{"VOICEROOM_OPS_ADDR", "9090", ""},
+		{"VOICEROOM_OPS_ADDR", "127.0.0.1:metrics", ""},
+		{"VOICEROOM_OPS_ADDR", "127.0.0.1:8080", "VOICEROOM_HTTP_ADDR=127.0.0.1:8080"},
+		{"VOICEROOM_CORS_ORIGINS", "*", ""},
+		{"VOICEROOM_CORS_ORIGINS", "https://events.example.com,https://*.example.com", ""},
+		{"VOICEROOM_CORS_ORIGINS", "https://events.example.com/", ""},
+		{"VOICEROOM_CORS_ORIGINS", "events.example.com", ""},
+		{"VOICEROOM_PPROF", "true", "VOICEROOM_OPS_ADDR="},
+	} {
+		t.Run(tt.name+"="+tt.value, func(t *testing.T) {
+			t.Setenv("VOICEROOM_OPS_ADDR", "127.0.0.1:9090")
+			t.Setenv("VOICEROOM_CORS_ORIGINS", "")
+			if k, v, ok := strings.Cut(tt.also, "="); ok {
+				t.Setenv(k, v)
+			}
+			t.Setenv(tt.name, tt.value)
+			_, err := loadConfig()
+			if err == nil || !strings.Contains(err.Error(), tt.name+":") {
+				t.Fatalf("error %v does not name %s", err, tt.name)
+			}
+		})
+	}
+}
+
+// TestEveryVariableIsDocumented: deploy/voiceroom.env.example names every
+// variable serve reads.
+func TestEveryVariableIsDocumented(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join("..", "..", "deploy", "voiceroom.env.example"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	var walk func(reflect.Type)
+	walk = func(rt reflect.Type) {
+		for i := range rt.NumField() {
+			f := rt.Field(i)
+			if f.Anonymous && f.Type.Kind() == reflect.Struct {
+				walk(f.Type)
+				continue
+			}
+			if name, _, _ := strings.Cut(f.Tag.Get("env"), ","); name != "" {
+				names = append(names, name)
+			}
+		}
+	}
+	walk(reflect.TypeOf(config{}))
+	if len(names) < 50 {
+		t.Fatalf("found %d variables: the walk is wrong", len(names))
+	}
+	for _, name := range names {
+		if !strings.Contains(string(raw), name) {
+			t.Errorf("deploy/voiceroom.env.example does not name %s", name)
+		}
 	}
 }

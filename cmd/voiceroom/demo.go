@@ -20,6 +20,10 @@ import (
 type demoConfig struct {
 	// URL is the running voiceroom's base URL. Default http://127.0.0.1:8080.
 	URL string
+	// OpsURL is the base URL of its operators' listener (/metrics); empty:
+	// the metrics step is skipped. demo sets it from --ops-url, else from
+	// URL's host and VOICEROOM_OPS_ADDR's port.
+	OpsURL string
 	// IMEmuURL is the base URL of the Tencent IM emulator serve delivers
 	// system messages to. Default http://127.0.0.1:18080.
 	IMEmuURL string
@@ -50,6 +54,7 @@ func (c demoConfig) WithDefaults() demoConfig {
 		c.RequestTimeout = 10 * time.Second
 	}
 	c.URL = strings.TrimRight(c.URL, "/")
+	c.OpsURL = strings.TrimRight(c.OpsURL, "/")
 	c.IMEmuURL = strings.TrimRight(c.IMEmuURL, "/")
 	return c
 }
@@ -57,7 +62,10 @@ func (c demoConfig) WithDefaults() demoConfig {
 // Validate reports the first bad field, named by its flag. It never
 // mutates.
 func (c demoConfig) Validate() error {
-	for _, f := range []struct{ name, v string }{{"--url", c.URL}, {"--imemu", c.IMEmuURL}} {
+	for _, f := range []struct{ name, v string }{{"--url", c.URL}, {"--imemu", c.IMEmuURL}, {"--ops-url", c.OpsURL}} {
+		if f.name == "--ops-url" && f.v == "" {
+			continue
+		}
 		u, err := url.Parse(f.v)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			return fmt.Errorf("%s: want an http(s) URL, got %q", f.name, f.v)
@@ -87,6 +95,7 @@ func demo(ctx context.Context, args []string) error {
 	var dc demoConfig
 	fs.StringVar(&dc.URL, "url", "", "base URL of the running voiceroom (default http://127.0.0.1:8080)")
 	fs.StringVar(&dc.IMEmuURL, "imemu", "", "base URL of the IM emulator (default http://127.0.0.1:18080)")
+	fs.StringVar(&dc.OpsURL, "ops-url", "", "base URL of voiceroom's operators' listener, for /metrics (default --url's host on VOICEROOM_OPS_ADDR's port, 9090)")
 	fs.StringVar(&dc.App, "app", "", "app_code to act in (default demo)")
 	fs.DurationVar(&dc.Wait, "wait", 0, "how long to wait for the lists and the emulator (default 20s)")
 	if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
@@ -103,6 +112,11 @@ func demo(ctx context.Context, args []string) error {
 	cfg, err := loadConfig()
 	if err != nil {
 		return err
+	}
+	if dc.OpsURL == "" {
+		if dc.OpsURL, err = defaultOpsURL(dc.WithDefaults().URL, cfg.OpsAddr); err != nil {
+			return fmt.Errorf("%w: demo: %v", errUsage, err)
+		}
 	}
 	secret, err := cfg.existingJWTSecret()
 	if err != nil {

@@ -104,7 +104,7 @@ func TestDemoRunsAgainAndAgain(t *testing.T) {
 		imStep = "message(s) in the group of \"SG demo room"
 	}
 	for run := 1; run <= 2; run++ {
-		code, out := runCommand(t, vars, "demo", "--url", base, "--imemu", emu, "--wait", "60s")
+		code, out := runCommand(t, vars, "demo", "--url", base, "--ops-url", opsURL(vars), "--imemu", emu, "--wait", "60s")
 		if code != 0 {
 			t.Fatalf("run %d: exit %d\n%s", run, code, out)
 		}
@@ -117,6 +117,7 @@ func TestDemoRunsAgainAndAgain(t *testing.T) {
 			"INSUFFICIENT_BALANCE", "replayed true", // coins
 			imStep,
 			"task nats -- stream info ROOM_EVENTS",
+			opsURL(vars) + "/metrics", // read where the operators' listener is
 		} {
 			if !strings.Contains(out, want) {
 				t.Fatalf("run %d: output lacks %q:\n%s", run, want, out)
@@ -185,6 +186,7 @@ func TestDemoConfigValidate(t *testing.T) {
 		{"url not http", func(c *demoConfig) { c.URL = "ftp://x" }, "--url"},
 		{"url without host", func(c *demoConfig) { c.URL = "http://" }, "--url"},
 		{"imemu garbage", func(c *demoConfig) { c.IMEmuURL = "::" }, "--imemu"},
+		{"ops url without host", func(c *demoConfig) { c.OpsURL = "http://" }, "--ops-url"},
 		{"negative wait", func(c *demoConfig) { c.Wait = -time.Second }, "--wait"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -416,9 +416,8 @@ func (d *demoRun) stepNext(ctx context.Context) error {
 	for _, p := range []struct{ path, what string }{
 		{"/docs", "every route, body and error code"},
 		{"/openapi.yaml", "the OpenAPI document"},
-		{"/metrics", "Prometheus metrics"},
 	} {
-		status, body, err := d.c.getPlain(ctx, d.cfg.URL+p.path, 1<<20)
+		status, _, err := d.c.getPlain(ctx, d.cfg.URL+p.path, 1<<20)
 		switch {
 		case err != nil:
 			return fmt.Errorf("GET %s: %w", p.path, err)
@@ -427,14 +426,8 @@ func (d *demoRun) stepNext(ctx context.Context) error {
 		default:
 			d.say("skipped: %s answers %d (not on this server)", d.cfg.URL+p.path, status)
 		}
-		if p.path == "/metrics" && status == http.StatusOK {
-			for _, line := range strings.Split(string(body), "\n") {
-				if strings.HasPrefix(line, "room_outbox_pending_total") || strings.HasPrefix(line, "rooms_moderation_actions_total") {
-					d.say("     %s", line)
-				}
-			}
-		}
 	}
+	d.showMetrics(ctx)
 	d.say("each sink's dead letters in this app (replay: POST /admin/v1/dlq/replay {sink, seqs?}):")
 	for _, sink := range []string{"imbridge", "listprojector"} {
 		var page struct {
@@ -465,4 +458,30 @@ func (d *demoRun) stepNext(ctx context.Context) error {
 		d.say("     go tool -modfile=tools.mod task nats -- %s", c)
 	}
 	return nil
+}
+
+// showMetrics shows where the Prometheus metrics are (the operators'
+// listener, not the API's) and a few of them. The listener may be off or
+// elsewhere: then the demo says so and goes on.
+func (d *demoRun) showMetrics(ctx context.Context) {
+	if d.cfg.OpsURL == "" {
+		d.say("skipped: Prometheus metrics: the operators' listener is off (VOICEROOM_OPS_ADDR is empty)")
+		return
+	}
+	u := d.cfg.OpsURL + "/metrics"
+	status, body, err := d.c.getPlain(ctx, u, 1<<20)
+	switch {
+	case err != nil:
+		d.say("skipped: Prometheus metrics: %s not reachable (the operators' listener, VOICEROOM_OPS_ADDR; --ops-url): %v", u, err)
+		return
+	case status != http.StatusOK:
+		d.say("skipped: Prometheus metrics: %s answers %d", u, status)
+		return
+	}
+	d.say("%-36s %s", u, "Prometheus metrics (the operators' listener)")
+	for _, line := range strings.Split(string(body), "\n") {
+		if strings.HasPrefix(line, "room_outbox_pending_total") || strings.HasPrefix(line, "rooms_moderation_actions_total") {
+			d.say("     %s", line)
+		}
+	}
 }

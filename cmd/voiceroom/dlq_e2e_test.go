@@ -185,7 +185,8 @@ func TestServeDeadLettersOfAPermanentIMError(t *testing.T) {
 	})
 	const handledByProjector = `voiceroom_bus_messages_acked_total{consumer="listprojector"}`
 	const skippedByProjector = `voiceroom_bus_other_sinks_replays_total{consumer="listprojector"}`
-	handledBefore, skippedBefore := scrape(t, base, handledByProjector), scrape(t, base, skippedByProjector)
+	ops := opsURL(vars)
+	handledBefore, skippedBefore := scrape(t, ops, handledByProjector), scrape(t, ops, skippedByProjector)
 
 	emu.ClearFault()
 	var res struct {
@@ -232,24 +233,28 @@ func TestServeDeadLettersOfAPermanentIMError(t *testing.T) {
 		if _, err := settled(bus.DurableListProjector); err != nil {
 			return err
 		}
-		if got := scrape(t, base, skippedByProjector) - skippedBefore; got != float64(len(all)) {
+		if got := scrape(t, ops, skippedByProjector) - skippedBefore; got != float64(len(all)) {
 			return fmt.Errorf("the list projector skipped %v replays, want %d", got, len(all))
 		}
 		return nil
 	})
-	if after := scrape(t, base, handledByProjector); after != handledBefore {
+	if after := scrape(t, ops, handledByProjector); after != handledBefore {
 		t.Fatalf("the replay reached the list projector's handler: handled %v, then %v", handledBefore, after)
 	}
 }
 
-// scrape reads one series of serve's /metrics (0 when absent).
-func scrape(tb testing.TB, base, series string) float64 {
+// scrape reads one series of serve's /metrics on its operators' listener
+// (ops), 0 when the series is absent.
+func scrape(tb testing.TB, ops, series string) float64 {
 	tb.Helper()
-	resp, err := http.Get(base + "/metrics")
+	resp, err := http.Get(ops + "/metrics")
 	if err != nil {
 		tb.Fatal(err)
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		tb.Fatalf("%s/metrics: %s", ops, resp.Status)
+	}
 	body, err := io.ReadAll(resp.Body)
 	if err != nil {
 		tb.Fatal(err)

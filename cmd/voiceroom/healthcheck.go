@@ -13,6 +13,11 @@ import (
 // healthcheck asks the local process's HTTP edge whether it is ready (or,
 // with --path /healthz, alive) and fails unless it answers 200. The
 // container image has no shell or curl; its HEALTHCHECK runs this.
+//
+// It asks the public listener (VOICEROOM_HTTP_ADDR), which serves /readyz
+// too: that is the listener clients depend on, and it is there whether or
+// not the operators' listener is on. --addr names another (the operators'
+// address, say).
 func healthcheck(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("healthcheck", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)

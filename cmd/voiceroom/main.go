@@ -36,13 +36,14 @@ commands:
              (--inprocess) over HTTP and report throughput, latencies,
              ceilings, CPU and MySQL work: bench -h lists the flags
   demo       walk through the running product: demo [--url URL] [--imemu URL]
-             [--app demo] [--wait 20s]
+             [--ops-url URL] [--app demo] [--wait 20s]
   projector  rebuild room_list_entries (and the Redis cache) from MySQL alone:
              projector rebuild [--app APP]
   version    print the version
   healthcheck
-             exit 0 if this host's serve is ready: healthcheck [--path /readyz|/healthz]
-             [--addr host:port] [--timeout 3s] (the image's HEALTHCHECK)
+             exit 0 if this host's serve is ready (its public listener):
+             healthcheck [--path /readyz|/healthz] [--addr host:port]
+             [--timeout 3s] (the image's HEALTHCHECK)
 `
 
 func main() {

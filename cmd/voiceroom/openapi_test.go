@@ -384,7 +384,6 @@ func (a *apiDriver) scenario() {
 	// Health and the reference itself.
 	a.ok("GET", "/healthz", "", "", nil)
 	a.ok("GET", "/readyz", "", "", nil)
-	a.do(call{method: "GET", path: "/metrics", want: 200})
 	a.do(call{method: "GET", path: "/openapi.yaml", want: 200})
 	a.docsPage()
 

@@ -12,9 +12,9 @@ import (
 )
 
 // wireRoles builds the components of each role serve runs and adds their
-// workers, routes and closers to d. The HTTP edge (health, readiness,
-// metrics) runs in every process; the api role adds the /api and /admin
-// routes.
+// workers, routes and closers to d. The HTTP edge (health and readiness
+// on both listeners, metrics on the operators') runs in every process; the
+// api role adds the /api and /admin routes.
 //
 // Room commands are served by the process that owns the rooms: the room
 // routes are mounted where api and rooms run together (routing commands

@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"golang.org/x/sync/errgroup"
 
+	"voiceroom/apperr"
 	"voiceroom/bus"
 	"voiceroom/docs"
 	"voiceroom/gateway"
@@ -104,11 +105,19 @@ func start(ctx context.Context, d *deps) (*running, error) {
 		d.log.Debug("http route", "method", rt.Method, "path", rt.Path)
 	}
 	if err := srv.Listen(); err != nil {
+		if apperr.ConfigFieldOf(err) == "OpsAddr" {
+			return nil, badVar("VOICEROOM_OPS_ADDR", "%v (another voiceroom on this host? give each its own address, or set it empty to turn the operators' listener off)", err)
+		}
 		return nil, badVar("VOICEROOM_HTTP_ADDR", "%v", err)
 	}
 	r := &running{d: d, srv: srv, httpDone: make(chan error, 1), workersDone: make(chan error, 1)}
 	go func() { r.httpDone <- srv.Serve() }()
-	d.log.Info("http serving", "addr", srv.Addr())
+	if a := srv.OpsAddr(); a != "" {
+		d.log.Info("ops http serving", "addr", a, "pprof", d.cfg.HTTPPprof)
+	} else {
+		d.log.Info("ops http off (VOICEROOM_OPS_ADDR is empty): no /metrics, no profiles")
+	}
+	d.log.Info("http serving", "addr", srv.Addr(), "cors_origins", d.cfg.CORSOrigins)
 
 	// The workers' context is not serve's: they stop when shutDown says,
 	// after the process has started draining.
@@ -156,7 +165,9 @@ func (r *running) supervise(ctx context.Context) error {
 
 // shutDown drains: readyz answers 503, the workers stop within
 // VOICEROOM_SHUTDOWN_TIMEOUT, then HTTP shuts down gracefully within
-// VOICEROOM_HTTP_SHUTDOWN_TIMEOUT. deps.close does the rest.
+// VOICEROOM_HTTP_SHUTDOWN_TIMEOUT, the public listener first and the
+// operators' one last (metrics stay readable while the rest drains).
+// deps.close does the rest.
 func (r *running) shutDown() error {
 	log, cfg := r.d.log, r.d.cfg
 	var errs error
@@ -176,7 +187,7 @@ func (r *running) shutDown() error {
 	}
 	log.Info("shutdown: workers stopped")
 
-	log.Info("shutdown: http", "timeout", cfg.HTTPShutdownTimeout)
+	log.Info("shutdown: http (public, then ops)", "timeout", cfg.HTTPShutdownTimeout)
 	sctx, cancel := context.WithTimeout(context.Background(), cfg.HTTPShutdownTimeout)
 	defer cancel()
 	if err := r.srv.Shutdown(sctx); err != nil {

@@ -45,14 +45,15 @@ type proc struct {
 }
 
 // startServe runs `voiceroom serve` with a database (testenv's), data dir
-// and ports of the test's own, plus extra environment. The HTTP and NATS
-// ports are 0 (the process picks free ones); waitServing fills in the
-// addresses it took.
+// and ports of the test's own, plus extra environment. The HTTP, operators'
+// and NATS ports are 0 (the process picks free ones); waitServing fills in
+// the addresses it took.
 func startServe(tb testing.TB, extraEnv ...string) (*proc, map[string]string) {
 	tb.Helper()
 	_, dsn := testenv.NewDBWithDSN(tb) // skips under -short
 	vars := map[string]string{
 		"VOICEROOM_HTTP_ADDR":      "127.0.0.1:0",
+		"VOICEROOM_OPS_ADDR":       "127.0.0.1:0",
 		"VOICEROOM_NATS_LISTEN":    "127.0.0.1:0",
 		"VOICEROOM_DATA_DIR":       tb.TempDir(),
 		"VOICEROOM_MYSQL_DSN":      dsn,
@@ -101,13 +102,15 @@ func startServeWith(tb testing.TB, vars map[string]string) *proc {
 
 var (
 	httpServingLine = regexp.MustCompile(`msg="http serving".* addr=(\S+)`)
+	opsServingLine  = regexp.MustCompile(`msg="ops http serving".* addr=(\S+)`)
 	natsURLLine     = regexp.MustCompile(`msg="nats: connecting".* url=nats://(\S+)`)
 )
 
-// waitServing waits until p serves HTTP, sets vars' VOICEROOM_HTTP_ADDR
-// and (for the embedded server) VOICEROOM_NATS_LISTEN to the addresses it
-// took, so that a restart with vars listens on the same ones, and returns
-// the HTTP base URL.
+// waitServing waits until p serves HTTP, sets vars' VOICEROOM_HTTP_ADDR,
+// VOICEROOM_OPS_ADDR (when the operators' listener is on; serve logs it
+// first) and (for the embedded server) VOICEROOM_NATS_LISTEN to the
+// addresses it took, so that a restart with vars listens on the same ones,
+// and returns the public base URL. opsURL(vars) is the operators' one.
 func (p *proc) waitServing(tb testing.TB, vars map[string]string) string {
 	tb.Helper()
 	var addr string
@@ -125,11 +128,19 @@ func (p *proc) waitServing(tb testing.TB, vars map[string]string) string {
 		return nil
 	})
 	vars["VOICEROOM_HTTP_ADDR"] = addr
+	if m := opsServingLine.FindStringSubmatch(p.logs.String()); m != nil {
+		vars["VOICEROOM_OPS_ADDR"] = m[1]
+	} else if vars["VOICEROOM_OPS_ADDR"] != "" {
+		tb.Fatalf("serves http but logged no operators' listener:\n%s", p.logs.String())
+	}
 	if m := natsURLLine.FindStringSubmatch(p.logs.String()); m != nil && vars["VOICEROOM_NATS_URL"] == "" {
 		vars["VOICEROOM_NATS_LISTEN"] = m[1]
 	}
 	return "http://" + addr
 }
+
+// opsURL is the base URL of the operators' listener waitServing found.
+func opsURL(vars map[string]string) string { return "http://" + vars["VOICEROOM_OPS_ADDR"] }
 
 // wait returns the exit code, failing the test if the process runs past limit.
 func (p *proc) wait(tb testing.TB, limit time.Duration) int {
@@ -175,7 +186,7 @@ func TestServeStartsReadyAndShutsDownInOrder(t *testing.T) {
 		}
 	}
 
-	resp, err := http.Get(base + "/metrics")
+	resp, err := http.Get(opsURL(vars) + "/metrics")
 	if err != nil || resp.StatusCode != 200 {
 		t.Fatalf("metrics: %v %v", err, resp)
 	}
@@ -204,18 +215,24 @@ func TestServeStartsReadyAndShutsDownInOrder(t *testing.T) {
 	mustLogInOrder(t, logs, order)
 }
 
-func TestServeRefusesTakenNATSPort(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	p, _ := startServe(t, "VOICEROOM_NATS_LISTEN="+ln.Addr().String())
-	if code := p.wait(t, 60*time.Second); code != 2 {
-		t.Fatalf("exit code %d, want 2", code)
-	}
-	if !strings.Contains(p.logs.String(), "VOICEROOM_NATS_LISTEN") {
-		t.Fatalf("message does not name VOICEROOM_NATS_LISTEN:\n%s", p.logs.String())
+// TestServeRefusesTakenPorts: a port another process holds stops serve
+// with exit code 2 and a message naming the variable and the address.
+func TestServeRefusesTakenPorts(t *testing.T) {
+	for _, name := range []string{"VOICEROOM_NATS_LISTEN", "VOICEROOM_HTTP_ADDR", "VOICEROOM_OPS_ADDR"} {
+		t.Run(name, func(t *testing.T) {
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ln.Close()
+			p, _ := startServe(t, name+"="+ln.Addr().String())
+			if code := p.wait(t, 60*time.Second); code != 2 {
+				t.Fatalf("exit code %d, want 2", code)
+			}
+			if logs := p.logs.String(); !strings.Contains(logs, name+": ") || !strings.Contains(logs, ln.Addr().String()) {
+				t.Fatalf("message does not name %s and %s:\n%s", name, ln.Addr(), logs)
+			}
+		})
 	}
 }
 

@@ -15,6 +15,7 @@
 //   - Logger (through tb.Log) and LogBuffer (logs a test reads back);
 //   - Clock: a clock the test moves;
 //   - Metric, MetricValue: one series of a registry;
+//   - Fetch: one HTTP request to a server on a real socket, its answer read;
 //   - ports: see ClosedAddr.
 //
 // Tests that need servers are skipped under -short. The servers are found
