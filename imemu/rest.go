@@ -133,24 +133,30 @@ func (e *Emulator) destroyGroup(app int64, body []byte) reply {
 	if err := json.Unmarshal(body, &req); err != nil {
 		return errReply(imbridge.CodeInvalidRequest, "bad json")
 	}
+	return e.withGroup(app, req.GroupID, func(g *group) reply {
+		g.Destroyed = true
+		return okReply()
+	})
+}
+
+// withGroup runs fn on app's group groupID under the lock, or answers
+// 10010 when the group does not exist or was destroyed.
+func (e *Emulator) withGroup(app int64, groupID string, fn func(*group) reply) reply {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	g, ok := e.groups[groupKey(app, req.GroupID)]
+	g, ok := e.groups[groupKey(app, groupID)]
 	if !ok || g.Destroyed {
 		return errReply(imbridge.CodeGroupNotFound, "group not found")
 	}
-	g.Destroyed = true
-	return okReply()
+	return fn(g)
 }
 
 func (e *Emulator) sendGroupMsg(app int64, body []byte) reply {
-	var req struct {
+	var req struct { // what the emulator reads of the body
 		GroupID     string `json:"GroupId"`
 		Random      uint32 `json:"Random"`
 		MsgPriority string `json:"MsgPriority"`
-		From        string `json:"From_Account"`
 		MsgBody     []struct {
-			MsgType    string `json:"MsgType"`
 			MsgContent struct {
 				Data string `json:"Data"`
 				Desc string `json:"Desc"`
@@ -166,14 +172,16 @@ func (e *Emulator) sendGroupMsg(app int64, body []byte) reply {
 	if len(body) > imbridge.MaxMessageBytes {
 		return errReply(imbridge.CodeMessageTooLong, "message longer than 12 KB")
 	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	g, ok := e.groups[groupKey(app, req.GroupID)]
-	if !ok || g.Destroyed {
-		return errReply(imbridge.CodeGroupNotFound, "group not found")
-	}
+	c := req.MsgBody[0].MsgContent
+	m := Message{GroupID: req.GroupID, Random: req.Random, Priority: req.MsgPriority, Desc: c.Desc, Data: c.Data}
+	return e.withGroup(app, req.GroupID, func(g *group) reply { return e.showLocked(app, g, m) })
+}
+
+// showLocked applies the duplicate check and the rate rule to m, sent to
+// g, and keeps it when it is shown.
+func (e *Emulator) showLocked(app int64, g *group, m Message) reply {
 	now := e.now()
-	rk := groupKey(app, req.GroupID) + "/" + strconv.FormatUint(uint64(req.Random), 10)
+	rk := groupKey(app, m.GroupID) + "/" + strconv.FormatUint(uint64(m.Random), 10)
 	if at, ok := e.randoms[rk]; ok && now.Sub(at) < duplicateTTL {
 		e.stats.DuplicatesDropped++
 		rep := okReply()
@@ -203,9 +211,7 @@ func (e *Emulator) sendGroupMsg(app int64, body []byte) reply {
 	}
 	e.seq++
 	g.MessageCount++
-	c := req.MsgBody[0].MsgContent
-	m := Message{GroupID: req.GroupID, Random: req.Random, MsgSeq: e.seq, ReceivedAtMs: now.UnixMilli(),
-		Priority: req.MsgPriority, Desc: c.Desc, EventIDs: imbridge.EventIDsOfData(c.Data), Data: c.Data}
+	m.MsgSeq, m.ReceivedAtMs, m.EventIDs = e.seq, now.UnixMilli(), imbridge.EventIDsOfData(m.Data)
 	if m.EventIDs == nil {
 		m.EventIDs = []string{}
 	}
@@ -214,7 +220,7 @@ func (e *Emulator) sendGroupMsg(app int64, body []byte) reply {
 		e.stats.EventsShown++
 		ev := e.events[id]
 		if ev == nil {
-			ev = &Event{EventID: id, GroupID: req.GroupID, FirstReceivedAtMs: m.ReceivedAtMs}
+			ev = &Event{EventID: id, GroupID: m.GroupID, FirstReceivedAtMs: m.ReceivedAtMs}
 			e.events[id] = ev
 		}
 		ev.Shown++

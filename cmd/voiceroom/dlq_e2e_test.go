@@ -16,8 +16,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"voiceroom/authtoken"
 	"voiceroom/bus"
-	"voiceroom/gateway"
 	"voiceroom/imbridge"
 	"voiceroom/imemu"
 	"voiceroom/internal/testenv"
@@ -40,7 +40,7 @@ type deadLetterPage struct {
 // adminOf calls serve as app's admin and decodes the envelope's data.
 func adminOf(t *testing.T, base string, secret []byte, app, method, path, body string, out any) int {
 	t.Helper()
-	tok, err := gateway.IssueToken(secret, app, 0, gateway.RoleAdmin, time.Hour, time.Now())
+	tok, err := authtoken.Issue(secret, app, 0, authtoken.RoleAdmin, time.Hour, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
