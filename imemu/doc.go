@@ -30,8 +30,9 @@
 //     the group within the last 5 minutes is a duplicate: answered OK with
 //     MsgSeq 0 and not shown again. Above 40 messages in a second per group
 //     the answer is OK with MsgDropReason "MsgFreqLimit" and the message is
-//     not shown. Answers carry ActionStatus, ErrorCode, ErrorInfo, MsgTime
-//     and MsgSeq as Tencent's do.
+//     not shown. Every answer but an injected HTTP 500 is HTTP 200 with
+//     ActionStatus, ErrorCode and ErrorInfo; an accepted message's also has
+//     MsgTime and MsgSeq.
 //   - Faults on request ([Fault]): an ErrorCode answer, an HTTP 500, or no
 //     answer until the caller gives up, for every call or one API, for a
 //     while or until cleared.
