@@ -19,7 +19,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"voiceroom/gateway"
+	"voiceroom/authtoken"
 	"voiceroom/regions"
 )
 
@@ -77,7 +77,7 @@ func newDriver(t *testing.T, c *cluster, nRooms, nUsers int) *driver {
 	d := &driver{c: c, hc: &http.Client{Timeout: 10 * time.Second}}
 	secret := []byte(c.secret)
 	var err error
-	if d.admin, err = gateway.IssueToken(secret, app, 0, gateway.RoleAdmin, 24*time.Hour, time.Now()); err != nil {
+	if d.admin, err = authtoken.Issue(secret, app, 0, authtoken.RoleAdmin, 24*time.Hour, time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	svc, err := regions.New(ctx, c.db, slog.New(slog.DiscardHandler), prometheus.NewRegistry(), regions.Config{DisableCache: true})
@@ -99,7 +99,7 @@ func newDriver(t *testing.T, c *cluster, nRooms, nUsers int) *driver {
 	}
 	for i := range nRooms {
 		id := int64(10_000 + i)
-		tok, _ := gateway.IssueToken(secret, app, id, "", 24*time.Hour, time.Now())
+		tok, _ := authtoken.Issue(secret, app, id, "", 24*time.Hour, time.Now())
 		st, code, data := d.send(ctx, "POST", "/api/v1/rooms/create", tok, uuid.NewString(), map[string]any{"room_name": "chaos", "seat_count": seats})
 		if st != 200 {
 			t.Fatalf("create room: %d %s", st, code)
@@ -115,7 +115,7 @@ func newDriver(t *testing.T, c *cluster, nRooms, nUsers int) *driver {
 	}
 	for i := range nUsers {
 		id := int64(10_000 + nRooms + i)
-		tok, _ := gateway.IssueToken(secret, app, id, "", 24*time.Hour, time.Now())
+		tok, _ := authtoken.Issue(secret, app, id, "", 24*time.Hour, time.Now())
 		d.users = append(d.users, &vuser{id: id, token: tok, room: -1, seat: -1})
 		if st, code, _ := d.send(ctx, "POST", fmt.Sprintf("/admin/v1/wallets/%d/credit", id), d.admin, "",
 			map[string]any{"amount": 1_000_000, "idempotency_key": fmt.Sprintf("chaos-%d", id)}); st != 200 {

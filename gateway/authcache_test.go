@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"voiceroom/apperr"
+	"voiceroom/authtoken"
 	"voiceroom/internal/testenv"
 )
 
@@ -15,11 +16,11 @@ import (
 func TestVerifiedTokensKeepEveryRule(t *testing.T) {
 	clk := testenv.NewClock(time.Time{})
 	a := newAuthenticator(testSecret, clk.Now)
-	tok, err := IssueToken(testSecret, "app1", 42, "", time.Minute, clk.Now())
+	tok, err := authtoken.Issue(testSecret, "app1", 42, "", time.Minute, clk.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
-	foreign, err := IssueToken([]byte("another-secret-0123456789abcdef"), "app1", 42, "", time.Minute, clk.Now())
+	foreign, err := authtoken.Issue([]byte("another-secret-0123456789abcdef"), "app1", 42, "", time.Minute, clk.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -35,7 +36,7 @@ func TestVerifiedTokensKeepEveryRule(t *testing.T) {
 			t.Errorf("%s token: %v, want UNAUTHENTICATED", name, err)
 		}
 	}
-	clk.Advance(time.Minute + tokenLeeway - time.Millisecond)
+	clk.Advance(time.Minute + authtoken.Leeway - time.Millisecond)
 	if _, err := a.principal("Bearer " + tok); err != nil {
 		t.Fatalf("within the leeway: %v", err)
 	}

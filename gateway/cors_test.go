@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"voiceroom/authtoken"
 )
 
 const allowedOrigin = "https://events.example.com"
@@ -108,7 +109,7 @@ func TestCORSRefusesOtherOrigins(t *testing.T) {
 // preflight or a request, from any origin.
 func TestCORSNeverOnAdmin(t *testing.T) {
 	s := newCORSTestServer(t)
-	admin := mustToken(t, "app1", 7, RoleAdmin, time.Hour)
+	admin := mustToken(t, "app1", 7, authtoken.RoleAdmin, time.Hour)
 	status, pre := preflight(t, s, "/admin/v1/whoami", allowedOrigin, "GET")
 	st, get := send(t, s, "GET", "/admin/v1/whoami", "Origin", allowedOrigin, "Authorization", "Bearer "+admin)
 	if status != http.StatusUnauthorized || st != 200 {

@@ -16,6 +16,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"voiceroom/authtoken"
 	"voiceroom/bus"
 	"voiceroom/internal/testenv"
 )
@@ -108,8 +109,8 @@ func TestAdminDLQListAndReplay(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	adminA := mustToken(t, "appA", 0, RoleAdmin, time.Hour)
-	adminB := mustToken(t, "appB", 0, RoleAdmin, time.Hour)
+	adminA := mustToken(t, "appA", 0, authtoken.RoleAdmin, time.Hour)
+	adminB := mustToken(t, "appB", 0, authtoken.RoleAdmin, time.Hour)
 
 	sent := map[string]bus.Envelope{}
 	for i := range 3 {

@@ -1,5 +1,6 @@
 // Package gateway is voiceroom's HTTP edge (Fiber v2): the response envelope
-// and request ids of the API (docs/openapi.yaml, the contract), JWT authentication for /api and /admin, the one
+// and request ids of the API (docs/openapi.yaml, the contract), JWT authentication for /api and /admin
+// (the token itself is package authtoken's: gateway verifies, never issues), the one
 // table that maps error kinds to envelope codes and HTTP statuses, body limits,
 // panic recovery, health, readiness and Prometheus metrics.
 //

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"voiceroom/authtoken"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -17,7 +18,7 @@ import (
 func TestAnswerHeaders(t *testing.T) {
 	s, _ := newTestServer(t)
 	user := mustToken(t, "app1", 42, "", time.Hour)
-	admin := mustToken(t, "app1", 7, RoleAdmin, time.Hour)
+	admin := mustToken(t, "app1", 7, authtoken.RoleAdmin, time.Hour)
 	for _, tc := range []struct {
 		name, method, path, token, body string
 		status                          int

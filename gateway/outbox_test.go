@@ -9,6 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"voiceroom/authtoken"
 	"voiceroom/internal/outboxtest"
 	"voiceroom/internal/testenv"
 	"voiceroom/outboxrelay"
@@ -30,7 +31,7 @@ func TestAdminOutboxIsScopedToTheTokensApp(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	status, env, _ := do(t, s, "GET", "/admin/v1/outbox", mustToken(t, "appA", 0, RoleAdmin, time.Hour), "")
+	status, env, _ := do(t, s, "GET", "/admin/v1/outbox", mustToken(t, "appA", 0, authtoken.RoleAdmin, time.Hour), "")
 	if status != http.StatusOK {
 		t.Fatalf("status %d: %+v", status, env)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"voiceroom/authtoken"
 	"voiceroom/internal/testenv"
 	"voiceroom/regions"
 )
@@ -47,7 +48,9 @@ func (e *regionEnv) user(app string, id int64) string {
 	return mustToken(e.tb, app, id, "", time.Hour)
 }
 
-func (e *regionEnv) admin(app string) string { return mustToken(e.tb, app, 7, RoleAdmin, time.Hour) }
+func (e *regionEnv) admin(app string) string {
+	return mustToken(e.tb, app, 7, authtoken.RoleAdmin, time.Hour)
+}
 
 // call makes a request and returns the status and envelope.
 func (e *regionEnv) call(method, path, token, body string) (int, Envelope) {
@@ -365,7 +368,7 @@ func TestAdminSetUserRegionIsAudited(t *testing.T) {
 	}
 	// An admin token without sub is audited as "admin"; setting the same
 	// region again is an action and is audited too.
-	anon := mustToken(t, "app1", 0, RoleAdmin, time.Hour)
+	anon := mustToken(t, "app1", 0, authtoken.RoleAdmin, time.Hour)
 	e.must("PUT", "/admin/v1/users/1/region", anon, fmt.Sprintf(`{"region_id":%d,"reason":"confirm"}`, f.mena), nil)
 	// Releasing the pin recomputes from the country (MY: SEA).
 	e.must("DELETE", "/admin/v1/users/1/region", admin, `{"reason":"no longer BD"}`, &p)

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"voiceroom/apperr"
+	"voiceroom/authtoken"
 	"voiceroom/internal/testenv"
 	"voiceroom/rooms"
 )
@@ -67,7 +68,7 @@ func (a *roomAPI) call(method, path, as, body string, out any, headers ...string
 	fmt.Sscan(user, &id)
 	role := ""
 	if user == "admin" {
-		role, id = RoleAdmin, 0
+		role, id = authtoken.RoleAdmin, 0
 	}
 	tok := mustToken(a.t, app, id, role, time.Hour)
 	req := httptest.NewRequest(method, path, strings.NewReader(body))

@@ -17,13 +17,14 @@ import (
 
 	"voiceroom/bus"
 	"voiceroom/imbridge"
+	"voiceroom/imemu"
 	"voiceroom/roomevent"
 )
 
 // benchEnv is an emulator that records every call and every shown event,
 // JetStream, and rooms whose groups already exist.
 type benchEnv struct {
-	emu   *imbridge.Emulator
+	emu   *imemu.Emulator
 	url   string
 	js    jetstream.JetStream
 	rooms []*testRoom
@@ -41,7 +42,7 @@ type benchEnv struct {
 func newBenchEnv(b *testing.B, nRooms int) *benchEnv {
 	b.Helper()
 	e := &benchEnv{calls: map[string][]time.Time{}, sentAt: map[string]time.Time{}, shown: map[string]int{}, done: make(chan struct{})}
-	emu, err := imbridge.NewEmulator(imbridge.EmulatorConfig{
+	emu, err := imemu.New(imemu.Config{
 		Apps: []imbridge.Application{{SDKAppID: testSDKAppID, Admin: testAdmin, SecretKey: testKey}},
 		OnShown: func(ids []string, at time.Time) {
 			e.mu.Lock()

@@ -15,6 +15,7 @@ import (
 
 	"voiceroom/bus"
 	"voiceroom/imbridge"
+	"voiceroom/imemu"
 	"voiceroom/internal/testenv"
 	"voiceroom/roomevent"
 )
@@ -73,7 +74,7 @@ func TestGroupLifecycle(t *testing.T) {
 }
 
 // assertRoomOrder checks the messages show exactly want, in order.
-func assertRoomOrder(tb testing.TB, msgs []imbridge.EmuMessage, want ...bus.Envelope) {
+func assertRoomOrder(tb testing.TB, msgs []imemu.Message, want ...bus.Envelope) {
 	tb.Helper()
 	var got []string
 	for _, m := range msgs {
@@ -114,7 +115,7 @@ func TestMissingGroupIsCreatedBeforeAMessage(t *testing.T) {
 // are retried until IM answers, and each event is shown once.
 func TestRetryableErrorsThenSuccess(t *testing.T) {
 	skipShort(t)
-	for _, f := range []imbridge.Fault{
+	for _, f := range []imemu.Fault{
 		{Mode: "error", ErrorCode: 90994},
 		{Mode: "http500"},
 		{Mode: "timeout"},
@@ -167,7 +168,7 @@ func TestPermanentErrorIsDeadLettered(t *testing.T) {
 		}
 		return nil
 	})
-	if err := emu.SetFault(imbridge.Fault{Mode: "error", ErrorCode: 80001, API: imbridge.APISendGroupMsg}); err != nil {
+	if err := emu.SetFault(imemu.Fault{Mode: "error", ErrorCode: 80001, API: imbridge.APISendGroupMsg}); err != nil {
 		t.Fatal(err)
 	}
 	bad := r.joined(2)
@@ -297,7 +298,7 @@ func TestBacklogIsBatched(t *testing.T) {
 // slow call waits for its answer and acks its events.
 func TestShutdownLetsTheCallInFlightFinish(t *testing.T) {
 	skipShort(t)
-	emu, err := imbridge.NewEmulator(imbridge.EmulatorConfig{Apps: []imbridge.Application{{SDKAppID: testSDKAppID, Admin: testAdmin, SecretKey: testKey}}})
+	emu, err := imemu.New(imemu.Config{Apps: []imbridge.Application{{SDKAppID: testSDKAppID, Admin: testAdmin, SecretKey: testKey}}})
 	if err != nil {
 		t.Fatal(err)
 	}

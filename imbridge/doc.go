@@ -1,6 +1,6 @@
-// Package imbridge delivers room events to Tencent Cloud IM, guards who
-// may join a room's IM group, and emulates Tencent IM for development and
-// tests.
+// Package imbridge delivers room events to Tencent Cloud IM and guards who
+// may join a room's IM group. Its stand-in for Tencent IM, for development
+// and tests, is package imemu.
 //
 // # Guarantees
 //
@@ -97,12 +97,4 @@
 // callback token it checks Sign = hex(sha256(token + RequestTime)) and
 // refuses a RequestTime further than GuardConfig.MaxSkew from now. It
 // reads memory only: microseconds, far inside Tencent's 2 s.
-//
-// # The emulator
-//
-// [Emulator] serves the same REST endpoints with Tencent's checks, keeps
-// groups and messages in memory, applies the 40 messages/s rule and the
-// Random duplicate check, injects faults, and shows what it received
-// under /_emu/ (groups, messages, events by id, stats). `voiceroom imemu`
-// runs it; tests mount it on an httptest server.
 package imbridge

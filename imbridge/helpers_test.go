@@ -14,6 +14,7 @@ import (
 
 	"voiceroom/bus"
 	"voiceroom/imbridge"
+	"voiceroom/imemu"
 	"voiceroom/internal/testenv"
 	"voiceroom/roomevent"
 )
@@ -26,12 +27,12 @@ const (
 
 // newTestEmulator serves an emulator accepting apps (the test app when
 // none) and returns it with its base URL.
-func newTestEmulator(tb testing.TB, apps ...imbridge.Application) (*imbridge.Emulator, string) {
+func newTestEmulator(tb testing.TB, apps ...imbridge.Application) (*imemu.Emulator, string) {
 	tb.Helper()
 	if len(apps) == 0 {
 		apps = []imbridge.Application{{SDKAppID: testSDKAppID, Admin: testAdmin, SecretKey: testKey}}
 	}
-	emu, err := imbridge.NewEmulator(imbridge.EmulatorConfig{Apps: apps})
+	emu, err := imemu.New(imemu.Config{Apps: apps})
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -158,7 +159,7 @@ func runBridgeMetrics(tb testing.TB, js jetstream.JetStream, apps imbridge.Apps,
 }
 
 // waitShown waits until every event was shown exactly once.
-func waitShown(tb testing.TB, emu *imbridge.Emulator, envs ...bus.Envelope) {
+func waitShown(tb testing.TB, emu *imemu.Emulator, envs ...bus.Envelope) {
 	tb.Helper()
 	testenv.Eventually(tb, 20*time.Second, func() error {
 		for _, e := range envs {

@@ -14,6 +14,7 @@ import (
 
 	"voiceroom/bus"
 	"voiceroom/imbridge"
+	"voiceroom/imemu"
 	"voiceroom/internal/testenv"
 	"voiceroom/roomevent"
 )
@@ -110,7 +111,7 @@ func TestEventDeliveredAgainWhileHeldIsShownOnce(t *testing.T) {
 		}
 		return nil
 	})
-	if err := emu.SetFault(imbridge.Fault{Mode: "error", ErrorCode: 90994, API: imbridge.APISendGroupMsg}); err != nil {
+	if err := emu.SetFault(imemu.Fault{Mode: "error", ErrorCode: 90994, API: imbridge.APISendGroupMsg}); err != nil {
 		t.Fatal(err)
 	}
 	first, second := r.joined(2), r.joined(3)

@@ -9,7 +9,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"strconv"
 	"strings"
 )
 
@@ -59,10 +58,11 @@ func UserSig(secretKey, identifier string, sdkAppID, issuedAt, expire int64) (st
 	return sigEscaper.Replace(base64.StdEncoding.EncodeToString(buf.Bytes())), nil
 }
 
-// checkUserSig verifies sig the way Tencent does for a REST call by
+// CheckUserSig verifies sig the way Tencent does for a REST call by
 // identifier to sdkAppID at nowUnix, and returns the matching error code
-// (0 when the sig is good).
-func checkUserSig(sig, secretKey, identifier string, sdkAppID, nowUnix int64) int {
+// (0 when the sig is good). The bridge only signs; the emulator (package
+// imemu) checks with this, so both sides share one reading of the format.
+func CheckUserSig(sig, secretKey, identifier string, sdkAppID, nowUnix int64) int {
 	if sig == "" {
 		return CodeSigEmpty
 	}
@@ -93,10 +93,4 @@ func checkUserSig(sig, secretKey, identifier string, sdkAppID, nowUnix int64) in
 		return CodeSigExpired
 	}
 	return 0
-}
-
-// parseInt64 parses a decimal query value, 0 on error.
-func parseInt64(s string) int64 {
-	n, _ := strconv.ParseInt(s, 10, 64)
-	return n
 }

@@ -27,12 +27,12 @@ func TestCheckUserSig(t *testing.T) {
 		{"wrong sdkappid", key, admin, 1400000002, 1700000100, CodeSigSDKAppID},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := checkUserSig(sig, tc.key, tc.identifier, tc.app, tc.now); got != tc.want {
-				t.Fatalf("checkUserSig = %d, want %d", got, tc.want)
+			if got := CheckUserSig(sig, tc.key, tc.identifier, tc.app, tc.now); got != tc.want {
+				t.Fatalf("CheckUserSig = %d, want %d", got, tc.want)
 			}
 		})
 	}
-	if got := checkUserSig("%%%", key, admin, app, 1700000100); got != CodeSigInvalid {
+	if got := CheckUserSig("%%%", key, admin, app, 1700000100); got != CodeSigInvalid {
 		t.Fatalf("garbage sig = %d, want %d", got, CodeSigInvalid)
 	}
 }

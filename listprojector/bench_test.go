@@ -21,6 +21,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"voiceroom/apperr"
+	"voiceroom/authtoken"
 	"voiceroom/bus"
 	"voiceroom/gateway"
 	"voiceroom/internal/testenv"
@@ -128,7 +129,7 @@ func BenchmarkListHTTP(b *testing.B) {
 	for _, app := range apps {
 		for r := 1; r <= regionsPerApp; r++ {
 			for u := 0; u < usersPerRegion; u++ {
-				tok, err := gateway.IssueToken(testSecret, app, int64(r*1000+u), "", time.Hour, time.Now())
+				tok, err := authtoken.Issue(testSecret, app, int64(r*1000+u), "", time.Hour, time.Now())
 				if err != nil {
 					b.Fatal(err)
 				}

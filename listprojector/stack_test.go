@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
+	"voiceroom/authtoken"
 	"voiceroom/bus"
 	"voiceroom/gateway"
 	"voiceroom/internal/testenv"
@@ -193,11 +194,11 @@ func (s *stack) call(method, path, as, body string, out any) (int, string) {
 	var id int64
 	role := ""
 	if user == "admin" {
-		role = gateway.RoleAdmin
+		role = authtoken.RoleAdmin
 	} else {
 		fmt.Sscan(user, &id)
 	}
-	tok, err := gateway.IssueToken(testSecret, app, id, role, time.Hour, time.Now())
+	tok, err := authtoken.Issue(testSecret, app, id, role, time.Hour, time.Now())
 	if err != nil {
 		s.tb.Fatal(err)
 	}

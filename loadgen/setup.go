@@ -13,7 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/errgroup"
 
-	"voiceroom/gateway"
+	"voiceroom/authtoken"
 	"voiceroom/regions"
 )
 
@@ -84,7 +84,7 @@ func (b *Bench) setup(ctx context.Context) (*world, error) {
 	}
 	var owners []owner
 	for ai, app := range cfg.Apps {
-		tok, err := gateway.IssueToken(cfg.JWTSecret, app, 0, gateway.RoleAdmin, 24*time.Hour, now)
+		tok, err := authtoken.Issue(cfg.JWTSecret, app, 0, authtoken.RoleAdmin, 24*time.Hour, now)
 		if err != nil {
 			return nil, fmt.Errorf("admin token %s: %w", app, err)
 		}
@@ -130,13 +130,13 @@ func (b *Bench) setup(ctx context.Context) (*world, error) {
 		w.probes[app] = pr
 	}
 	for _, u := range w.users {
-		if u.token, err = gateway.IssueToken(cfg.JWTSecret, u.app, u.id, "", 24*time.Hour, now); err != nil {
+		if u.token, err = authtoken.Issue(cfg.JWTSecret, u.app, u.id, "", 24*time.Hour, now); err != nil {
 			return nil, err
 		}
 	}
 	for app, pr := range w.probes {
 		for _, u := range pr.users {
-			if u.token, err = gateway.IssueToken(cfg.JWTSecret, app, u.id, "", 24*time.Hour, now); err != nil {
+			if u.token, err = authtoken.Issue(cfg.JWTSecret, app, u.id, "", 24*time.Hour, now); err != nil {
 				return nil, err
 			}
 		}
@@ -168,7 +168,7 @@ func (b *Bench) setup(ctx context.Context) (*world, error) {
 	rooms := make([]room, len(owners))
 	for i, o := range owners {
 		g.Go(func() error {
-			tok, err := gateway.IssueToken(cfg.JWTSecret, o.u.app, o.u.id, "", time.Hour, now)
+			tok, err := authtoken.Issue(cfg.JWTSecret, o.u.app, o.u.id, "", time.Hour, now)
 			if err != nil {
 				return err
 			}

@@ -24,6 +24,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"voiceroom/imbridge"
+	"voiceroom/imemu"
 	"voiceroom/loadgen"
 	"voiceroom/mysqldb"
 )
@@ -284,7 +285,7 @@ func startInProcess(ctx context.Context, log *slog.Logger) (*inProcessStack, err
 	rand.Read(secret)
 	// The IM emulator, so that commit -> IM receipt is measured too.
 	imKey := hex.EncodeToString(secret[:12])
-	emu, err := imbridge.NewEmulator(imbridge.EmulatorConfig{Apps: []imbridge.Application{
+	emu, err := imemu.New(imemu.Config{Apps: []imbridge.Application{
 		{SDKAppID: benchSDKAppID, Admin: "administrator", SecretKey: imKey}}})
 	if err != nil {
 		return nil, err

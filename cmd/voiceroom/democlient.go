@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"voiceroom/gateway"
+	"voiceroom/authtoken"
 )
 
 // errRouteMissing is the answer of a server that has no such route: a
@@ -85,9 +85,9 @@ func (c *demoClient) call(ctx context.Context, method, path string, who demoActo
 func (c *demoClient) send(ctx context.Context, method, path string, who demoActor, body, out any) error {
 	role := ""
 	if who.admin {
-		role = gateway.RoleAdmin
+		role = authtoken.RoleAdmin
 	}
-	tok, err := gateway.IssueToken(c.secret, c.app, who.userID, role, 10*time.Minute, time.Now())
+	tok, err := authtoken.Issue(c.secret, c.app, who.userID, role, 10*time.Minute, time.Now())
 	if err != nil {
 		return fmt.Errorf("sign a token for %s: %w", who.name, err)
 	}

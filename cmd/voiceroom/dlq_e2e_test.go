@@ -16,9 +16,10 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"voiceroom/authtoken"
 	"voiceroom/bus"
-	"voiceroom/gateway"
 	"voiceroom/imbridge"
+	"voiceroom/imemu"
 	"voiceroom/internal/testenv"
 )
 
@@ -39,7 +40,7 @@ type deadLetterPage struct {
 // adminOf calls serve as app's admin and decodes the envelope's data.
 func adminOf(t *testing.T, base string, secret []byte, app, method, path, body string, out any) int {
 	t.Helper()
-	tok, err := gateway.IssueToken(secret, app, 0, gateway.RoleAdmin, time.Hour, time.Now())
+	tok, err := authtoken.Issue(secret, app, 0, authtoken.RoleAdmin, time.Hour, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,13 +73,13 @@ func adminOf(t *testing.T, base string, secret []byte, app, method, path, body s
 // again) reaches the IM sink alone, not the list projector; each event
 // shows in IM once, and a handled letter is not offered again.
 func TestServeDeadLettersOfAPermanentIMError(t *testing.T) {
-	emu, err := imbridge.NewEmulator(imbridge.EmulatorConfig{Apps: []imbridge.Application{{SDKAppID: 1400000001, Admin: "administrator", SecretKey: "e2e-key"}}})
+	emu, err := imemu.New(imemu.Config{Apps: []imbridge.Application{{SDKAppID: 1400000001, Admin: "administrator", SecretKey: "e2e-key"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv := httptest.NewServer(emu)
 	defer srv.Close()
-	if err := emu.SetFault(imbridge.Fault{Mode: "error", ErrorCode: imbridge.CodeInvalidRequest}); err != nil {
+	if err := emu.SetFault(imemu.Fault{Mode: "error", ErrorCode: imbridge.CodeInvalidRequest}); err != nil {
 		t.Fatal(err)
 	}
 	p, vars := startServe(t, "VOICEROOM_TIM_DOMAIN="+srv.URL, "VOICEROOM_TIM_SDKAPPID=1400000001",

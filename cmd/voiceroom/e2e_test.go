@@ -14,7 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"voiceroom/gateway"
+	"voiceroom/authtoken"
 	"voiceroom/internal/testenv"
 )
 
@@ -32,11 +32,11 @@ func (c *client) call(method, path, as, body string, out any) (int, string) {
 	var user int64
 	role := ""
 	if as == "admin" {
-		role = gateway.RoleAdmin
+		role = authtoken.RoleAdmin
 	} else {
 		fmt.Sscan(as, &user)
 	}
-	tok, err := gateway.IssueToken(c.secret, "e2e", user, role, time.Hour, time.Now())
+	tok, err := authtoken.Issue(c.secret, "e2e", user, role, time.Hour, time.Now())
 	if err != nil {
 		c.t.Fatal(err)
 	}

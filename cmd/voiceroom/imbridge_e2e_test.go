@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"voiceroom/imbridge"
+	"voiceroom/imemu"
 	"voiceroom/internal/testenv"
 )
 
@@ -19,13 +20,13 @@ import (
 // RoomCreated; the join-group callback allows the joined user and denies
 // another.
 func TestServeIMAcceptance(t *testing.T) {
-	emu, err := imbridge.NewEmulator(imbridge.EmulatorConfig{Apps: []imbridge.Application{{SDKAppID: 1400000001, Admin: "administrator", SecretKey: "e2e-key"}}})
+	emu, err := imemu.New(imemu.Config{Apps: []imbridge.Application{{SDKAppID: 1400000001, Admin: "administrator", SecretKey: "e2e-key"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv := httptest.NewServer(emu)
 	defer srv.Close()
-	if err := emu.SetFault(imbridge.Fault{Mode: "http500"}); err != nil {
+	if err := emu.SetFault(imemu.Fault{Mode: "http500"}); err != nil {
 		t.Fatal(err)
 	}
 	p, vars := startServe(t, "VOICEROOM_TIM_DOMAIN="+srv.URL, "VOICEROOM_TIM_SDKAPPID=1400000001",

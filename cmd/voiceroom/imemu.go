@@ -13,13 +13,14 @@ import (
 	"time"
 
 	"voiceroom/imbridge"
+	"voiceroom/imemu"
 )
 
-// imemu runs the local Tencent IM emulator until SIGINT or SIGTERM. It
+// imemuCmd runs the local Tencent IM emulator until SIGINT or SIGTERM. It
 // accepts the application of --sdkappid/--admin/--secret-key and those of
 // --apps (the VOICEROOM_TIM_APPS format); the defaults match what
 // `task run` gives the bridge.
-func imemu(ctx context.Context, args []string) error {
+func imemuCmd(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("imemu", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	listen := fs.String("listen", "127.0.0.1:18080", "listen address (loopback)")
@@ -45,12 +46,12 @@ func imemu(ctx context.Context, args []string) error {
 			apps = append(apps, a)
 		}
 	}
-	emu, err := imbridge.NewEmulator(imbridge.EmulatorConfig{Apps: apps})
+	emu, err := imemu.New(imemu.Config{Apps: apps})
 	if err != nil {
 		return fmt.Errorf("%w: imemu: %v", errUsage, err)
 	}
 	if *faultMode != "" {
-		f := imbridge.Fault{Mode: *faultMode, ErrorCode: *faultCode, API: *faultAPI, DurationMs: faultFor.Milliseconds()}
+		f := imemu.Fault{Mode: *faultMode, ErrorCode: *faultCode, API: *faultAPI, DurationMs: faultFor.Milliseconds()}
 		if err := emu.SetFault(f); err != nil {
 			return fmt.Errorf("%w: imemu: %v", errUsage, err)
 		}

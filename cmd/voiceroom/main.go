@@ -71,7 +71,7 @@ func run(args []string) int {
 	case "token":
 		err = token(args[1:])
 	case "imemu":
-		err = imemu(ctx, args[1:])
+		err = imemuCmd(ctx, args[1:])
 	case "healthcheck":
 		err = healthcheck(ctx, args[1:])
 	case "bench":

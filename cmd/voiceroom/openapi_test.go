@@ -18,6 +18,7 @@ import (
 	"github.com/getkin/kin-openapi/routers"
 	"github.com/getkin/kin-openapi/routers/gorillamux"
 
+	"voiceroom/authtoken"
 	"voiceroom/docs"
 	"voiceroom/gateway"
 )
@@ -249,9 +250,9 @@ func (a *apiDriver) token(as string) string {
 	app, user, role := "e2e", int64(0), ""
 	switch {
 	case as == "admin":
-		role = gateway.RoleAdmin
+		role = authtoken.RoleAdmin
 	case strings.HasPrefix(as, "admin:"):
-		app, role = strings.TrimPrefix(as, "admin:"), gateway.RoleAdmin
+		app, role = strings.TrimPrefix(as, "admin:"), authtoken.RoleAdmin
 	default:
 		u, err := strconv.ParseInt(as, 10, 64)
 		if err != nil {
@@ -259,7 +260,7 @@ func (a *apiDriver) token(as string) string {
 		}
 		user = u
 	}
-	tok, err := gateway.IssueToken(a.secret, app, user, role, time.Hour, time.Now())
+	tok, err := authtoken.Issue(a.secret, app, user, role, time.Hour, time.Now())
 	if err != nil {
 		a.t.Fatal(err)
 	}

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"voiceroom/authtoken"
 	"voiceroom/gateway"
 	"voiceroom/internal/testenv"
 )
@@ -22,7 +23,7 @@ func mustRouteNotFound(tb testing.TB, url string) {
 
 func mustToken(tb testing.TB, secret string, user int64, role string) string {
 	tb.Helper()
-	tok, err := gateway.IssueToken([]byte(secret), "e2e", user, role, time.Hour, time.Now())
+	tok, err := authtoken.Issue([]byte(secret), "e2e", user, role, time.Hour, time.Now())
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -59,7 +60,7 @@ func TestServeSplitsPublicAndOperatorsListeners(t *testing.T) {
 
 	// The headers, on user and admin routes, successes and errors.
 	secret := vars["VOICEROOM_JWT_SECRET"]
-	user, admin := "Bearer "+mustToken(t, secret, 31, ""), "Bearer "+mustToken(t, secret, 1, gateway.RoleAdmin)
+	user, admin := "Bearer "+mustToken(t, secret, 31, ""), "Bearer "+mustToken(t, secret, 1, authtoken.RoleAdmin)
 	for _, c := range []struct {
 		method, path, auth string
 		status             int

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"voiceroom/authtoken"
 	"voiceroom/gateway"
 	"voiceroom/internal/testenv"
 )
@@ -65,7 +66,7 @@ func TestSeedCommandIsIdempotent(t *testing.T) {
 func TestServeMountsRegionRoutes(t *testing.T) {
 	p, vars := startServe(t, "VOICEROOM_ROLES=api")
 	base := p.waitServing(t, vars)
-	tok, err := gateway.IssueToken([]byte(vars["VOICEROOM_JWT_SECRET"]), "demo", 42, "", time.Hour, time.Now())
+	tok, err := authtoken.Issue([]byte(vars["VOICEROOM_JWT_SECRET"]), "demo", 42, "", time.Hour, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"voiceroom/gateway"
+	"voiceroom/authtoken"
 )
 
 // token prints a JWT signed with VOICEROOM_JWT_SECRET or, when that is
@@ -27,7 +27,7 @@ func token(args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return fmt.Errorf("%w: token: %v", errUsage, err)
 	}
-	if *role != "" && *role != gateway.RoleAdmin {
+	if *role != "" && *role != authtoken.RoleAdmin {
 		return fmt.Errorf("%w: token: --role must be admin or empty", errUsage)
 	}
 	cfg, err := loadConfig()
@@ -38,7 +38,7 @@ func token(args []string) error {
 	if err != nil {
 		return err
 	}
-	tok, err := gateway.IssueToken(secret, *app, *user, *role, *ttl, time.Now())
+	tok, err := authtoken.Issue(secret, *app, *user, *role, *ttl, time.Now())
 	if err != nil {
 		return fmt.Errorf("%w: token: %v", errUsage, err)
 	}

@@ -1,0 +1,60 @@
+// Package imemu emulates the part of Tencent Cloud IM's REST API that
+// voiceroom calls, so that development, tests, benchmarks and the fault
+// suite run without a Tencent account. `voiceroom imemu` serves it; tests
+// mount an [Emulator] on an httptest server.
+//
+// It is a test double held to the real contract: where it answers, it
+// answers as Tencent does, so that what passes against it does not fail
+// against Tencent for a reason it could have shown. What it reads of that contract it takes from imbridge (the
+// UserSig format through [imbridge.CheckUserSig], the error codes, the API
+// names, the 12 KB message limit, the event ids a message carries), so the
+// two sides cannot drift apart.
+//
+// # What it emulates
+//
+//   - POST /v4/group_open_http_svc/{create_group,send_group_msg,destroy_group}
+//     with the query parameters sdkappid, identifier and usersig. An unknown
+//     sdkappid answers 70014, an identifier other than the application's
+//     admin 70013; the UserSig (v2: zlib-compressed JSON with an
+//     HMAC-SHA256, Tencent's URL-safe base64) is checked as Tencent does:
+//     empty 70002, unreadable 70003, signed with another key 70009, issued
+//     to another identifier 70013 or application 70014, expired 70001.
+//     Another command answers 60003; a body over 64 KB or malformed JSON
+//     10004.
+//   - create_group: GroupId of 1..48 bytes and not starting "@TGS#", Name of
+//     1..30 bytes, Type one of Tencent's five (AVChatRoom, Public, Private,
+//     ChatRoom, Community), else 10004; a GroupId in use answers 10021.
+//     destroy_group of a group that does not exist or was destroyed answers
+//     10010, as does send_group_msg to one.
+//   - send_group_msg: a request over 12 KB answers 80002. A Random seen in
+//     the group within the last 5 minutes is a duplicate: answered OK with
+//     MsgSeq 0 and not shown again. Above 40 messages in a second per group
+//     the answer is OK with MsgDropReason "MsgFreqLimit" and the message is
+//     not shown. Every answer but an injected HTTP 500 is HTTP 200 with
+//     ActionStatus, ErrorCode and ErrorInfo; an accepted message's also has
+//     MsgTime and MsgSeq.
+//   - Faults on request ([Fault]): an ErrorCode answer, an HTTP 500, or no
+//     answer until the caller gives up, for every call or one API, for a
+//     while or until cleared.
+//
+// Everything it received is shown under /_emu/ (groups, messages, events
+// by id, counters; see the README), for tests and the benchmark to check
+// that each event was shown once.
+//
+// # What it does not
+//
+//   - Any other REST API (group members, group info, message history,
+//     accounts), and the per-application limit on REST calls per second
+//     (Tencent's 200 per API): the bridge keeps under it by itself.
+//   - Delivery to members: no client connects, no message reaches anyone;
+//     a message is "shown" when the emulator kept it.
+//   - Callbacks to the application's server (such as
+//     Group.CallbackBeforeApplyJoinGroup): imbridge's guard is called
+//     directly by its tests.
+//   - Durability: groups and messages live in memory and a restart forgets
+//     them; only the newest Config.MaxMessages messages are kept for
+//     inspection.
+//   - Message content rules beyond the size (element types, sensitive
+//     words, priorities dropping Low before High under load): MsgPriority
+//     is recorded, not acted on.
+package imemu
