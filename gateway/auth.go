@@ -17,7 +17,8 @@ import (
 // RoleAdmin is the role claim of operators' tokens.
 const RoleAdmin = "admin"
 
-// Claims are the JWT claims voiceroom reads (API.md): app_code, sub (a decimal
+// Claims are the JWT claims voiceroom reads (docs/openapi.yaml, security
+// scheme bearer): app_code, sub (a decimal
 // user id; optional for admin tokens), exp, and role.
 type Claims struct {
 	AppCode string `json:"app_code"`

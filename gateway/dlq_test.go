@@ -135,7 +135,7 @@ func TestAdminDLQListAndReplay(t *testing.T) {
 		return nil
 	})
 
-	// Paged, with the fields of API.md.
+	// Paged, with the fields of docs/openapi.yaml's DeadLetterPage.
 	first := list(adminA, "sink=imbridge&limit=2")
 	if len(first.Items) != 2 || first.Next == nil || *first.Next != first.Items[1].Seq {
 		t.Fatalf("first page %+v", first)

@@ -45,7 +45,7 @@ type Card struct {
 	UpdatedAtMs       int64  `json:"updated_at_ms"`
 }
 
-// Item is a RoomListItem of API.md.
+// Item is an entry of the room list (docs/openapi.yaml, schema RoomListItem).
 type Item struct {
 	RoomID            string `json:"room_id"`
 	IMGroupID         string `json:"im_group_id"`
