@@ -8,7 +8,8 @@ import (
 // Code is an error kind. Its string is the envelope code clients see.
 type Code string
 
-// The error kinds of the HTTP contract (API.md).
+// The error kinds of the HTTP contract (docs/openapi.yaml, schema Envelope's
+// code).
 const (
 	InvalidArgument     Code = "INVALID_ARGUMENT"
 	Unauthenticated     Code = "UNAUTHENTICATED"

@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"errors"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -86,7 +87,8 @@ func DLQRoutes(q DeadLetters) Mount {
 			if err != nil {
 				return err
 			}
-			after, err := queryUint(c, "after", 1<<63)
+			// int64's bound: the API documents after as int64 (1<<63 was one past it).
+			after, err := queryUint(c, "after", math.MaxInt64)
 			if err != nil {
 				return err
 			}

@@ -136,7 +136,7 @@ func TestAdminDLQListAndReplay(t *testing.T) {
 		return nil
 	})
 
-	// Paged, with the fields of API.md.
+	// Paged, with the fields of docs/openapi.yaml's DeadLetterPage.
 	first := list(adminA, "sink=imbridge&limit=2")
 	if len(first.Items) != 2 || first.Next == nil || *first.Next != first.Items[1].Seq {
 		t.Fatalf("first page %+v", first)
@@ -223,5 +223,61 @@ func TestAdminDLQListAndReplay(t *testing.T) {
 	})
 	if n := projected.Load(); n != 5 {
 		t.Errorf("projected %d deliveries, want 5", n)
+	}
+}
+
+// fakeDeadLetters records the after of the last List and answers no letters.
+type fakeDeadLetters struct {
+	after uint64
+	calls int
+}
+
+func (f *fakeDeadLetters) List(_ context.Context, _, _ string, after uint64, _ int) (bus.LetterPage, error) {
+	f.after, f.calls = after, f.calls+1
+	return bus.LetterPage{}, nil
+}
+
+func (f *fakeDeadLetters) Replay(context.Context, string, string, []uint64) (bus.ReplayResult, error) {
+	return bus.ReplayResult{}, nil
+}
+
+func (f *fakeDeadLetters) Sinks() []string { return []string{bus.DurableIMBridge} }
+
+// TestAdminDLQAfterBound: after is an int64 in docs/openapi.yaml, so the
+// route takes up to math.MaxInt64 and names that bound when refusing.
+func TestAdminDLQAfterBound(t *testing.T) {
+	const maxInt64 = "9223372036854775807"
+	reg := prometheus.NewRegistry()
+	q := &fakeDeadLetters{}
+	s, err := New(Config{Addr: "127.0.0.1:0", JWTSecret: testSecret}, slog.New(slog.DiscardHandler), reg, reg, nil, DLQRoutes(q))
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin := mustToken(t, "appA", 0, authtoken.RoleAdmin, time.Hour)
+	for _, tc := range []struct {
+		after  string
+		status int
+	}{
+		{"0", http.StatusOK},
+		{maxInt64, http.StatusOK},
+		{"9223372036854775808", http.StatusBadRequest},
+		{"18446744073709551615", http.StatusBadRequest},
+		{"-1", http.StatusBadRequest},
+	} {
+		calls := q.calls
+		status, env, _ := do(t, s, "GET", "/admin/v1/dlq?sink=imbridge&after="+tc.after, admin, "")
+		if status != tc.status {
+			t.Errorf("after=%s: %d %+v, want %d", tc.after, status, env, tc.status)
+			continue
+		}
+		if status == http.StatusOK {
+			if q.calls != calls+1 || strconv.FormatUint(q.after, 10) != tc.after {
+				t.Errorf("after=%s reached List as %d (%d calls)", tc.after, q.after, q.calls-calls)
+			}
+			continue
+		}
+		if want := "after: must be a whole number from 0 to " + maxInt64; env.Message != want {
+			t.Errorf("after=%s: message %q, want %q", tc.after, env.Message, want)
+		}
 	}
 }

@@ -11,7 +11,8 @@ import (
 	"voiceroom/apperr"
 )
 
-// Envelope is the body of every response, errors included (API.md).
+// Envelope is the body of every response, errors included (docs/openapi.yaml,
+// schema Envelope).
 type Envelope struct {
 	Code      string `json:"code"`
 	Message   string `json:"message"`

@@ -10,7 +10,8 @@ import (
 	"voiceroom/apperr"
 )
 
-// statusOf is the one table from error kind to HTTP status (API.md).
+// statusOf is the one table from error kind to HTTP status (the "Errors"
+// paragraph of docs/openapi.yaml's description).
 var statusOf = map[apperr.Code]int{
 	apperr.InvalidArgument:     http.StatusBadRequest,
 	apperr.Unauthenticated:     http.StatusUnauthorized,

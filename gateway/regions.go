@@ -10,7 +10,8 @@ import (
 )
 
 // RegionRoutes mounts the profile routes of app users and the operators'
-// region, country and user-region routes of API.md. app_code and the user id
+// region, country and user-region routes (docs/openapi.yaml, tags users and
+// admin regions). app_code and the user id
 // come only from the token; an admin acts on the app of their token, so ids of
 // another app are NOT_FOUND.
 func RegionRoutes(svc *regions.Service) Mount {

@@ -10,7 +10,7 @@ import (
 	"voiceroom/rooms"
 )
 
-// RoomRoutes mounts the room commands (API.md), the gift catalog,
+// RoomRoutes mounts the room commands (docs/openapi.yaml, tag rooms), the gift catalog,
 // ChangeRoomVisibleRegion, and the operators' ban, restore and audit trail
 // (moderation.go). The wallet has its own mount (WalletRoutes).
 func RoomRoutes(svc *rooms.Service) Mount {
@@ -119,7 +119,7 @@ func (h *roomHandlers) get(c *fiber.Ctx) error {
 }
 
 // simple runs a command without arguments. withView false answers null
-// data (leave, heartbeat: API.md gives them no result).
+// data (leave, heartbeat: docs/openapi.yaml answers them with response Empty).
 func (h *roomHandlers) simple(kind rooms.Kind, withView bool) fiber.Handler {
 	return func(c *fiber.Ctx) error {
 		cmd, err := h.command(c, kind)

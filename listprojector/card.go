@@ -24,7 +24,7 @@ type Card struct {
 	UpdatedAtMs int64 `json:"updated_at_ms"`
 }
 
-// Item is a room of a list page (docs/openapi.yaml, RoomListItem).
+// Item is an entry of the room list (docs/openapi.yaml, schema RoomListItem).
 type Item struct {
 	roomevent.Listing
 	Pinned bool `json:"pinned"`

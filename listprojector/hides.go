@@ -15,7 +15,7 @@ import (
 )
 
 // Hide is an operator's hide of a room from one region's lists and search
-// (API.md).
+// (docs/openapi.yaml, schema Hide).
 type Hide struct {
 	HideID          int64  `json:"hide_id"`
 	RoomID          string `json:"room_id"`

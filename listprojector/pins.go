@@ -14,7 +14,8 @@ import (
 	"voiceroom/rooms"
 )
 
-// Pin is an operator's pin of a room in one region's list (API.md).
+// Pin is an operator's pin of a room in one region's list (docs/openapi.yaml,
+// schema Pin).
 type Pin struct {
 	PinID           int64  `json:"pin_id"`
 	RoomID          string `json:"room_id"`
@@ -32,7 +33,7 @@ type NewPin struct {
 	VisibleRegionID int64
 	Weight          int64
 	ExpiresAtMs     int64
-	// Reason is optional (API.md lists none for pins); when given, 1..256
+	// Reason is optional (docs/openapi.yaml, operation createPin); when given, 1..256
 	// characters, recorded in the room's audit trail.
 	Reason string
 }

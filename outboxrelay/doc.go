@@ -1,12 +1,11 @@
 // Package outboxrelay moves room events from the MySQL room_outbox table
-// into the JetStream stream ROOM_EVENTS: spec/room-outbox-compensation-worker.md
-// with the event bus in place of Tencent IM. A row is pending until the
-// stream has stored its event, then published; status says nothing about
-// what any consumer did.
+// into the JetStream stream ROOM_EVENTS (the README's "The outbox"). A row
+// is pending until the stream has stored its event, then published; status
+// says nothing about what any consumer did.
 //
 // Two components do it:
 //
-//   - [FastPath] is the spec's synchronous publish. The rooms package hands
+//   - [FastPath] is the synchronous publish. The rooms package hands
 //     it the outbox messages of each transaction right after the commit;
 //     it publishes them at once and marks their rows published in batches.
 //     Whatever it cannot do quickly (a failed or slow publish, a full
@@ -35,8 +34,8 @@
 // sanitized last_error and stays pending; it never holds back the other
 // rows. A pass ends when a claim comes back short, when it has run for a
 // poll interval (the next starts again from the oldest row, so failed rows
-// are retried once per interval: the fixed_interval strategy, forever, as
-// the spec wants), when a whole batch failed (JetStream is most likely
+// are retried once per interval: a fixed interval, no backoff, forever, as
+// the README's "The outbox" promises), when a whole batch failed (JetStream is most likely
 // down; the next tick tries again), or when Run's ctx ends. A failure to
 // claim or mark is logged and retried next tick; rows whose marks failed
 // stay pending and are published again, which the stream de-duplicates.

@@ -16,8 +16,8 @@ const (
 	pathFast  = "fast"
 )
 
-// Metrics are the outbox metrics of the outbox spec plus a few that show
-// why rows wait. A nil *Metrics records nothing.
+// Metrics are the outbox metrics the README's "The outbox" tells operators
+// to watch, plus a few that show why rows wait. A nil *Metrics records nothing.
 type Metrics struct {
 	pending       prometheus.Gauge
 	oldestAge     prometheus.Gauge

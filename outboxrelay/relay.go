@@ -13,7 +13,7 @@ import (
 	"voiceroom/bus"
 )
 
-// WorkerName is the value of the "worker" log field (the outbox spec).
+// WorkerName is the value of the "worker" log field (README "The outbox").
 const WorkerName = "room_outbox"
 
 // Publisher is what the relay and the fast path need of *bus.Publisher.

@@ -239,7 +239,7 @@ func TestPublishFailureKeepsRowPendingThenSucceeds(t *testing.T) {
 	if got := testenv.MetricValue(t, reg, "room_outbox_publish_failure_total", "path", "relay"); got != 1 {
 		t.Fatalf("failure metric %v", got)
 	}
-	// The failure is logged with the spec's fields.
+	// The failure is logged with the fields the README's "The outbox" names.
 	lines := logs.lines("outbox publish failed")
 	if len(lines) != 1 {
 		t.Fatalf("want one failure line, got:\n%s", logs.String())

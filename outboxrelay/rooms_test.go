@@ -16,7 +16,7 @@ import (
 	"voiceroom/rooms"
 )
 
-// The outbox spec's acceptance table with real room commands: JoinRoom and
+// The README's outbox promise with real room commands: JoinRoom and
 // SendGift while JetStream is down succeed, their rows stay pending with
 // retry_count 0, and once JetStream is back the relay publishes each event
 // exactly once.

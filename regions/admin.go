@@ -8,8 +8,8 @@ import (
 	"voiceroom/apperr"
 )
 
-// Operators' control of an app's regions and countries (the admin routes of
-// API.md). None of these moves a user: users keep their region_id until a
+// Operators' control of an app's regions and countries (docs/openapi.yaml,
+// tag admin regions). None of these moves a user: users keep their region_id until a
 // rebuild (Rebuild) recomputes it, and rooms keep their visible_region_id
 // always.
 

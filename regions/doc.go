@@ -1,12 +1,12 @@
-// Package regions owns the country and region part of
-// spec/region-room-list.md for every app_code: regions (list buckets; id 0 is
+// Package regions owns the country and region rules of the README's
+// "Regions" for every app_code: regions (list buckets; id 0 is
 // GLOBAL and never stored), ISO 3166-1 alpha-2 countries mapped to them, and
 // each user's profile (display_user_id, country) with the region_id the
 // server computes from it. A client never chooses a region.
 //
 // MySQL is the truth and every statement carries app_code, so another app's
-// ids are simply not found. A user's region changes only through the change
-// sources of the spec, each in one transaction with its audit row:
+// ids are simply not found. A user's region changes only through these change
+// sources, each in one transaction with its audit row:
 //
 //   - the user changes country (PutProfile);
 //   - an operator moves, disables or enables a country, or disables a
@@ -48,7 +48,7 @@
 //     unless a TTL backs it, so the TTL is needed anyway. It could be added
 //     on top later to shorten the window, without changing the bound.
 //
-// The spec allows the room list to be seconds behind, and rooms never follow
+// The room list may be seconds behind (README "The room list"), and rooms never follow
 // their owner's region afterwards, so a region seen up to CacheTTL late by
 // another process is within the product's rules. The cost is one primary-key
 // read per active user per process per CacheTTL. Redis plays no part here: a

@@ -1,6 +1,7 @@
 package regions
 
 import (
+	"errors"
 	"fmt"
 
 	"voiceroom/apperr"
@@ -18,6 +19,18 @@ var (
 	// ErrCountryNotFound is returned for a country code the app has not
 	// configured. Kind NotFound.
 	ErrCountryNotFound = apperr.New(apperr.NotFound, "country not found")
+)
+
+// errNoProfile and errRegisteredMeanwhile steer PutProfile between its update
+// and registration transactions (putProfileTx); they never leave it.
+var (
+	// errNoProfile is returned by an update attempt for a user without a
+	// profile: PutProfile retries it as a registration.
+	errNoProfile = errors.New("no profile yet")
+	// errRegisteredMeanwhile is returned by a registration attempt whose user
+	// id was inserted by a concurrent request: PutProfile retries it as an
+	// update.
+	errRegisteredMeanwhile = errors.New("registered concurrently")
 )
 
 // unavailable wraps a store failure: the client sees "database unavailable"

@@ -91,13 +91,6 @@ func (s *Service) PutProfile(ctx context.Context, appCode string, userID int64, 
 	return out, nil
 }
 
-// errNoProfile and errRegisteredMeanwhile steer PutProfile between its
-// update and registration transactions; they never leave it.
-var (
-	errNoProfile           = errors.New("no profile yet")
-	errRegisteredMeanwhile = errors.New("registered concurrently")
-)
-
 // putProfileTx is one attempt of PutProfile. With register false it locks and
 // updates an existing user (errNoProfile when there is none); with register
 // true it inserts one (errRegisteredMeanwhile when the user id exists).

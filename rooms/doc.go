@@ -119,7 +119,8 @@
 //
 // # Names
 //
-// View is the room as clients see it (API.md's "room snapshot"); a snapshot
+// View is the room as clients see it (docs/openapi.yaml's schema Room, "the
+// room snapshot"); a snapshot
 // here is only the stored state of recovery (room_snapshots). The
 // room_outbox row is voiceroom.OutboxRow and a cell's key voiceroom.RoomKey,
 // shared with the outbox relay.

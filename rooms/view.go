@@ -2,7 +2,8 @@ package rooms
 
 import "voiceroom/roomevent"
 
-// View is a room as clients see it (API.md "the room snapshot"). It never
+// View is a room as clients see it (docs/openapi.yaml, schema Room: "the room
+// snapshot"). It never
 // carries the password or its hash, only Locked.
 type View struct {
 	RoomID          string                   `json:"room_id"`

@@ -369,8 +369,8 @@ func sinkVars(durable string) map[string]string {
 }
 
 // zeroOK are the numeric variables that may be zero or less: zero has a
-// meaning of its own, or (the outbox spec) a value at or below zero takes
-// the default.
+// meaning of its own, or (the outbox's variables, README "The outbox") a
+// value at or below zero takes the default.
 var zeroOK = map[string]bool{
 	"VOICEROOM_REDIS_DB":               true,
 	"VOICEROOM_REGIONS_CACHE_SIZE":     true, // 0: no cache

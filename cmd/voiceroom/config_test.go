@@ -114,8 +114,8 @@ func TestDefaultsAreValid(t *testing.T) {
 	}
 }
 
-// TestOutboxValuesAtOrBelowZeroTakeTheDefaults is the outbox spec's rule:
-// no busy loop, no full-table scan, no unbounded wait.
+// TestOutboxValuesAtOrBelowZeroTakeTheDefaults is the rule of the README's
+// "The outbox": no busy loop, no full-table scan, no unbounded wait.
 func TestOutboxValuesAtOrBelowZeroTakeTheDefaults(t *testing.T) {
 	t.Setenv("VOICEROOM_OUTBOX_POLL_INTERVAL", "0s")
 	t.Setenv("VOICEROOM_OUTBOX_BATCH_SIZE", "-5")

@@ -14,7 +14,7 @@ import (
 	"voiceroom/internal/testenv"
 )
 
-// TestServeIMAcceptance is the outbox spec's acceptance, end to end: with
+// TestServeIMAcceptance is the README's outbox promise, end to end: with
 // Tencent IM failing, JoinRoom still succeeds; once IM is back the
 // emulator holds the join's event exactly once, in a group created from
 // RoomCreated; the join-group callback allows the joined user and denies
