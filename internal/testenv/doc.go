@@ -15,7 +15,9 @@
 //   - Logger (through tb.Log) and LogBuffer (logs a test reads back);
 //   - Clock: a clock the test moves;
 //   - Metric, MetricValue: one series of a registry;
-//   - ports: see ClosedAddr.
+//   - ports: see ClosedAddr;
+//   - Start: a component's Run for the length of the test;
+//   - EnvInt, Percentile, Millis: a benchmark's workload and figures.
 //
 // Tests that need servers are skipped under -short. The servers are found
 // through VOICEROOM_TEST_MYSQL_DSN (default "root:@tcp(127.0.0.1:3306)/") and

@@ -1,4 +1,4 @@
-package listprojector
+package roomlist
 
 import (
 	"context"
@@ -14,7 +14,8 @@ import (
 	"voiceroom/rooms"
 )
 
-// Pin is an operator's pin of a room in one region's list (API.md).
+// Pin is an operator's pin of a room in one region's list
+// (docs/openapi.yaml, Pin).
 type Pin struct {
 	PinID           int64  `json:"pin_id"`
 	RoomID          string `json:"room_id"`
@@ -32,7 +33,7 @@ type NewPin struct {
 	VisibleRegionID int64
 	Weight          int64
 	ExpiresAtMs     int64
-	// Reason is optional (API.md lists none for pins); when given, 1..256
+	// Reason is optional (docs/openapi.yaml, POST /admin/v1/pins); when given, 1..256
 	// characters, recorded in the room's audit trail.
 	Reason string
 }
@@ -86,15 +87,9 @@ func (p *Pins) Create(ctx context.Context, app, operator string, in NewPin) (Pin
 		}
 	}
 	pin := Pin{RoomID: in.RoomID, VisibleRegionID: in.VisibleRegionID, Weight: in.Weight, Status: "active",
-		ExpiresAtMs: in.ExpiresAtMs, CreatedBy: clip(operator, 64), CreatedAtMs: nowMs}
+		ExpiresAtMs: in.ExpiresAtMs, CreatedBy: voiceroom.Clip(operator, 64), CreatedAtMs: nowMs}
 	err := mysqldb.Update(ctx, p.db, func(tx *sql.Tx) error {
-		var status string
-		var region int64
-		err := tx.QueryRowContext(ctx, `SELECT status, visible_region_id FROM rooms WHERE app_code = ? AND room_id = ?`,
-			app, in.RoomID).Scan(&status, &region)
-		if errors.Is(err, sql.ErrNoRows) {
-			return errRoomNotFound
-		}
+		status, region, err := rooms.LockStatus(ctx, tx, app, in.RoomID)
 		if err != nil {
 			return err
 		}
