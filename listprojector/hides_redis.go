@@ -101,12 +101,6 @@ return 1`)
 // unless a hide or unhide bumped gen meanwhile. filled is false when it
 // was dropped so.
 func fillHides(ctx context.Context, db *sql.DB, c *cache, app string, region, nowMs int64) (filled bool, err error) {
-	return fillHidesAround(ctx, db, c, app, region, nowMs, nil)
-}
-
-// fillHidesAround is fillHides, calling between (when not nil) after the
-// MySQL read: tests put a write there.
-func fillHidesAround(ctx context.Context, db *sql.DB, c *cache, app string, region, nowMs int64, between func()) (filled bool, err error) {
 	key, genKey := c.keys().Hides(app, region), c.keys().hidesGen(app, region)
 	gen, err := c.rdb.Get(ctx, genKey).Result()
 	if err != nil && !errors.Is(err, redis.Nil) {
@@ -115,9 +109,6 @@ func fillHidesAround(ctx context.Context, db *sql.DB, c *cache, app string, regi
 	hides, err := ApplyingHides(ctx, db, app, region, nil, nowMs)
 	if err != nil {
 		return false, err
-	}
-	if between != nil {
-		between()
 	}
 	args := make([]any, 0, 3+2*len(hides))
 	args = append(args, gen, "+inf", HideReady)

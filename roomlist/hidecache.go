@@ -35,7 +35,8 @@ import (
 //     with MySQL's state after the commit). Another api process could, in
 //     the meantime, read the old set, but only if Redis kept it while this
 //     process could not reach Redis twice: that window lasts until the
-//     first such fill here or the next reconcile pass (ReconcileEvery).
+//     first such fill here or the next reconcile pass
+//     (listprojector.Config.ReconcileEvery).
 //     When Redis was down for everyone, every process reads MySQL anyway
 //     (the list's Redis backoff), and a restarted Redis without the set
 //     misses.
