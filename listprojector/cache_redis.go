@@ -42,11 +42,11 @@ func (k Keys) Ready(app string, region int64) string {
 }
 
 // Card is the key of a room's card.
-func (k Keys) Card(app, room string) string { return k.CardPrefix() + "{" + app + "}:" + room }
+func (k Keys) Card(app, room string) string { return k.Prefix + "room:card:{" + app + "}:" + room }
 
 // Hides is the key of a region's hide set.
 func (k Keys) Hides(app string, region int64) string {
-	return k.HidesPrefix() + "{" + app + "}:" + strconv.FormatInt(region, 10)
+	return k.Prefix + "room:hides:{" + app + "}:" + strconv.FormatInt(region, 10)
 }
 
 func (k Keys) hidesGen(app string, region int64) string { return k.Hides(app, region) + ":gen" }
@@ -62,7 +62,7 @@ func (k Keys) HidesPrefix() string { return k.Prefix + "room:hides:" }
 // ParseCard returns the app and room of a card key; ok is false for any
 // other key.
 func (k Keys) ParseCard(key string) (app, room string, ok bool) {
-	rest, ok := strings.CutPrefix(key, k.CardPrefix()+"{")
+	rest, ok := k.cut(key, "room:card:{")
 	if !ok {
 		return "", "", false
 	}
@@ -72,7 +72,7 @@ func (k Keys) ParseCard(key string) (app, room string, ok bool) {
 // ParseHides returns the app and region of a hide set's key; ok is false
 // for any other key, its gen key included.
 func (k Keys) ParseHides(key string) (app string, region int64, ok bool) {
-	rest, ok := strings.CutPrefix(key, k.HidesPrefix()+"{")
+	rest, ok := k.cut(key, "room:hides:{")
 	if !ok {
 		return "", 0, false
 	}
@@ -85,6 +85,15 @@ func (k Keys) ParseHides(key string) (app string, region int64, ok bool) {
 		return "", 0, false
 	}
 	return app, region, true
+}
+
+// cut returns key without the prefix and then kind, if it has both.
+func (k Keys) cut(key, kind string) (string, bool) {
+	rest, ok := strings.CutPrefix(key, k.Prefix)
+	if !ok {
+		return "", false
+	}
+	return strings.CutPrefix(rest, kind)
 }
 
 // cache writes the read model's Redis mirror (Keys). A nil *cache (no
