@@ -18,10 +18,12 @@
 // those origins' preflights before authentication (cors.go).
 //
 // Each domain's routes live in a file of their own here (regions.go, rooms.go,
-// wallet.go, outbox.go) behind a constructor named for the domain
-// (RegionRoutes, RoomRoutes, WalletRoutes, OutboxRoutes) that takes the
-// domain's service and returns a Mount handed to New, so the domain packages
-// never import Fiber and the server never needs to know which domains exist.
+// rooms_list.go, hides.go, wallet.go, outbox.go, dlq.go) behind a constructor
+// named for the domain (RegionRoutes, RoomRoutes, RoomListRoutes, HideRoutes,
+// WalletRoutes, OutboxRoutes, DLQRoutes) that takes the small interface of
+// the domain's service it uses, declared beside it, and returns a Mount
+// handed to New, so the domain packages never import Fiber and the server
+// never needs to know which domains exist.
 // A handler binds and checks the request, calls the service with the
 // request's context and the token's app_code, and returns its error as is:
 // errors.go maps the apperr kind to the envelope.

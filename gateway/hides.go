@@ -1,19 +1,29 @@
 package gateway
 
 import (
+	"context"
 	"strconv"
 
 	"github.com/gofiber/fiber/v2"
 
 	"voiceroom/apperr"
-	"voiceroom/listprojector"
+	"voiceroom/roomlist"
 )
 
+// Hides are the operators' region hides; *roomlist.Hides is one.
+type Hides interface {
+	Create(ctx context.Context, appCode, operator string, in roomlist.NewHide) (roomlist.Hide, error)
+	Delete(ctx context.Context, appCode, operator string, hideID int64, reason string) (roomlist.Hide, error)
+	List(ctx context.Context, appCode string, regionID int64) ([]roomlist.Hide, error)
+}
+
+var _ Hides = (*roomlist.Hides)(nil)
+
 // HideRoutes mounts the operators' hide routes: a hidden room leaves one
-// region's lists and search (package listprojector, Hides). Every route is
+// region's lists and search (package roomlist, Hides). Every route is
 // an admin route of the token's app; the operator recorded is the token's
 // sub.
-func HideRoutes(hides *listprojector.Hides) Mount {
+func HideRoutes(hides Hides) Mount {
 	h := hideHandlers{hides: hides}
 	return func(r Routers) {
 		r.Admin.Post("/v1/hides", h.create)
@@ -23,7 +33,7 @@ func HideRoutes(hides *listprojector.Hides) Mount {
 }
 
 type hideHandlers struct {
-	hides *listprojector.Hides
+	hides Hides
 }
 
 func (h hideHandlers) create(c *fiber.Ctx) error {
@@ -37,7 +47,7 @@ func (h hideHandlers) create(c *fiber.Ctx) error {
 		return err
 	}
 	p := PrincipalOf(c)
-	hide, err := h.hides.Create(c.UserContext(), p.AppCode, p.Operator(), listprojector.NewHide{
+	hide, err := h.hides.Create(c.UserContext(), p.AppCode, p.Operator(), roomlist.NewHide{
 		RoomID: req.RoomID, VisibleRegionID: req.VisibleRegionID, Reason: req.Reason, ExpiresAtMs: req.ExpiresAtMs,
 	})
 	if err != nil {

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"context"
 	"strconv"
 
 	"github.com/gofiber/fiber/v2"
@@ -9,12 +10,30 @@ import (
 	"voiceroom/regions"
 )
 
+// Regions keeps users' profiles and regions and the operators' regions and
+// countries; *regions.Service is one.
+type Regions interface {
+	Profile(ctx context.Context, appCode string, userID int64) (regions.Profile, error)
+	PutProfile(ctx context.Context, appCode string, userID int64, upd regions.ProfileUpdate) (regions.Profile, error)
+	CreateRegion(ctx context.Context, appCode, code, name string) (regions.Region, error)
+	UpdateRegion(ctx context.Context, appCode string, regionID int64, patch regions.RegionPatch) (regions.Region, error)
+	ListRegions(ctx context.Context, appCode string) (regions.RegionList, error)
+	CreateCountry(ctx context.Context, appCode, code, name string, regionID int64) (regions.Country, error)
+	UpdateCountry(ctx context.Context, appCode, code string, patch regions.CountryPatch) (regions.Country, error)
+	Rebuild(ctx context.Context, appCode, operator string) (regions.RebuildResult, error)
+	SetUserRegion(ctx context.Context, appCode string, userID, regionID int64, operator, reason string) (regions.Profile, error)
+	UserRegionInfo(ctx context.Context, appCode string, userID int64) (regions.UserRegionInfo, error)
+	ClearUserRegion(ctx context.Context, appCode string, userID int64, operator, reason string) (regions.Profile, error)
+}
+
+var _ Regions = (*regions.Service)(nil)
+
 // RegionRoutes mounts the profile routes of app users and the operators'
 // region, country and user-region routes (docs/openapi.yaml, tags users and
 // admin regions). app_code and the user id
 // come only from the token; an admin acts on the app of their token, so ids of
 // another app are NOT_FOUND.
-func RegionRoutes(svc *regions.Service) Mount {
+func RegionRoutes(svc Regions) Mount {
 	h := regionHandlers{svc: svc}
 	return func(r Routers) {
 		r.API.Put("/v1/users/me", h.putMe)
@@ -33,7 +52,7 @@ func RegionRoutes(svc *regions.Service) Mount {
 }
 
 type regionHandlers struct {
-	svc *regions.Service
+	svc Regions
 }
 
 // putMeRequest has no region field on purpose: a region_id a client sends is

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"context"
 	"strings"
 
 	"github.com/gofiber/fiber/v2"
@@ -10,10 +11,29 @@ import (
 	"voiceroom/rooms"
 )
 
+// Rooms runs room commands and reads rooms; *rooms.Service is one.
+type Rooms interface {
+	Create(ctx context.Context, appCode string, actor rooms.Actor, commandID string, clientKey bool, requestID string,
+		req rooms.CreateRequest) (rooms.Result, error)
+	Get(ctx context.Context, appCode, roomID string) (rooms.View, error)
+	Execute(ctx context.Context, cmd *rooms.Command) (rooms.Result, error)
+	Join(ctx context.Context, cmd *rooms.Command, password string) (rooms.Result, error)
+	SetPassword(ctx context.Context, cmd *rooms.Command, password string) (rooms.Result, error)
+	SendGift(ctx context.Context, cmd *rooms.Command, giftID int64) (rooms.Result, error)
+	ChangeVisibleRegion(ctx context.Context, cmd *rooms.Command, regionID int64, reason string) (rooms.Result, error)
+	CloseRoom(ctx context.Context, cmd *rooms.Command, reason string) (rooms.Result, error)
+	Ban(ctx context.Context, cmd *rooms.Command, reason string) (rooms.Result, error)
+	Restore(ctx context.Context, cmd *rooms.Command, reason string) (rooms.Result, error)
+	UpsertGift(ctx context.Context, appCode string, g rooms.Gift) error
+	Audit(ctx context.Context, appCode, roomID string, limit int, cursor string) (rooms.AuditPage, error)
+}
+
+var _ Rooms = (*rooms.Service)(nil)
+
 // RoomRoutes mounts the room commands (docs/openapi.yaml, tag rooms), the gift catalog,
 // ChangeRoomVisibleRegion, and the operators' ban, restore and audit trail
 // (moderation.go). The wallet has its own mount (WalletRoutes).
-func RoomRoutes(svc *rooms.Service) Mount {
+func RoomRoutes(svc Rooms) Mount {
 	h := &roomHandlers{svc: svc}
 	return func(r Routers) {
 		r.API.Post("/v1/rooms/create", h.create)
@@ -41,7 +61,7 @@ func RoomRoutes(svc *rooms.Service) Mount {
 }
 
 type roomHandlers struct {
-	svc *rooms.Service
+	svc Rooms
 }
 
 // command starts a command of the caller on the path's room. The room id

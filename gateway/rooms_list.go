@@ -7,7 +7,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 
 	"voiceroom/apperr"
-	"voiceroom/listprojector"
+	"voiceroom/roomlist"
 )
 
 // UserRegions finds a user's region (the regions service, through its
@@ -16,11 +16,27 @@ type UserRegions interface {
 	UserRegion(ctx context.Context, appCode string, userID int64) (displayUserID string, regionID int64, err error)
 }
 
+// RoomList answers the list query; *roomlist.Lister is one.
+type RoomList interface {
+	List(ctx context.Context, req roomlist.ListRequest) (roomlist.Page, error)
+}
+
+var _ RoomList = (*roomlist.Lister)(nil)
+
+// Pins are the operators' region pins; *roomlist.Pins is one.
+type Pins interface {
+	Create(ctx context.Context, appCode, operator string, in roomlist.NewPin) (roomlist.Pin, error)
+	Delete(ctx context.Context, appCode, operator string, pinID int64, reason string) error
+	List(ctx context.Context, appCode string, regionID int64) ([]roomlist.Pin, error)
+}
+
+var _ Pins = (*roomlist.Pins)(nil)
+
 // RoomListRoutes mounts GET /api/v1/rooms (the caller's region list and
 // search) and the operators' pin routes. The region is the caller's own,
 // read through users from the token's app and user: no parameter chooses
 // it, and a failed lookup fails the request.
-func RoomListRoutes(lister *listprojector.Lister, pins *listprojector.Pins, users UserRegions) Mount {
+func RoomListRoutes(lister RoomList, pins Pins, users UserRegions) Mount {
 	h := roomListHandlers{lister: lister, pins: pins, users: users}
 	return func(r Routers) {
 		r.API.Get("/v1/rooms", h.list)
@@ -31,8 +47,8 @@ func RoomListRoutes(lister *listprojector.Lister, pins *listprojector.Pins, user
 }
 
 type roomListHandlers struct {
-	lister *listprojector.Lister
-	pins   *listprojector.Pins
+	lister RoomList
+	pins   Pins
 	users  UserRegions
 }
 
@@ -42,7 +58,7 @@ func (h roomListHandlers) list(c *fiber.Ctx) error {
 	if s := c.Query("limit"); s != "" {
 		n, err := strconv.Atoi(s)
 		if err != nil {
-			return apperr.Invalid("limit", "must be an integer 1..%d", listprojector.MaxLimit)
+			return apperr.Invalid("limit", "must be an integer 1..%d", roomlist.MaxLimit)
 		}
 		limit = n
 	}
@@ -51,7 +67,7 @@ func (h roomListHandlers) list(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	page, err := h.lister.List(ctx, listprojector.ListRequest{
+	page, err := h.lister.List(ctx, roomlist.ListRequest{
 		AppCode:  p.AppCode,
 		RegionID: region,
 		Tab:      c.Query("tab"),
@@ -77,7 +93,7 @@ func (h roomListHandlers) createPin(c *fiber.Ctx) error {
 		return err
 	}
 	p := PrincipalOf(c)
-	pin, err := h.pins.Create(c.UserContext(), p.AppCode, p.Operator(), listprojector.NewPin{
+	pin, err := h.pins.Create(c.UserContext(), p.AppCode, p.Operator(), roomlist.NewPin{
 		RoomID: req.RoomID, VisibleRegionID: req.VisibleRegionID, Weight: req.Weight, ExpiresAtMs: req.ExpiresAtMs,
 		Reason: req.Reason,
 	})

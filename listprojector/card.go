@@ -3,10 +3,13 @@ package listprojector
 import (
 	"fmt"
 	"time"
+
+	"voiceroom"
 	"voiceroom/roomevent"
 )
 
-// Tabs of GET /api/v1/rooms.
+// Tabs: the two orders of a region's list (GET /api/v1/rooms?tab=), each
+// kept in a Redis set of its own (Keys.List).
 const (
 	TabHot = "hot"
 	TabNew = "new"
@@ -24,30 +27,12 @@ type Card struct {
 	UpdatedAtMs int64 `json:"updated_at_ms"`
 }
 
-// Item is an entry of the room list (docs/openapi.yaml, schema RoomListItem).
-type Item struct {
-	roomevent.Listing
-	Pinned bool `json:"pinned"`
-}
-
-// item is the list item of c.
-func (c *Card) item(pinned bool) Item {
-	return Item{Listing: c.Listing, Pinned: pinned}
-}
-
-// listedIn reports whether c may be shown in app's region list: an active
-// room of that app, visible in that region. Every card read from the cache
-// or a frozen order passes this check before it is shown.
-func (c *Card) listedIn(app string, region int64) bool {
+// ListedIn reports whether c may be shown in app's region list: an active
+// room of that app, visible in that region. It is ListedSQL in Go: the
+// list query checks every card it read (from Redis, a frozen order or
+// MySQL) with it before showing it.
+func (c *Card) ListedIn(app string, region int64) bool {
 	return c.AppCode == app && c.VisibleRegionID == region && c.Status == roomevent.StatusActive
-}
-
-// sortKey is the card's key in tab: sort_score for hot, created_at_ms for new.
-func (c *Card) sortKey(tab string) int64 {
-	if tab == TabNew {
-		return c.CreatedAtMs
-	}
-	return c.SortScore
 }
 
 // decodeCard reads the card of an event of app's room at version: it
@@ -71,22 +56,10 @@ func fromEventCard(app, roomID string, version int64, rc roomevent.Card) (*Card,
 	if c.IMGroupID == "" {
 		c.IMGroupID = c.RoomID
 	}
-	c.Title = clip(c.Title, 128)
-	c.CoverURL = clip(c.CoverURL, 512)
-	c.Mode = clip(c.Mode, 64)
+	c.Title = voiceroom.Clip(c.Title, 128)
+	c.CoverURL = voiceroom.Clip(c.CoverURL, 512)
+	c.Mode = voiceroom.Clip(c.Mode, 64)
 	return c, nil
-}
-
-// clip cuts s to at most n runes, so a long field never fails the write.
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	r := []rune(s)
-	if len(r) <= n {
-		return s
-	}
-	return string(r[:n])
 }
 
 // boostStep is one step of the freshness boost: rooms younger than MaxAge

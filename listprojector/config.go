@@ -8,16 +8,14 @@ import (
 	"voiceroom/apperr"
 )
 
-// Config tunes the projector, the list query and the reconcile job. Zero
+// Config tunes the projector, the reconcile job and the Redis mirror. Zero
 // fields take the defaults given; Validate never changes c.
 type Config struct {
 	// FetchBatch is the most events one projector batch handles: the events
 	// of one pull, coalesced by room and written in one multi-row upsert.
 	// Default 500.
 	FetchBatch int
-	// WriteTimeout bounds one batch's MySQL and Redis writes, and each
-	// piece of the list query's background work (a repair of Redis, the
-	// rebuild of a frozen order). Default 10s.
+	// WriteTimeout bounds one batch's MySQL and Redis writes. Default 10s.
 	WriteTimeout time.Duration
 	// PendingEvery is how often the projector reads the durable's pending
 	// count for its gauge. Default 5s.
@@ -26,9 +24,6 @@ type Config struct {
 	// KeyPrefix is put before every Redis key (tests isolate themselves
 	// with it). Default empty.
 	KeyPrefix string
-	// RedisTimeout bounds one Redis round trip of the list query; a slower
-	// Redis counts as an error and the query falls back to MySQL. Default 50ms.
-	RedisTimeout time.Duration
 	// CardTTL is how long a room card stays in Redis without being written
 	// again; the reconcile job rewrites the cards of active rooms, so the
 	// cards of closed rooms expire. Default 10m.
@@ -37,47 +32,9 @@ type Config struct {
 	// from MySQL, freshness boosts recomputed). Default 30s.
 	ReconcileEvery time.Duration
 
-	// CursorSecret signs list cursors (HMAC-SHA256): at least 16 bytes,
-	// required by NewLister; every api process of a deployment must share
-	// it. Default none.
-	CursorSecret []byte
-	// FreezeEvery is how often the list of a region and tab is frozen
-	// anew: a first page is served from a frozen order at most this old.
-	// Default 1s.
-	FreezeEvery time.Duration
-	// ChainTTL is how long a frozen order stays available to the cursors
-	// walking it. Default 2m.
-	ChainTTL time.Duration
-	// ChainDepth is how many rooms of a list a frozen order holds: the
-	// first ChainDepth rooms of a chain are never repeated or skipped.
-	// Default 1000.
-	ChainDepth int
-	// MaxFrozenRooms bounds the rooms held by all frozen orders of the
-	// process together; the oldest orders are dropped first. Default 2,000,000.
-	MaxFrozenRooms int
-	// NearCacheCards bounds the cards the list query keeps in process
-	// memory, tracked by Redis (see nearCache); -1 turns the near cache
-	// off. Default 100,000.
-	NearCacheCards int
-	// NearCacheMaxAge is the longest a card or hide set is served from the
-	// near cache after it was read from Redis, even without an
-	// invalidation (a backstop). Default 30s.
-	NearCacheMaxAge time.Duration
-	// SearchMaxResults bounds the rooms one search returns over all its
-	// pages. Default 200.
-	SearchMaxResults int
-
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
 }
-
-// Limits of the list query a client controls.
-const (
-	DefaultLimit   = 20
-	MaxLimit       = 50
-	MaxQueryLen    = 32 // runes of a search query
-	maxCursorBytes = 512
-)
 
 // WithDefaults returns c with zero fields set to their defaults.
 func (c Config) WithDefaults() Config {
@@ -91,24 +48,8 @@ func (c Config) WithDefaults() Config {
 	}
 	def(&c.WriteTimeout, 10*time.Second)
 	def(&c.PendingEvery, 5*time.Second)
-	def(&c.RedisTimeout, 50*time.Millisecond)
 	def(&c.CardTTL, 10*time.Minute)
 	def(&c.ReconcileEvery, 30*time.Second)
-	def(&c.FreezeEvery, time.Second)
-	def(&c.ChainTTL, 2*time.Minute)
-	if c.ChainDepth == 0 {
-		c.ChainDepth = 1000
-	}
-	if c.MaxFrozenRooms == 0 {
-		c.MaxFrozenRooms = 2_000_000
-	}
-	if c.NearCacheCards == 0 {
-		c.NearCacheCards = 100_000
-	}
-	def(&c.NearCacheMaxAge, 30*time.Second)
-	if c.SearchMaxResults == 0 {
-		c.SearchMaxResults = 200
-	}
 	if c.Now == nil {
 		c.Now = time.Now
 	}
@@ -129,18 +70,8 @@ func (c Config) Validate() error {
 	check(c.FetchBatch >= 1 && c.FetchBatch <= 5000, "FetchBatch", "want 1..5000, got %d", c.FetchBatch)
 	check(c.WriteTimeout > 0, "WriteTimeout", "must be positive")
 	check(c.PendingEvery > 0, "PendingEvery", "must be positive")
-	check(c.RedisTimeout >= time.Millisecond && c.RedisTimeout <= 10*time.Second, "RedisTimeout", "want 1ms..10s, got %v", c.RedisTimeout)
 	check(c.ReconcileEvery >= time.Second, "ReconcileEvery", "want at least 1s, got %v", c.ReconcileEvery)
 	check(c.CardTTL >= 2*c.ReconcileEvery, "CardTTL", "want at least twice ReconcileEvery (%v), got %v", c.ReconcileEvery, c.CardTTL)
-	check(len(c.CursorSecret) == 0 || len(c.CursorSecret) >= 16, "CursorSecret", "want at least 16 bytes")
-	check(c.ChainTTL >= time.Second && c.ChainTTL <= time.Hour, "ChainTTL", "want 1s..1h, got %v", c.ChainTTL)
-	check(c.FreezeEvery > 0 && c.FreezeEvery <= c.ChainTTL, "FreezeEvery", "want more than 0 and at most ChainTTL, got %v", c.FreezeEvery)
-	check(c.ChainDepth >= MaxLimit && c.ChainDepth <= 100_000, "ChainDepth", "want %d..100000, got %d", MaxLimit, c.ChainDepth)
-	check(c.MaxFrozenRooms >= c.ChainDepth && c.MaxFrozenRooms <= 100_000_000, "MaxFrozenRooms", "want ChainDepth (%d)..100000000, got %d", c.ChainDepth, c.MaxFrozenRooms)
-	check(c.NearCacheCards == -1 || (c.NearCacheCards >= 1 && c.NearCacheCards <= 10_000_000), "NearCacheCards",
-		"want -1 (off) or 1..10000000, got %d", c.NearCacheCards)
-	check(c.NearCacheMaxAge >= time.Second && c.NearCacheMaxAge <= time.Hour, "NearCacheMaxAge", "want 1s..1h, got %v", c.NearCacheMaxAge)
-	check(c.SearchMaxResults >= 1 && c.SearchMaxResults <= c.ChainDepth, "SearchMaxResults", "want 1..ChainDepth, got %d", c.SearchMaxResults)
 	return errors.Join(errs...)
 }
 

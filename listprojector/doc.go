@@ -1,39 +1,18 @@
-// Package listprojector is the region-isolated room list: a sink of the
-// event bus that keeps the MySQL read model room_list_entries (and its
-// Redis mirror) from room events, the list and search query behind
-// GET /api/v1/rooms, operators' region pins and hides, the reconcile job
-// and the rebuild from MySQL alone.
+// Package listprojector keeps the read model of the region-isolated room
+// list: a sink of the event bus that writes the MySQL table
+// room_list_entries and its Redis mirror from room events ([Projector]),
+// the reconcile job that keeps the time-dependent part and the mirror
+// right ([Reconciler]), and the rebuild from MySQL alone ([Rebuild]). The
+// list query and the operators' pins and hides that read it are package
+// roomlist's.
 //
 // # Guarantees
 //
-// Isolation never fails: every query, row and key carries the app_code of
-// the caller's token and the caller's own region (read by the HTTP edge
-// from the regions service); every card shown, whatever it was read from
-// (Redis, a frozen order, MySQL), is checked to be an active room of that
-// app visible in that region. Only status "active" is listed, so closed
-// and banned rooms leave every list.
-//
-// Hides never lag: a room hidden in a region ([Hides]) is left out of that
-// region's lists, search and pins by the next request (one begun after
-// the hide returned, in any api process), the next page of a chain under
-// way included; an unhide or an expiry shows just as soon (see
-// [Lister.List] for chains). Each page reads its rooms' hides from the
-// region's Redis hide set in the same round trip as their cards, and from
-// MySQL whenever that set may not hold MySQL's state: every hide and
-// unhide deletes it after its commit, a refill never overwrites a newer
-// change, and a process whose delete failed reads MySQL until it refilled
-// the set (the argument for each failure order is on hideCache, with its
-// one residual window). A hide touches
-// no other region and no other app, and the room stays joinable by id.
-// Every pin, unpin, hide and unhide is written to the room's audit trail
-// (rooms.InsertAudit) in the transaction that makes it, then counted in
-// rooms_moderation_actions_total.
-//
-// The list may lag. The [Projector] reads the durable consumer
-// listprojector (at least once, nearly ordered) and writes a room's card
-// only over an older one (room_list_entries.room_version): duplicates,
-// redeliveries and out-of-order events leave the newest card in place.
-// Within one batch (the events that arrive together, see
+// The read model may lag, never regress. The [Projector] reads the durable
+// consumer listprojector (at least once, nearly ordered) and writes a
+// room's card only over an older one (room_list_entries.room_version):
+// duplicates, redeliveries and out-of-order events leave the newest card in
+// place. Within one batch (the events that arrive together, see
 // bus.BatchConsumer) it coalesces the events of a room into its newest card
 // and writes all rooms in one multi-row upsert, MySQL first; Redis second,
 // whose failure never holds MySQL back or fails a delivery. A MySQL
@@ -44,42 +23,45 @@
 //
 // MySQL is the truth and can restore everything: [Rebuild] recovers each
 // room from its snapshot and command log (a [CardLoader]: the rooms
-// package's LoadCard, wired by cmd/voiceroom) and writes the cards with the
-// same version guard, so it is safe while projectors run.
-// Redis is a cache: [Lister] reads it first and falls back to MySQL on a
-// miss, a partial miss or an error (then leaves Redis alone for a second),
-// repairing what it missed; the [Reconciler] rebuilds every region's sets
-// and cards from MySQL periodically. Losing Redis loses nothing. While
-// [Lister.Run] runs, each api process also keeps the cards and hide sets
-// it read in a near cache that Redis keeps current (client tracking; see
-// nearCache): a page is then read from memory, as fresh as a Redis read
-// made when its request arrived. Without Redis, cards read from MySQL are
-// reused for at most FreezeEvery; hides are read per request.
+// package's LoadCard, wired by cmd/voiceroom, so no sink imports rooms) and
+// writes the cards with the same version guard, so it is safe while
+// projectors run. Redis is a cache: the [Reconciler] rebuilds every
+// region's sets, cards and hide sets from MySQL periodically, and losing
+// Redis loses nothing.
 //
-// # Order and cursors
+// Every key of the Redis mirror is written by this package's code: by the
+// projector, the reconcile job and the rebuild, and by a reader of the
+// read model only through [Mirror] (a repair from MySQL after a miss, a
+// hide set's invalidation after a hide or unhide).
 //
-// hot is sort_score DESC, room_id ASC; new is created_at_ms DESC, room_id
-// ASC. sort_score = heat*1000 + online_count*100 + occupied_seat_count*10
-// + a freshness boost (5000 under 15 minutes of age, 2000 under an hour,
-// 500 under three hours, then 0), computed here, never in room state; the
-// reconcile job recomputes it as rooms age. Active, unexpired pins of the
-// region come first (weight DESC, expires_at_ms DESC, room_id ASC), each
-// room once, and are not repeated below; a pin applies only while its
-// room is active in the pin's region.
+// # The read model
 //
-// Cursors are opaque, signed (HMAC-SHA256) and bound to app, region, tab
-// and query: anything else is INVALID_ARGUMENT. A chain of pages walks one
-// frozen order of the list (see [Lister.List] for its bounds and what
-// happens past them), so it neither repeats nor skips rooms while scores
-// change between pages.
+// A room's row and cached card is a [Card]: the event's card, its app,
+// its sort_score and when it was written. sort_score = heat*1000 +
+// online_count*100 + occupied_seat_count*10 + a freshness boost (5000
+// under 15 minutes of age, 2000 under an hour, 500 under three hours, then
+// 0), computed here, never in room state; the reconcile job recomputes it
+// as rooms age. A room is listed in its app's visible region while its
+// status is "active" ([ListedSQL], [Card.ListedIn]).
 //
-// # Redis keys
-//
-// room:list:{app}:<region>:hot and :new (ZSET), room:list:{app}:<region>:ready
-// (the sets were filled from MySQL and may be read), room:card:{app}:<room_id>
-// (the card as JSON, expiring after Config.CardTTL unless rewritten). A set
+// Redis keys ([Keys]): room:list:{app}:<region>:hot and :new (ZSETs by
+// sort_score and created_at_ms), room:list:{app}:<region>:ready (the sets
+// were filled from MySQL and may be read), room:card:{app}:<room_id> (the
+// card as JSON, expiring after Config.CardTTL unless rewritten). A set
 // without its ready key is never read. room:hides:{app}:<region> (ZSET of
-// the applying hides by expiry, with the ready member "") and
+// the applying hides by expiry, with the ready member [HideReady]) and
 // room:hides:{app}:<region>:gen (bumped by every hide and unhide): see
-// hideCache.
+// hides_redis.go for why a refill never leaves a state MySQL no longer has.
+//
+// # Why the model lives here
+//
+// Package roomlist imports this package, never the reverse: the read
+// model's definition belongs to the package that writes it, and roomlist
+// needs the rooms package (the audit rows of pins and hides), which a sink
+// must never import. What roomlist reads through is exported and small:
+// Card (ListedIn), CardColumns and ScanCard (its row), ListedSQL,
+// ApplyingHides (the hides that apply, as MySQL holds them), Keys and
+// HideReady (the Redis layout), and Mirror (the client, and the only
+// writes a reader makes). Nothing of the query (orders, cursors, caches
+// in memory) is here.
 package listprojector

@@ -8,19 +8,16 @@ import (
 	"voiceroom/promreg"
 )
 
-// Metrics are the room list's series. A nil *Metrics records nothing.
+// Metrics are the projection's series: what the projector applied, its
+// lag, and the failed writes of the Redis mirror. The list query's own
+// series are package roomlist's. A nil *Metrics records nothing.
 type Metrics struct {
 	lag       prometheus.Histogram
 	events    *prometheus.CounterVec
 	pending   prometheus.Gauge
-	cache     *prometheus.CounterVec
-	query     *prometheus.HistogramVec
 	redisErrs *prometheus.CounterVec
 
 	applied, stale, coalesced, unknown prometheus.Counter
-	hit, miss, cacheErr, hideMiss      prometheus.Counter
-	near                               prometheus.Counter
-	nearUp                             prometheus.Gauge
 }
 
 // NewMetrics creates the series and registers them on reg (none when reg
@@ -41,19 +38,6 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "room_list_projector_pending",
 			Help: "Events of ROOM_EVENTS the listprojector durable has not been delivered yet (consumer info num_pending), as of the last read.",
 		}),
-		cache: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "room_list_cache_requests_total",
-			Help: "Redis reads of the list query, by result: hit, miss (read from MySQL and repaired), error (Redis failed; read from MySQL), hides_miss (a page's hides read from MySQL: the region's hide set was not filled or is marked stale; refilled in the background), near (a page's cards and hides served from the process's Redis-tracked near cache, no round trip).",
-		}, []string{"result"}),
-		nearUp: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "room_list_near_cache_up",
-			Help: "1 while this process's near cache of list cards and hide sets is in use (its Redis tracking connection is up), else 0.",
-		}),
-		query: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "room_list_query_duration_seconds",
-			Help:    "Latency of GET /api/v1/rooms in the list service, by kind (list or search).",
-			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1},
-		}, []string{"kind"}),
 		redisErrs: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "room_list_redis_write_failures_total",
 			Help: "Failed Redis writes, by writer (projector, reconcile, repair, hides: a hide set's fill or invalidation); the reconcile job repairs them.",
@@ -63,27 +47,17 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	promreg.Add(r, &m.lag)
 	promreg.Add(r, &m.events)
 	promreg.Add(r, &m.pending)
-	promreg.Add(r, &m.cache)
-	promreg.Add(r, &m.query)
-	promreg.Add(r, &m.nearUp)
 	promreg.Add(r, &m.redisErrs)
 	if err := r.Err(); err != nil {
-		return nil, fmt.Errorf("room list metrics: %w", err)
+		return nil, fmt.Errorf("room list projection metrics: %w", err)
 	}
 	m.applied = m.events.WithLabelValues("applied")
 	m.stale = m.events.WithLabelValues("stale")
 	m.coalesced = m.events.WithLabelValues("coalesced")
 	m.unknown = m.events.WithLabelValues("unknown")
-	m.hit = m.cache.WithLabelValues("hit")
-	m.miss = m.cache.WithLabelValues("miss")
-	m.cacheErr = m.cache.WithLabelValues("error")
-	m.hideMiss = m.cache.WithLabelValues("hides_miss")
-	m.near = m.cache.WithLabelValues("near")
 	for _, w := range []string{"projector", "reconcile", "repair", "hides"} {
 		m.redisErrs.WithLabelValues(w)
 	}
-	m.query.WithLabelValues("list")
-	m.query.WithLabelValues("search")
 	return m, nil
 }
 
@@ -99,18 +73,6 @@ func (m *Metrics) add(c func(*Metrics) prometheus.Counter, n int) {
 	}
 }
 
-func (m *Metrics) nearHit() {
-	if m != nil {
-		m.near.Inc()
-	}
-}
-
-func (m *Metrics) setNearUp(up bool) {
-	if m != nil {
-		m.nearUp.Set(map[bool]float64{false: 0, true: 1}[up])
-	}
-}
-
 func (m *Metrics) redisFailed(writer string) {
 	if m != nil {
 		m.redisErrs.WithLabelValues(writer).Inc()
@@ -120,11 +82,5 @@ func (m *Metrics) redisFailed(writer string) {
 func (m *Metrics) setPending(n uint64) {
 	if m != nil {
 		m.pending.Set(float64(n))
-	}
-}
-
-func (m *Metrics) observeQuery(kind string, seconds float64) {
-	if m != nil {
-		m.query.WithLabelValues(kind).Observe(seconds)
 	}
 }

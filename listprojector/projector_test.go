@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -17,8 +18,8 @@ import (
 	"voiceroom/roomevent"
 )
 
-// sink is the projector and the list over real MySQL, Redis and
-// JetStream, fed with hand-made events.
+// sink is the projector over real MySQL, Redis and JetStream, fed with
+// hand-made events.
 type sink struct {
 	tb     testing.TB
 	db     *sql.DB
@@ -28,7 +29,6 @@ type sink struct {
 	pub    *bus.Publisher
 	reg    *prometheus.Registry
 	cfg    listprojector.Config
-	lister *listprojector.Lister
 	seq    int
 }
 
@@ -41,14 +41,8 @@ func newSink(tb testing.TB) *sink {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	s := &sink{tb: tb, db: db, rdb: rdb, prefix: prefix, conn: conn, pub: pub, reg: prometheus.NewRegistry(),
-		cfg: listprojector.Config{KeyPrefix: prefix, CursorSecret: testSecret, FreezeEvery: time.Millisecond}}
-	m := s.metrics()
-	if s.lister, err = listprojector.NewLister(db, rdb, s.cfg, testenv.Logger(tb), m); err != nil {
-		tb.Fatal(err)
-	}
-	runLister(tb, s.lister, rdb)
-	return s
+	return &sink{tb: tb, db: db, rdb: rdb, prefix: prefix, conn: conn, pub: pub, reg: prometheus.NewRegistry(),
+		cfg: listprojector.Config{KeyPrefix: prefix}}
 }
 
 func (s *sink) metrics() *listprojector.Metrics {
@@ -67,7 +61,7 @@ func (s *sink) start() {
 	if err != nil {
 		s.tb.Fatal(err)
 	}
-	runWorker(s.tb, p.Run)
+	testenv.Start(s.tb, p.Run)
 	<-p.Running()
 }
 
@@ -97,19 +91,58 @@ func (s *sink) publishRaw(app, room string, version int64, eventType string, pay
 	}
 }
 
-// page lists one page of app's region directly.
-func (s *sink) page(app string, region int64, tab, cursor string) (listprojector.Page, error) {
-	return s.lister.List(context.Background(), listprojector.ListRequest{AppCode: app, RegionID: region, Tab: tab, Limit: 50, Cursor: cursor})
+// listed returns the cards the read model lists in app's region, in hot
+// order: MySQL's rows, once Redis's hot set holds the same rooms with the
+// same cards (the mirror is written after MySQL, so it may lag).
+func (s *sink) listed(app string, region int64) ([]*listprojector.Card, error) {
+	ctx := context.Background()
+	rows, err := s.db.QueryContext(ctx, `SELECT `+listprojector.CardColumns("e")+` FROM room_list_entries e WHERE `+
+		listprojector.ListedSQL+` ORDER BY e.sort_score DESC, e.room_id`, app, region)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var cards []*listprojector.Card
+	for rows.Next() {
+		c, err := listprojector.ScanCard(rows)
+		if err != nil {
+			return nil, err
+		}
+		cards = append(cards, c)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	keys := listprojector.Keys{Prefix: s.prefix}
+	members, err := s.rdb.ZRange(ctx, keys.List(app, region, listprojector.TabHot), 0, -1).Result()
+	if err != nil {
+		return nil, err
+	}
+	if len(members) != len(cards) {
+		return nil, fmt.Errorf("redis lists %v, mysql %d rooms", members, len(cards))
+	}
+	for _, c := range cards {
+		var cached listprojector.Card
+		raw, err := s.rdb.Get(ctx, keys.Card(app, c.RoomID)).Bytes()
+		if err == nil {
+			err = json.Unmarshal(raw, &cached)
+		}
+		if err != nil || cached != *c || !slices.Contains(members, c.RoomID) {
+			return nil, fmt.Errorf("redis holds %s as %+v (%v), mysql as %+v", c.RoomID, cached, err, *c)
+		}
+	}
+	return cards, nil
 }
 
-func (s *sink) eventually(app string, region int64, check func([]listprojector.Item) error) {
+// eventually waits until the read model lists app's region as check wants.
+func (s *sink) eventually(app string, region int64, check func([]*listprojector.Card) error) {
 	s.tb.Helper()
 	testenv.Eventually(s.tb, 10*time.Second, func() error {
-		p, err := s.page(app, region, "hot", "")
+		cards, err := s.listed(app, region)
 		if err != nil {
 			return err
 		}
-		return check(p.Rooms)
+		return check(cards)
 	})
 }
 
@@ -128,7 +161,7 @@ func TestDuplicatesAndOutOfOrder(t *testing.T) {
 		s.publish("a1", roomevent.RoomUserJoined, card("r1", v, 1, fmt.Sprintf("v%d", v), int(v)))
 	}
 	s.start()
-	s.eventually("a1", 1, func(items []listprojector.Item) error {
+	s.eventually("a1", 1, func(items []*listprojector.Card) error {
 		if len(items) != 1 || items[0].Title != "v5" || items[0].OnlineCount != 5 {
 			return fmt.Errorf("%+v", items)
 		}
@@ -153,7 +186,7 @@ func TestDuplicatesAndOutOfOrder(t *testing.T) {
 		}
 		return nil
 	})
-	s.eventually("a1", 1, func(items []listprojector.Item) error {
+	s.eventually("a1", 1, func(items []*listprojector.Card) error {
 		if len(items) != 1 || items[0].Title != "v5" {
 			return fmt.Errorf("%+v", items)
 		}
@@ -173,17 +206,12 @@ func TestAppsNeverMix(t *testing.T) {
 	s.publish("a2", roomevent.RoomCreated, card("r1", 1, 1, "of a2", 2))
 	s.publish("a2", roomevent.RoomUserJoined, card("r1", 2, 1, "of a2", 3))
 	for app, want := range map[string]string{"a1": "of a1", "a2": "of a2"} {
-		s.eventually(app, 1, func(items []listprojector.Item) error {
+		s.eventually(app, 1, func(items []*listprojector.Card) error {
 			if len(items) != 1 || items[0].Title != want {
 				return fmt.Errorf("%s: %+v", app, items)
 			}
 			return nil
 		})
-		// And the same through a search by the shared short id.
-		p, err := s.lister.List(context.Background(), listprojector.ListRequest{AppCode: app, RegionID: 1, Query: "short_r1"})
-		if err != nil || len(p.Rooms) != 1 || p.Rooms[0].Title != want {
-			t.Errorf("search in %s: %+v %v", app, p.Rooms, err)
-		}
 	}
 }
 
@@ -206,13 +234,13 @@ func TestCloseMoveAndUnknownEvents(t *testing.T) {
 	banned.Status = "banned"
 	s.publish("a1", "RoomSomethingNewer", banned) // unknown type with a card: applied
 
-	s.eventually("a1", 1, func(items []listprojector.Item) error {
+	s.eventually("a1", 1, func(items []*listprojector.Card) error {
 		if len(items) != 0 {
 			return fmt.Errorf("region 1: %+v", items)
 		}
 		return nil
 	})
-	s.eventually("a1", 2, func(items []listprojector.Item) error {
+	s.eventually("a1", 2, func(items []*listprojector.Card) error {
 		if len(items) != 1 || items[0].RoomID != "r2" {
 			return fmt.Errorf("region 2: %+v", items)
 		}
@@ -234,6 +262,28 @@ func TestCloseMoveAndUnknownEvents(t *testing.T) {
 		}
 		if n := info.CachedInfo().State.Msgs; n != 1 {
 			return fmt.Errorf("%d dead letters", n)
+		}
+		return nil
+	})
+}
+
+// TestRedisDownKeepsWritingMySQL: with Redis stopped the projector still
+// writes MySQL, and counts the failed Redis writes (the reconcile job
+// repairs them).
+func TestRedisDownKeepsWritingMySQL(t *testing.T) {
+	s := newSink(t)
+	down := redis.NewClient(&redis.Options{Addr: testenv.ClosedAddr(t), MaxRetries: -1, DialTimeout: 100 * time.Millisecond})
+	t.Cleanup(func() { down.Close() })
+	s.rdb = down
+	s.start()
+	s.publish("a1", roomevent.RoomCreated, card("fresh", 1, 1, "fresh", 0))
+	testenv.Eventually(t, 10*time.Second, func() error {
+		var n int
+		if err := s.db.QueryRow(`SELECT COUNT(*) FROM room_list_entries WHERE app_code = 'a1' AND room_id = 'fresh'`).Scan(&n); err != nil || n != 1 {
+			return fmt.Errorf("fresh room: %d %v", n, err)
+		}
+		if n := testenv.MetricValue(t, s.reg, "room_list_redis_write_failures_total", "writer", "projector"); n < 1 {
+			return fmt.Errorf("%v failed redis writes counted", n)
 		}
 		return nil
 	})

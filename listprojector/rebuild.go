@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"log/slog"
+
 	"voiceroom/roomevent"
 
 	"github.com/redis/go-redis/v9"

@@ -143,14 +143,14 @@ func refillCache(ctx context.Context, db *sql.DB, c *cache, app string, nowMs in
 func refillCards(ctx context.Context, db *sql.DB, c *cache, app string, region int64) error {
 	after := ""
 	for {
-		rows, err := db.QueryContext(ctx, `SELECT `+cardCols+` FROM room_list_entries e WHERE `+listedSQL+`
+		rows, err := db.QueryContext(ctx, `SELECT `+cardCols+` FROM room_list_entries e WHERE `+ListedSQL+`
 			AND e.room_id > ? ORDER BY e.room_id LIMIT 500`, app, region, after)
 		if err != nil {
 			return fmt.Errorf("read cards: %w", err)
 		}
 		var cards []*Card
 		for rows.Next() {
-			k, err := scanCard(rows)
+			k, err := ScanCard(rows)
 			if err != nil {
 				rows.Close()
 				return fmt.Errorf("read cards: %w", err)

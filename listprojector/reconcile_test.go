@@ -14,12 +14,18 @@ import (
 func TestReconcileRepairsRedisAndBoosts(t *testing.T) {
 	db := testenv.NewDB(t)
 	rdb, prefix := testenv.NewRedis(t)
-	clk := newClock()
-	cfg := listprojector.Config{KeyPrefix: prefix, Now: clk.now}
+	clk := testenv.NewClock(time.Time{})
+	cfg := listprojector.Config{KeyPrefix: prefix, Now: clk.Now}
 	ctx := context.Background()
-	ids := seedRooms(t, db, "a1", 1, 0, 3, func(i int) int64 { return 0 })
-	// Created now, no heat: the score is the first boost step.
-	if _, err := db.Exec(`UPDATE room_list_entries SET created_at_ms = ?, heat = 1, sort_score = 1000 + 5000`, clk.nowMs()); err != nil {
+	// Created now, heat 1: the score is the first boost step.
+	ids := []string{"r0", "r1", "r2"}
+	var cards []*listprojector.Card
+	for _, id := range ids {
+		c := &listprojector.Card{AppCode: "a1", Card: card(id, 1, 1, "room "+id, 0), SortScore: 1000 + 5000}
+		c.Heat, c.CreatedAtMs = 1, clk.Now().UnixMilli()
+		cards = append(cards, c)
+	}
+	if err := listprojector.UpsertCards(ctx, db, cards); err != nil {
 		t.Fatal(err)
 	}
 	r, err := listprojector.NewReconciler(db, rdb, cfg, testenv.Logger(t), nil)
@@ -29,20 +35,20 @@ func TestReconcileRepairsRedisAndBoosts(t *testing.T) {
 	if err := r.Pass(ctx); err != nil {
 		t.Fatal(err)
 	}
-	hot := prefix + "room:list:{a1}:1:hot"
-	if n, _ := rdb.ZCard(ctx, hot).Result(); n != 3 {
-		t.Fatalf("hot set holds %d rooms", n)
+	hot := listprojector.Keys{Prefix: prefix}.List("a1", 1, listprojector.TabHot)
+	if n, err := rdb.ZCard(ctx, hot).Result(); err != nil || n != 3 {
+		t.Fatalf("hot set holds %d rooms (%v)", n, err)
 	}
 	// A close Redis never heard of, and 20 minutes of age.
 	if _, err := db.Exec(`UPDATE room_list_entries SET status = 'closed' WHERE room_id = ?`, ids[0]); err != nil {
 		t.Fatal(err)
 	}
-	clk.add(20 * time.Minute)
+	clk.Advance(20 * time.Minute)
 	if err := r.Pass(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if n, _ := rdb.ZCard(ctx, hot).Result(); n != 2 {
-		t.Errorf("hot set holds %d rooms after the close", n)
+	if n, err := rdb.ZCard(ctx, hot).Result(); err != nil || n != 2 {
+		t.Errorf("hot set holds %d rooms after the close (%v)", n, err)
 	}
 	if score, err := rdb.ZScore(ctx, hot, ids[1]).Result(); err != nil || score != 1000+2000 {
 		t.Errorf("redis score %v %v, want 3000", score, err)
@@ -51,7 +57,7 @@ func TestReconcileRepairsRedisAndBoosts(t *testing.T) {
 	if err := db.QueryRow(`SELECT sort_score FROM room_list_entries WHERE room_id = ?`, ids[2]).Scan(&score); err != nil || score != 3000 {
 		t.Errorf("mysql score %d %v, want 3000", score, err)
 	}
-	clk.add(3 * time.Hour)
+	clk.Advance(3 * time.Hour)
 	if err := r.Pass(ctx); err != nil {
 		t.Fatal(err)
 	}

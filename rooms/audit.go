@@ -265,8 +265,8 @@ func readAudit(ctx context.Context, db *sql.DB, appCode, roomID string, before i
 // ModerationCounter counts committed operator actions in
 // rooms_moderation_actions_total{action}. The rooms service holds one; a
 // component that audits outside the room commands (pins and hides in
-// listprojector) builds its own on the same registry, and both share the
-// one collector (promreg).
+// roomlist) builds its own on the same registry, and both share the one
+// collector (promreg).
 type ModerationCounter struct {
 	actions *prometheus.CounterVec
 }

@@ -310,6 +310,7 @@ func (c config) validate() error {
 	errs.of(c.fastPath().Validate(), "outbox", outboxVars)
 	errs.of(c.rooms().Validate(), "rooms", roomsVars)
 	errs.of(c.regions().Validate(), "regions", regionsVars)
+	errs.of(c.listProjector().Validate(), "room list", listVars)
 	errs.of(c.roomList(c.secretForValidation()).Validate(), "room list", listVars)
 	errs.of(c.imBridgeConfig().Validate(), "imbridge", imBridgeVars())
 	errs.of(c.guardConfig().Validate(), "im callback", imBridgeVars())

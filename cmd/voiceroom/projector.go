@@ -18,10 +18,13 @@ import (
 	"voiceroom/listprojector"
 	"voiceroom/regions"
 	"voiceroom/roomevent"
+	"voiceroom/roomlist"
 	"voiceroom/rooms"
 )
 
-// listVars are the variables that set listprojector.Config's fields.
+// listVars are the variables that set the fields of the room list's two
+// Configs (listprojector.Config and roomlist.Config; no field name means
+// two things).
 var listVars = map[string]string{
 	"FetchBatch": "VOICEROOM_PROJECTOR_FETCH_BATCH", "RedisTimeout": "VOICEROOM_LIST_REDIS_TIMEOUT",
 	"CardTTL": "VOICEROOM_LIST_CARD_TTL", "ReconcileEvery": "VOICEROOM_LIST_RECONCILE_EVERY",
@@ -31,20 +34,27 @@ var listVars = map[string]string{
 	"NearCacheCards": "VOICEROOM_LIST_NEAR_CACHE_CARDS", "NearCacheMaxAge": "VOICEROOM_LIST_NEAR_CACHE_MAX_AGE",
 }
 
-// roomList is the configuration of the room list; the cursor key is
+// listProjector is the configuration of the read model's writers: the
+// projector, the reconcile job and the Redis mirror.
+func (c *config) listProjector() listprojector.Config {
+	return listprojector.Config{
+		FetchBatch:     c.ProjectorFetchBatch,
+		CardTTL:        c.ListCardTTL,
+		ReconcileEvery: c.ListReconcileEvery,
+	}
+}
+
+// roomList is the configuration of the list query; the cursor key is
 // derived from the JWT secret, so every api process shares it.
-func (c *config) roomList(secret []byte) listprojector.Config {
+func (c *config) roomList(secret []byte) roomlist.Config {
 	var cursorKey []byte
 	if secret != nil {
 		mac := hmac.New(sha256.New, secret)
 		mac.Write([]byte("voiceroom room list cursor"))
 		cursorKey = mac.Sum(nil)
 	}
-	return listprojector.Config{
-		FetchBatch:       c.ProjectorFetchBatch,
+	return roomlist.Config{
 		RedisTimeout:     c.ListRedisTimeout,
-		CardTTL:          c.ListCardTTL,
-		ReconcileEvery:   c.ListReconcileEvery,
 		CursorSecret:     cursorKey,
 		FreezeEvery:      c.ListFreezeEvery,
 		ChainTTL:         c.ListChainTTL,
@@ -68,19 +78,27 @@ func (d *deps) redisClient() redis.UniversalClient {
 //
 //   - projector: the projector on the durable listprojector and the
 //     reconcile job, workers both;
-//   - api: GET /api/v1/rooms and the pin routes; regionSvc is the caller's
-//     region lookup.
+//   - api: GET /api/v1/rooms and the pin and hide routes (package
+//     roomlist), reading the read model and writing Redis through its
+//     mirror; regionSvc is the caller's region lookup.
+//
+// Both packages' series are registered in either role, so every room list
+// series exists in every process that serves any part of the list.
 func wireRoomList(d *deps, regionSvc *regions.Service) error {
 	proj, api := d.cfg.hasRole(roleProjector), d.cfg.hasRole(roleAPI)
 	if !proj && !api {
 		return nil
 	}
-	lcfg := d.cfg.roomList(d.secret)
-	m, err := listprojector.NewMetrics(d.reg)
+	pcfg := d.cfg.listProjector()
+	pm, err := listprojector.NewMetrics(d.reg)
 	if err != nil {
 		return err
 	}
-	log := d.log // each listprojector component names itself
+	qm, err := roomlist.NewMetrics(d.reg)
+	if err != nil {
+		return err
+	}
+	log := d.log // each room list component names itself
 	if proj && d.cfg.projectorConcurrencySet {
 		log.Warn("VOICEROOM_PROJECTOR_CONCURRENCY has no effect: the projector handles events in batches; " +
 			"tune VOICEROOM_PROJECTOR_FETCH_BATCH or run more projector processes")
@@ -91,19 +109,24 @@ func wireRoomList(d *deps, regionSvc *regions.Service) error {
 			return err
 		}
 		p, err := listprojector.New(d.db, d.redisClient(), d.nats.JetStream(), d.cfg.consumerRun(bus.DurableListProjector),
-			bm, lcfg, log, m)
+			bm, pcfg, log, pm)
 		if err != nil {
 			return fmt.Errorf("list projector: %w", err)
 		}
 		d.workers = append(d.workers, worker{name: "list-projector", run: p.Run})
-		r, err := listprojector.NewReconciler(d.db, d.redisClient(), lcfg, log, m)
+		r, err := listprojector.NewReconciler(d.db, d.redisClient(), pcfg, log, pm)
 		if err != nil {
 			return fmt.Errorf("list reconciler: %w", err)
 		}
 		d.workers = append(d.workers, worker{name: "list-reconcile", run: r.Run})
 	}
 	if api {
-		lister, err := listprojector.NewLister(d.db, d.redisClient(), lcfg, log, m)
+		mirror, err := listprojector.NewMirror(d.db, d.redisClient(), pcfg, pm)
+		if err != nil {
+			return fmt.Errorf("room list mirror: %w", err)
+		}
+		qcfg := d.cfg.roomList(d.secret)
+		lister, err := roomlist.NewLister(d.db, mirror, qcfg, log, qm)
 		if err != nil {
 			return fmt.Errorf("room list: %w", err)
 		}
@@ -114,11 +137,11 @@ func wireRoomList(d *deps, regionSvc *regions.Service) error {
 		if err != nil {
 			return err
 		}
-		pins, err := listprojector.NewPins(d.db, moderation, lcfg)
+		pins, err := roomlist.NewPins(d.db, moderation, qcfg)
 		if err != nil {
 			return fmt.Errorf("room pins: %w", err)
 		}
-		hides, err := listprojector.NewHides(d.db, lister, moderation, lcfg)
+		hides, err := roomlist.NewHides(d.db, lister, moderation, qcfg)
 		if err != nil {
 			return fmt.Errorf("room hides: %w", err)
 		}
@@ -154,8 +177,7 @@ func projectorCmd(ctx context.Context, args []string) error {
 		defer c.Close()
 		rdb = c
 	}
-	lcfg := cfg.roomList(nil) // rebuild signs no cursor
-	res, err := listprojector.Rebuild(ctx, db, rdb, lcfg, *app, roomCards(db), log)
+	res, err := listprojector.Rebuild(ctx, db, rdb, cfg.listProjector(), *app, roomCards(db), log)
 	if err != nil {
 		return err
 	}

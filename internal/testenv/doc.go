@@ -16,7 +16,9 @@
 //   - Clock: a clock the test moves;
 //   - Metric, MetricValue: one series of a registry;
 //   - Fetch: one HTTP request to a server on a real socket, its answer read;
-//   - ports: see ClosedAddr.
+//   - ports: see ClosedAddr;
+//   - Start: a component's Run for the length of the test;
+//   - EnvInt, Percentile, Millis: a benchmark's workload and figures.
 //
 // Tests that need servers are skipped under -short. The servers are found
 // through VOICEROOM_TEST_MYSQL_DSN (default "root:@tcp(127.0.0.1:3306)/") and

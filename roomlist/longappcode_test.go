@@ -1,4 +1,4 @@
-package listprojector_test
+package roomlist_test
 
 import (
 	"context"
@@ -9,9 +9,9 @@ import (
 
 	"voiceroom"
 	"voiceroom/internal/testenv"
-	"voiceroom/listprojector"
 	"voiceroom/regions"
 	"voiceroom/roomevent"
+	"voiceroom/roomlist"
 	"voiceroom/rooms"
 )
 
@@ -52,7 +52,7 @@ func TestLongestAppCode(t *testing.T) {
 	if !roomevent.ValidIMGroupID(group) || len(group) > roomevent.MaxIMGroupIDLen {
 		t.Fatalf("IM GroupId %q of room %q is not a valid GroupId", group, roomID)
 	}
-	var listed []listprojector.Item
+	var listed []roomlist.Item
 	testenv.Eventually(t, 10*time.Second, func() error {
 		listed = s.walk(guest, "hot", "", 20)
 		for _, it := range listed {

@@ -1,11 +1,10 @@
-package listprojector_test
+package roomlist_test
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -15,10 +14,11 @@ import (
 
 	"voiceroom/internal/testenv"
 	"voiceroom/listprojector"
+	"voiceroom/roomlist"
 )
 
 func hideKey(prefix, app string, region int64) string {
-	return prefix + "room:hides:{" + app + "}:" + strconv.FormatInt(region, 10)
+	return listprojector.Keys{Prefix: prefix}.Hides(app, region)
 }
 
 // hidesCached reports whether the region's hide set is filled in Redis.
@@ -38,10 +38,10 @@ func (s *stack) eventuallyHidesCached(app string, region int64) {
 	eventuallyFilled(s.tb, s.lister, s.rdb, s.prefix, app, region)
 }
 
-func eventuallyFilled(tb testing.TB, l *listprojector.Lister, rdb redis.UniversalClient, prefix, app string, region int64) {
+func eventuallyFilled(tb testing.TB, l *roomlist.Lister, rdb redis.UniversalClient, prefix, app string, region int64) {
 	tb.Helper()
 	testenv.Eventually(tb, 10*time.Second, func() error {
-		if _, err := l.List(context.Background(), listprojector.ListRequest{AppCode: app, RegionID: region, Limit: 50}); err != nil {
+		if _, err := l.List(context.Background(), roomlist.ListRequest{AppCode: app, RegionID: region, Limit: 50}); err != nil {
 			return err
 		}
 		if !hidesCached(tb, rdb, prefix, app, region) {
@@ -79,24 +79,20 @@ func (f *failWrites) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.P
 
 // hideProc is one api process: its list query and hide store.
 type hideProc struct {
-	lister *listprojector.Lister
-	hides  *listprojector.Hides
+	lister *roomlist.Lister
+	hides  *roomlist.Hides
 	reg    *prometheus.Registry
 }
 
-func newHideProc(tb testing.TB, s *sink, rdb redis.UniversalClient, cfg listprojector.Config) hideProc {
+func newHideProc(tb testing.TB, s *fixture, rdb redis.UniversalClient, cfg roomlist.Config) hideProc {
 	tb.Helper()
 	reg := prometheus.NewRegistry()
-	m, err := listprojector.NewMetrics(reg)
+	m, err := roomlist.NewMetrics(reg)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	l, err := listprojector.NewLister(s.db, rdb, cfg, testenv.Logger(tb), m)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	runLister(tb, l, rdb)
-	h, err := listprojector.NewHides(s.db, l, nil, cfg)
+	l := newTestLister(tb, s.db, rdb, s.prefix, cfg, m)
+	h, err := roomlist.NewHides(s.db, l, nil, cfg)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -106,7 +102,7 @@ func newHideProc(tb testing.TB, s *sink, rdb redis.UniversalClient, cfg listproj
 // ids lists the first page of app's region.
 func (p hideProc) ids(tb testing.TB, app string, region int64) []string {
 	tb.Helper()
-	pg, err := p.lister.List(context.Background(), listprojector.ListRequest{AppCode: app, RegionID: region, Limit: 50})
+	pg, err := p.lister.List(context.Background(), roomlist.ListRequest{AppCode: app, RegionID: region, Limit: 50})
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -132,7 +128,7 @@ func without(ids []string, drop string) []string {
 func TestHideSeenByTheNextRequest(t *testing.T) {
 	for _, tt := range []string{"cached", "key deleted", "redis stopped", "failed invalidation"} {
 		t.Run(tt, func(t *testing.T) {
-			s := newSink(t)
+			s := newFixture(t)
 			clk := newClock()
 			cfg := s.cfg
 			cfg.Now = clk.now
@@ -140,9 +136,7 @@ func TestHideSeenByTheNextRequest(t *testing.T) {
 			other := seedRooms(t, s.db, "a1", 2, 10, 3, func(i int) int64 { return int64(100 - i) })
 			foreign := seedRooms(t, s.db, "b2", 1, 20, 3, func(i int) int64 { return int64(100 - i) })
 			ctx := context.Background()
-			if err := listprojector.RefillCache(ctx, s.db, s.rdb, cfg, ""); err != nil {
-				t.Fatal(err)
-			}
+			refill(t, s.db, s.rdb, s.prefix, clk.now)
 			for _, r := range []struct {
 				app    string
 				region int64
@@ -164,14 +158,14 @@ func TestHideSeenByTheNextRequest(t *testing.T) {
 			case "key deleted":
 				s.rdb.Del(ctx, hideKey(s.prefix, "a1", 1))
 			case "redis stopped":
-				down := redis.NewClient(&redis.Options{Addr: closedAddr(t), MaxRetries: -1, DialTimeout: 100 * time.Millisecond})
+				down := redis.NewClient(&redis.Options{Addr: testenv.ClosedAddr(t), MaxRetries: -1, DialTimeout: 100 * time.Millisecond})
 				t.Cleanup(func() { down.Close() })
 				writer = newHideProc(t, s, down, cfg)
 				reader = writer
 			case "failed invalidation":
 				fw.on.Store(true)
 			}
-			h, err := writer.hides.Create(ctx, "a1", "op", listprojector.NewHide{RoomID: target, VisibleRegionID: 1, Reason: "spam"})
+			h, err := writer.hides.Create(ctx, "a1", "op", roomlist.NewHide{RoomID: target, VisibleRegionID: 1, Reason: "spam"})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -254,7 +248,7 @@ func TestHideSeenByTheNextRequest(t *testing.T) {
 			fw.on.Store(false)
 
 			// Expiry applies at read time, from Redis as from MySQL.
-			if _, err := writer.hides.Create(ctx, "a1", "op", listprojector.NewHide{RoomID: target, VisibleRegionID: 1,
+			if _, err := writer.hides.Create(ctx, "a1", "op", roomlist.NewHide{RoomID: target, VisibleRegionID: 1,
 				Reason: "cool down", ExpiresAtMs: clk.nowMs() + time.Minute.Milliseconds()}); err != nil {
 				t.Fatal(err)
 			}
@@ -277,7 +271,7 @@ func TestHideSeenByTheNextRequest(t *testing.T) {
 // drops it), and the reconcile job replaces a set a lost invalidation
 // left stale.
 func TestHideFillLosesToAWrite(t *testing.T) {
-	s := newSink(t)
+	s := newFixture(t)
 	all := seedRooms(t, s.db, "a1", 1, 0, 4, func(i int) int64 { return int64(100 - i) })
 	ctx := context.Background()
 	p := newHideProc(t, s, s.rdb, s.cfg)
@@ -289,7 +283,7 @@ func TestHideFillLosesToAWrite(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := p.hides.Create(ctx, "a1", "op", listprojector.NewHide{RoomID: all[0], VisibleRegionID: 1, Reason: "spam"}); err != nil {
+	if _, err := p.hides.Create(ctx, "a1", "op", roomlist.NewHide{RoomID: all[0], VisibleRegionID: 1, Reason: "spam"}); err != nil {
 		t.Fatal(err)
 	}
 	if hidesCached(t, s.rdb, s.prefix, "a1", 1) {
@@ -301,29 +295,50 @@ func TestHideFillLosesToAWrite(t *testing.T) {
 	if got := p.ids(t, "a1", 1); !slices.Equal(got, all) {
 		t.Fatalf("the stale set should serve (it is the simulated loss): %v", got)
 	}
-	r, err := listprojector.NewReconciler(s.db, s.rdb, s.cfg, testenv.Logger(t), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := r.Pass(ctx); err != nil {
-		t.Fatal(err)
-	}
+	refill(t, s.db, s.rdb, s.prefix, nil)
 	if got := p.ids(t, "a1", 1); !slices.Equal(got, all[1:]) {
 		t.Errorf("after the reconcile pass: %v, want %v", got, all[1:])
 	}
 
-	// A fill that read gen before a write's bump is dropped.
-	if err := listprojector.FillHidesRacing(ctx, s.db, s.rdb, s.cfg, "a1", 1, func() {
-		if _, err := p.hides.Create(ctx, "a1", "op", listprojector.NewHide{RoomID: all[1], VisibleRegionID: 1, Reason: "spam"}); err != nil {
-			t.Fatal(err)
+	// A fill that read gen before a write's bump is dropped: the hide
+	// commits and invalidates between the fill's MySQL read and its
+	// script.
+	racing := &beforeScript{run: func() {
+		if _, err := p.hides.Create(ctx, "a1", "op", roomlist.NewHide{RoomID: all[1], VisibleRegionID: 1, Reason: "spam"}); err != nil {
+			t.Error(err)
 		}
-	}); err != nil {
+	}}
+	hooked := redis.NewClient(&redis.Options{Addr: s.rdb.Options().Addr, DB: s.rdb.Options().DB})
+	hooked.AddHook(racing)
+	t.Cleanup(func() { hooked.Close() })
+	filled, err := newTestMirror(t, s.db, hooked, s.prefix).FillHides(ctx, "a1", 1, time.Now().UnixMilli())
+	if err != nil {
 		t.Fatal(err)
 	}
-	if hidesCached(t, s.rdb, s.prefix, "a1", 1) {
-		t.Error("a fill that raced a hide wrote its set")
+	if !racing.ran.Load() || filled || hidesCached(t, s.rdb, s.prefix, "a1", 1) {
+		t.Errorf("a fill that raced a hide (raced: %v) wrote its set (filled: %v)", racing.ran.Load(), filled)
 	}
 	if got := p.ids(t, "a1", 1); !slices.Equal(got, all[2:]) {
 		t.Errorf("after the racing fill: %v, want %v", got, all[2:])
 	}
+}
+
+// beforeScript runs run once, before the first script a client sends (a
+// hide set's fill, after its MySQL read).
+type beforeScript struct {
+	run func()
+	ran atomic.Bool
+}
+
+func (b *beforeScript) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (b *beforeScript) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if n := cmd.Name(); (n == "evalsha" || n == "eval") && b.ran.CompareAndSwap(false, true) {
+			b.run()
+		}
+		return next(ctx, cmd)
+	}
+}
+func (b *beforeScript) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
 }

@@ -1,4 +1,4 @@
-package listprojector_test
+package roomlist_test
 
 import (
 	"context"
@@ -9,7 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"voiceroom/internal/testenv"
-	"voiceroom/listprojector"
+	"voiceroom/roomlist"
 )
 
 // TestMySQLPathHeldCards: without Redis, first pages are served from the
@@ -23,22 +23,22 @@ func TestMySQLPathHeldCards(t *testing.T) {
 		t.Run(tt, func(t *testing.T) {
 			db := testenv.NewDB(t)
 			clk := newClock()
-			cfg := listprojector.Config{CursorSecret: testSecret, FreezeEvery: time.Second, Now: clk.now}
+			cfg := roomlist.Config{CursorSecret: testSecret, FreezeEvery: time.Second, Now: clk.now}
 			var rdb redis.UniversalClient
 			if tt == "redis stopped" {
-				down := redis.NewClient(&redis.Options{Addr: closedAddr(t), MaxRetries: -1, DialTimeout: 100 * time.Millisecond})
+				down := redis.NewClient(&redis.Options{Addr: testenv.ClosedAddr(t), MaxRetries: -1, DialTimeout: 100 * time.Millisecond})
 				t.Cleanup(func() { down.Close() })
 				rdb = down
 			}
 			all := seedRooms(t, db, "a1", 1, 0, 30, func(i int) int64 { return int64(1000 - i) })
 			seedRooms(t, db, "a1", 2, 30, 3, func(i int) int64 { return 5000 })
-			l := newTestLister(t, db, rdb, cfg)
-			hides, err := listprojector.NewHides(db, l, nil, cfg)
+			l := newTestLister(t, db, rdb, "", cfg, nil)
+			hides, err := roomlist.NewHides(db, l, nil, cfg)
 			if err != nil {
 				t.Fatal(err)
 			}
 			ctx := context.Background()
-			req := listprojector.ListRequest{AppCode: "a1", RegionID: 1, Limit: 10}
+			req := roomlist.ListRequest{AppCode: "a1", RegionID: 1, Limit: 10}
 			first := func() []string {
 				t.Helper()
 				p, err := l.List(ctx, req)
@@ -56,7 +56,7 @@ func TestMySQLPathHeldCards(t *testing.T) {
 
 			// The clock stands still: the order and its cards stay fresh, the
 			// hide applies anyway.
-			h, err := hides.Create(ctx, "a1", "op", listprojector.NewHide{RoomID: all[3], VisibleRegionID: 1, Reason: "spam"})
+			h, err := hides.Create(ctx, "a1", "op", roomlist.NewHide{RoomID: all[3], VisibleRegionID: 1, Reason: "spam"})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -115,7 +115,7 @@ func TestMySQLPathHeldCards(t *testing.T) {
 			if got := second(); !slices.Equal(got, want) {
 				t.Errorf("second page after the close %v, want %v", got, want)
 			}
-			if _, err := hides.Create(ctx, "a1", "op", listprojector.NewHide{RoomID: all[14], VisibleRegionID: 1, Reason: "spam"}); err != nil {
+			if _, err := hides.Create(ctx, "a1", "op", roomlist.NewHide{RoomID: all[14], VisibleRegionID: 1, Reason: "spam"}); err != nil {
 				t.Fatal(err)
 			}
 			want = slices.Concat(all[11:12], all[13:14], all[15:23])

@@ -1,4 +1,4 @@
-package listprojector_test
+package roomlist_test
 
 import (
 	"context"
@@ -23,6 +23,7 @@ import (
 	"voiceroom/internal/testenv"
 	"voiceroom/listprojector"
 	"voiceroom/regions"
+	"voiceroom/roomlist"
 	"voiceroom/rooms"
 	"voiceroom/wallet"
 )
@@ -54,10 +55,11 @@ type stack struct {
 	rdb     *redis.Client
 	prefix  string
 	js      jetstream.JetStream
-	cfg     listprojector.Config
+	pcfg    listprojector.Config
+	cfg     roomlist.Config
 	regions *regions.Service
 	rooms   *rooms.Service
-	lister  *listprojector.Lister
+	lister  *roomlist.Lister
 	srv     *gateway.Server
 	reg     *prometheus.Registry
 	ids     map[string]int64 // region code -> id, app demo
@@ -96,21 +98,30 @@ func newStack(tb testing.TB) *stack {
 	tb.Cleanup(roomSvc.Close)
 
 	skew := new(atomic.Int64)
-	cfg := listprojector.Config{KeyPrefix: prefix, CursorSecret: testSecret, FreezeEvery: time.Millisecond, FetchBatch: 100,
-		Now: func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }}
-	m, err := listprojector.NewMetrics(reg)
+	now := func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }
+	pcfg := listprojector.Config{KeyPrefix: prefix, FetchBatch: 100, Now: now}
+	cfg := roomlist.Config{CursorSecret: testSecret, FreezeEvery: time.Millisecond, Now: now}
+	pm, err := listprojector.NewMetrics(reg)
 	if err != nil {
 		tb.Fatal(err)
 	}
 	proj, err := listprojector.New(db, rdb, conn.JetStream(), bus.ConsumerRunConfig{Durable: bus.DurableListProjector,
-		NakDelays: []time.Duration{50 * time.Millisecond}}, nil, cfg, log, m)
+		NakDelays: []time.Duration{50 * time.Millisecond}}, nil, pcfg, log, pm)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	runWorker(tb, proj.Run)
+	testenv.Start(tb, proj.Run)
 	<-proj.Running()
 
-	lister, err := listprojector.NewLister(db, rdb, cfg, log, m)
+	mirror, err := listprojector.NewMirror(db, rdb, pcfg, pm)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	qm, err := roomlist.NewMetrics(reg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	lister, err := roomlist.NewLister(db, mirror, cfg, log, qm)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -119,11 +130,11 @@ func newStack(tb testing.TB) *stack {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	pins, err := listprojector.NewPins(db, moderation, cfg)
+	pins, err := roomlist.NewPins(db, moderation, cfg)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	hides, err := listprojector.NewHides(db, lister, moderation, cfg)
+	hides, err := roomlist.NewHides(db, lister, moderation, cfg)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -133,7 +144,7 @@ func newStack(tb testing.TB) *stack {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	s := &stack{tb: tb, db: db, rdb: rdb, prefix: prefix, js: conn.JetStream(), cfg: cfg, regions: rsvc, rooms: roomSvc, lister: lister, srv: srv, reg: reg,
+	s := &stack{tb: tb, db: db, rdb: rdb, prefix: prefix, js: conn.JetStream(), pcfg: pcfg, cfg: cfg, regions: rsvc, rooms: roomSvc, lister: lister, srv: srv, reg: reg,
 		ids: map[string]int64{"GLOBAL": 0}, skew: skew}
 	list, err := rsvc.ListRegions(ctx, "demo")
 	if err != nil {
@@ -156,34 +167,20 @@ func newStack(tb testing.TB) *stack {
 	return s
 }
 
-// runWorker runs a worker until the test ends and checks it stops cleanly.
 // runLister runs l's near cache until the test ends and, when rdb answers,
 // waits until it is in use: the tests then read through it, as a serving
 // process does.
-func runLister(tb testing.TB, l *listprojector.Lister, rdb redis.UniversalClient) {
+func runLister(tb testing.TB, l *roomlist.Lister, rdb redis.UniversalClient) {
 	tb.Helper()
-	runWorker(tb, l.Run)
-	if rdb == nil || !listprojector.NearCacheOn(l) || rdb.Ping(context.Background()).Err() != nil {
+	testenv.Start(tb, l.Run)
+	if rdb == nil || !roomlist.NearCacheOn(l) || rdb.Ping(context.Background()).Err() != nil {
 		return
 	}
-	for deadline := time.Now().Add(10 * time.Second); !listprojector.NearCacheUp(l); time.Sleep(time.Millisecond) {
+	for deadline := time.Now().Add(10 * time.Second); !roomlist.NearCacheUp(l); time.Sleep(time.Millisecond) {
 		if time.Now().After(deadline) {
 			tb.Fatal("the near cache did not come up")
 		}
 	}
-}
-
-func runWorker(tb testing.TB, run func(context.Context) error) {
-	tb.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- run(ctx) }()
-	tb.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			tb.Errorf("worker: %v", err)
-		}
-	})
 }
 
 // call sends a request as "app:user" ("app:admin" for an operator) and
@@ -251,8 +248,8 @@ func (s *stack) createRoom(as, title string) string {
 
 // page is a decoded GET /api/v1/rooms.
 type page struct {
-	Rooms      []listprojector.Item `json:"rooms"`
-	NextCursor string               `json:"next_cursor"`
+	Rooms      []roomlist.Item `json:"rooms"`
+	NextCursor string          `json:"next_cursor"`
 }
 
 // list fetches one page as as with the query parameters q.
@@ -264,9 +261,9 @@ func (s *stack) list(as string, q url.Values) (int, page) {
 }
 
 // ids lists the room ids of all pages of as's list (tab, query).
-func (s *stack) walk(as, tab, query string, limit int) []listprojector.Item {
+func (s *stack) walk(as, tab, query string, limit int) []roomlist.Item {
 	s.tb.Helper()
-	var all []listprojector.Item
+	var all []roomlist.Item
 	cursor := ""
 	for range 1000 {
 		q := url.Values{"tab": {tab}, "limit": {fmt.Sprint(limit)}}
@@ -290,7 +287,7 @@ func (s *stack) walk(as, tab, query string, limit int) []listprojector.Item {
 	return nil
 }
 
-func roomIDs(items []listprojector.Item) []string {
+func roomIDs(items []roomlist.Item) []string {
 	out := make([]string, len(items))
 	for i, it := range items {
 		out[i] = it.RoomID

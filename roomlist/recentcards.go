@@ -1,10 +1,12 @@
-package listprojector
+package roomlist
 
 import (
 	"context"
 	"database/sql"
 	"sync"
 	"time"
+
+	"voiceroom/listprojector"
 )
 
 // recentCards keeps the cards the list read from MySQL while Redis is not
@@ -18,18 +20,18 @@ type recentCards struct {
 	max int
 
 	mu sync.Mutex
-	m  map[cardRef]nearEntry[*Card]
+	m  map[cardRef]nearEntry[*listprojector.Card]
 }
 
 func newRecentCards(ttl time.Duration, max int) *recentCards {
-	return &recentCards{ttl: ttl, max: max, m: map[cardRef]nearEntry[*Card]{}}
+	return &recentCards{ttl: ttl, max: max, m: map[cardRef]nearEntry[*listprojector.Card]{}}
 }
 
 // cards returns app's cards ids, read from MySQL at most ttl before now:
 // the ones held, the others read now (and held). A room MySQL does not
 // list has no card.
-func (r *recentCards) cards(ctx context.Context, db *sql.DB, app string, ids []string, now time.Time) (map[string]*Card, error) {
-	out := make(map[string]*Card, len(ids))
+func (r *recentCards) cards(ctx context.Context, db *sql.DB, app string, ids []string, now time.Time) (map[string]*listprojector.Card, error) {
+	out := make(map[string]*listprojector.Card, len(ids))
 	var missing []string
 	r.mu.Lock()
 	for _, id := range ids {
@@ -53,7 +55,7 @@ func (r *recentCards) cards(ctx context.Context, db *sql.DB, app string, ids []s
 	}
 	for id, c := range read {
 		out[id] = c
-		r.m[cardRef{app, id}] = nearEntry[*Card]{v: c, at: now}
+		r.m[cardRef{app, id}] = nearEntry[*listprojector.Card]{v: c, at: now}
 	}
 	r.mu.Unlock()
 	return out, nil

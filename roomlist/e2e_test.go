@@ -1,4 +1,4 @@
-package listprojector_test
+package roomlist_test
 
 import (
 	"context"
@@ -11,13 +11,14 @@ import (
 	"voiceroom/internal/testenv"
 	"voiceroom/listprojector"
 	"voiceroom/roomevent"
+	"voiceroom/roomlist"
 	"voiceroom/rooms"
 )
 
 // eventuallyList waits until as's first hot page (limit 50) satisfies ok.
-func (s *stack) eventuallyList(as string, ok func([]listprojector.Item) error) []listprojector.Item {
+func (s *stack) eventuallyList(as string, ok func([]roomlist.Item) error) []roomlist.Item {
 	s.tb.Helper()
-	var last []listprojector.Item
+	var last []roomlist.Item
 	testenv.Eventually(s.tb, 10*time.Second, func() error {
 		status, p := s.list(as, url.Values{"limit": {"50"}})
 		if status != 200 {
@@ -29,8 +30,8 @@ func (s *stack) eventuallyList(as string, ok func([]listprojector.Item) error) [
 	return last
 }
 
-func exactly(ids ...string) func([]listprojector.Item) error {
-	return func(items []listprojector.Item) error {
+func exactly(ids ...string) func([]roomlist.Item) error {
+	return func(items []roomlist.Item) error {
 		got := roomIDs(items)
 		if !slices.Equal(got, ids) {
 			return fmt.Errorf("list %v, want %v", got, ids)
@@ -39,7 +40,7 @@ func exactly(ids ...string) func([]listprojector.Item) error {
 	}
 }
 
-func find(items []listprojector.Item, id string) *listprojector.Item {
+func find(items []roomlist.Item, id string) *roomlist.Item {
 	for i := range items {
 		if items[i].RoomID == id {
 			return &items[i]
@@ -86,7 +87,7 @@ func TestRegionIsolationOverHTTP(t *testing.T) {
 	}
 	// A cursor works for another user of the region, and for no one else.
 	sea2 := s.createRoom("demo:1002", "my room")
-	s.eventuallyList("demo:1001", func(items []listprojector.Item) error {
+	s.eventuallyList("demo:1001", func(items []roomlist.Item) error {
 		if len(items) != 2 {
 			return fmt.Errorf("%d rooms", len(items))
 		}
@@ -107,13 +108,13 @@ func TestRegionIsolationOverHTTP(t *testing.T) {
 	}
 
 	// Pins through the admin routes.
-	var pin listprojector.Pin
+	var pin roomlist.Pin
 	s.mustOK("POST", "/admin/v1/pins", "demo:admin", fmt.Sprintf(`{"room_id":%q,"visible_region_id":%d,"weight":3,"expires_at_ms":%d}`,
 		sea2, s.ids["SEA"], time.Now().Add(time.Hour).UnixMilli()), &pin)
 	if pin.PinID == 0 || pin.Status != "active" || pin.CreatedBy != "admin" {
 		t.Errorf("pin %+v", pin)
 	}
-	s.eventuallyList("demo:1001", func(items []listprojector.Item) error {
+	s.eventuallyList("demo:1001", func(items []roomlist.Item) error {
 		if len(items) != 2 || items[0].RoomID != sea2 || !items[0].Pinned || items[1].Pinned {
 			return fmt.Errorf("%+v", items)
 		}
@@ -123,7 +124,7 @@ func TestRegionIsolationOverHTTP(t *testing.T) {
 		sea2, s.ids["SEA"], time.Now().Add(time.Hour).UnixMilli()), nil); status != 404 {
 		t.Errorf("pin of another app's room: %d %s", status, code)
 	}
-	var listed struct{ Pins []listprojector.Pin }
+	var listed struct{ Pins []roomlist.Pin }
 	s.mustOK("GET", fmt.Sprintf("/admin/v1/pins?visible_region_id=%d", s.ids["SEA"]), "demo:admin", "", &listed)
 	if len(listed.Pins) != 1 || listed.Pins[0].PinID != pin.PinID {
 		t.Errorf("pins %+v", listed.Pins)
@@ -132,7 +133,7 @@ func TestRegionIsolationOverHTTP(t *testing.T) {
 		t.Errorf("another app deletes the pin: %d", status)
 	}
 	s.mustOK("DELETE", fmt.Sprintf("/admin/v1/pins/%d", pin.PinID), "demo:admin", "", nil)
-	s.eventuallyList("demo:1001", func(items []listprojector.Item) error {
+	s.eventuallyList("demo:1001", func(items []roomlist.Item) error {
 		if len(items) != 2 || items[0].Pinned {
 			return fmt.Errorf("%+v", items)
 		}
@@ -157,7 +158,7 @@ func TestConvergenceOverHTTP(t *testing.T) {
 	s := newStack(t)
 	a := s.createRoom("demo:1001", "room a")
 	b := s.createRoom("demo:1002", "room b")
-	s.eventuallyList("demo:1001", func(items []listprojector.Item) error {
+	s.eventuallyList("demo:1001", func(items []roomlist.Item) error {
 		if len(items) != 2 {
 			return fmt.Errorf("%d rooms", len(items))
 		}
@@ -166,14 +167,14 @@ func TestConvergenceOverHTTP(t *testing.T) {
 
 	s.mustOK("POST", "/api/v1/rooms/"+a+"/join", "demo:1002", "", nil)
 	s.mustOK("POST", "/api/v1/rooms/"+a+"/mic/up", "demo:1002", `{"seat_index":1}`, nil)
-	s.eventuallyList("demo:1001", func(items []listprojector.Item) error {
+	s.eventuallyList("demo:1001", func(items []roomlist.Item) error {
 		if it := find(items, a); it == nil || it.OnlineCount != 1 || it.OccupiedSeatCount != 1 {
 			return fmt.Errorf("room a %+v", it)
 		}
 		return nil
 	})
 	s.mustOK("POST", "/api/v1/rooms/"+a+"/leave", "demo:1002", "", nil)
-	s.eventuallyList("demo:1001", func(items []listprojector.Item) error {
+	s.eventuallyList("demo:1001", func(items []roomlist.Item) error {
 		if it := find(items, a); it == nil || it.OnlineCount != 0 || it.OccupiedSeatCount != 0 {
 			return fmt.Errorf("room a %+v", it)
 		}
@@ -186,7 +187,7 @@ func TestConvergenceOverHTTP(t *testing.T) {
 	s.mustOK("POST", "/api/v1/rooms/"+b+"/join", "demo:1001", "", nil)
 	s.mustOK("POST", "/api/v1/rooms/"+b+"/join", "demo:1002", "", nil)
 	s.mustOK("POST", "/api/v1/rooms/"+b+"/gift", "demo:1001", `{"gift_id":1,"count":3,"receiver_user_id":1002}`, nil)
-	s.eventuallyList("demo:1002", func(items []listprojector.Item) error {
+	s.eventuallyList("demo:1002", func(items []roomlist.Item) error {
 		if len(items) != 2 || items[0].RoomID != b || items[0].Heat != 30 {
 			return fmt.Errorf("hot order %+v", items)
 		}
@@ -194,7 +195,7 @@ func TestConvergenceOverHTTP(t *testing.T) {
 	})
 
 	s.mustOK("POST", "/api/v1/rooms/"+a+"/password", "demo:1001", `{"password":"1234"}`, nil)
-	s.eventuallyList("demo:1002", func(items []listprojector.Item) error {
+	s.eventuallyList("demo:1002", func(items []roomlist.Item) error {
 		if it := find(items, a); it == nil || !it.Locked {
 			return fmt.Errorf("room a %+v", it)
 		}
@@ -217,7 +218,7 @@ func TestRebuildGivesTheSameList(t *testing.T) {
 	c := s.createRoom("demo:1003", "room c")
 	s.mustOK("POST", "/api/v1/rooms/"+a+"/join", "demo:1002", "", nil)
 	s.mustOK("POST", "/api/v1/rooms/"+c+"/close", "demo:1003", "", nil)
-	want := s.eventuallyList("demo:1001", func(items []listprojector.Item) error {
+	want := s.eventuallyList("demo:1001", func(items []roomlist.Item) error {
 		if it := find(items, a); it == nil || it.OnlineCount != 1 || find(items, b) == nil {
 			return fmt.Errorf("%+v", items)
 		}
@@ -233,14 +234,14 @@ func TestRebuildGivesTheSameList(t *testing.T) {
 	load := func(ctx context.Context, app, room string) (roomevent.Card, error) {
 		return rooms.LoadCard(ctx, s.db, app, room)
 	}
-	res, err := listprojector.Rebuild(ctx, s.db, s.rdb, s.cfg, "demo", load, testenv.Logger(t))
+	res, err := listprojector.Rebuild(ctx, s.db, s.rdb, s.pcfg, "demo", load, testenv.Logger(t))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if res.Rooms != 3 || res.Written != 3 {
 		t.Errorf("rebuild %+v, want 3 rooms written", res)
 	}
-	got := s.eventuallyList("demo:1001", func([]listprojector.Item) error { return nil })
+	got := s.eventuallyList("demo:1001", func([]roomlist.Item) error { return nil })
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("after rebuild %+v\nwant %+v", got, want)
 	}

@@ -1,4 +1,4 @@
-package listprojector_test
+package roomlist_test
 
 import (
 	"encoding/json"
@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"voiceroom/listprojector"
+	"voiceroom/roomlist"
 )
 
 // auditPage is a decoded GET /admin/v1/rooms/:room_id/audit.
@@ -103,9 +103,9 @@ func (s *stack) search(as, q string) []string {
 	return roomIDs(p.Rooms)
 }
 
-func (s *stack) hide(as, room string, region int64, reason string, expires int64) listprojector.Hide {
+func (s *stack) hide(as, room string, region int64, reason string, expires int64) roomlist.Hide {
 	s.tb.Helper()
-	var h listprojector.Hide
+	var h roomlist.Hide
 	body := fmt.Sprintf(`{"room_id":%q,"visible_region_id":%d,"reason":%q`, room, region, reason)
 	if expires != 0 {
 		body += fmt.Sprintf(`,"expires_at_ms":%d`, expires)
@@ -139,7 +139,7 @@ func TestHidePerRegionOverHTTP(t *testing.T) {
 	mena := s.createRoom("demo:1003", "gamma sa")
 	foreign := s.createRoom("other:1001", "alpha other")
 	sea, menaID := s.ids["SEA"], s.ids["MENA"]
-	s.eventuallyList("demo:1001", func(items []listprojector.Item) error {
+	s.eventuallyList("demo:1001", func(items []roomlist.Item) error {
 		if !sameSet(roomIDs(items), seaA, seaB) {
 			return fmt.Errorf("SEA list %v", roomIDs(items))
 		}
@@ -157,7 +157,7 @@ func TestHidePerRegionOverHTTP(t *testing.T) {
 	}
 
 	// A pin of seaA, then a chain of one room per page under way.
-	var pin listprojector.Pin
+	var pin roomlist.Pin
 	s.mustOK("POST", "/admin/v1/pins", "demo:admin", fmt.Sprintf(`{"room_id":%q,"visible_region_id":%d,"weight":1,"expires_at_ms":%d,"reason":"featured"}`,
 		seaA, sea, time.Now().Add(time.Hour).UnixMilli()), &pin)
 	s.eventuallyList("demo:1001", exactly(seaA, seaB)) // pinned first
@@ -222,7 +222,7 @@ func TestHidePerRegionOverHTTP(t *testing.T) {
 	s.mustOK("POST", "/api/v1/rooms/"+seaA+"/join", "demo:1002", "", nil)
 	s.mustOK("GET", "/api/v1/rooms/"+seaA, "demo:1002", "", nil)
 	// Another app's admin neither sees nor removes it.
-	var listed struct{ Hides []listprojector.Hide }
+	var listed struct{ Hides []roomlist.Hide }
 	s.mustOK("GET", fmt.Sprintf("/admin/v1/hides?visible_region_id=%d", sea), "other:admin", "", &listed)
 	if len(listed.Hides) != 0 {
 		t.Errorf("other app sees hides %+v", listed.Hides)
@@ -258,7 +258,7 @@ func TestHidePerRegionOverHTTP(t *testing.T) {
 	}
 
 	// Unhide: back at the next request, pinned again.
-	var un listprojector.Hide
+	var un roomlist.Hide
 	s.mustOK("DELETE", fmt.Sprintf("/admin/v1/hides/%d", h.HideID), "demo:admin", `{"reason":"appeal"}`, &un)
 	if un.Status != "removed" {
 		t.Errorf("unhide answered %+v", un)
@@ -327,18 +327,18 @@ func TestBanTakesTheRoomOutOfEveryListOverHTTP(t *testing.T) {
 	room := s.createRoom("demo:1001", "delta sg")
 	other := s.createRoom("demo:1002", "echo my")
 	sea, mena := s.ids["SEA"], s.ids["MENA"]
-	s.eventuallyList("demo:1001", func(items []listprojector.Item) error {
+	s.eventuallyList("demo:1001", func(items []roomlist.Item) error {
 		if !sameSet(roomIDs(items), room, other) {
 			return fmt.Errorf("SEA list %v", roomIDs(items))
 		}
 		return nil
 	})
-	var pin listprojector.Pin
+	var pin roomlist.Pin
 	s.mustOK("POST", "/admin/v1/pins", "demo:admin", fmt.Sprintf(`{"room_id":%q,"visible_region_id":%d,"weight":1,"expires_at_ms":%d,"reason":"editor pick"}`,
 		room, sea, time.Now().Add(time.Hour).UnixMilli()), &pin)
 	s.mustOK("POST", "/api/v1/rooms/"+room+"/join", "demo:1002", "", nil)
 	s.mustOK("POST", "/api/v1/rooms/"+room+"/join", "demo:1003", "", nil)
-	s.eventuallyList("demo:1001", func(items []listprojector.Item) error {
+	s.eventuallyList("demo:1001", func(items []roomlist.Item) error {
 		if len(items) != 2 || items[0].RoomID != room || !items[0].Pinned || items[0].OnlineCount != 2 {
 			return fmt.Errorf("SEA list %+v", items)
 		}
@@ -375,7 +375,7 @@ func TestBanTakesTheRoomOutOfEveryListOverHTTP(t *testing.T) {
 	}
 
 	s.mustOK("POST", "/admin/v1/rooms/"+room+"/restore", "demo:admin", `{"reason":"appeal accepted"}`, nil)
-	s.eventuallyList("demo:1001", func(items []listprojector.Item) error {
+	s.eventuallyList("demo:1001", func(items []roomlist.Item) error {
 		if len(items) != 2 || items[0].RoomID != room || !items[0].Pinned {
 			return fmt.Errorf("SEA list after restore %+v", items)
 		}
@@ -390,14 +390,14 @@ func TestBanTakesTheRoomOutOfEveryListOverHTTP(t *testing.T) {
 	s.mustOK("DELETE", fmt.Sprintf("/admin/v1/hides/%d", h.HideID), "demo:admin", `{"reason":"title fixed"}`, nil)
 	s.mustOK("DELETE", fmt.Sprintf("/admin/v1/pins/%d", pin.PinID), "demo:admin", `{"reason":"pick rotated"}`, nil)
 	s.mustOK("POST", "/admin/v1/rooms/"+room+"/region", "demo:admin", fmt.Sprintf(`{"visible_region_id":%d,"reason":"BD move"}`, mena), nil)
-	s.eventuallyList("demo:1003", func(items []listprojector.Item) error {
+	s.eventuallyList("demo:1003", func(items []roomlist.Item) error {
 		if find(items, room) == nil {
 			return fmt.Errorf("MENA list %v", roomIDs(items))
 		}
 		return nil
 	})
 	s.mustOK("POST", "/admin/v1/rooms/"+room+"/close", "demo:admin", `{"reason":"owner request"}`, nil)
-	s.eventuallyList("demo:1003", func(items []listprojector.Item) error {
+	s.eventuallyList("demo:1003", func(items []roomlist.Item) error {
 		if find(items, room) != nil {
 			return fmt.Errorf("MENA list still shows the closed room")
 		}

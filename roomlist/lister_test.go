@@ -1,11 +1,10 @@
-package listprojector_test
+package roomlist_test
 
 import (
 	"context"
 	"database/sql"
 	"fmt"
 	"math/rand/v2"
-	"net"
 	"slices"
 	"strings"
 	"sync"
@@ -19,6 +18,7 @@ import (
 	"voiceroom/internal/testenv"
 	"voiceroom/listprojector"
 	"voiceroom/mysqldb"
+	"voiceroom/roomlist"
 )
 
 // clock is a settable test clock.
@@ -57,9 +57,22 @@ func seedRooms(tb testing.TB, db *sql.DB, app string, region int64, from, n int,
 	return ids
 }
 
-func newTestLister(tb testing.TB, db *sql.DB, rdb redis.UniversalClient, cfg listprojector.Config) *listprojector.Lister {
+// newTestMirror returns the read model's Redis mirror on rdb under prefix
+// (nil when rdb is nil).
+func newTestMirror(tb testing.TB, db *sql.DB, rdb redis.UniversalClient, prefix string) *listprojector.Mirror {
 	tb.Helper()
-	l, err := listprojector.NewLister(db, rdb, cfg, testenv.Logger(tb), nil)
+	m, err := listprojector.NewMirror(db, rdb, listprojector.Config{KeyPrefix: prefix}, nil)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return m
+}
+
+// newTestLister returns a running Lister over db and rdb's keys under
+// prefix; m may be nil.
+func newTestLister(tb testing.TB, db *sql.DB, rdb redis.UniversalClient, prefix string, cfg roomlist.Config, m *roomlist.Metrics) *roomlist.Lister {
+	tb.Helper()
+	l, err := roomlist.NewLister(db, newTestMirror(tb, db, rdb, prefix), cfg, testenv.Logger(tb), m)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -67,10 +80,45 @@ func newTestLister(tb testing.TB, db *sql.DB, rdb redis.UniversalClient, cfg lis
 	return l
 }
 
-// walkLister lists every page of a chain, calling between after each page.
-func walkLister(tb testing.TB, l *listprojector.Lister, req listprojector.ListRequest, between func()) []listprojector.Item {
+// refill rebuilds every region's Redis sets, cards and hide sets (hides
+// as they apply at now; nil is the wall clock) from MySQL, as the
+// projector's reconcile job does.
+func refill(tb testing.TB, db *sql.DB, rdb redis.UniversalClient, prefix string, now func() time.Time) {
 	tb.Helper()
-	var all []listprojector.Item
+	r, err := listprojector.NewReconciler(db, rdb, listprojector.Config{KeyPrefix: prefix, Now: now}, testenv.Logger(tb), nil)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := r.Pass(context.Background()); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+// fixture is the list over real MySQL and Redis: a Lister on a read model
+// the tests write straight into MySQL (seedRooms) and Redis (refill).
+type fixture struct {
+	tb     testing.TB
+	db     *sql.DB
+	rdb    *redis.Client
+	prefix string
+	cfg    roomlist.Config
+	lister *roomlist.Lister
+}
+
+func newFixture(tb testing.TB) *fixture {
+	tb.Helper()
+	db := testenv.NewDB(tb)
+	rdb, prefix := testenv.NewRedis(tb)
+	s := &fixture{tb: tb, db: db, rdb: rdb, prefix: prefix,
+		cfg: roomlist.Config{CursorSecret: testSecret, FreezeEvery: time.Millisecond}}
+	s.lister = newTestLister(tb, db, rdb, prefix, s.cfg, nil)
+	return s
+}
+
+// walkLister lists every page of a chain, calling between after each page.
+func walkLister(tb testing.TB, l *roomlist.Lister, req roomlist.ListRequest, between func()) []roomlist.Item {
+	tb.Helper()
+	var all []roomlist.Item
 	for range 10000 {
 		p, err := l.List(context.Background(), req)
 		if err != nil {
@@ -89,7 +137,7 @@ func walkLister(tb testing.TB, l *listprojector.Lister, req listprojector.ListRe
 	return nil
 }
 
-func noRepeat(tb testing.TB, items []listprojector.Item) map[string]bool {
+func noRepeat(tb testing.TB, items []roomlist.Item) map[string]bool {
 	tb.Helper()
 	seen := map[string]bool{}
 	for _, it := range items {
@@ -107,19 +155,19 @@ func TestPinsFirstAndExpiry(t *testing.T) {
 	db := testenv.NewDB(t)
 	rdb, prefix := testenv.NewRedis(t)
 	clk := newClock()
-	cfg := listprojector.Config{KeyPrefix: prefix, CursorSecret: testSecret, FreezeEvery: time.Millisecond, Now: clk.now}
+	cfg := roomlist.Config{CursorSecret: testSecret, FreezeEvery: time.Millisecond, Now: clk.now}
 	ids := seedRooms(t, db, "a1", 1, 0, 30, func(i int) int64 { return int64(1000 - i) })
 	seedRooms(t, db, "a1", 2, 30, 2, func(i int) int64 { return 5 })
-	pins, err := listprojector.NewPins(db, nil, cfg)
+	pins, err := roomlist.NewPins(db, nil, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	pin := func(room string, region, weight int64, ttl time.Duration) (listprojector.Pin, error) {
-		return pins.Create(ctx, "a1", "admin:7", listprojector.NewPin{RoomID: room, VisibleRegionID: region, Weight: weight,
+	pin := func(room string, region, weight int64, ttl time.Duration) (roomlist.Pin, error) {
+		return pins.Create(ctx, "a1", "admin:7", roomlist.NewPin{RoomID: room, VisibleRegionID: region, Weight: weight,
 			ExpiresAtMs: clk.nowMs() + ttl.Milliseconds()})
 	}
-	mustPin := func(room string, weight int64, ttl time.Duration) listprojector.Pin {
+	mustPin := func(room string, weight int64, ttl time.Duration) roomlist.Pin {
 		t.Helper()
 		p, err := pin(room, 1, weight, ttl)
 		if err != nil {
@@ -150,15 +198,15 @@ func TestPinsFirstAndExpiry(t *testing.T) {
 			t.Errorf("pin %s in %d weight %d ttl %v: %v, want %s", tc.room, tc.region, tc.weight, tc.ttl, err, tc.want)
 		}
 	}
-	if _, err := pins.Create(ctx, "a2", "admin", listprojector.NewPin{RoomID: ids[1], VisibleRegionID: 1, Weight: 1,
+	if _, err := pins.Create(ctx, "a2", "admin", roomlist.NewPin{RoomID: ids[1], VisibleRegionID: 1, Weight: 1,
 		ExpiresAtMs: clk.nowMs() + 1000}); apperr.CodeOf(err) != apperr.NotFound {
 		t.Errorf("pin of another app's room: %v", err)
 	}
 
-	l := newTestLister(t, db, rdb, cfg)
-	walk := func() []listprojector.Item {
+	l := newTestLister(t, db, rdb, prefix, cfg, nil)
+	walk := func() []roomlist.Item {
 		clk.add(time.Second) // past FreezeEvery: a new frozen order
-		return walkLister(t, l, listprojector.ListRequest{AppCode: "a1", RegionID: 1, Limit: 7}, nil)
+		return walkLister(t, l, roomlist.ListRequest{AppCode: "a1", RegionID: 1, Limit: 7}, nil)
 	}
 	got := walk()
 	noRepeat(t, got)
@@ -174,7 +222,7 @@ func TestPinsFirstAndExpiry(t *testing.T) {
 	if len(got) != 30 {
 		t.Errorf("%d rooms, want 30", len(got))
 	}
-	if other, _ := l.List(ctx, listprojector.ListRequest{AppCode: "a1", RegionID: 2}); len(other.Rooms) != 2 || other.Rooms[0].Pinned {
+	if other, _ := l.List(ctx, roomlist.ListRequest{AppCode: "a1", RegionID: 2}); len(other.Rooms) != 2 || other.Rooms[0].Pinned {
 		t.Errorf("region 2: %+v", other.Rooms)
 	}
 
@@ -189,9 +237,7 @@ func TestPinsFirstAndExpiry(t *testing.T) {
 	if _, err := db.Exec(`UPDATE room_list_entries SET visible_region_id = 2 WHERE app_code = 'a1' AND room_id = ?`, ids[10]); err != nil {
 		t.Fatal(err)
 	}
-	if err := listprojector.RefillCache(ctx, db, rdb, cfg, "a1"); err != nil { // as the projector would
-		t.Fatal(err)
-	}
+	refill(t, db, rdb, prefix, clk.now) // as the projector would
 	got = walk()
 	noRepeat(t, got)
 	if head := roomIDs(got[:2]); !slices.Equal(head, []string{ids[20], ids[12]}) || got[2].Pinned {
@@ -211,9 +257,9 @@ func TestPinsFirstAndExpiry(t *testing.T) {
 func TestChainWhileScoresChange(t *testing.T) {
 	db := testenv.NewDB(t)
 	rdb, prefix := testenv.NewRedis(t)
-	cfg := listprojector.Config{KeyPrefix: prefix, CursorSecret: testSecret, FreezeEvery: time.Millisecond}
+	cfg := roomlist.Config{CursorSecret: testSecret, FreezeEvery: time.Millisecond}
 	ids := seedRooms(t, db, "a1", 1, 0, 300, func(i int) int64 { return int64(i % 40) }) // many ties
-	l := newTestLister(t, db, rdb, cfg)
+	l := newTestLister(t, db, rdb, prefix, cfg, nil)
 	for _, tab := range []string{"hot", "new"} {
 		var stop atomic.Bool
 		var wg sync.WaitGroup
@@ -231,14 +277,12 @@ func TestChainWhileScoresChange(t *testing.T) {
 		// Between pages, also move the next unseen rooms to the top and the
 		// top ones to the bottom, the worst case of a live keyset.
 		moved := 0
-		got := walkLister(t, l, listprojector.ListRequest{AppCode: "a1", RegionID: 1, Tab: tab, Limit: 20}, func() {
+		got := walkLister(t, l, roomlist.ListRequest{AppCode: "a1", RegionID: 1, Tab: tab, Limit: 20}, func() {
 			moved++
 			if _, err := db.Exec(`UPDATE room_list_entries SET sort_score = IF(sort_score > 500, 0, sort_score + 10000) WHERE app_code = 'a1'`); err != nil {
 				t.Fatal(err)
 			}
-			if err := listprojector.RefillCache(context.Background(), db, rdb, cfg, "a1"); err != nil {
-				t.Fatal(err)
-			}
+			refill(t, db, rdb, prefix, nil)
 		})
 		stop.Store(true)
 		wg.Wait()
@@ -252,11 +296,11 @@ func TestChainWhileScoresChange(t *testing.T) {
 // TestChainPastDepth: past ChainDepth a chain continues on the live order.
 func TestChainPastDepth(t *testing.T) {
 	db := testenv.NewDB(t)
-	cfg := listprojector.Config{CursorSecret: testSecret, FreezeEvery: time.Millisecond, ChainDepth: 50, SearchMaxResults: 50}
+	cfg := roomlist.Config{CursorSecret: testSecret, FreezeEvery: time.Millisecond, ChainDepth: 50, SearchMaxResults: 50}
 	seedRooms(t, db, "a1", 1, 0, 135, func(i int) int64 { return int64(i % 7) })
-	l := newTestLister(t, db, nil, cfg)
+	l := newTestLister(t, db, nil, "", cfg, nil)
 	for _, tab := range []string{"hot", "new"} {
-		got := walkLister(t, l, listprojector.ListRequest{AppCode: "a1", RegionID: 1, Tab: tab, Limit: 15}, nil)
+		got := walkLister(t, l, roomlist.ListRequest{AppCode: "a1", RegionID: 1, Tab: tab, Limit: 15}, nil)
 		if seen := noRepeat(t, got); len(seen) != 135 {
 			t.Errorf("%s: %d rooms, want 135", tab, len(seen))
 		}
@@ -267,12 +311,12 @@ func TestChainPastDepth(t *testing.T) {
 // app, region, tab or query, is INVALID_ARGUMENT.
 func TestCursorsBoundAndSigned(t *testing.T) {
 	db := testenv.NewDB(t)
-	cfg := listprojector.Config{CursorSecret: testSecret, FreezeEvery: time.Millisecond}
+	cfg := roomlist.Config{CursorSecret: testSecret, FreezeEvery: time.Millisecond}
 	seedRooms(t, db, "a1", 1, 0, 5, func(i int) int64 { return int64(i) })
 	seedRooms(t, db, "a2", 1, 0, 5, func(i int) int64 { return int64(i) })
-	l := newTestLister(t, db, nil, cfg)
+	l := newTestLister(t, db, nil, "", cfg, nil)
 	ctx := context.Background()
-	base := listprojector.ListRequest{AppCode: "a1", RegionID: 1, Tab: "hot", Limit: 2}
+	base := roomlist.ListRequest{AppCode: "a1", RegionID: 1, Tab: "hot", Limit: 2}
 	p, err := l.List(ctx, base)
 	if err != nil || p.NextCursor == "" {
 		t.Fatalf("%+v %v", p, err)
@@ -289,9 +333,12 @@ func TestCursorsBoundAndSigned(t *testing.T) {
 		b[i] ^= 1
 		return string(b)
 	}
-	other, _ := listprojector.NewLister(db, nil, listprojector.Config{CursorSecret: []byte("another-secret-0123456789")}, nil, nil)
+	other, err := roomlist.NewLister(db, nil, roomlist.Config{CursorSecret: []byte("another-secret-0123456789")}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	op, _ := other.List(ctx, base)
-	for name, tc := range map[string]listprojector.ListRequest{
+	for name, tc := range map[string]roomlist.ListRequest{
 		"edited body":      {AppCode: "a1", RegionID: 1, Tab: "hot", Cursor: flip(body, 3) + "." + sig},
 		"edited signature": {AppCode: "a1", RegionID: 1, Tab: "hot", Cursor: body + "." + flip(sig, 0)},
 		"no signature":     {AppCode: "a1", RegionID: 1, Tab: "hot", Cursor: body},
@@ -312,15 +359,12 @@ func TestCursorsBoundAndSigned(t *testing.T) {
 }
 
 // TestRedisLossChangesNothing: deleting every key, or a Redis that is not
-// there, gives the same pages; the projector keeps writing MySQL.
+// there, gives the same pages.
 func TestRedisLossChangesNothing(t *testing.T) {
-	s := newSink(t)
+	s := newFixture(t)
 	seedRooms(t, s.db, "a1", 1, 0, 120, func(i int) int64 { return int64(i * 3 % 50) })
-	ctx := context.Background()
-	if err := listprojector.RefillCache(ctx, s.db, s.rdb, s.cfg, "a1"); err != nil {
-		t.Fatal(err)
-	}
-	req := listprojector.ListRequest{AppCode: "a1", RegionID: 1, Limit: 25}
+	refill(t, s.db, s.rdb, s.prefix, nil)
+	req := roomlist.ListRequest{AppCode: "a1", RegionID: 1, Limit: 25}
 	want := walkLister(t, s.lister, req, nil)
 	if len(want) != 120 {
 		t.Fatalf("%d rooms", len(want))
@@ -341,24 +385,12 @@ func TestRedisLossChangesNothing(t *testing.T) {
 	}
 
 	// Redis stopped: a port nobody listens on.
-	down := redis.NewClient(&redis.Options{Addr: closedAddr(t), MaxRetries: -1, DialTimeout: 100 * time.Millisecond})
+	down := redis.NewClient(&redis.Options{Addr: testenv.ClosedAddr(t), MaxRetries: -1, DialTimeout: 100 * time.Millisecond})
 	t.Cleanup(func() { down.Close() })
-	cfg := s.cfg
-	dl := newTestLister(t, s.db, down, cfg)
+	dl := newTestLister(t, s.db, down, s.prefix, s.cfg, nil)
 	if got := walkLister(t, dl, req, nil); fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("redis stopped: %v", roomIDs(got))
 	}
-	ps := *s
-	ps.rdb = down
-	ps.start()
-	ps.publish("a1", "RoomCreated", card("fresh", 1, 1, "fresh", 0))
-	testenv.Eventually(t, 10*time.Second, func() error {
-		var n int
-		if err := s.db.QueryRow(`SELECT COUNT(*) FROM room_list_entries WHERE app_code = 'a1' AND room_id = 'fresh'`).Scan(&n); err != nil || n != 1 {
-			return fmt.Errorf("fresh room: %d %v", n, err)
-		}
-		return nil
-	})
 }
 
 func deleteKeysWithPrefix(tb testing.TB, rdb *redis.Client, prefix string) {
@@ -375,29 +407,17 @@ func deleteKeysWithPrefix(tb testing.TB, rdb *redis.Client, prefix string) {
 	}
 }
 
-// closedAddr returns a loopback address with nothing listening.
-func closedAddr(tb testing.TB) string {
-	tb.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	return addr
-}
-
 // TestFrozenOrdersBounded: past MaxFrozenRooms the oldest order goes, and
 // past ChainTTL an order expires; their cursors continue on the live order.
 func TestFrozenOrdersBounded(t *testing.T) {
 	db := testenv.NewDB(t)
 	clk := newClock()
-	cfg := listprojector.Config{CursorSecret: testSecret, FreezeEvery: time.Second, ChainTTL: time.Minute, ChainDepth: 50,
+	cfg := roomlist.Config{CursorSecret: testSecret, FreezeEvery: time.Second, ChainTTL: time.Minute, ChainDepth: 50,
 		MaxFrozenRooms: 50, SearchMaxResults: 50, Now: clk.now}
 	seedRooms(t, db, "a1", 1, 0, 60, func(i int) int64 { return int64(1000 - i) })
-	l := newTestLister(t, db, nil, cfg)
+	l := newTestLister(t, db, nil, "", cfg, nil)
 	ctx := context.Background()
-	req := listprojector.ListRequest{AppCode: "a1", RegionID: 1, Limit: 10}
+	req := roomlist.ListRequest{AppCode: "a1", RegionID: 1, Limit: 10}
 	first, err := l.List(ctx, req)
 	if err != nil {
 		t.Fatal(err)

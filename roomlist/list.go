@@ -1,4 +1,4 @@
-package listprojector
+package roomlist
 
 import (
 	"context"
@@ -12,9 +12,9 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/redis/go-redis/v9"
-
 	"voiceroom/apperr"
+	"voiceroom/listprojector"
+	"voiceroom/roomevent"
 )
 
 // ListRequest is one GET /api/v1/rooms. AppCode and RegionID come from the
@@ -39,11 +39,24 @@ type Page struct {
 	NextCursor string `json:"next_cursor"`
 }
 
+// Item is a room of a list page (docs/openapi.yaml, RoomListItem).
+type Item struct {
+	roomevent.Listing
+	Pinned bool `json:"pinned"`
+}
+
+// itemOf is the list item of c.
+func itemOf(c *listprojector.Card, pinned bool) Item {
+	return Item{Listing: c.Listing, Pinned: pinned}
+}
+
 // Lister answers the list query from the read model: Redis first, MySQL
-// when Redis misses or fails. It never reads room state.
+// when Redis misses or fails. It never reads room state, and writes Redis
+// only through the Mirror (repairs, a hide set's invalidation).
 type Lister struct {
 	db      *sql.DB
 	cache   *cache
+	mirror  *listprojector.Mirror
 	cfg     Config
 	sign    signer
 	frozen  *freezer
@@ -70,9 +83,10 @@ type Lister struct {
 // MySQL.
 const redisBackoff = time.Second
 
-// NewLister returns the list query service. rdb may be nil (MySQL only); m
-// may be nil. cfg.CursorSecret is required.
-func NewLister(db *sql.DB, rdb redis.UniversalClient, cfg Config, log *slog.Logger, m *Metrics) (*Lister, error) {
+// NewLister returns the list query service over the read model in db and
+// its Redis mirror. mirror may be nil (MySQL only); m may be nil.
+// cfg.CursorSecret is required.
+func NewLister(db *sql.DB, mirror *listprojector.Mirror, cfg Config, log *slog.Logger, m *Metrics) (*Lister, error) {
 	cfg = cfg.WithDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -86,9 +100,9 @@ func NewLister(db *sql.DB, rdb redis.UniversalClient, cfg Config, log *slog.Logg
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	c := newCache(rdb, cfg)
+	c := newCache(mirror)
 	log = log.With("component", "roomlist")
-	return &Lister{db: db, cache: c, hides: &hideCache{c: c}, near: newNearCache(c, cfg, log, m), stmts: newStmts(db),
+	return &Lister{db: db, cache: c, mirror: mirror, hides: &hideCache{}, near: newNearCache(c, cfg, log, m), stmts: newStmts(db),
 		recent: newRecentCards(cfg.FreezeEvery, max(cfg.NearCacheCards, 10_000)), cfg: cfg,
 		sign: signer{key: cfg.CursorSecret}, frozen: newFreezer(cfg), log: log, metrics: m}, nil
 }
@@ -201,8 +215,8 @@ func storage(err error) error {
 func normalize(req *ListRequest) error {
 	switch req.Tab {
 	case "":
-		req.Tab = TabHot
-	case TabHot, TabNew:
+		req.Tab = listprojector.TabHot
+	case listprojector.TabHot, listprojector.TabNew:
 	default:
 		return apperr.Invalid("tab", "must be hot or new")
 	}
@@ -353,65 +367,15 @@ func (l *Lister) repairRegion(ctx context.Context, app string, region int64) {
 		defer l.repairing.Delete(key)
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.cfg.WriteTimeout)
 		defer cancel()
-		if err := fillRegionFromDB(rctx, l.db, l.cache, app, region); err != nil {
-			l.metrics.redisFailed("repair")
+		if err := l.mirror.RepairRegion(rctx, app, region); err != nil {
 			l.log.Warn("repair of a region's list in redis failed", "app_code", app, "region_id", region, "error", err)
 		}
 	}()
 }
 
-// fillRegionFromDB brings a region's Redis sets in line with MySQL: its
-// listed rooms are written with their scores, and members MySQL no longer
-// lists there (closed, banned, moved; checked again after the read, so a
-// room the projector added meanwhile stays) are removed.
-func fillRegionFromDB(ctx context.Context, db *sql.DB, c *cache, app string, region int64) error {
-	if c == nil {
-		return nil
-	}
-	hot, err := listOrder(ctx, db, app, region, TabHot, "", false, 0, "", 1<<30, 0)
-	if err != nil {
-		return err
-	}
-	fresh, err := listOrder(ctx, db, app, region, TabNew, "", false, 0, "", 1<<30, 0)
-	if err != nil {
-		return err
-	}
-	members, err := c.members(ctx, app, region)
-	if err != nil {
-		return err
-	}
-	listed := make(map[string]bool, len(hot)+len(fresh))
-	for _, es := range [][]entry{hot, fresh} {
-		for _, e := range es {
-			listed[e.id] = true
-		}
-	}
-	var suspects []string
-	for _, id := range members {
-		if !listed[id] {
-			listed[id] = true // once
-			suspects = append(suspects, id)
-		}
-	}
-	var gone []string
-	for i := 0; i < len(suspects); i += 500 {
-		chunk := suspects[i:min(i+500, len(suspects))]
-		cards, err := readCards(ctx, db, app, chunk)
-		if err != nil {
-			return err
-		}
-		for _, id := range chunk {
-			if k := cards[id]; k == nil || !k.listedIn(app, region) {
-				gone = append(gone, id)
-			}
-		}
-	}
-	return c.fillRegion(ctx, app, region, hot, fresh, gone)
-}
-
 // cards returns the current cards of app's rooms ids: Redis first, the
 // misses (all of them when Redis fails) from MySQL, repairing Redis.
-func (l *Lister) cards(ctx context.Context, app string, ids []string) (map[string]*Card, error) {
+func (l *Lister) cards(ctx context.Context, app string, ids []string) (map[string]*listprojector.Card, error) {
 	cards, _, err := l.cardsHides(ctx, app, -1, ids, 0)
 	return cards, err
 }
@@ -421,13 +385,13 @@ func (l *Lister) cards(ctx context.Context, app string, ids []string) (map[strin
 // Redis hide set, read in the same round trip as the cards, when it is
 // filled and not marked stale in this process; else from MySQL (and the
 // set is refilled in the background). See hideCache.
-func (l *Lister) pageCards(ctx context.Context, app string, region int64, ids []string, nowMs int64) (map[string]*Card, map[string]bool, error) {
+func (l *Lister) pageCards(ctx context.Context, app string, region int64, ids []string, nowMs int64) (map[string]*listprojector.Card, map[string]bool, error) {
 	return l.cardsHides(ctx, app, region, ids, nowMs)
 }
 
 // cardsHides is cards, and pageCards when region >= 0.
-func (l *Lister) cardsHides(ctx context.Context, app string, region int64, ids []string, nowMs int64) (map[string]*Card, map[string]bool, error) {
-	found, missing := map[string]*Card(nil), ids
+func (l *Lister) cardsHides(ctx context.Context, app string, region int64, ids []string, nowMs int64) (map[string]*listprojector.Card, map[string]bool, error) {
+	found, missing := map[string]*listprojector.Card(nil), ids
 	var hidden map[string]bool
 	hidesKnown := region < 0
 	if l.redisUp() {
@@ -465,7 +429,7 @@ func (l *Lister) cardsHides(ctx context.Context, app string, region int64, ids [
 		return cards, hidden, nil
 	}
 	if !hidesKnown {
-		hs, err := applyingHides(ctx, l.db, app, region, ids, nowMs)
+		hs, err := listprojector.ApplyingHides(ctx, l.db, app, region, ids, nowMs)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -481,7 +445,7 @@ func (l *Lister) cardsHides(ctx context.Context, app string, region int64, ids [
 		return found, hidden, nil
 	}
 	if found == nil {
-		found = make(map[string]*Card, len(ids))
+		found = make(map[string]*listprojector.Card, len(ids))
 	}
 	fromDB, err := readCards(ctx, l.db, app, missing)
 	if err != nil {
@@ -495,16 +459,14 @@ func (l *Lister) cardsHides(ctx context.Context, app string, region int64, ids [
 }
 
 // repairCards writes cards read from MySQL back to Redis, when it is up.
-func (l *Lister) repairCards(ctx context.Context, cards map[string]*Card) {
-	repair := make([]*Card, 0, len(cards))
+func (l *Lister) repairCards(ctx context.Context, cards map[string]*listprojector.Card) {
+	repair := make([]*listprojector.Card, 0, len(cards))
 	for _, c := range cards {
 		repair = append(repair, c)
 	}
 	if l.redisUp() && len(repair) > 0 {
 		rctx, cancel := context.WithTimeout(ctx, l.cfg.RedisTimeout)
-		if err := l.cache.putCards(rctx, repair); err != nil {
-			l.metrics.redisFailed("repair")
-		}
+		_ = l.mirror.RepairCards(rctx, repair) // counted; the next miss repairs again
 		cancel()
 	}
 }
@@ -522,9 +484,8 @@ func (l *Lister) fillHidesLater(ctx context.Context, app string, region int64) {
 		defer l.hides.filling.Delete(r)
 		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.cfg.WriteTimeout)
 		defer cancel()
-		filled, err := fillHides(fctx, l.db, l.cache, app, region, l.cfg.nowMs())
+		filled, err := l.mirror.FillHides(fctx, app, region, l.cfg.nowMs())
 		if err != nil {
-			l.metrics.redisFailed("hides")
 			l.log.Warn("repair of a region's hides in redis failed", "app_code", app, "region_id", region, "error", err)
 			return
 		}
@@ -548,9 +509,8 @@ func (l *Lister) hideChanged(ctx context.Context, app string, region int64) {
 	// The near cache drops the set after Redis did: a fill that read the
 	// old set before the DEL is marked by this drop and keeps nothing.
 	defer l.near.dropHides(app, region)
-	if err := l.cache.invalidateHides(ctx, app, region, 4*l.cfg.RedisTimeout); err != nil {
+	if err := l.mirror.InvalidateHides(ctx, app, region, 4*l.cfg.RedisTimeout); err != nil {
 		l.hides.markStale(hideRegion{app, region})
-		l.metrics.redisFailed("hides")
 		l.log.Warn("invalidating a region's hides in redis failed; this process reads them from MySQL until repaired",
 			"app_code", app, "region_id", region, "error", err)
 	}
@@ -576,8 +536,8 @@ func (l *Lister) fromFrozen(ctx context.Context, req ListRequest, f *frozenOrder
 			return Page{}, err
 		}
 		for _, e := range batch {
-			if c := cards[e.id]; c != nil && c.listedIn(req.AppCode, req.RegionID) && !hidden[e.id] {
-				page.Rooms = append(page.Rooms, c.item(e.pinned))
+			if c := cards[e.id]; c != nil && c.ListedIn(req.AppCode, req.RegionID) && !hidden[e.id] {
+				page.Rooms = append(page.Rooms, itemOf(c, e.pinned))
 			}
 		}
 		pos += len(batch)
@@ -605,7 +565,7 @@ func (l *Lister) fromFrozen(ctx context.Context, req ListRequest, f *frozenOrder
 // most FreezeEvery old (see recentCards). Whenever the region has an
 // active hide, expired or not, the page reads cards and hides from MySQL
 // as pageCards does, so hides apply at once.
-func (l *Lister) frozenCards(ctx context.Context, req ListRequest, ids []string, nowMs int64) (map[string]*Card, map[string]bool, error) {
+func (l *Lister) frozenCards(ctx context.Context, req ListRequest, ids []string, nowMs int64) (map[string]*listprojector.Card, map[string]bool, error) {
 	if !l.redisUp() {
 		hides, err := regionHasHides(ctx, l.stmts, req.AppCode, req.RegionID)
 		if err != nil {
@@ -660,8 +620,8 @@ func (l *Lister) fromLive(ctx context.Context, req ListRequest, c cursor, nowMs 
 	}
 	page := Page{Rooms: make([]Item, 0, len(kept))}
 	for _, e := range kept {
-		if card := cards[e.id]; card != nil && card.listedIn(req.AppCode, req.RegionID) {
-			page.Rooms = append(page.Rooms, card.item(false))
+		if card := cards[e.id]; card != nil && card.ListedIn(req.AppCode, req.RegionID) {
+			page.Rooms = append(page.Rooms, itemOf(card, false))
 		}
 	}
 	if more && len(kept) > 0 {

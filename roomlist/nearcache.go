@@ -1,16 +1,16 @@
-package listprojector
+package roomlist
 
 import (
 	"context"
 	"fmt"
 	"log/slog"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"voiceroom/listprojector"
 )
 
 // nearCache keeps in this process the cards and hide sets the list query
@@ -75,7 +75,7 @@ type nearCache struct {
 	connID atomic.Int64  // Redis client id of the tracking connection
 
 	mu    sync.RWMutex
-	cards tracked[cardRef, *Card]
+	cards tracked[cardRef, *listprojector.Card]
 	hides tracked[hideRegion, hideSet]
 
 	// The barrier (see sync): the readers waiting for the next PING, the
@@ -153,12 +153,12 @@ const maxNearHideSets = 10_000
 // complete in time (a busy process, a slow tracking connection) sends the
 // request to Redis with a bound of its own, and is no Redis failure.
 func (n *nearCache) cardsAndHides(ctx context.Context, timeout time.Duration, app string, region int64, ids []string, nowMs int64) (
-	found map[string]*Card, missing []string, hidden map[string]bool, hidesReady bool, err error) {
+	found map[string]*listprojector.Card, missing []string, hidden map[string]bool, hidesReady bool, err error) {
 	if !n.up.Load() || !n.syncWithin(ctx, timeout) {
 		return n.c.cardsAndHidesWithin(ctx, timeout, app, region, ids, nowMs)
 	}
 	now := n.now()
-	found = make(map[string]*Card, len(ids))
+	found = make(map[string]*listprojector.Card, len(ids))
 	var need []string
 	var set hideSet
 	haveSet := region < 0
@@ -209,7 +209,7 @@ func (n *nearCache) cardsAndHides(ctx context.Context, timeout time.Duration, ap
 	}
 	n.mu.Unlock()
 	if err != nil {
-		return map[string]*Card{}, ids, nil, false, err
+		return map[string]*listprojector.Card{}, ids, nil, false, err
 	}
 	for id, k := range got {
 		found[id] = k
@@ -323,24 +323,14 @@ func (n *nearCache) dropHides(app string, region int64) {
 
 // invalidate drops the entry of a Redis key Redis reported changed.
 func (n *nearCache) invalidate(key string) {
-	rest, ok := strings.CutPrefix(key, n.c.prefix)
-	if !ok {
+	if app, room, ok := n.c.keys.ParseCard(key); ok {
+		n.mu.Lock()
+		n.cards.drop(cardRef{app, room})
+		n.mu.Unlock()
 		return
 	}
-	if r, ok := strings.CutPrefix(rest, "room:card:{"); ok {
-		if app, room, ok := strings.Cut(r, "}:"); ok {
-			n.mu.Lock()
-			n.cards.drop(cardRef{app, room})
-			n.mu.Unlock()
-		}
-		return
-	}
-	if r, ok := strings.CutPrefix(rest, "room:hides:{"); ok {
-		if app, reg, ok := strings.Cut(r, "}:"); ok {
-			if region, err := strconv.ParseInt(reg, 10, 64); err == nil { // not the :gen key
-				n.dropHides(app, region)
-			}
-		}
+	if app, region, ok := n.c.keys.ParseHides(key); ok {
+		n.dropHides(app, region)
 	}
 }
 
@@ -391,7 +381,7 @@ func (n *nearCache) run(ctx context.Context) {
 			return fmt.Errorf("near cache: client id: %w", err)
 		}
 		err = cn.Do(ctx, "CLIENT", "TRACKING", "ON", "REDIRECT", id, "BCAST",
-			"PREFIX", n.c.prefix+"room:card:", "PREFIX", n.c.prefix+"room:hides:").Err()
+			"PREFIX", n.c.keys.CardPrefix(), "PREFIX", n.c.keys.HidesPrefix()).Err()
 		if err != nil {
 			return fmt.Errorf("near cache: client tracking: %w", err)
 		}

@@ -1,8 +1,10 @@
-package listprojector
+package roomlist
 
 import (
 	"testing"
 	"time"
+
+	"voiceroom/listprojector"
 )
 
 // TestTrackedFills: a fill keeps its value unless the key was invalidated
@@ -62,14 +64,14 @@ func TestTrackedFills(t *testing.T) {
 // TestNearInvalidateKeys: card and hide-set keys of the prefix drop their
 // entries; the hide gen key and other prefixes' keys drop nothing.
 func TestNearInvalidateKeys(t *testing.T) {
-	n := &nearCache{c: &cache{prefix: "p:"}}
+	n := &nearCache{c: &cache{keys: listprojector.Keys{Prefix: "p:"}}}
 	n.cards.init(10)
 	n.hides.init(10)
 	now := time.Now()
 	put := func() {
 		for _, r := range []cardRef{{"app", "room:1"}, {"app", "r2"}} {
 			n.cards.begin(r)
-			n.cards.end(r, &Card{}, true, now)
+			n.cards.end(r, &listprojector.Card{}, true, now)
 		}
 		n.hides.begin(hideRegion{"app", 7})
 		n.hides.end(hideRegion{"app", 7}, hideSet{}, true, now)

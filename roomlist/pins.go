@@ -1,4 +1,4 @@
-package listprojector
+package roomlist
 
 import (
 	"context"
@@ -87,15 +87,9 @@ func (p *Pins) Create(ctx context.Context, app, operator string, in NewPin) (Pin
 		}
 	}
 	pin := Pin{RoomID: in.RoomID, VisibleRegionID: in.VisibleRegionID, Weight: in.Weight, Status: "active",
-		ExpiresAtMs: in.ExpiresAtMs, CreatedBy: clip(operator, 64), CreatedAtMs: nowMs}
+		ExpiresAtMs: in.ExpiresAtMs, CreatedBy: voiceroom.Clip(operator, 64), CreatedAtMs: nowMs}
 	err := mysqldb.Update(ctx, p.db, func(tx *sql.Tx) error {
-		var status string
-		var region int64
-		err := tx.QueryRowContext(ctx, `SELECT status, visible_region_id FROM rooms WHERE app_code = ? AND room_id = ?`,
-			app, in.RoomID).Scan(&status, &region)
-		if errors.Is(err, sql.ErrNoRows) {
-			return errRoomNotFound
-		}
+		status, region, err := rooms.LockStatus(ctx, tx, app, in.RoomID)
 		if err != nil {
 			return err
 		}

@@ -1,4 +1,4 @@
-package listprojector
+package roomlist
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"voiceroom/internal/testenv"
+	"voiceroom/listprojector"
 )
 
 // TestFreezerRebuildsBehind: past FreezeEvery the request that finds the
@@ -22,7 +23,7 @@ func TestFreezerRebuildsBehind(t *testing.T) {
 	ms.Store(1_800_000_000_000)
 	cfg := Config{FreezeEvery: time.Second, Now: func() time.Time { return time.UnixMilli(ms.Load()) }}.WithDefaults()
 	z := newFreezer(cfg)
-	id := listID{"a1", 1, TabHot}
+	id := listID{"a1", 1, listprojector.TabHot}
 	var builds atomic.Int64
 	release := make(chan struct{})
 	build := func(ctx context.Context) (*frozenOrder, error) {
@@ -68,7 +69,7 @@ func TestFreezerRebuildsBehind(t *testing.T) {
 	if f3, err := z.current(ctx, id, build); err != nil || f3.entries[0].key != 3 {
 		t.Errorf("after twice FreezeEvery: %v %v", f3, err)
 	}
-	failing := listID{"a1", 2, TabHot}
+	failing := listID{"a1", 2, listprojector.TabHot}
 	if _, err := z.current(ctx, failing, func(context.Context) (*frozenOrder, error) { return nil, errors.New("down") }); err == nil {
 		t.Error("a failed first build gave an order")
 	}
@@ -84,7 +85,11 @@ func TestRedisProbedOnce(t *testing.T) {
 	counted := redis.NewClient(&redis.Options{Addr: rdb.Options().Addr, DB: rdb.Options().DB})
 	counted.AddHook(pingCounter{&pings})
 	t.Cleanup(func() { counted.Close() })
-	l, err := NewLister(db, counted, Config{KeyPrefix: prefix, CursorSecret: []byte("0123456789abcdef0123")}, testenv.Logger(t), nil)
+	mirror, err := listprojector.NewMirror(db, counted, listprojector.Config{KeyPrefix: prefix}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := NewLister(db, mirror, Config{CursorSecret: []byte("0123456789abcdef0123")}, testenv.Logger(t), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

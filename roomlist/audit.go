@@ -1,4 +1,4 @@
-package listprojector
+package roomlist
 
 import (
 	"context"

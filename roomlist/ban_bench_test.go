@@ -1,4 +1,4 @@
-package listprojector_test
+package roomlist_test
 
 import (
 	"context"
@@ -11,7 +11,7 @@ import (
 
 	"voiceroom/apperr"
 	"voiceroom/internal/testenv"
-	"voiceroom/listprojector"
+	"voiceroom/roomlist"
 	"voiceroom/rooms"
 )
 
@@ -24,7 +24,7 @@ import (
 // the region). Restores, joins and the wait for the room to be listed
 // again are not timed.
 //
-//	go test ./listprojector -run '^$' -bench BanToGone -benchtime 100x
+//	go test ./roomlist -run '^$' -bench BanToGone -benchtime 100x
 func BenchmarkBanToGone(b *testing.B) {
 	s := newStack(b)
 	ctx := context.Background()
@@ -37,13 +37,13 @@ func BenchmarkBanToGone(b *testing.B) {
 	for i := range loadRooms {
 		load = append(load, s.createRoom(fmt.Sprintf("demo:%d", 3000+i), fmt.Sprintf("load %d", i)))
 	}
-	req := listprojector.ListRequest{AppCode: "demo", RegionID: s.ids["SEA"], Limit: listprojector.MaxLimit}
+	req := roomlist.ListRequest{AppCode: "demo", RegionID: s.ids["SEA"], Limit: roomlist.MaxLimit}
 	listed := func() (bool, error) {
 		p, err := s.lister.List(ctx, req)
 		if err != nil {
 			return false, err
 		}
-		return slices.ContainsFunc(p.Rooms, func(it listprojector.Item) bool { return it.RoomID == target }), nil
+		return slices.ContainsFunc(p.Rooms, func(it roomlist.Item) bool { return it.RoomID == target }), nil
 	}
 	admin := func() *rooms.Command {
 		return &rooms.Command{AppCode: "demo", RoomID: target, CommandID: rooms.NewCommandID(),
@@ -152,8 +152,8 @@ func BenchmarkBanToGone(b *testing.B) {
 			close(stop)
 			wg.Wait()
 			slices.Sort(lat)
-			b.ReportMetric(ms(percentile(lat, 0.5)), "p50_ms")
-			b.ReportMetric(ms(percentile(lat, 0.99)), "p99_ms")
+			b.ReportMetric(testenv.Millis(testenv.Percentile(lat, 0.5)), "p50_ms")
+			b.ReportMetric(testenv.Millis(testenv.Percentile(lat, 0.99)), "p99_ms")
 			b.ReportMetric(float64(cmds.Load())/elapsed.Seconds(), "load_cmds/s")
 			b.ReportMetric(float64(failed.Load()), "unavailable")
 			b.ReportMetric(0, "ns/op")

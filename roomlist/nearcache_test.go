@@ -1,4 +1,4 @@
-package listprojector_test
+package roomlist_test
 
 import (
 	"context"
@@ -12,7 +12,7 @@ import (
 
 	"voiceroom/internal/testenv"
 	"voiceroom/listprojector"
-	"voiceroom/roomevent"
+	"voiceroom/roomlist"
 )
 
 // countReads counts the MGET commands (card reads) a client sends.
@@ -38,28 +38,22 @@ func (c *countReads) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.P
 	}
 }
 
-// nearSetup is a projector and one api process whose list reads Redis
-// through a counting client, with a near cache that only invalidations
-// can empty (its max age is an hour).
-func nearSetup(t *testing.T) (*sink, hideProc, *countReads, listprojector.Config) {
+// nearSetup is the read model with the rooms r1 ("one") and r2
+// ("other") of a1 in region 1, in MySQL and Redis, and one api process
+// whose list reads Redis through a counting client, with a near cache that
+// only invalidations can empty (its max age is an hour).
+func nearSetup(t *testing.T) (*fixture, hideProc, *countReads, roomlist.Config) {
 	t.Helper()
-	s := newSink(t)
+	s := newFixture(t)
 	for i, id := range []string{"r1", "r2"} { // the rooms rows hides check
 		if _, err := s.db.Exec(`INSERT INTO rooms (app_code, room_id, room_short_id, owner_user_id, status, visible_region_id,
 			mode, room_version, created_at_ms, updated_at_ms) VALUES ('a1', ?, ?, ?, 'active', 1, 'voice', 1, 1, 1)`,
 			id, fmt.Sprintf("s%d", i), 7000+i); err != nil {
 			t.Fatal(err)
 		}
+		setTitle(t, s, id, []string{"one", "other"}[i], 1)
 	}
-	s.start()
-	s.publish("a1", roomevent.RoomCreated, card("r1", 1, 1, "one", 1))
-	s.publish("a1", roomevent.RoomCreated, card("r2", 1, 1, "other", 2))
-	s.eventually("a1", 1, func(items []listprojector.Item) error {
-		if len(items) != 2 {
-			return fmt.Errorf("%+v", items)
-		}
-		return nil
-	})
+	refill(t, s.db, s.rdb, s.prefix, nil)
 	counted := redis.NewClient(&redis.Options{Addr: s.rdb.Options().Addr})
 	t.Cleanup(func() { counted.Close() })
 	reads := &countReads{}
@@ -69,10 +63,23 @@ func nearSetup(t *testing.T) (*sink, hideProc, *countReads, listprojector.Config
 	return s, newHideProc(t, s, counted, cfg), reads, cfg
 }
 
-// titles lists region 1 of a1 through l: room id -> title.
-func titles(t *testing.T, l *listprojector.Lister) map[string]string {
+// setTitle writes a1's room r in MySQL, titled title at version, as the
+// projector would; refill mirrors it to Redis.
+func setTitle(t *testing.T, s *fixture, r, title string, version int64) {
 	t.Helper()
-	p, err := l.List(context.Background(), listprojector.ListRequest{AppCode: "a1", RegionID: 1, Limit: 50})
+	if _, err := s.db.Exec(`INSERT INTO room_list_entries (app_code, room_id, room_short_id, im_group_id, visible_region_id,
+		owner_user_id, host_user_id, title, mode, status, room_version, created_at_ms, updated_at_ms, seat_count)
+		VALUES ('a1', ?, ?, ?, 1, 7, 7, ?, 'voice', 'active', ?, 1, 1, 10)
+		ON DUPLICATE KEY UPDATE title = VALUES(title), room_version = VALUES(room_version)`,
+		r, "short_"+r, r, title, version); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// titles lists region 1 of a1 through l: room id -> title.
+func titles(t *testing.T, l *roomlist.Lister) map[string]string {
+	t.Helper()
+	p, err := l.List(context.Background(), roomlist.ListRequest{AppCode: "a1", RegionID: 1, Limit: 50})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,7 +111,8 @@ func TestNearCacheServesRepeatsFromMemory(t *testing.T) {
 		t.Fatalf("near hits %v, want 20", n)
 	}
 
-	s.publish("a1", roomevent.RoomUserJoined, card("r1", 2, 1, "two", 1))
+	setTitle(t, s, "r1", "two", 2)
+	refill(t, s.db, s.rdb, s.prefix, nil) // rewrites the cards: Redis invalidates them
 	testenv.Eventually(t, 10*time.Second, func() error {
 		if got := titles(t, p.lister); got["r1"] != "two" || got["r2"] != "other" {
 			return fmt.Errorf("page: %v", got)
@@ -136,7 +144,7 @@ func TestNearCacheHides(t *testing.T) {
 		}
 	}
 	ctx := context.Background()
-	h, err := writer.hides.Create(ctx, "a1", "op", listprojector.NewHide{RoomID: "r1", VisibleRegionID: 1, Reason: "test"})
+	h, err := writer.hides.Create(ctx, "a1", "op", roomlist.NewHide{RoomID: "r1", VisibleRegionID: 1, Reason: "test"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -168,18 +176,18 @@ func TestNearCacheHides(t *testing.T) {
 // drops everything; a card written meanwhile shows, and the cache comes
 // back on a new tracking connection.
 func TestNearCacheFlushesWhenTrackingDrops(t *testing.T) {
-	s, p, _, cfg := nearSetup(t)
+	s, p, _, _ := nearSetup(t)
 	if got := titles(t, p.lister); got["r1"] != "one" {
 		t.Fatalf("before: %v", got)
 	}
 	ctx := context.Background()
-	old := listprojector.NearCacheConnID(p.lister)
+	old := roomlist.NearCacheConnID(p.lister)
 	if err := s.rdb.Do(ctx, "CLIENT", "KILL", "ID", old).Err(); err != nil {
 		t.Fatal(err)
 	}
 	// Straight into Redis while no tracking connection listens: no
 	// invalidation reaches the process for this write.
-	key := cfg.KeyPrefix + "room:card:{a1}:r1"
+	key := listprojector.Keys{Prefix: s.prefix}.Card("a1", "r1")
 	raw, err := s.rdb.Get(ctx, key).Bytes()
 	if err != nil {
 		t.Fatal(err)
@@ -197,7 +205,7 @@ func TestNearCacheFlushesWhenTrackingDrops(t *testing.T) {
 		if got := titles(t, p.lister); got["r1"] != "written while untracked" {
 			return fmt.Errorf("page: %v", got)
 		}
-		if !listprojector.NearCacheUp(p.lister) || listprojector.NearCacheConnID(p.lister) == old {
+		if !roomlist.NearCacheUp(p.lister) || roomlist.NearCacheConnID(p.lister) == old {
 			return fmt.Errorf("tracking not back on a new connection")
 		}
 		return nil

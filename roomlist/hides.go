@@ -1,4 +1,4 @@
-package listprojector
+package roomlist
 
 import (
 	"context"
@@ -111,15 +111,10 @@ func (h *Hides) Create(ctx context.Context, app, operator string, in NewHide) (H
 		return Hide{}, err
 	}
 	hide := Hide{RoomID: in.RoomID, VisibleRegionID: in.VisibleRegionID, Reason: in.Reason, Status: "active",
-		ExpiresAtMs: in.ExpiresAtMs, CreatedBy: clip(operator, 64), CreatedAtMs: nowMs}
+		ExpiresAtMs: in.ExpiresAtMs, CreatedBy: voiceroom.Clip(operator, 64), CreatedAtMs: nowMs}
 	err := mysqldb.Update(ctx, h.db, func(tx *sql.Tx) error {
-		var status string
-		// FOR UPDATE on the room row serialises two hides of one room.
-		err := tx.QueryRowContext(ctx, `SELECT status FROM rooms WHERE app_code = ? AND room_id = ? FOR UPDATE`,
-			app, in.RoomID).Scan(&status)
-		if errors.Is(err, sql.ErrNoRows) {
-			return errRoomNotFound
-		}
+		// The room row's lock serialises two hides of one room.
+		status, _, err := rooms.LockStatus(ctx, tx, app, in.RoomID)
 		if err != nil {
 			return err
 		}

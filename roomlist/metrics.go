@@ -1,0 +1,75 @@
+package roomlist
+
+import (
+	"fmt"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"voiceroom/promreg"
+)
+
+// Metrics are the list query's series: its latency and where its reads
+// were served from. The projection's series (and the failed writes of the
+// Redis mirror, repairs included) are package listprojector's. A nil
+// *Metrics records nothing.
+type Metrics struct {
+	cache  *prometheus.CounterVec
+	query  *prometheus.HistogramVec
+	nearUp prometheus.Gauge
+
+	hit, miss, cacheErr, hideMiss, near prometheus.Counter
+}
+
+// NewMetrics creates the series and registers them on reg (none when reg
+// is nil). Series already registered on reg by an earlier NewMetrics are
+// shared. Every labelled series an alert may use exists from the start.
+func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
+	m := &Metrics{
+		cache: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "room_list_cache_requests_total",
+			Help: "Redis reads of the list query, by result: hit, miss (read from MySQL and repaired), error (Redis failed; read from MySQL), hides_miss (a page's hides read from MySQL: the region's hide set was not filled or is marked stale; refilled in the background), near (a page's cards and hides served from the process's Redis-tracked near cache, no round trip).",
+		}, []string{"result"}),
+		nearUp: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "room_list_near_cache_up",
+			Help: "1 while this process's near cache of list cards and hide sets is in use (its Redis tracking connection is up), else 0.",
+		}),
+		query: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "room_list_query_duration_seconds",
+			Help:    "Latency of GET /api/v1/rooms in the list service, by kind (list or search).",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1},
+		}, []string{"kind"}),
+	}
+	r := promreg.On(reg)
+	promreg.Add(r, &m.cache)
+	promreg.Add(r, &m.query)
+	promreg.Add(r, &m.nearUp)
+	if err := r.Err(); err != nil {
+		return nil, fmt.Errorf("room list query metrics: %w", err)
+	}
+	m.hit = m.cache.WithLabelValues("hit")
+	m.miss = m.cache.WithLabelValues("miss")
+	m.cacheErr = m.cache.WithLabelValues("error")
+	m.hideMiss = m.cache.WithLabelValues("hides_miss")
+	m.near = m.cache.WithLabelValues("near")
+	m.query.WithLabelValues("list")
+	m.query.WithLabelValues("search")
+	return m, nil
+}
+
+func (m *Metrics) nearHit() {
+	if m != nil {
+		m.near.Inc()
+	}
+}
+
+func (m *Metrics) setNearUp(up bool) {
+	if m != nil {
+		m.nearUp.Set(map[bool]float64{false: 0, true: 1}[up])
+	}
+}
+
+func (m *Metrics) observeQuery(kind string, seconds float64) {
+	if m != nil {
+		m.query.WithLabelValues(kind).Observe(seconds)
+	}
+}
