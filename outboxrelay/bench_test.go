@@ -17,7 +17,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"voiceroom/bus"
-	"voiceroom/internal/outboxtest"
 	"voiceroom/internal/testenv"
 	"voiceroom/mysqldb"
 	"voiceroom/outboxrelay"
@@ -49,9 +48,9 @@ func insertBacklog(b testing.TB, db *sql.DB, n int) []bus.Message {
 	for lo := 0; lo < n; lo += 1000 {
 		envs := make([]bus.Envelope, 0, 1000)
 		for i := lo; i < min(lo+1000, n); i++ {
-			envs = append(envs, outboxtest.NewEnvelope(testApp, fmt.Sprintf("room%d", i%benchRooms), int64(i/benchRooms+1), "seat_changed"))
+			envs = append(envs, testenv.NewEnvelope(testApp, fmt.Sprintf("room%d", i%benchRooms), int64(i/benchRooms+1), "seat_changed"))
 		}
-		part, err := outboxtest.InsertTx(context.Background(), db, time.Now(), envs...)
+		part, err := testenv.InsertOutboxTx(context.Background(), db, time.Now(), envs...)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -201,7 +200,7 @@ func BenchmarkDrain(b *testing.B) {
 					}
 					return p
 				})
-				if n := outboxtest.StreamLen(b, conns[0].JetStream()); n != uint64(len(msgs)) {
+				if n := testenv.StreamLen(b, conns[0].JetStream()); n != uint64(len(msgs)) {
 					b.Fatalf("stream holds %d, want %d", n, len(msgs))
 				}
 				report(b, rows, d)
@@ -267,7 +266,7 @@ func BenchmarkDrain(b *testing.B) {
 func benchMessages(n int) []bus.Message {
 	msgs := make([]bus.Message, n)
 	for i := range msgs {
-		env := outboxtest.NewEnvelope(testApp, fmt.Sprintf("room%d", i%benchRooms), int64(i/benchRooms+1), "seat_changed")
+		env := testenv.NewEnvelope(testApp, fmt.Sprintf("room%d", i%benchRooms), int64(i/benchRooms+1), "seat_changed")
 		m, err := env.Message()
 		if err != nil {
 			panic(err)
@@ -393,8 +392,8 @@ func BenchmarkLatency(b *testing.B) {
 				for range 16 {
 					workers.Go(func() {
 						for i := range tokens {
-							env := outboxtest.NewEnvelope(testApp, fmt.Sprintf("room%d", i%benchRooms), int64(i/benchRooms+1), "gift_sent")
-							msgs, err := outboxtest.InsertTx(context.Background(), db, time.Now(), env)
+							env := testenv.NewEnvelope(testApp, fmt.Sprintf("room%d", i%benchRooms), int64(i/benchRooms+1), "gift_sent")
+							msgs, err := testenv.InsertOutboxTx(context.Background(), db, time.Now(), env)
 							if err != nil {
 								b.Error(err)
 								return

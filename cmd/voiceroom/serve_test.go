@@ -20,7 +20,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"voiceroom/bus"
-	"voiceroom/internal/outboxtest"
 	"voiceroom/internal/testenv"
 )
 
@@ -251,9 +250,9 @@ func TestServeRelayRoleOnly(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	msgs := outboxtest.Insert(t, db, outboxtest.RoomEnvelopes("app1", "room1", 1, 50)...)
+	msgs := testenv.InsertOutbox(t, db, testenv.RoomEnvelopes("app1", "room1", 1, 50)...)
 	testenv.Eventually(t, 20*time.Second, func() error {
-		if n := outboxtest.Count(t, db, "pending"); n > 0 {
+		if n := testenv.OutboxCount(t, db, "pending"); n > 0 {
 			return fmt.Errorf("%d pending", n)
 		}
 		return nil
@@ -263,7 +262,7 @@ func TestServeRelayRoleOnly(t *testing.T) {
 		t.Fatal(err)
 	}
 	js, _ := jetstream.New(nc)
-	if n := outboxtest.StreamLen(t, js); n != uint64(len(msgs)) {
+	if n := testenv.StreamLen(t, js); n != uint64(len(msgs)) {
 		t.Fatalf("stream holds %d, want %d", n, len(msgs))
 	}
 	nc.Close()

@@ -11,6 +11,10 @@
 //   - NewRedis: a key prefix of the test's own;
 //   - NewJetStream, RunJetStream, NewJetStreamServer: an embedded JetStream
 //     (RunJetStream can Stop and Start it); NewPublisher publishes to it;
+//   - outbox rows and stream contents (outbox.go): InsertOutbox writes rows
+//     as a room command does, OutboxState and OutboxCount read them back,
+//     StreamMessages, StreamCount and StreamLen read ROOM_EVENTS;
+//   - Scalar: the one value of a one-row query, its error checked;
 //   - Eventually: wait for a condition, never a bare sleep;
 //   - Logger (through tb.Log) and LogBuffer (logs a test reads back);
 //   - Clock: a clock the test moves;
