@@ -33,7 +33,10 @@ func TestAdminOutboxIsScopedToTheTokensApp(t *testing.T) {
 	if status != http.StatusOK {
 		t.Fatalf("status %d: %+v", status, env)
 	}
-	raw, _ := json.Marshal(env.Data)
+	raw, err := json.Marshal(env.Data)
+	if err != nil {
+		t.Fatal(err)
+	}
 	var report outboxrelay.Report
 	if err := json.Unmarshal(raw, &report); err != nil {
 		t.Fatal(err)
