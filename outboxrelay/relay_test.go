@@ -88,7 +88,10 @@ func TestQueryPlansUseTheOutboxIndexes(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", tt.name, err)
 		}
-		cols, _ := rows.Columns()
+		cols, err := rows.Columns()
+		if err != nil {
+			t.Fatalf("%s: %v", tt.name, err)
+		}
 		var keys []string
 		for rows.Next() {
 			vals := make([]sql.NullString, len(cols))
@@ -104,6 +107,9 @@ func TestQueryPlansUseTheOutboxIndexes(t *testing.T) {
 					keys = append(keys, vals[i].String)
 				}
 			}
+		}
+		if err := rows.Err(); err != nil {
+			t.Fatalf("%s: %v", tt.name, err)
 		}
 		rows.Close()
 		t.Logf("%s: EXPLAIN keys %v", tt.name, keys)
@@ -151,8 +157,8 @@ func TestRelayPublishesPendingRows(t *testing.T) {
 		if m.MsgID != m.Envelope.EventID {
 			t.Fatalf("Nats-Msg-Id %q, event_id %q", m.MsgID, m.Envelope.EventID)
 		}
-		if want, _ := bus.Subject(m.Envelope.AppCode, m.Envelope.RoomID, m.Envelope.EventType); m.Subject != want {
-			t.Fatalf("subject %q, want %q", m.Subject, want)
+		if want, err := bus.Subject(m.Envelope.AppCode, m.Envelope.RoomID, m.Envelope.EventType); err != nil || m.Subject != want {
+			t.Fatalf("subject %q, want %q (%v)", m.Subject, want, err)
 		}
 		if m.Envelope.RoomVersion <= last[m.Envelope.RoomID] {
 			t.Fatalf("room %s: version %d after %d", m.Envelope.RoomID, m.Envelope.RoomVersion, last[m.Envelope.RoomID])
@@ -162,10 +168,13 @@ func TestRelayPublishesPendingRows(t *testing.T) {
 	if got := testenv.MetricValue(t, reg, "room_outbox_publish_success_total", "path", "relay"); got != float64(len(msgs)) {
 		t.Fatalf("success metric %v, want %d", got, len(msgs))
 	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, name := range []string{"room_outbox_pending_total", "room_outbox_publish_success_total", "room_outbox_publish_failure_total",
 		"room_outbox_publish_latency_ms", "room_outbox_oldest_pending_age_ms"} {
 		found := false
-		mfs, _ := reg.Gather()
 		for _, mf := range mfs {
 			found = found || mf.GetName() == name
 		}
@@ -273,11 +282,16 @@ func TestPublishFailureKeepsRowPendingThenSucceeds(t *testing.T) {
 // TestJetStreamDownThenBack: with the server down a pass fails its first
 // batch (retry_count + 1, last_error) and stops; once the server is back
 // the next pass publishes every row exactly once.
+//
+// Nothing here depends on how fast the machine is: a pass also ends when
+// it has run for a poll interval, so the poll interval is an hour (a pass
+// ends by its conditions only), and a publish gets the default timeout
+// (the down pass waits for it once, the pass after the restart never).
 func TestJetStreamDownThenBack(t *testing.T) {
 	db := testenv.NewDB(t)
 	js := testenv.RunJetStream(t)
 	msgs := testenv.InsertOutbox(t, db, testenv.RoomEnvelopes(testApp, "room1", 1, 25)...)
-	r := newTestRelay(t, db, testenv.NewPublisher(t, js.Conn()), nil, outboxrelay.Config{BatchSize: 10, PublishTimeout: 300 * time.Millisecond})
+	r := newTestRelay(t, db, testenv.NewPublisher(t, js.Conn()), nil, outboxrelay.Config{BatchSize: 10, PollInterval: time.Hour})
 
 	js.Stop()
 	res := r.Pass(context.Background())
@@ -297,10 +311,18 @@ func TestJetStreamDownThenBack(t *testing.T) {
 	}
 
 	js.Start()
+	// The connection is back; the stream is back once the server has
+	// recovered it from its store and answers for it.
+	testenv.Eventually(t, 30*time.Second, func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_, err := js.Conn().JetStream().Stream(ctx, bus.StreamName)
+		return err
+	})
 	res = r.Pass(context.Background())
 	t.Logf("pass after restart: %+v", res)
-	if testenv.OutboxCount(t, db, "pending") != 0 {
-		t.Fatalf("rows still pending: %+v", res)
+	if n := testenv.OutboxCount(t, db, "pending"); n != 0 || res.Published != len(msgs) {
+		t.Fatalf("%d rows still pending after %+v", n, res)
 	}
 	stored := testenv.StreamMessages(t, js.Conn().JetStream())
 	seen := map[string]int{}
@@ -461,10 +483,8 @@ func TestCancelStopsClaimingAndBoundsInFlight(t *testing.T) {
 	took := run.stop(t, 10*time.Second)
 	t.Logf("Run returned %v after cancel (publish timeout %v)", took, timeout)
 	// Without the bound Run would publish the nine other batches, a
-	// timeout each; the margin is for a loaded machine.
-	if took > timeout+3*time.Second {
-		t.Fatalf("Run took %v after cancel", took)
-	}
+	// timeout each: the count shows it, where a limit on the time taken
+	// would fail on a loaded machine.
 	if n := pub.batches.Load(); n != 1 {
 		t.Fatalf("%d batches published, want only the one in flight at cancel", n)
 	}
@@ -488,7 +508,10 @@ func TestUndecodableRowStaysPending(t *testing.T) {
 	conn := testenv.NewJetStream(t)
 	badJSON := testenv.InsertOutboxRaw(t, db, testApp, "ev-bad-json", "room1", 1, "seat_changed", []byte(`{"event_id":`))
 	other := testenv.NewEnvelope(testApp, "room1", 2, "seat_changed")
-	mismatched, _ := other.Marshal()
+	mismatched, err := other.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
 	badMatch := testenv.InsertOutboxRaw(t, db, testApp, "ev-mismatch", "room1", 2, "seat_changed", mismatched)
 	otherApp := testenv.InsertOutboxRaw(t, db, "app2", "ev-bad-app2", "room9", 1, "seat_changed", []byte(`not json`))
 	good := testenv.InsertOutbox(t, db, testenv.RoomEnvelopes(testApp, "room2", 1, 5)...)
@@ -553,14 +576,20 @@ func TestRetentionDeletesOldPublishedRows(t *testing.T) {
 	recent := testenv.InsertOutbox(t, db, testenv.RoomEnvelopes(testApp, "room2", 1, 3)...)
 	oldPending := testenv.InsertOutbox(t, db, testenv.RoomEnvelopes(testApp, "room3", 1, 2)...)
 	twoHoursAgo := time.Now().Add(-2 * time.Hour).UnixMilli()
+	exec := func(query string, args ...any) {
+		t.Helper()
+		if _, err := db.Exec(query, args...); err != nil {
+			t.Fatal(err)
+		}
+	}
 	for _, m := range old {
-		db.Exec(`UPDATE room_outbox SET status = 'published', published_at_ms = ?, created_at_ms = ? WHERE event_id = ?`, twoHoursAgo, twoHoursAgo, m.ID)
+		exec(`UPDATE room_outbox SET status = 'published', published_at_ms = ?, created_at_ms = ? WHERE event_id = ?`, twoHoursAgo, twoHoursAgo, m.ID)
 	}
 	for _, m := range recent {
-		db.Exec(`UPDATE room_outbox SET status = 'published', published_at_ms = ? WHERE event_id = ?`, time.Now().UnixMilli(), m.ID)
+		exec(`UPDATE room_outbox SET status = 'published', published_at_ms = ? WHERE event_id = ?`, time.Now().UnixMilli(), m.ID)
 	}
 	for _, m := range oldPending {
-		db.Exec(`UPDATE room_outbox SET created_at_ms = ? WHERE event_id = ?`, twoHoursAgo, m.ID)
+		exec(`UPDATE room_outbox SET created_at_ms = ? WHERE event_id = ?`, twoHoursAgo, m.ID)
 	}
 	reg := prometheus.NewRegistry()
 	// A publisher that never works: retention must not depend on it.

@@ -85,8 +85,8 @@ func TestRoomCommandsWhileJetStreamIsDown(t *testing.T) {
 	if err != nil || gift.View.Heat != 6 {
 		t.Fatalf("gift while JetStream is down: %+v %v", gift.View, err)
 	}
-	if got, _ := svc.Get(ctx, testApp, room); got.Heat != 6 || got.OnlineCount != 2 {
-		t.Fatalf("snapshot not updated: %+v", got)
+	if got, err := svc.Get(ctx, testApp, room); err != nil || got.Heat != 6 || got.OnlineCount != 2 {
+		t.Fatalf("snapshot not updated: %+v %v", got, err)
 	}
 	ids := eventIDsFrom(t, db, room, joined.RoomVersion)
 	if len(ids) < 3 { // RoomUserJoined, RoomGiftSent, RoomHeatChanged (+ RoomRankChanged)
@@ -144,8 +144,13 @@ func eventIDsFrom(tb testing.TB, db *sql.DB, room string, version int64) []strin
 	var ids []string
 	for rows.Next() {
 		var id string
-		rows.Scan(&id)
+		if err := rows.Scan(&id); err != nil {
+			tb.Fatal(err)
+		}
 		ids = append(ids, id)
+	}
+	if err := rows.Err(); err != nil {
+		tb.Fatal(err)
 	}
 	return ids
 }
