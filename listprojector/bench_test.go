@@ -157,7 +157,10 @@ func BenchmarkListHTTP(b *testing.B) {
 			}
 		}
 		reg := prometheus.NewRegistry()
-		m, _ := listprojector.NewMetrics(reg)
+		m, err := listprojector.NewMetrics(reg)
+		if err != nil {
+			b.Fatal(err)
+		}
 		lister, err := listprojector.NewLister(db, client, cfg, quiet, m)
 		if err != nil {
 			b.Fatal(err)
@@ -165,7 +168,10 @@ func BenchmarkListHTTP(b *testing.B) {
 		lctx, stopLister := context.WithCancel(ctx)
 		defer stopLister()
 		go lister.Run(lctx)
-		pins, _ := listprojector.NewPins(db, nil, cfg)
+		pins, err := listprojector.NewPins(db, nil, cfg)
+		if err != nil {
+			b.Fatal(err)
+		}
 		mount := gateway.RoomListRoutes(lister, pins, rsvc)
 		if mode == "ceiling" {
 			mount = func(r gateway.Routers) {
@@ -212,7 +218,9 @@ func BenchmarkListHTTP(b *testing.B) {
 						var env struct {
 							Data listprojector.Page `json:"data"`
 						}
-						json.Unmarshal(body, &env)
+						if err := json.Unmarshal(body, &env); err != nil || env.Data.NextCursor == "" {
+							b.Fatalf("walk: page %s: %v", body, err)
+						}
 						cursor = env.Data.NextCursor
 					}
 					users[i].deep = cursor

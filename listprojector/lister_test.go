@@ -174,8 +174,8 @@ func TestPinsFirstAndExpiry(t *testing.T) {
 	if len(got) != 30 {
 		t.Errorf("%d rooms, want 30", len(got))
 	}
-	if other, _ := l.List(ctx, listprojector.ListRequest{AppCode: "a1", RegionID: 2}); len(other.Rooms) != 2 || other.Rooms[0].Pinned {
-		t.Errorf("region 2: %+v", other.Rooms)
+	if other, err := l.List(ctx, listprojector.ListRequest{AppCode: "a1", RegionID: 2}); err != nil || len(other.Rooms) != 2 || other.Rooms[0].Pinned {
+		t.Errorf("region 2: %+v %v", other.Rooms, err)
 	}
 
 	clk.add(2 * time.Minute) // the short pin expires
@@ -289,8 +289,14 @@ func TestCursorsBoundAndSigned(t *testing.T) {
 		b[i] ^= 1
 		return string(b)
 	}
-	other, _ := listprojector.NewLister(db, nil, listprojector.Config{CursorSecret: []byte("another-secret-0123456789")}, nil, nil)
-	op, _ := other.List(ctx, base)
+	other, err := listprojector.NewLister(db, nil, listprojector.Config{CursorSecret: []byte("another-secret-0123456789")}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	op, err := other.List(ctx, base)
+	if err != nil || op.NextCursor == "" {
+		t.Fatalf("a page under another key: %+v %v", op, err)
+	}
 	for name, tc := range map[string]listprojector.ListRequest{
 		"edited body":      {AppCode: "a1", RegionID: 1, Tab: "hot", Cursor: flip(body, 3) + "." + sig},
 		"edited signature": {AppCode: "a1", RegionID: 1, Tab: "hot", Cursor: body + "." + flip(sig, 0)},

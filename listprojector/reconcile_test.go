@@ -30,8 +30,8 @@ func TestReconcileRepairsRedisAndBoosts(t *testing.T) {
 		t.Fatal(err)
 	}
 	hot := prefix + "room:list:{a1}:1:hot"
-	if n, _ := rdb.ZCard(ctx, hot).Result(); n != 3 {
-		t.Fatalf("hot set holds %d rooms", n)
+	if n, err := rdb.ZCard(ctx, hot).Result(); err != nil || n != 3 {
+		t.Fatalf("hot set holds %d rooms (%v)", n, err)
 	}
 	// A close Redis never heard of, and 20 minutes of age.
 	if _, err := db.Exec(`UPDATE room_list_entries SET status = 'closed' WHERE room_id = ?`, ids[0]); err != nil {
@@ -41,8 +41,8 @@ func TestReconcileRepairsRedisAndBoosts(t *testing.T) {
 	if err := r.Pass(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if n, _ := rdb.ZCard(ctx, hot).Result(); n != 2 {
-		t.Errorf("hot set holds %d rooms after the close", n)
+	if n, err := rdb.ZCard(ctx, hot).Result(); err != nil || n != 2 {
+		t.Errorf("hot set holds %d rooms after the close (%v)", n, err)
 	}
 	if score, err := rdb.ZScore(ctx, hot, ids[1]).Result(); err != nil || score != 1000+2000 {
 		t.Errorf("redis score %v %v, want 3000", score, err)
