@@ -52,7 +52,7 @@ func TestFastPathPublishesAndMarks(t *testing.T) {
 	if res := r.Pass(context.Background()); res.Claimed != 0 {
 		t.Fatalf("the relay took rows the fast path published: %+v", res)
 	}
-	if got := testenv.MetricValue(t, reg, "room_outbox_publish_success_total", "path", "relay"); got != 0 {
+	if got := testenv.MustMetric(t, reg, "room_outbox_publish_success_total", "path", "relay"); got != 0 {
 		t.Fatalf("relay published %v", got)
 	}
 	if n := testenv.StreamLen(t, conn.JetStream()); n != uint64(len(all)) {

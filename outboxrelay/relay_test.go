@@ -402,7 +402,7 @@ func TestTwoRelaysOneBacklog(t *testing.T) {
 	if len(stored) != len(msgs) {
 		t.Fatalf("stream holds %d, want %d", len(stored), len(msgs))
 	}
-	if dup := testenv.MetricValue(t, reg, "room_outbox_publish_duplicate_total", "path", "relay"); dup != 0 {
+	if dup := testenv.MustMetric(t, reg, "room_outbox_publish_duplicate_total", "path", "relay"); dup != 0 {
 		t.Fatalf("%v rows were published twice", dup)
 	}
 	if got := testenv.MetricValue(t, reg, "room_outbox_publish_success_total", "path", "relay"); got != float64(len(msgs)) {

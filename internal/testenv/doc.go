@@ -18,7 +18,7 @@
 //   - Eventually: wait for a condition, never a bare sleep;
 //   - Logger (through tb.Log) and LogBuffer (logs a test reads back);
 //   - Clock: a clock the test moves;
-//   - Metric, MetricValue: one series of a registry;
+//   - Metric, MustMetric, MetricValue: one series of a registry;
 //   - ports: see ClosedAddr.
 //
 // Tests that need servers are skipped under -short. The servers are found
