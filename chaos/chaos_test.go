@@ -297,8 +297,8 @@ func killMidDrain(t *testing.T, c *cluster, r *row) {
 		return
 	}
 	c.relay.launch(t)
-	// Poll as often as MySQL answers: the relay drains a few hundred rows
-	// in well under a second.
+	// Poll every 5 ms: the relay drains a few hundred rows in well under
+	// a second.
 	left := backlog
 	deadline := time.Now().Add(c.mode.quiet)
 	for left == backlog {
@@ -310,6 +310,7 @@ func killMidDrain(t *testing.T, c *cluster, r *row) {
 			c.relay.signal(t, syscall.SIGKILL)
 			return
 		}
+		time.Sleep(5 * time.Millisecond)
 		var err error
 		if left, _, err = c.pendingUpTo(context.Background(), top); err != nil {
 			t.Fatalf("count pending rows: %v", err)
