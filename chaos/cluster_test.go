@@ -92,19 +92,26 @@ func (p *proc) start(tb testing.TB) {
 	p.mu.Lock()
 	done := p.done
 	p.mu.Unlock()
+	waitAnswers(tb, p.name, p.url+"/readyz", done, p.tail)
+}
+
+// waitAnswers waits until GET url answers 200, and fails the test if the
+// process behind it exits first (done), with the tail of its output.
+func waitAnswers(tb testing.TB, name, url string, done <-chan struct{}, output func() string) {
+	tb.Helper()
 	testenv.Eventually(tb, 60*time.Second, func() error {
 		select {
 		case <-done:
-			tb.Fatalf("%s exited at start:\n%s", p.name, p.tail())
+			tb.Fatalf("%s exited at start:\n%s", name, output())
 		default:
 		}
-		resp, err := http.Get(p.url + "/readyz")
+		resp, err := http.Get(url)
 		if err != nil {
 			return err
 		}
 		resp.Body.Close()
 		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("%s readyz %d", p.name, resp.StatusCode)
+			return fmt.Errorf("%s: GET %s: %d", name, url, resp.StatusCode)
 		}
 		return nil
 	})
@@ -124,8 +131,11 @@ func (p *proc) exited() bool {
 }
 
 // tail returns the end of the process's output.
-func (p *proc) tail() string {
-	out, err := os.ReadFile(p.log)
+func (p *proc) tail() string { return fileTail(p.log) }
+
+// fileTail returns the end of a process's output file.
+func fileTail(path string) string {
+	out, err := os.ReadFile(path)
 	if err != nil {
 		return fmt.Sprintf("(output unreadable: %v)", err)
 	}

@@ -16,8 +16,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"voiceroom/internal/testenv"
 )
 
 // emulator is the IM emulator process (voiceroom imemu), when the build
@@ -57,23 +55,7 @@ func startEmulator(t *testing.T, bin, dir string) (*emulator, string) {
 	e := &emulator{url: "http://" + addr, cmd: cmd, done: make(chan struct{})}
 	go func() { cmd.Wait(); logf.Close(); close(e.done) }()
 	t.Cleanup(func() { cmd.Process.Signal(syscall.SIGKILL); <-e.done })
-	testenv.Eventually(t, 30*time.Second, func() error {
-		select {
-		case <-e.done:
-			b, _ := os.ReadFile(filepath.Join(dir, "imemu.log"))
-			t.Fatalf("imemu exited at start:\n%s", tail(string(b), 2000))
-		default:
-		}
-		resp, err := http.Get(e.url + "/_emu/stats")
-		if err != nil {
-			return err
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("/_emu/stats %d", resp.StatusCode)
-		}
-		return nil
-	})
+	waitAnswers(t, "imemu", e.url+"/_emu/stats", e.done, func() string { return fileTail(filepath.Join(dir, "imemu.log")) })
 	return e, ""
 }
 

@@ -245,15 +245,7 @@ func BenchmarkDrain(b *testing.B) {
 		for range b.N {
 			b.StopTimer()
 			conn := testenv.NewJetStream(b)
-			nc, err := nats.Connect(conn.NATS().ConnectedUrl())
-			if err != nil {
-				b.Fatal(err)
-			}
-			b.Cleanup(nc.Close)
-			js, err := jetstream.New(nc)
-			if err != nil {
-				b.Fatal(err)
-			}
+			js := testenv.ConnectJetStream(b, conn.NATS().ConnectedUrl())
 			msgs := benchMessages(rows)
 			b.StartTimer()
 			start := time.Now()

@@ -16,7 +16,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"voiceroom/bus"
@@ -283,16 +282,7 @@ func TestServeRelayRoleOnly(t *testing.T) {
 // connection is closed when the test ends.
 func mustJetStream(tb testing.TB, vars map[string]string) jetstream.JetStream {
 	tb.Helper()
-	nc, err := nats.Connect("nats://" + vars["VOICEROOM_NATS_LISTEN"])
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return js
+	return testenv.ConnectJetStream(tb, "nats://"+vars["VOICEROOM_NATS_LISTEN"])
 }
 
 // consumerSettled returns the durable's info once it has been delivered

@@ -10,7 +10,8 @@
 //     process tests pass its DSN to the binary);
 //   - NewRedis: a key prefix of the test's own;
 //   - NewJetStream, RunJetStream, NewJetStreamServer: an embedded JetStream
-//     (RunJetStream can Stop and Start it); NewPublisher publishes to it;
+//     (RunJetStream can Stop and Start it); NewPublisher publishes to it,
+//     ConnectJetStream is a plain nats.go client of any server;
 //   - outbox rows and stream contents (outbox.go): InsertOutbox writes rows
 //     as a room command does, OutboxState and OutboxCount read them back,
 //     StreamMessages, StreamCount and StreamLen read ROOM_EVENTS;

@@ -156,17 +156,10 @@ func OutboxState(tb testing.TB, db *sql.DB, eventID string) OutboxRowState {
 // OutboxCount returns the number of outbox rows with status ("" counts all rows).
 func OutboxCount(tb testing.TB, db *sql.DB, status string) int {
 	tb.Helper()
-	var n int
-	var err error
 	if status == "" {
-		err = db.QueryRow(`SELECT COUNT(*) FROM room_outbox`).Scan(&n)
-	} else {
-		err = db.QueryRow(`SELECT COUNT(*) FROM room_outbox WHERE status = ?`, status).Scan(&n)
+		return Scalar[int](tb, db, `SELECT COUNT(*) FROM room_outbox`)
 	}
-	if err != nil {
-		tb.Fatalf("count outbox rows: %v", err)
-	}
-	return n
+	return Scalar[int](tb, db, `SELECT COUNT(*) FROM room_outbox WHERE status = ?`, status)
 }
 
 // StreamMsg is one message stored in ROOM_EVENTS.
@@ -182,10 +175,7 @@ func StreamMessages(tb testing.TB, js jetstream.JetStream) []StreamMsg {
 	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	s, err := js.Stream(ctx, bus.StreamName)
-	if err != nil {
-		tb.Fatalf("stream %s: %v", bus.StreamName, err)
-	}
+	s := roomEvents(ctx, tb, js)
 	info := s.CachedInfo()
 	var out []StreamMsg
 	if info.State.Msgs == 0 {
@@ -223,9 +213,15 @@ func StreamLen(tb testing.TB, js jetstream.JetStream) uint64 {
 	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	return roomEvents(ctx, tb, js).CachedInfo().State.Msgs
+}
+
+// roomEvents looks ROOM_EVENTS up (its info as of now).
+func roomEvents(ctx context.Context, tb testing.TB, js jetstream.JetStream) jetstream.Stream {
+	tb.Helper()
 	s, err := js.Stream(ctx, bus.StreamName)
 	if err != nil {
 		tb.Fatalf("stream %s: %v", bus.StreamName, err)
 	}
-	return s.CachedInfo().State.Msgs
+	return s
 }
