@@ -82,6 +82,8 @@ func BenchmarkDLQReplay(b *testing.B) {
 			b.Fatalf("replay: %+v, %v", res, err)
 		}
 		replayTime += time.Since(start)
+		// The wait is the measured drain time: a poll of its own, bounded,
+		// at a fixed 50 ms (testenv.Eventually's steps grow to 100 ms).
 		for {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			depth, err := q.Depth(ctx, sink)
