@@ -26,7 +26,10 @@ func mustStoreLetters(b *testing.B, js jetstream.JetStream, sink string, n int) 
 		if err != nil {
 			b.Fatal(err)
 		}
-		subject, _ := env.Subject()
+		subject, err := env.Subject()
+		if err != nil {
+			b.Fatal(err)
+		}
 		msg := nats.NewMsg("dlq." + sink + "." + subject)
 		msg.Data = data
 		msg.Header.Set(jetstream.MsgIDHeader, sink+":bench"+strconv.Itoa(i))
