@@ -46,16 +46,7 @@ func benchMessages(b *testing.B, n int) []bus.Message {
 // ceiling the bus is compared with.
 func plainJetStream(b *testing.B, conn *bus.Conn) jetstream.JetStream {
 	b.Helper()
-	nc, err := nats.Connect(conn.NATS().ConnectedUrl())
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		b.Fatal(err)
-	}
-	return js
+	return testenv.ConnectJetStream(b, conn.NATS().ConnectedUrl())
 }
 
 func reportLatencies(b *testing.B, lat []time.Duration, elapsed time.Duration) {

@@ -26,7 +26,10 @@ func mustStoreLetters(b *testing.B, js jetstream.JetStream, sink string, n int) 
 		if err != nil {
 			b.Fatal(err)
 		}
-		subject, _ := env.Subject()
+		subject, err := env.Subject()
+		if err != nil {
+			b.Fatal(err)
+		}
 		msg := nats.NewMsg("dlq." + sink + "." + subject)
 		msg.Data = data
 		msg.Header.Set(jetstream.MsgIDHeader, sink+":bench"+strconv.Itoa(i))
@@ -82,6 +85,8 @@ func BenchmarkDLQReplay(b *testing.B) {
 			b.Fatalf("replay: %+v, %v", res, err)
 		}
 		replayTime += time.Since(start)
+		// The wait is the measured drain time: a poll of its own, bounded,
+		// at a fixed 50 ms (testenv.Eventually's steps grow to 100 ms).
 		for {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			depth, err := q.Depth(ctx, sink)

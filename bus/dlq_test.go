@@ -544,8 +544,8 @@ func TestMonitorGauges(t *testing.T) {
 			{"voiceroom_bus_consumer_pending", "consumer", "sinka", 0},
 			{"voiceroom_bus_consumer_ack_pending", "consumer", "sinka", 0},
 		} {
-			if v, _ := testenv.Metric(t, reg, s.name, s.label, s.value); v != s.want {
-				return fmt.Errorf("%s{%s=%q} = %v, want %v", s.name, s.label, s.value, v, s.want)
+			if v, ok := testenv.Metric(t, reg, s.name, s.label, s.value); !ok || v != s.want {
+				return fmt.Errorf("%s{%s=%q} = %v (exists: %v), want %v", s.name, s.label, s.value, v, ok, s.want)
 			}
 		}
 		return nil

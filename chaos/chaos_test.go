@@ -5,6 +5,7 @@ package chaos
 import (
 	"context"
 	"fmt"
+	"math"
 	"net/http"
 	"os"
 	"slices"
@@ -13,16 +14,19 @@ import (
 	"testing"
 	"text/tabwriter"
 	"time"
-
-	"voiceroom/internal/testenv"
 )
 
 // scenario is one fault: inject starts it and returns when it is over
-// (the service is back), or returns a reason to skip.
+// (the service is back), or returns a reason to skip. It may add to r's
+// problems (the fault did not happen as the scenario needs) and note.
+//
+// The sleeps in the scenarios are the faults' and the load's lengths: a
+// service down for m.fault is a length of time, not a wait for a
+// condition. What the suite waits for afterwards it polls (until).
 type scenario struct {
 	name   string
 	full   bool // only in full mode
-	inject func(t *testing.T, c *cluster) (skip string)
+	inject func(t *testing.T, c *cluster, r *row) (skip string)
 }
 
 // row is one line of the report.
@@ -35,6 +39,7 @@ type row struct {
 	lost, dupShown, outOfOrder string
 	recover                    time.Duration // longest gap between two 200s
 	problems                   []string
+	note                       string // what the fault did, e.g. rows pending at a kill
 	listCheck, imCheck         string
 	dupInStream                int
 	quiet                      time.Duration
@@ -49,10 +54,10 @@ func TestChaos(t *testing.T) {
 	c := newCluster(t, m)
 	d := newDriver(t, c, 12, 48)
 	imSkip := c.emuWhy
-	listSkip := listMissing(t, c, d)
+	listSkip := listMissing(t, d)
 
 	scenarios := []scenario{
-		{name: "1 IM errors then timeouts", inject: func(t *testing.T, c *cluster) string {
+		{name: "1 IM errors then timeouts", inject: func(t *testing.T, c *cluster, _ *row) string {
 			if c.emu == nil {
 				return imSkip
 			}
@@ -63,47 +68,46 @@ func TestChaos(t *testing.T) {
 			c.emu.clearFaults(t)
 			return ""
 		}},
-		{name: "2 JetStream restarted", inject: func(t *testing.T, c *cluster) string {
+		{name: "2 JetStream restarted", inject: func(t *testing.T, c *cluster, _ *row) string {
 			c.nats.stop()
 			time.Sleep(m.fault)
 			c.nats.start(t)
 			return ""
 		}},
-		{name: "3 relay SIGKILLed mid-batch", inject: func(t *testing.T, c *cluster) string {
-			// A backlog for the relay: JetStream away long enough for the
-			// fast path to hand events over, then back, and the relay killed
-			// while it drains them.
+		{name: "3 relay SIGKILLed mid-batch", inject: func(t *testing.T, c *cluster, r *row) string {
+			// A backlog for the relay: the relay stopped, and JetStream away
+			// long enough for the fast path to leave events to the relay
+			// (it then leaves those rooms' later events to it too), then
+			// back. The relay starts on the backlog and is killed as soon
+			// as it has published part of it.
+			c.relay.signal(t, syscall.SIGTERM)
 			c.nats.stop()
 			time.Sleep(m.fault)
 			c.nats.start(t)
-			before := waitForPublishing(t, c)
-			c.relay.signal(t, syscall.SIGKILL)
-			var after int
-			c.db.QueryRow("SELECT COUNT(*) FROM room_outbox WHERE app_code = ? AND status = 'pending'", app).Scan(&after)
-			t.Logf("relay killed with %d rows pending (%d when the stream came back)", after, before)
+			killMidDrain(t, c, r)
 			time.Sleep(m.fault / 2)
 			c.relay.start(t)
 			return ""
 		}},
-		{name: "4 rooms process SIGKILLed", inject: func(t *testing.T, c *cluster) string {
+		{name: "4 rooms process SIGKILLed", inject: func(t *testing.T, c *cluster, _ *row) string {
 			c.api.signal(t, syscall.SIGKILL)
 			time.Sleep(m.fault / 3)
 			c.api.start(t)
 			return ""
 		}},
-		{name: "5 projector process SIGKILLed", inject: func(t *testing.T, c *cluster) string {
+		{name: "5 projector process SIGKILLed", inject: func(t *testing.T, c *cluster, _ *row) string {
 			c.proj.signal(t, syscall.SIGKILL)
 			time.Sleep(m.fault / 3)
 			c.proj.start(t)
 			return ""
 		}},
-		{name: "6 Redis stopped and started", inject: func(t *testing.T, c *cluster) string {
+		{name: "6 Redis stopped and started", inject: func(t *testing.T, c *cluster, _ *row) string {
 			c.redis.stop()
 			time.Sleep(m.fault)
 			c.redis.start(t)
 			return ""
 		}},
-		{name: "7 MySQL connections KILLed", inject: func(t *testing.T, c *cluster) string {
+		{name: "7 MySQL connections KILLed", inject: func(t *testing.T, c *cluster, _ *row) string {
 			ctx := context.Background()
 			for range 3 {
 				if _, err := c.killMySQLConnections(ctx); err != nil {
@@ -113,7 +117,7 @@ func TestChaos(t *testing.T) {
 			}
 			return ""
 		}},
-		{name: "8 MySQL restarted", full: true, inject: func(t *testing.T, c *cluster) string {
+		{name: "8 MySQL restarted", full: true, inject: func(t *testing.T, c *cluster, _ *row) string {
 			c.maria.stop()
 			time.Sleep(m.fault)
 			c.maria.start(t)
@@ -135,7 +139,7 @@ func TestChaos(t *testing.T) {
 			before := len(d.outcomes())
 			d.start(8)
 			time.Sleep(m.load)
-			skip := sc.inject(t, c)
+			skip := sc.inject(t, c, &r)
 			time.Sleep(m.load)
 			d.stop()
 			loadEnd := time.Now()
@@ -202,7 +206,7 @@ func TestChaos(t *testing.T) {
 			r.ok, r.committed, r.inStream = a.okAnswers, a.committed-prev.committed, a.inStream-prev.inStream
 			r.lost, r.outOfOrder, r.dupInStream = fmt.Sprint(a.lost), fmt.Sprint(a.outOfOrder-prev.outOfOrder), a.dupInStream
 			prev = a
-			r.problems = append(waits, a.problems()...)
+			r.problems = append(append(r.problems, waits...), a.problems()...)
 			for _, p := range r.problems {
 				t.Error(p)
 			}
@@ -231,7 +235,9 @@ func checksCatchLoss(t *testing.T, c *cluster, all []outcome) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		c.db.Exec("DELETE FROM room_outbox WHERE event_id = 'chaos-lost-event'")
+		if _, err := c.db.Exec("DELETE FROM room_outbox WHERE event_id = 'chaos-lost-event'"); err != nil {
+			t.Errorf("undo the lost event: %v", err)
+		}
 	})
 	a, err := c.check(ctx, nil, all)
 	if err != nil {
@@ -262,21 +268,75 @@ func until(timeout time.Duration, check func() error) error {
 	}
 }
 
-// waitForPublishing waits until the relay has started on the backlog (some
-// rows published since the stream came back) or there is nothing to do.
-func waitForPublishing(t *testing.T, c *cluster) int {
+// minBacklog is the backlog killMidDrain waits for before it starts the
+// relay: enough batches (of 10) that the relay is still draining when the
+// kill lands.
+const minBacklog = 300
+
+// killMidDrain starts the relay (stopped, with JetStream back) on the
+// pending rows, SIGKILLs it as soon as it has published some of them, and
+// notes in r how many of them were still pending when it died. Unless
+// some were, the kill proves nothing, and r gets that problem.
+func killMidDrain(t *testing.T, c *cluster, r *row) {
 	t.Helper()
-	var start int
-	c.db.QueryRow("SELECT COUNT(*) FROM room_outbox WHERE app_code = ? AND status = 'pending'", app).Scan(&start)
-	testenv.Eventually(t, 30*time.Second, func() error {
-		var n int
-		c.db.QueryRow("SELECT COUNT(*) FROM room_outbox WHERE app_code = ? AND status = 'pending'", app).Scan(&n)
-		if start == 0 || n < start {
-			return nil
+	// The backlog: the pending rows now, and those the load adds while
+	// the relay is down (the fast path leaves the rooms with a backlog to
+	// the relay), up to minBacklog or for m.quiet.
+	var backlog, top int64
+	if err := until(c.mode.quiet, func() error {
+		var err error
+		if backlog, top, err = c.pendingUpTo(context.Background(), -1); err != nil {
+			return err
 		}
-		return fmt.Errorf("%d pending, none published yet", n)
-	})
-	return start
+		if backlog < minBacklog {
+			return fmt.Errorf("%d rows pending", backlog)
+		}
+		return nil
+	}); err != nil && backlog == 0 {
+		r.problems = append(r.problems, fmt.Sprintf("no backlog for the relay (%v): the kill proves nothing", err))
+		return
+	}
+	c.relay.launch(t)
+	// Poll every 5 ms: the relay drains a few hundred rows in well under
+	// a second.
+	left := backlog
+	deadline := time.Now().Add(c.mode.quiet)
+	for left == backlog {
+		if c.relay.exited() {
+			t.Fatalf("the relay exited on its own:\n%s", c.relay.tail())
+		}
+		if time.Now().After(deadline) {
+			r.problems = append(r.problems, fmt.Sprintf("the relay published none of %d rows within %s: the kill proves nothing", backlog, c.mode.quiet))
+			c.relay.signal(t, syscall.SIGKILL)
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+		var err error
+		if left, _, err = c.pendingUpTo(context.Background(), top); err != nil {
+			t.Fatalf("count pending rows: %v", err)
+		}
+	}
+	c.relay.signal(t, syscall.SIGKILL) // returns once the process is gone
+	// Its open transactions roll back: their rows read as pending.
+	left, _, err := c.pendingUpTo(context.Background(), top)
+	if err != nil {
+		t.Fatalf("count pending rows: %v", err)
+	}
+	r.note = fmt.Sprintf("relay killed with %d of a %d-row backlog pending", left, backlog)
+	t.Log(r.note)
+	if left == 0 {
+		r.problems = append(r.problems, fmt.Sprintf("the relay drained its backlog of %d rows before the kill: the kill proves nothing", backlog))
+	}
+}
+
+// pendingUpTo counts the app's pending outbox rows with an id up to top
+// (every one when top < 0), and returns the highest such id.
+func (c *cluster) pendingUpTo(ctx context.Context, top int64) (n, maxID int64, err error) {
+	if top < 0 {
+		top = math.MaxInt64
+	}
+	err = c.db.QueryRowContext(ctx, "SELECT COUNT(*), COALESCE(MAX(id), 0) FROM room_outbox WHERE app_code = ? AND status = 'pending' AND id <= ?", app, top).Scan(&n, &maxID)
+	return n, maxID, err
 }
 
 // longestGap is the longest time between two consecutive 200s of the
@@ -296,14 +356,28 @@ func longestGap(outs []outcome) time.Duration {
 	return gap
 }
 
-// listMissing says why the list checks cannot run, or "".
-func listMissing(t *testing.T, c *cluster, d *driver) string {
-	st, code, _ := d.send(context.Background(), "GET", "/api/v1/rooms?tab=hot&limit=1", d.users[0].token, "", nil)
-	if st == http.StatusNotFound || st == http.StatusMethodNotAllowed {
-		return "skipped: this build has no room list (GET /api/v1/rooms answers " + fmt.Sprint(st) + ")"
+// listMissing returns why the list checks cannot run: "" when the room list
+// answers, a reason to skip them when this build has no room list (the
+// route is not found, or not allowed). Any other answer fails the suite: a
+// list that cannot be read is a failure, not a skip.
+func listMissing(t *testing.T, d *driver) string {
+	var st int
+	var code string
+	err := until(30*time.Second, func() error {
+		st, code, _ = d.send(context.Background(), "GET", "/api/v1/rooms?tab=hot&limit=1", d.users[0].token, "", nil)
+		switch {
+		case st == http.StatusOK, st == http.StatusMethodNotAllowed:
+			return nil
+		case st == http.StatusNotFound && strings.Contains(code, "route not found"):
+			return nil
+		}
+		return fmt.Errorf("GET /api/v1/rooms answers %d %s", st, code)
+	})
+	if err != nil {
+		t.Fatalf("%v: the room list cannot be read", err)
 	}
 	if st != http.StatusOK {
-		return fmt.Sprintf("skipped: GET /api/v1/rooms answers %d %s", st, code)
+		return fmt.Sprintf("skipped: this build has no room list (GET /api/v1/rooms answers %d %s)", st, code)
 	}
 	return ""
 }
@@ -322,6 +396,9 @@ func report(t *testing.T, rows []row, imSkip, listSkip string) {
 			res = "FAIL: " + strings.Join(r.problems, "; ")
 		} else if r.skip != "" {
 			res = "load only (" + r.skip + ")"
+		}
+		if r.note != "" {
+			res += " (" + r.note + ")"
 		}
 		rec := "-"
 		if r.recover >= 0 {

@@ -4,6 +4,7 @@ package chaos
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"net/http"
 	"strings"
@@ -74,10 +75,15 @@ func (c *cluster) check(ctx context.Context, outs, all []outcome) (account, erro
 	}
 	for rows.Next() {
 		var room, id string
-		rows.Scan(&room, &id)
+		if err := rows.Scan(&room, &id); err != nil {
+			rows.Close()
+			return a, fmt.Errorf("read command log: %w", err)
+		}
 		logged[room+"/"+id] = true
 	}
-	rows.Close()
+	if err := closeRows(rows); err != nil {
+		return a, fmt.Errorf("read command log: %w", err)
+	}
 	for _, o := range outs {
 		if o.status == http.StatusOK {
 			a.okAnswers++
@@ -140,13 +146,18 @@ func (c *cluster) check(ctx context.Context, outs, all []outcome) (account, erro
 	}
 	for rows.Next() {
 		var id, status string
-		rows.Scan(&id, &status)
+		if err := rows.Scan(&id, &status); err != nil {
+			rows.Close()
+			return a, fmt.Errorf("read outbox: %w", err)
+		}
 		committed[id] = true
 		if status == "pending" {
 			a.pending++
 		}
 	}
-	rows.Close()
+	if err := closeRows(rows); err != nil {
+		return a, fmt.Errorf("read outbox: %w", err)
+	}
 	a.committed = len(committed)
 	seen, dups, ooo, err := c.readStream(ctx, bus.StreamName, bus.SubjectPrefix+"."+app+".>")
 	if err != nil {
@@ -170,6 +181,16 @@ func (c *cluster) check(ctx context.Context, outs, all []outcome) (account, erro
 		}
 	}
 	return a, nil
+}
+
+// closeRows closes rows and returns the error that ended their iteration,
+// if any: rows cut short would pass for fewer rows.
+func closeRows(rows *sql.Rows) error {
+	err := rows.Err()
+	if cerr := rows.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 func strings1(ctx context.Context, c *cluster, q string) ([]string, error) {

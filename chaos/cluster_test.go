@@ -85,7 +85,65 @@ type proc struct {
 	done chan struct{}
 }
 
+// start launches the process and waits until it is ready.
 func (p *proc) start(tb testing.TB) {
+	tb.Helper()
+	p.launch(tb)
+	p.mu.Lock()
+	done := p.done
+	p.mu.Unlock()
+	waitAnswers(tb, p.name, p.url+"/readyz", done, p.tail)
+}
+
+// waitAnswers waits until GET url answers 200, and fails the test if the
+// process behind it exits first (done), with the tail of its output.
+func waitAnswers(tb testing.TB, name, url string, done <-chan struct{}, output func() string) {
+	tb.Helper()
+	testenv.Eventually(tb, 60*time.Second, func() error {
+		select {
+		case <-done:
+			tb.Fatalf("%s exited at start:\n%s", name, output())
+		default:
+		}
+		resp, err := http.Get(url)
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("%s: GET %s: %d", name, url, resp.StatusCode)
+		}
+		return nil
+	})
+}
+
+// exited reports whether the process launched last has exited.
+func (p *proc) exited() bool {
+	p.mu.Lock()
+	done := p.done
+	p.mu.Unlock()
+	select {
+	case <-done:
+		return true
+	default:
+		return false
+	}
+}
+
+// tail returns the end of the process's output.
+func (p *proc) tail() string { return fileTail(p.log) }
+
+// fileTail returns the end of a process's output file.
+func fileTail(path string) string {
+	out, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Sprintf("(output unreadable: %v)", err)
+	}
+	return tail(string(out), 2000)
+}
+
+// launch starts the process and returns at once.
+func (p *proc) launch(tb testing.TB) {
 	tb.Helper()
 	f, err := os.OpenFile(p.log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
@@ -108,23 +166,6 @@ func (p *proc) start(tb testing.TB) {
 	p.mu.Lock()
 	p.cmd, p.done = cmd, done
 	p.mu.Unlock()
-	testenv.Eventually(tb, 60*time.Second, func() error {
-		select {
-		case <-done:
-			out, _ := os.ReadFile(p.log)
-			tb.Fatalf("%s exited at start:\n%s", p.name, tail(string(out), 2000))
-		default:
-		}
-		resp, err := http.Get(p.url + "/readyz")
-		if err != nil {
-			return err
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("%s readyz %d", p.name, resp.StatusCode)
-		}
-		return nil
-	})
 }
 
 // signal sends sig and waits for the exit.
@@ -294,7 +335,7 @@ func newCluster(t *testing.T, m mode) *cluster {
 	server := testenv.MySQLDSN()
 	if m.full {
 		c.maria = &mariaServer{port: freePort(t), dir: filepath.Join(tmp, "mariadb")}
-		os.MkdirAll(c.maria.dir, 0o755)
+		mkdir(t, c.maria.dir)
 		c.maria.install(t)
 		c.maria.start(t)
 		t.Cleanup(c.maria.stop)
@@ -314,7 +355,9 @@ func newCluster(t *testing.T, m mode) *cluster {
 		t.Fatalf("create database: %v", err)
 	}
 	t.Cleanup(func() {
-		admin.Exec("DROP DATABASE IF EXISTS `" + mc.DBName + "`")
+		if _, err := admin.Exec("DROP DATABASE IF EXISTS `" + mc.DBName + "`"); err != nil {
+			t.Errorf("drop database: %v", err)
+		}
 		admin.Close()
 	})
 	c.dsn = mc.FormatDSN()
@@ -323,7 +366,7 @@ func newCluster(t *testing.T, m mode) *cluster {
 	c.nats.start(t)
 	t.Cleanup(c.nats.stop)
 	c.redis = &redisServer{port: freePort(t), dir: filepath.Join(tmp, "redis")}
-	os.MkdirAll(c.redis.dir, 0o755)
+	mkdir(t, c.redis.dir)
 	c.redis.start(t)
 	t.Cleanup(c.redis.stop)
 
@@ -349,7 +392,7 @@ func newCluster(t *testing.T, m mode) *cluster {
 	mk := func(name, roles string) *proc {
 		port := freePort(t)
 		dir := filepath.Join(tmp, name)
-		os.MkdirAll(dir, 0o755)
+		mkdir(t, dir)
 		p := &proc{name: name, bin: bin, url: fmt.Sprintf("http://127.0.0.1:%d", port), log: filepath.Join(tmp, name+".log"),
 			env: append(append([]string{}, common...), "VOICEROOM_ROLES="+roles, "VOICEROOM_NODE_ID="+name,
 				fmt.Sprintf("VOICEROOM_HTTP_ADDR=127.0.0.1:%d", port), "VOICEROOM_DATA_DIR="+dir)}
@@ -392,6 +435,13 @@ func newCluster(t *testing.T, m mode) *cluster {
 	return c
 }
 
+func mkdir(tb testing.TB, dir string) {
+	tb.Helper()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		tb.Fatal(err)
+	}
+}
+
 func tail(s string, n int) string {
 	if len(s) <= n {
 		return s
@@ -402,7 +452,10 @@ func tail(s string, n int) string {
 // killMySQLConnections KILLs every connection to the suite's database but
 // the caller's.
 func (c *cluster) killMySQLConnections(ctx context.Context) (int, error) {
-	mc, _ := mysql.ParseDSN(c.dsn)
+	mc, err := mysql.ParseDSN(c.dsn)
+	if err != nil {
+		return 0, err
+	}
 	rows, err := c.db.QueryContext(ctx, "SELECT id FROM information_schema.PROCESSLIST WHERE db = ? AND id <> CONNECTION_ID()", mc.DBName)
 	if err != nil {
 		return 0, err
@@ -410,11 +463,15 @@ func (c *cluster) killMySQLConnections(ctx context.Context) (int, error) {
 	var ids []int64
 	for rows.Next() {
 		var id int64
-		if err := rows.Scan(&id); err == nil {
-			ids = append(ids, id)
+		if err := rows.Scan(&id); err != nil {
+			rows.Close()
+			return 0, err
 		}
+		ids = append(ids, id)
 	}
-	rows.Close()
+	if err := closeRows(rows); err != nil {
+		return 0, err
+	}
 	n := 0
 	for _, id := range ids {
 		if _, err := c.db.ExecContext(ctx, "KILL "+strconv.FormatInt(id, 10)); err == nil {

@@ -6,7 +6,9 @@
 //
 //  1. IM emulator errors, then timeouts (skipped until the emulator exists);
 //  2. the JetStream server restarted (the embedded server's whole host);
-//  3. the relay-only process SIGKILLed while it drains a backlog;
+//  3. the relay-only process SIGKILLed while it drains a backlog (committed
+//     while it was stopped and JetStream away); the row says how many rows
+//     were pending at the kill, and the scenario fails unless some were;
 //  4. the api+rooms process SIGKILLed under load, then restarted;
 //  5. the imbridge+projector process SIGKILLed, then restarted;
 //  6. Redis stopped, then started again;
@@ -23,7 +25,8 @@
 // none of the suite's events; every wallet balance equals its ledger and no
 // gift was debited twice; every client-visible event reached the IM emulator
 // once and the list projection equals the rooms' state (both skipped, with
-// the reason, while the build lacks them). It prints a table with a row per
+// the reason, while the build lacks them; a room list that answers anything
+// but a missing route fails the suite). It prints a table with a row per
 // scenario.
 //
 // Run it with go test -tags chaos ./chaos/ (or the chaos task).

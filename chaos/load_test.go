@@ -99,7 +99,10 @@ func newDriver(t *testing.T, c *cluster, nRooms, nUsers int) *driver {
 	}
 	for i := range nRooms {
 		id := int64(10_000 + i)
-		tok, _ := authtoken.Issue(secret, app, id, "", 24*time.Hour, time.Now())
+		tok, err := authtoken.Issue(secret, app, id, "", 24*time.Hour, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
 		st, code, data := d.send(ctx, "POST", "/api/v1/rooms/create", tok, uuid.NewString(), map[string]any{"room_name": "chaos", "seat_count": seats})
 		if st != 200 {
 			t.Fatalf("create room: %d %s", st, code)
@@ -108,14 +111,19 @@ func newDriver(t *testing.T, c *cluster, nRooms, nUsers int) *driver {
 			RoomID      string `json:"room_id"`
 			RoomShortID string `json:"room_short_id"`
 		}
-		json.Unmarshal(data, &snap)
+		if err := json.Unmarshal(data, &snap); err != nil || snap.RoomID == "" {
+			t.Fatalf("create room: answer %s: %v", data, err)
+		}
 		d.rooms = append(d.rooms, snap.RoomID)
 		d.shortIDs = append(d.shortIDs, snap.RoomShortID)
 		d.owners = append(d.owners, tok)
 	}
 	for i := range nUsers {
 		id := int64(10_000 + nRooms + i)
-		tok, _ := authtoken.Issue(secret, app, id, "", 24*time.Hour, time.Now())
+		tok, err := authtoken.Issue(secret, app, id, "", 24*time.Hour, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
 		d.users = append(d.users, &vuser{id: id, token: tok, room: -1, seat: -1})
 		if st, code, _ := d.send(ctx, "POST", fmt.Sprintf("/admin/v1/wallets/%d/credit", id), d.admin, "",
 			map[string]any{"amount": 1_000_000, "idempotency_key": fmt.Sprintf("chaos-%d", id)}); st != 200 {
@@ -125,11 +133,15 @@ func newDriver(t *testing.T, c *cluster, nRooms, nUsers int) *driver {
 	return d
 }
 
-// send makes one request; status 0 means no answer.
+// send makes one request; status 0 means no answer (none, or one that
+// could not be read: the command's fate is unknown).
 func (d *driver) send(ctx context.Context, method, path, token, key string, body any) (int, string, json.RawMessage) {
 	var rd io.Reader
 	if body != nil {
-		b, _ := json.Marshal(body)
+		b, err := json.Marshal(body)
+		if err != nil {
+			return 0, "encode: " + err.Error(), nil
+		}
 		rd = bytes.NewReader(b)
 	}
 	req, err := http.NewRequestWithContext(ctx, method, d.c.api.url+path, rd)
@@ -153,8 +165,13 @@ func (d *driver) send(ctx context.Context, method, path, token, key string, body
 		Message string          `json:"message"`
 		Data    json.RawMessage `json:"data"`
 	}
-	raw, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	json.Unmarshal(raw, &env)
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return 0, "transport", nil
+	}
+	if err := json.Unmarshal(raw, &env); err != nil {
+		return 0, fmt.Sprintf("transport: answer %d is not the envelope: %.200s", resp.StatusCode, raw), nil
+	}
 	if resp.StatusCode == http.StatusOK {
 		return 200, "", env.Data
 	}

@@ -16,8 +16,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"voiceroom/internal/testenv"
 )
 
 // emulator is the IM emulator process (voiceroom imemu), when the build
@@ -57,23 +55,7 @@ func startEmulator(t *testing.T, bin, dir string) (*emulator, string) {
 	e := &emulator{url: "http://" + addr, cmd: cmd, done: make(chan struct{})}
 	go func() { cmd.Wait(); logf.Close(); close(e.done) }()
 	t.Cleanup(func() { cmd.Process.Signal(syscall.SIGKILL); <-e.done })
-	testenv.Eventually(t, 30*time.Second, func() error {
-		select {
-		case <-e.done:
-			b, _ := os.ReadFile(filepath.Join(dir, "imemu.log"))
-			t.Fatalf("imemu exited at start:\n%s", tail(string(b), 2000))
-		default:
-		}
-		resp, err := http.Get(e.url + "/_emu/stats")
-		if err != nil {
-			return err
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("/_emu/stats %d", resp.StatusCode)
-		}
-		return nil
-	})
+	waitAnswers(t, "imemu", e.url+"/_emu/stats", e.done, func() string { return fileTail(filepath.Join(dir, "imemu.log")) })
 	return e, ""
 }
 
@@ -95,7 +77,10 @@ func (e *emulator) env() []string {
 // fault sets the emulator's failure mode for d ("error", "timeout").
 func (e *emulator) fault(t *testing.T, mode string, d time.Duration) {
 	t.Helper()
-	body, _ := json.Marshal(map[string]any{"mode": mode, "error_code": 70001, "duration_ms": d.Milliseconds()})
+	body, err := json.Marshal(map[string]any{"mode": mode, "error_code": 70001, "duration_ms": d.Milliseconds()})
+	if err != nil {
+		t.Fatal(err)
+	}
 	resp, err := http.Post(e.url+"/_emu/faults", "application/json", bytes.NewReader(body))
 	if err != nil {
 		t.Fatalf("emulator fault: %v", err)
@@ -108,9 +93,17 @@ func (e *emulator) fault(t *testing.T, mode string, d time.Duration) {
 
 func (e *emulator) clearFaults(t *testing.T) {
 	t.Helper()
-	req, _ := http.NewRequest(http.MethodDelete, e.url+"/_emu/faults", nil)
-	if resp, err := http.DefaultClient.Do(req); err == nil {
-		resp.Body.Close()
+	req, err := http.NewRequest(http.MethodDelete, e.url+"/_emu/faults", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("clear emulator faults: %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		t.Fatalf("clear emulator faults: %d", resp.StatusCode)
 	}
 }
 
@@ -136,29 +129,44 @@ func (c *cluster) checkIM(ctx context.Context, e *emulator) (imAccount, error) {
 	var evs []ev
 	for rows.Next() {
 		var x ev
-		rows.Scan(&x.id, &x.typ)
+		if err := rows.Scan(&x.id, &x.typ); err != nil {
+			rows.Close()
+			return a, err
+		}
 		evs = append(evs, x)
 	}
-	rows.Close()
+	if err := closeRows(rows); err != nil {
+		return a, err
+	}
 	shown := map[string]int64{}
 	typeSeen := map[string]bool{}
 	for _, x := range evs {
 		var got struct {
 			Shown int64 `json:"shown"`
 		}
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, e.url+"/_emu/events/"+url.PathEscape(x.id), nil)
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, e.url+"/_emu/events/"+url.PathEscape(x.id), nil)
+		if err != nil {
+			return a, err
+		}
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			return a, err
 		}
-		if resp.StatusCode == http.StatusOK {
-			json.NewDecoder(resp.Body).Decode(&got)
-			shown[x.id] = got.Shown
-			if got.Shown > 0 {
-				typeSeen[x.typ] = true
-			}
+		switch resp.StatusCode {
+		case http.StatusOK:
+			err = json.NewDecoder(resp.Body).Decode(&got)
+		case http.StatusNotFound: // never shown
+		default:
+			err = fmt.Errorf("emulator: event %s: %d", x.id, resp.StatusCode)
 		}
 		resp.Body.Close()
+		if err != nil {
+			return a, fmt.Errorf("emulator: event %s: %w", x.id, err)
+		}
+		shown[x.id] = got.Shown
+		if got.Shown > 0 {
+			typeSeen[x.typ] = true
+		}
 	}
 	for _, x := range evs {
 		if !typeSeen[x.typ] {
@@ -192,7 +200,10 @@ func (d *driver) checkList(ctx context.Context) []string {
 			OnlineCount int   `json:"online_count"`
 			Heat        int64 `json:"heat"`
 		}
-		json.Unmarshal(data, &snap)
+		if err := json.Unmarshal(data, &snap); err != nil {
+			bad = append(bad, fmt.Sprintf("%s: GET answer %s: %v", room, data, err))
+			continue
+		}
 		st, code, data = d.send(ctx, "GET", "/api/v1/rooms?tab=hot&limit=20&query="+url.QueryEscape(d.shortIDs[i]), tok, "", nil)
 		if st != http.StatusOK {
 			bad = append(bad, fmt.Sprintf("%s: list %d %s", room, st, code))
@@ -205,7 +216,10 @@ func (d *driver) checkList(ctx context.Context) []string {
 				Heat        int64  `json:"heat"`
 			} `json:"rooms"`
 		}
-		json.Unmarshal(data, &page)
+		if err := json.Unmarshal(data, &page); err != nil {
+			bad = append(bad, fmt.Sprintf("%s: list answer %s: %v", room, data, err))
+			continue
+		}
 		found := false
 		for _, it := range page.Rooms {
 			if it.RoomID != room {

@@ -26,7 +26,10 @@ func TestDocsRoutesServeTheDocumentAndThePage(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer resp.Body.Close()
-		body, _ := io.ReadAll(resp.Body)
+		body, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatalf("GET %s: read body: %v", path, err)
+		}
 		return resp.StatusCode, resp.Header.Get("Content-Type"), string(body)
 	}
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -87,7 +88,10 @@ func do(tb testing.TB, s *Server, method, path, token, body string, headers ...s
 	}
 	defer resp.Body.Close()
 	var env Envelope
-	raw, _ := io.ReadAll(resp.Body)
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		tb.Fatalf("%s %s: read body: %v", method, path, err)
+	}
 	if err := json.Unmarshal(raw, &env); err != nil {
 		tb.Fatalf("%s %s: body is not the envelope: %q", method, path, raw)
 	}
@@ -98,7 +102,10 @@ func TestEnvelopeAndErrors(t *testing.T) {
 	s, logs := newTestServer(t)
 	user := mustToken(t, "app1", 42, "", time.Hour)
 	admin := mustToken(t, "app1", 7, authtoken.RoleAdmin, time.Hour)
-	otherKey, _ := authtoken.Issue([]byte("another-secret-0123456789"), "app1", 42, "", time.Hour, time.Now())
+	otherKey, err := authtoken.Issue([]byte("another-secret-0123456789"), "app1", 42, "", time.Hour, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	tests := []struct {
 		name, method, path, token, body string
@@ -234,37 +241,25 @@ func TestServeLifecycle(t *testing.T) {
 
 	get := func(path string) (int, Envelope) {
 		t.Helper()
-		var (
-			resp *http.Response
-			err  error
-		)
-		for i := 0; i < 50; i++ { // Serve starts asynchronously
-			if resp, err = http.Get(base + path); err == nil {
-				break
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
+		// Listen has bound the socket: a connection waits in its backlog
+		// until Serve, started just above, accepts it.
+		resp, err := http.Get(base + path)
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer resp.Body.Close()
 		var env Envelope
-		json.NewDecoder(resp.Body).Decode(&env)
+		if err := json.NewDecoder(resp.Body).Decode(&env); err != nil && path != "/metrics" {
+			t.Fatalf("GET %s: body is not the envelope: %v", path, err)
+		}
 		return resp.StatusCode, env
 	}
-	waitReady := func() int {
-		var status int
-		for i := 0; i < 100; i++ {
-			if status, _ = get("/readyz"); status == 200 {
-				break
-			}
-			time.Sleep(10 * time.Millisecond)
+	testenv.Eventually(t, 10*time.Second, func() error {
+		if status, env := get("/readyz"); status != 200 {
+			return fmt.Errorf("readyz = %d %q", status, env.Message)
 		}
-		return status
-	}
-	if status := waitReady(); status != 200 {
-		t.Fatalf("readyz = %d", status)
-	}
+		return nil
+	})
 	mu.Lock()
 	dbDown = true
 	mu.Unlock()
@@ -285,8 +280,11 @@ func TestServeLifecycle(t *testing.T) {
 		t.Fatal(err)
 	}
 	var env Envelope
-	json.NewDecoder(resp.Body).Decode(&env)
+	err = json.NewDecoder(resp.Body).Decode(&env)
 	resp.Body.Close()
+	if err != nil {
+		t.Fatalf("oversized body: answer is not the envelope: %v", err)
+	}
 	if resp.StatusCode != 400 || env.Code != "INVALID_ARGUMENT" || env.RequestID == "" {
 		t.Fatalf("oversized body: %d %+v", resp.StatusCode, env)
 	}

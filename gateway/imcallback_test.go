@@ -83,7 +83,10 @@ func postCallback(tb testing.TB, client *http.Client, url, body string) imbridge
 		tb.Fatal(err)
 	}
 	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		tb.Fatalf("read answer: %v", err)
+	}
 	if resp.StatusCode != http.StatusOK {
 		tb.Fatalf("status %d: %s", resp.StatusCode, raw)
 	}

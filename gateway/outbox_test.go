@@ -10,17 +10,16 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"voiceroom/authtoken"
-	"voiceroom/internal/outboxtest"
 	"voiceroom/internal/testenv"
 	"voiceroom/outboxrelay"
 )
 
 func TestAdminOutboxIsScopedToTheTokensApp(t *testing.T) {
 	db := testenv.NewDB(t)
-	outboxtest.Insert(t, db, outboxtest.RoomEnvelopes("appA", "room1", 1, 3)...)
-	outboxtest.Insert(t, db, outboxtest.RoomEnvelopes("appB", "room2", 1, 5)...)
-	outboxtest.InsertRaw(t, db, "appA", "ev-broken", "room1", 4, "seat_changed", []byte("{"))
-	outboxtest.InsertRaw(t, db, "appB", "ev-broken-b", "room2", 6, "seat_changed", []byte("{"))
+	testenv.InsertOutbox(t, db, testenv.RoomEnvelopes("appA", "room1", 1, 3)...)
+	testenv.InsertOutbox(t, db, testenv.RoomEnvelopes("appB", "room2", 1, 5)...)
+	testenv.InsertOutboxRaw(t, db, "appA", "ev-broken", "room1", 4, "seat_changed", []byte("{"))
+	testenv.InsertOutboxRaw(t, db, "appB", "ev-broken-b", "room2", 6, "seat_changed", []byte("{"))
 	if _, err := db.Exec(`UPDATE room_outbox SET retry_count = 3, last_error = 'undecodable envelope: bad' WHERE event_id LIKE 'ev-broken%'`); err != nil {
 		t.Fatal(err)
 	}
@@ -35,7 +34,10 @@ func TestAdminOutboxIsScopedToTheTokensApp(t *testing.T) {
 	if status != http.StatusOK {
 		t.Fatalf("status %d: %+v", status, env)
 	}
-	raw, _ := json.Marshal(env.Data)
+	raw, err := json.Marshal(env.Data)
+	if err != nil {
+		t.Fatal(err)
+	}
 	var report outboxrelay.Report
 	if err := json.Unmarshal(raw, &report); err != nil {
 		t.Fatal(err)

@@ -67,7 +67,10 @@ func (e *regionEnv) must(method, path, token, body string, out any) {
 		e.tb.Fatalf("%s %s %s: %d %s %q", method, path, body, status, env.Code, env.Message)
 	}
 	if out != nil {
-		raw, _ := json.Marshal(env.Data)
+		raw, err := json.Marshal(env.Data)
+		if err != nil {
+			e.tb.Fatalf("%s %s: encode data: %v", method, path, err)
+		}
 		if err := json.Unmarshal(raw, out); err != nil {
 			e.tb.Fatalf("%s %s: data %s: %v", method, path, raw, err)
 		}
@@ -162,9 +165,7 @@ func TestUsersMeIgnoresForgedRegion(t *testing.T) {
 	}
 	// A body with only a region changes nothing.
 	e.putMe("app1", 1, fmt.Sprintf(`{"region_id":%d}`, f.mena))
-	var stored int64
-	e.db.QueryRow("SELECT region_id FROM users WHERE app_code = 'app1' AND user_id = 1").Scan(&stored)
-	if stored != f.sea {
+	if stored := testenv.Scalar[int64](t, e.db, "SELECT region_id FROM users WHERE app_code = 'app1' AND user_id = 1"); stored != f.sea {
 		t.Fatalf("stored region %d, want SEA %d", stored, f.sea)
 	}
 	if _, region, err := e.svc.UserRegion(context.Background(), "app1", 1); err != nil || region != f.sea {
@@ -324,9 +325,7 @@ func TestAdminRegionRoutesRefuseOtherTokens(t *testing.T) {
 			t.Errorf("%s %s without a token: %d %s", tt.method, tt.path, status, env.Code)
 		}
 	}
-	var n int
-	e.db.QueryRow("SELECT (SELECT COUNT(*) FROM regions) + (SELECT COUNT(*) FROM countries)").Scan(&n)
-	if n != 0 {
+	if n := testenv.Scalar[int](t, e.db, "SELECT (SELECT COUNT(*) FROM regions) + (SELECT COUNT(*) FROM countries)"); n != 0 {
 		t.Fatalf("refused requests wrote %d rows", n)
 	}
 }
@@ -494,10 +493,14 @@ func TestUserRegionCacheFollowsEveryChangeSource(t *testing.T) {
 	// First, the lookup really is cached: a change made behind the service's
 	// back (user 2) is not seen.
 	e.putMe("app1", 2, `{"display_user_id":"other","country":"SG"}`)
-	e.svc.UserRegion(ctx, "app1", 2)
-	e.db.Exec("UPDATE users SET region_id = ? WHERE app_code = 'app1' AND user_id = 2", f.mena)
-	if _, region, _ := e.svc.UserRegion(ctx, "app1", 2); region != f.sea {
-		t.Fatalf("the lookup read MySQL (%d): this test would prove nothing", region)
+	if _, _, err := e.svc.UserRegion(ctx, "app1", 2); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.db.Exec("UPDATE users SET region_id = ? WHERE app_code = 'app1' AND user_id = 2", f.mena); err != nil {
+		t.Fatal(err)
+	}
+	if _, region, err := e.svc.UserRegion(ctx, "app1", 2); err != nil || region != f.sea {
+		t.Fatalf("the lookup read MySQL (%d, %v): this test would prove nothing", region, err)
 	}
 
 	e.putMe("app1", 1, `{"display_user_id":"ana","country":"MY"}`)

@@ -84,7 +84,10 @@ func (a *roomAPI) call(method, path, as, body string, out any, headers ...string
 		a.t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		a.t.Fatalf("%s %s: read body: %v", method, path, err)
+	}
 	var env struct {
 		Envelope
 		Data json.RawMessage `json:"data"`
@@ -93,7 +96,9 @@ func (a *roomAPI) call(method, path, as, body string, out any, headers ...string
 		a.t.Fatalf("%s %s: not an envelope: %s", method, path, raw)
 	}
 	if out != nil && len(env.Data) > 0 {
-		json.Unmarshal(env.Data, out)
+		if err := json.Unmarshal(env.Data, out); err != nil {
+			a.t.Fatalf("%s %s: data %s: %v", method, path, env.Data, err)
+		}
 	}
 	env.Envelope.Data = env.Data
 	return resp.StatusCode, env.Envelope
@@ -184,7 +189,10 @@ func TestRoomRoutes(t *testing.T) {
 		len(snap.GiftRank) != 1 || snap.GiftRank[0].UserID != 2 {
 		t.Fatalf("final snapshot %+v", snap)
 	}
-	raw, _ := json.Marshal(snap)
+	raw, err := json.Marshal(snap)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if strings.Contains(string(raw), "password") || strings.Contains(string(raw), "$2a$") {
 		t.Fatalf("snapshot leaks the password hash: %s", raw)
 	}

@@ -8,6 +8,15 @@ import (
 	"voiceroom/bus"
 )
 
+// Holds reports whether b holds e in its room's lane, waiting to be sent
+// (tests).
+func Holds(b *Bridge, e bus.Envelope) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	l := b.lanes[e.AppCode+"/"+e.RoomID]
+	return l != nil && l.held[e.EventID] != nil
+}
+
 // Handle hands b one delivery as its consumer does and waits until it is
 // settled (tests).
 func Handle(b *Bridge, d bus.Delivery) error {

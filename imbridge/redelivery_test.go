@@ -3,6 +3,7 @@ package imbridge_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -76,7 +77,7 @@ func TestAcceptedEventDeliveredAgainIsNotShownTwice(t *testing.T) {
 	publish(t, js, second)
 	waitShown(t, emu, first, second)
 	waitDrained(t, js)
-	if ev, _ := emu.Event(first.EventID); ev.Shown != 1 {
+	if ev, ok := emu.Event(first.EventID); !ok || ev.Shown != 1 {
 		t.Fatalf("event delivered again shown %d times, want 1", ev.Shown)
 	}
 	if n := duplicates(t, reg, roomevent.RoomUserJoined); n != 1 {
@@ -127,7 +128,7 @@ func TestEventDeliveredAgainWhileHeldIsShownOnce(t *testing.T) {
 	emu.ClearFault()
 	waitShown(t, emu, first, second)
 	waitDrained(t, js)
-	if ev, _ := emu.Event(first.EventID); ev.Shown != 1 {
+	if ev, ok := emu.Event(first.EventID); !ok || ev.Shown != 1 {
 		t.Fatalf("event delivered again shown %d times, want 1", ev.Shown)
 	}
 }
@@ -164,7 +165,9 @@ func TestJetStreamRestartShowsNoEventTwice(t *testing.T) {
 	wg.Go(func() {
 		for _, b := range batches[1:] {
 			publishRetrying(t, js, b)
-			time.Sleep(50 * time.Millisecond) // pace: events flow across the restart
+			// Pace, not a wait for anything: the events flow across the
+			// restart instead of all before it.
+			time.Sleep(50 * time.Millisecond)
 		}
 	})
 	testenv.Eventually(t, 20*time.Second, func() error {
@@ -174,7 +177,10 @@ func TestJetStreamRestartShowsNoEventTwice(t *testing.T) {
 		return nil
 	})
 	srv.Stop()
-	time.Sleep(3 * time.Second) // past the ack wait: held events come again
+	// An outage longer than the ack wait (2 s), so that held events come
+	// again: a length of time, with nothing to poll while the server is
+	// down.
+	time.Sleep(3 * time.Second)
 	srv.Start()
 	wg.Wait()
 	testenv.Eventually(t, 60*time.Second, func() error {
@@ -217,7 +223,7 @@ func publishRetrying(tb testing.TB, js jetstream.JetStream, envs []bus.Envelope)
 			return
 		}
 		envs = failed
-		time.Sleep(200 * time.Millisecond)
+		time.Sleep(200 * time.Millisecond) // the retry's backoff (this runs beside the test: no Eventually)
 	}
 }
 
@@ -258,21 +264,28 @@ func TestEventAcceptedBeforeARestartIsNotShownTwice(t *testing.T) {
 	// The group's next message waits a second (slowGroups): the
 	// redelivered event and the room's next one arrive meanwhile.
 	third := r.joined(4)
-	errs := make(chan error, 2)
+	firstDone, thirdDone := make(chan error, 1), make(chan error, 1)
 	go func() {
-		errs <- imbridge.Handle(b, bus.Delivery{Envelope: first, NumDelivered: 2, Consumer: bus.DurableIMBridge})
+		firstDone <- imbridge.Handle(b, bus.Delivery{Envelope: first, NumDelivered: 2, Consumer: bus.DurableIMBridge})
 	}()
-	time.Sleep(50 * time.Millisecond) // in stream order
+	// In stream order: the third comes once the bridge has taken the first
+	// (settled it, or holds it for the group's next message).
+	testenv.Eventually(t, 10*time.Second, func() error {
+		if len(firstDone) == 0 && !imbridge.Holds(b, first) {
+			return errors.New("the redelivered event is not taken yet")
+		}
+		return nil
+	})
 	go func() {
-		errs <- imbridge.Handle(b, bus.Delivery{Envelope: third, NumDelivered: 1, Consumer: bus.DurableIMBridge})
+		thirdDone <- imbridge.Handle(b, bus.Delivery{Envelope: third, NumDelivered: 1, Consumer: bus.DurableIMBridge})
 	}()
-	for range 2 {
-		if err := <-errs; err != nil {
+	for _, done := range []chan error{firstDone, thirdDone} {
+		if err := <-done; err != nil {
 			t.Fatalf("settled with %v", err)
 		}
 	}
 	waitShown(t, emu, third)
-	if ev, _ := emu.Event(first.EventID); ev.Shown != 1 {
+	if ev, ok := emu.Event(first.EventID); !ok || ev.Shown != 1 {
 		t.Fatalf("event accepted before the restart shown %d times, want 1", ev.Shown)
 	}
 	if n := duplicates(t, reg, roomevent.RoomUserJoined); n != 1 {

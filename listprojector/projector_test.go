@@ -80,7 +80,10 @@ func (s *sink) publish(app, eventType string, c roomevent.Card) {
 
 func (s *sink) publishRaw(app, room string, version int64, eventType string, payload any) {
 	s.tb.Helper()
-	raw, _ := json.Marshal(payload)
+	raw, err := json.Marshal(payload)
+	if err != nil {
+		s.tb.Fatal(err)
+	}
 	s.seq++
 	env := bus.Envelope{EventID: fmt.Sprintf("ev-%d", s.seq), AppCode: app, RoomID: room, RoomVersion: version,
 		EventType: eventType, CommandID: "cmd", OccurredAtMs: time.Now().UnixMilli(), Payload: raw}

@@ -20,7 +20,10 @@ func TestOpenCreatesDatabaseAndMigrateIsIdempotent(t *testing.T) {
 	if testing.Short() {
 		t.Skip("needs MySQL")
 	}
-	cfg, _ := mysql.ParseDSN(testenv.MySQLDSN())
+	cfg, err := mysql.ParseDSN(testenv.MySQLDSN())
+	if err != nil {
+		t.Fatal(err)
+	}
 	cfg.DBName = fmt.Sprintf("vrt_open_%d", time.Now().UnixNano())
 	ctx := context.Background()
 	log := testenv.Logger(t)
@@ -29,7 +32,9 @@ func TestOpenCreatesDatabaseAndMigrateIsIdempotent(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		db.Exec("DROP DATABASE `" + cfg.DBName + "`")
+		if _, err := db.Exec("DROP DATABASE `" + cfg.DBName + "`"); err != nil {
+			t.Errorf("drop test database: %v", err)
+		}
 		db.Close()
 	})
 	// Three processes starting together take turns; all succeed.
@@ -59,9 +64,7 @@ func TestOpenCreatesDatabaseAndMigrateIsIdempotent(t *testing.T) {
 	if err := mysqldb.Migrate(ctx, db, log); err != nil {
 		t.Fatalf("second migrate: %v", err)
 	}
-	var again int
-	db.QueryRow("SELECT COUNT(*) FROM goose_db_version WHERE version_id > 0").Scan(&again)
-	if again != n {
+	if again := testenv.Scalar[int](t, db, "SELECT COUNT(*) FROM goose_db_version WHERE version_id > 0"); again != n {
 		t.Fatalf("migrations recorded %d then %d", n, again)
 	}
 }
@@ -94,7 +97,9 @@ func TestUpdateRetriesDeadlock(t *testing.T) {
 	if _, err := db.Exec("CREATE TABLE dl (id INT PRIMARY KEY, v INT NOT NULL)"); err != nil {
 		t.Fatal(err)
 	}
-	db.Exec("INSERT INTO dl VALUES (1, 0), (2, 0)")
+	if _, err := db.Exec("INSERT INTO dl VALUES (1, 0), (2, 0)"); err != nil {
+		t.Fatal(err)
+	}
 
 	var attempts atomic.Int32
 	var barrier sync.WaitGroup
@@ -122,16 +127,16 @@ func TestUpdateRetriesDeadlock(t *testing.T) {
 	if attempts.Load() < 3 {
 		t.Fatalf("%d attempts: no deadlock happened, the test proves nothing", attempts.Load())
 	}
-	var sum int
-	db.QueryRow("SELECT SUM(v) FROM dl").Scan(&sum)
-	if sum != 4 {
+	if sum := testenv.Scalar[int](t, db, "SELECT SUM(v) FROM dl"); sum != 4 {
 		t.Fatalf("sum %d, want 4: a retried transaction was applied twice or not at all", sum)
 	}
 }
 
 func TestUpdateRollsBackOnError(t *testing.T) {
 	db := testenv.NewDB(t)
-	db.Exec("CREATE TABLE rb (id INT PRIMARY KEY)")
+	if _, err := db.Exec("CREATE TABLE rb (id INT PRIMARY KEY)"); err != nil {
+		t.Fatal(err)
+	}
 	boom := errors.New("boom")
 	err := mysqldb.Update(context.Background(), db, func(tx *sql.Tx) error {
 		if _, err := tx.Exec("INSERT INTO rb VALUES (1)"); err != nil {
@@ -142,9 +147,7 @@ func TestUpdateRollsBackOnError(t *testing.T) {
 	if !errors.Is(err, boom) {
 		t.Fatalf("got %v", err)
 	}
-	var n int
-	db.QueryRow("SELECT COUNT(*) FROM rb").Scan(&n)
-	if n != 0 {
+	if n := testenv.Scalar[int](t, db, "SELECT COUNT(*) FROM rb"); n != 0 {
 		t.Fatal("insert survived the rollback")
 	}
 	if _, err := db.Exec("INSERT INTO rb VALUES (1)"); err != nil {

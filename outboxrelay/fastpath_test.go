@@ -9,7 +9,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"voiceroom/bus"
-	"voiceroom/internal/outboxtest"
 	"voiceroom/internal/testenv"
 	"voiceroom/outboxrelay"
 )
@@ -31,20 +30,20 @@ func TestFastPathPublishesAndMarks(t *testing.T) {
 	for v := range 10 {
 		var envs []bus.Envelope
 		for r := range 5 {
-			envs = append(envs, outboxtest.NewEnvelope(testApp, fmt.Sprintf("room%d", r), int64(v+1), "user_joined"))
+			envs = append(envs, testenv.NewEnvelope(testApp, fmt.Sprintf("room%d", r), int64(v+1), "user_joined"))
 		}
-		msgs := outboxtest.Insert(t, db, envs...)
+		msgs := testenv.InsertOutbox(t, db, envs...)
 		fp.Committed(msgs, time.Now())
 		all = append(all, msgs...)
 	}
 	testenv.Eventually(t, 10*time.Second, func() error {
-		if n := outboxtest.Count(t, db, "pending"); n > 0 {
+		if n := testenv.OutboxCount(t, db, "pending"); n > 0 {
 			return fmt.Errorf("%d pending", n)
 		}
 		return nil
 	})
 	for _, msg := range all {
-		if st := outboxtest.State(t, db, msg.ID); st.Status != "published" || st.RetryCount != 0 || st.PublishedAtMs == 0 {
+		if st := testenv.OutboxState(t, db, msg.ID); st.Status != "published" || st.RetryCount != 0 || st.PublishedAtMs == 0 {
 			t.Fatalf("row %+v", st)
 		}
 	}
@@ -53,15 +52,15 @@ func TestFastPathPublishesAndMarks(t *testing.T) {
 	if res := r.Pass(context.Background()); res.Claimed != 0 {
 		t.Fatalf("the relay took rows the fast path published: %+v", res)
 	}
-	if got := testenv.MetricValue(t, reg, "room_outbox_publish_success_total", "path", "relay"); got != 0 {
+	if got := testenv.MustMetric(t, reg, "room_outbox_publish_success_total", "path", "relay"); got != 0 {
 		t.Fatalf("relay published %v", got)
 	}
-	if n := outboxtest.StreamLen(t, conn.JetStream()); n != uint64(len(all)) {
+	if n := testenv.StreamLen(t, conn.JetStream()); n != uint64(len(all)) {
 		t.Fatalf("stream holds %d, want %d", n, len(all))
 	}
 	// Per room, the stream holds the events in room_version order.
 	last := map[string]int64{}
-	for _, sm := range outboxtest.StreamMessages(t, conn.JetStream()) {
+	for _, sm := range testenv.StreamMessages(t, conn.JetStream()) {
 		if sm.Envelope.RoomVersion != last[sm.Envelope.RoomID]+1 {
 			t.Fatalf("room %s: version %d after %d", sm.Envelope.RoomID, sm.Envelope.RoomVersion, last[sm.Envelope.RoomID])
 		}
@@ -96,7 +95,7 @@ func TestFastPathJetStreamDown(t *testing.T) {
 			relay := newTestRelay(t, db, testenv.NewPublisher(t, js.Conn()), m, outboxrelay.Config{})
 
 			js.Stop()
-			v1 := outboxtest.Insert(t, db, outboxtest.NewEnvelope(testApp, "room1", 1, "gift_sent"))
+			v1 := testenv.InsertOutbox(t, db, testenv.NewEnvelope(testApp, "room1", 1, "gift_sent"))
 			start := time.Now()
 			fp.Committed(v1, time.Now())
 			if time.Since(start) > 500*time.Millisecond { // it takes microseconds; the margin is for a loaded machine
@@ -108,7 +107,7 @@ func TestFastPathJetStreamDown(t *testing.T) {
 				}
 				return nil
 			})
-			if st := outboxtest.State(t, db, v1[0].ID); st.Status != "pending" || st.RetryCount != 0 || st.LastError != "" {
+			if st := testenv.OutboxState(t, db, v1[0].ID); st.Status != "pending" || st.RetryCount != 0 || st.LastError != "" {
 				t.Fatalf("row after the failed fast publish: %+v", st)
 			}
 			reason := "disconnected"
@@ -123,7 +122,7 @@ func TestFastPathJetStreamDown(t *testing.T) {
 			}
 
 			js.Start()
-			v2 := outboxtest.Insert(t, db, outboxtest.NewEnvelope(testApp, "room1", 2, "gift_sent"))
+			v2 := testenv.InsertOutbox(t, db, testenv.NewEnvelope(testApp, "room1", 2, "gift_sent"))
 			fp.Committed(v2, time.Now())
 			if got := testenv.MetricValue(t, reg, "room_outbox_fastpath_handed_over_total", "reason", "room_blocked"); got != 1 {
 				t.Fatalf("room 1's next event must go to the relay behind the first: handed over %v", got)
@@ -137,10 +136,10 @@ func TestFastPathJetStreamDown(t *testing.T) {
 				}
 				return nil
 			})
-			v3 := outboxtest.Insert(t, db, outboxtest.NewEnvelope(testApp, "room1", 3, "gift_sent"))
+			v3 := testenv.InsertOutbox(t, db, testenv.NewEnvelope(testApp, "room1", 3, "gift_sent"))
 			fp.Committed(v3, time.Now())
 			testenv.Eventually(t, 5*time.Second, func() error {
-				if st := outboxtest.State(t, db, v3[0].ID); st.Status != "published" {
+				if st := testenv.OutboxState(t, db, v3[0].ID); st.Status != "published" {
 					return fmt.Errorf("v3 %s", st.Status)
 				}
 				return nil
@@ -149,13 +148,13 @@ func TestFastPathJetStreamDown(t *testing.T) {
 				t.Fatalf("fast publishes %v, want v3 only", got)
 			}
 			var order []int64
-			for _, sm := range outboxtest.StreamMessages(t, js.Conn().JetStream()) {
+			for _, sm := range testenv.StreamMessages(t, js.Conn().JetStream()) {
 				order = append(order, sm.Envelope.RoomVersion)
 			}
 			if fmt.Sprint(order) != "[1 2 3]" {
 				t.Fatalf("stream holds room 1 as %v, want [1 2 3]", order)
 			}
-			if st := outboxtest.State(t, db, v1[0].ID); st.Status != "published" || st.RetryCount != 0 {
+			if st := testenv.OutboxState(t, db, v1[0].ID); st.Status != "published" || st.RetryCount != 0 {
 				t.Fatalf("v1 after the relay: %+v", st)
 			}
 		})
@@ -174,8 +173,8 @@ func TestFastPathQueueFullHandsOver(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := outboxtest.Insert(t, db, outboxtest.NewEnvelope(testApp, "roomA", 1, "t"))
-	b := outboxtest.Insert(t, db, outboxtest.RoomEnvelopes(testApp, "roomB", 1, 2)...)
+	a := testenv.InsertOutbox(t, db, testenv.NewEnvelope(testApp, "roomA", 1, "t"))
+	b := testenv.InsertOutbox(t, db, testenv.RoomEnvelopes(testApp, "roomB", 1, 2)...)
 	fp.Committed(a, time.Now())
 	fp.Committed(b, time.Now())
 	if got := testenv.MetricValue(t, reg, "room_outbox_fastpath_handed_over_total", "reason", "queue_full"); got != 1 {
@@ -186,13 +185,13 @@ func TestFastPathQueueFullHandsOver(t *testing.T) {
 	}
 	runInBackground(t, fp.Run)
 	testenv.Eventually(t, 5*time.Second, func() error {
-		if st := outboxtest.State(t, db, a[0].ID); st.Status != "published" {
+		if st := testenv.OutboxState(t, db, a[0].ID); st.Status != "published" {
 			return fmt.Errorf("room A %s", st.Status)
 		}
 		return nil
 	})
 	for _, m := range b {
-		if st := outboxtest.State(t, db, m.ID); st.Status != "pending" {
+		if st := testenv.OutboxState(t, db, m.ID); st.Status != "pending" {
 			t.Fatalf("room B went fast: %+v", st)
 		}
 	}
@@ -209,16 +208,16 @@ func TestFastPathShutdown(t *testing.T) {
 		t.Fatal(err)
 	}
 	run := runInBackground(t, fp.Run)
-	msgs := outboxtest.Insert(t, db, outboxtest.RoomEnvelopes(testApp, "room1", 1, 3)...)
+	msgs := testenv.InsertOutbox(t, db, testenv.RoomEnvelopes(testApp, "room1", 1, 3)...)
 	fp.Committed(msgs, time.Now())
 	took := run.stop(t, fp.Config().DrainBound()+time.Second)
 	t.Logf("stopped in %v", took)
-	late := outboxtest.Insert(t, db, outboxtest.NewEnvelope(testApp, "room1", 4, "t"))
+	late := testenv.InsertOutbox(t, db, testenv.NewEnvelope(testApp, "room1", 4, "t"))
 	fp.Committed(late, time.Now())
 	if got := testenv.MetricValue(t, reg, "room_outbox_fastpath_handed_over_total", "reason", "stopped"); got < 1 {
 		t.Fatalf("stopped hand-overs %v", got)
 	}
-	if st := outboxtest.State(t, db, late[0].ID); st.Status != "pending" {
+	if st := testenv.OutboxState(t, db, late[0].ID); st.Status != "pending" {
 		t.Fatalf("late row %+v", st)
 	}
 	if inUse := db.Stats().InUse; inUse != 0 {

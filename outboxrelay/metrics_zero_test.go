@@ -9,7 +9,9 @@ import (
 // Alerts on rate(...) need their labelled series before the first event.
 func TestLabelledSeriesExistAtZero(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	NewMetrics(reg)
+	if _, err := NewMetrics(reg); err != nil {
+		t.Fatal(err)
+	}
 	families, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)

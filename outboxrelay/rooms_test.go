@@ -10,7 +10,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"voiceroom/apperr"
-	"voiceroom/internal/outboxtest"
 	"voiceroom/internal/testenv"
 	"voiceroom/outboxrelay"
 	"voiceroom/rooms"
@@ -69,12 +68,12 @@ func TestRoomCommandsWhileJetStreamIsDown(t *testing.T) {
 		t.Fatal(err)
 	}
 	testenv.Eventually(t, 10*time.Second, func() error { // the fast path works while JetStream is up
-		if n := outboxtest.Count(t, db, "pending"); n > 0 {
+		if n := testenv.OutboxCount(t, db, "pending"); n > 0 {
 			return fmt.Errorf("%d pending", n)
 		}
 		return nil
 	})
-	before := outboxtest.StreamLen(t, js.Conn().JetStream())
+	before := testenv.StreamLen(t, js.Conn().JetStream())
 
 	js.Stop()
 	joined := exec(rooms.KindJoinRoom, 3)
@@ -86,8 +85,8 @@ func TestRoomCommandsWhileJetStreamIsDown(t *testing.T) {
 	if err != nil || gift.View.Heat != 6 {
 		t.Fatalf("gift while JetStream is down: %+v %v", gift.View, err)
 	}
-	if got, _ := svc.Get(ctx, testApp, room); got.Heat != 6 || got.OnlineCount != 2 {
-		t.Fatalf("snapshot not updated: %+v", got)
+	if got, err := svc.Get(ctx, testApp, room); err != nil || got.Heat != 6 || got.OnlineCount != 2 {
+		t.Fatalf("snapshot not updated: %+v %v", got, err)
 	}
 	ids := eventIDsFrom(t, db, room, joined.RoomVersion)
 	if len(ids) < 3 { // RoomUserJoined, RoomGiftSent, RoomHeatChanged (+ RoomRankChanged)
@@ -100,7 +99,7 @@ func TestRoomCommandsWhileJetStreamIsDown(t *testing.T) {
 		return nil
 	})
 	for _, id := range ids {
-		if st := outboxtest.State(t, db, id); st.Status != "pending" || st.RetryCount != 0 {
+		if st := testenv.OutboxState(t, db, id); st.Status != "pending" || st.RetryCount != 0 {
 			t.Fatalf("row %s while JetStream is down: %+v", id, st)
 		}
 	}
@@ -110,18 +109,18 @@ func TestRoomCommandsWhileJetStreamIsDown(t *testing.T) {
 	testenv.Eventually(t, 20*time.Second, func() error {
 		r.Pass(ctx)
 		for _, id := range ids {
-			if st := outboxtest.State(t, db, id); st.Status != "published" {
+			if st := testenv.OutboxState(t, db, id); st.Status != "published" {
 				return fmt.Errorf("row %s is %s", id, st.Status)
 			}
 		}
 		return nil
 	})
 	for _, id := range ids {
-		if n := outboxtest.StreamCount(t, js.Conn().JetStream(), id); n != 1 {
+		if n := testenv.StreamCount(t, js.Conn().JetStream(), id); n != 1 {
 			t.Fatalf("stream holds %d copies of %s", n, id)
 		}
 	}
-	if n := outboxtest.StreamLen(t, js.Conn().JetStream()); n != before+uint64(len(ids)) {
+	if n := testenv.StreamLen(t, js.Conn().JetStream()); n != before+uint64(len(ids)) {
 		t.Fatalf("stream grew from %d to %d for %d events", before, n, len(ids))
 	}
 	// Nothing was rolled back: the wallet paid once.
@@ -145,8 +144,13 @@ func eventIDsFrom(tb testing.TB, db *sql.DB, room string, version int64) []strin
 	var ids []string
 	for rows.Next() {
 		var id string
-		rows.Scan(&id)
+		if err := rows.Scan(&id); err != nil {
+			tb.Fatal(err)
+		}
 		ids = append(ids, id)
+	}
+	if err := rows.Err(); err != nil {
+		tb.Fatal(err)
 	}
 	return ids
 }

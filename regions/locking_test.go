@@ -24,8 +24,14 @@ func TestCountryChangeRacingOperator(t *testing.T) {
 	}
 	t.Cleanup(svc.Close)
 	ctx := context.Background()
-	sea, _ := svc.CreateRegion(ctx, "app1", "SEA", "Southeast Asia")
-	mena, _ := svc.CreateRegion(ctx, "app1", "MENA", "Middle East")
+	sea, err := svc.CreateRegion(ctx, "app1", "SEA", "Southeast Asia")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mena, err := svc.CreateRegion(ctx, "app1", "MENA", "Middle East")
+	if err != nil {
+		t.Fatal(err)
+	}
 	if _, err := svc.CreateCountry(ctx, "app1", "MY", "", sea.ID); err != nil {
 		t.Fatal(err)
 	}

@@ -330,15 +330,11 @@ func TestRebuildBatchesAndIsIdempotent(t *testing.T) {
 	if res, err = svc.Rebuild(ctx, "app1", "admin:7"); err != nil || res.Changed != 0 || res.Scanned != 11 {
 		t.Fatalf("second rebuild %+v %v, want nothing changed", res, err)
 	}
-	var audits int
-	db.QueryRow("SELECT COUNT(*) FROM user_region_audit WHERE app_code = 'app1' AND source = 'rebuild' AND operator = 'admin:7'").Scan(&audits)
-	if audits != wantChanged {
+	if audits := testenv.Scalar[int](t, db, "SELECT COUNT(*) FROM user_region_audit WHERE app_code = 'app1' AND source = 'rebuild' AND operator = 'admin:7'"); audits != wantChanged {
 		t.Fatalf("%d rebuild audit rows, want %d", audits, wantChanged)
 	}
 	// The other app's users were not touched.
-	var moved int
-	db.QueryRow("SELECT COUNT(*) FROM users WHERE app_code = 'app2' AND region_id = 0").Scan(&moved)
-	if moved != 0 {
+	if moved := testenv.Scalar[int](t, db, "SELECT COUNT(*) FROM users WHERE app_code = 'app2' AND region_id = 0"); moved != 0 {
 		t.Fatalf("rebuild of app1 moved %d users of app2", moved)
 	}
 }
@@ -400,13 +396,23 @@ func TestRegionsStayConsistentUnderConcurrency(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer rows.Close()
+	seen := 0
 	for rows.Next() {
 		var id, region int64
 		var country string
-		rows.Scan(&id, &country, &region)
+		if err := rows.Scan(&id, &country, &region); err != nil {
+			t.Fatal(err)
+		}
+		seen++
 		if region != want[country] {
 			t.Errorf("user %d in %q has region %d, want %d", id, country, region, want[country])
 		}
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if seen != users {
+		t.Fatalf("checked %d users, want %d", seen, users)
 	}
 }
 
@@ -489,9 +495,7 @@ func TestConcurrentRegistrations(t *testing.T) {
 	for err := range errs {
 		t.Errorf("sign-up failed: %v", err)
 	}
-	var n int
-	db.QueryRow("SELECT COUNT(*) FROM users WHERE app_code = 'app1' AND region_id = ?", f.sea).Scan(&n)
-	if n != workers*each+1 {
+	if n := testenv.Scalar[int](t, db, "SELECT COUNT(*) FROM users WHERE app_code = 'app1' AND region_id = ?", f.sea); n != workers*each+1 {
 		t.Fatalf("%d users in SEA, want %d", n, workers*each+1)
 	}
 }

@@ -196,7 +196,9 @@ func BenchmarkListHTTP(b *testing.B) {
 						var env struct {
 							Data roomlist.Page `json:"data"`
 						}
-						json.Unmarshal(body, &env)
+						if err := json.Unmarshal(body, &env); err != nil || env.Data.NextCursor == "" {
+							b.Fatalf("walk: page %s: %v", body, err)
+						}
 						cursor = env.Data.NextCursor
 					}
 					users[i].deep = cursor

@@ -156,7 +156,9 @@ func TestHideSeenByTheNextRequest(t *testing.T) {
 
 			switch tt {
 			case "key deleted":
-				s.rdb.Del(ctx, hideKey(s.prefix, "a1", 1))
+				if n, err := s.rdb.Del(ctx, hideKey(s.prefix, "a1", 1)).Result(); err != nil || n != 1 {
+					t.Fatalf("delete the hide set: %d deleted, %v", n, err)
+				}
 			case "redis stopped":
 				down := redis.NewClient(&redis.Options{Addr: testenv.ClosedAddr(t), MaxRetries: -1, DialTimeout: 100 * time.Millisecond})
 				t.Cleanup(func() { down.Close() })

@@ -222,8 +222,8 @@ func TestPinsFirstAndExpiry(t *testing.T) {
 	if len(got) != 30 {
 		t.Errorf("%d rooms, want 30", len(got))
 	}
-	if other, _ := l.List(ctx, roomlist.ListRequest{AppCode: "a1", RegionID: 2}); len(other.Rooms) != 2 || other.Rooms[0].Pinned {
-		t.Errorf("region 2: %+v", other.Rooms)
+	if other, err := l.List(ctx, roomlist.ListRequest{AppCode: "a1", RegionID: 2}); err != nil || len(other.Rooms) != 2 || other.Rooms[0].Pinned {
+		t.Errorf("region 2: %+v %v", other.Rooms, err)
 	}
 
 	clk.add(2 * time.Minute) // the short pin expires
@@ -337,7 +337,10 @@ func TestCursorsBoundAndSigned(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	op, _ := other.List(ctx, base)
+	op, err := other.List(ctx, base)
+	if err != nil || op.NextCursor == "" {
+		t.Fatalf("a page under another key: %+v %v", op, err)
+	}
 	for name, tc := range map[string]roomlist.ListRequest{
 		"edited body":      {AppCode: "a1", RegionID: 1, Tab: "hot", Cursor: flip(body, 3) + "." + sig},
 		"edited signature": {AppCode: "a1", RegionID: 1, Tab: "hot", Cursor: body + "." + flip(sig, 0)},

@@ -3,6 +3,7 @@ package roomlist
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -48,20 +49,27 @@ func TestFreezerRebuildsBehind(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	// The rebuild runs in the background: give it time to start.
-	for deadline := time.Now().Add(5 * time.Second); builds.Load() < 2 && time.Now().Before(deadline); {
-		time.Sleep(time.Millisecond)
-	}
+	// The rebuild runs in the background: wait until it has started.
+	testenv.Eventually(t, 10*time.Second, func() error {
+		if n := builds.Load(); n < 2 {
+			return fmt.Errorf("%d builds, want the rebuild to start", n)
+		}
+		return nil
+	})
 	if n := builds.Load(); n != 2 {
 		t.Errorf("%d builds, want 2", n)
 	}
 	close(release)
 	var f2 *frozenOrder
-	for f2 == nil || f2 == f1 {
+	testenv.Eventually(t, 10*time.Second, func() error {
 		if f2, err = z.current(ctx, id, build); err != nil {
 			t.Fatal(err)
 		}
-	}
+		if f2 == f1 {
+			return errors.New("still the previous order")
+		}
+		return nil
+	})
 	if f2.entries[0].key != 2 || f2.at.UnixMilli() != ms.Load() {
 		t.Errorf("rebuilt order %+v at %v", f2.entries, f2.at)
 	}
@@ -111,9 +119,12 @@ func TestRedisProbedOnce(t *testing.T) {
 	if up.Load() != 0 {
 		t.Errorf("%d requests used redis before the probe answered", up.Load())
 	}
-	for !l.redisUp() {
-		time.Sleep(time.Millisecond)
-	}
+	testenv.Eventually(t, 10*time.Second, func() error {
+		if !l.redisUp() {
+			return errors.New("redis still skipped after the probe's time")
+		}
+		return nil
+	})
 	if n := pings.Load(); n != 1 {
 		t.Errorf("%d probes, want 1", n)
 	}

@@ -233,7 +233,7 @@ func TestNearCacheOffReadsRedis(t *testing.T) {
 	if n := reads.mgets.Load() - before; n != 5 {
 		t.Fatalf("%d card reads from Redis for 5 pages, want 5", n)
 	}
-	if n := testenv.MetricValue(t, p.reg, "room_list_cache_requests_total", "result", "miss") - missBefore; n != 0 {
+	if n := testenv.MustMetric(t, p.reg, "room_list_cache_requests_total", "result", "miss") - missBefore; n != 0 {
 		t.Fatalf("%v misses, want 0", n)
 	}
 }

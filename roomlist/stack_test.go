@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http/httptest"
@@ -150,14 +151,19 @@ func newStack(tb testing.TB) *stack {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	raw, _ := json.Marshal(list)
+	raw, err := json.Marshal(list)
+	if err != nil {
+		tb.Fatal(err)
+	}
 	var parsed struct {
 		Regions []struct {
 			RegionID   int64  `json:"region_id"`
 			RegionCode string `json:"region_code"`
 		} `json:"regions"`
 	}
-	json.Unmarshal(raw, &parsed)
+	if err := json.Unmarshal(raw, &parsed); err != nil {
+		tb.Fatalf("regions %s: %v", raw, err)
+	}
 	for _, r := range parsed.Regions {
 		s.ids[r.RegionCode] = r.RegionID
 	}
@@ -176,11 +182,12 @@ func runLister(tb testing.TB, l *roomlist.Lister, rdb redis.UniversalClient) {
 	if rdb == nil || !roomlist.NearCacheOn(l) || rdb.Ping(context.Background()).Err() != nil {
 		return
 	}
-	for deadline := time.Now().Add(10 * time.Second); !roomlist.NearCacheUp(l); time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			tb.Fatal("the near cache did not come up")
+	testenv.Eventually(tb, 10*time.Second, func() error {
+		if !roomlist.NearCacheUp(l) {
+			return errors.New("the near cache did not come up")
 		}
-	}
+		return nil
+	})
 }
 
 // call sends a request as "app:user" ("app:admin" for an operator) and
@@ -209,7 +216,10 @@ func (s *stack) call(method, path, as, body string, out any) (int, string) {
 		s.tb.Fatal(err)
 	}
 	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		s.tb.Fatalf("%s %s: read body: %v", method, path, err)
+	}
 	var env struct {
 		Code string          `json:"code"`
 		Data json.RawMessage `json:"data"`

@@ -138,47 +138,133 @@ func reportConcurrent(b *testing.B, conc int, run func(worker int, lat *[]time.D
 	b.ReportMetric(0, "ns/op")
 }
 
-// BenchmarkRoomMemory reports the heap one loaded room with 50 present users
-// holds (its cell, state and the presence tracking), over 1,000 such rooms.
+// BenchmarkRoomMemory reports the heap one loaded room with 50 present
+// users holds: its cell, state, presence tracking and whatever else the
+// service keeps for it. Each op builds 1,000 rooms through the service, as
+// clients would (CreateRoom, 50 JoinRoom, the 10 seats taken, a gift from
+// every user), in an app of its own, and measures how much the heap grew;
+// bytes/room is the mean over the ops, ns/op the time one op took to build
+// its 1,000 rooms (5,000 commands and more, against MySQL).
 //
 //	go test ./rooms -run '^$' -bench RoomMemory -benchtime 1x
 func BenchmarkRoomMemory(b *testing.B) {
 	const rooms, users = 1000, 50
-	var before, after runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&before)
-	states := make([]*State, rooms)
-	for i := range states {
-		c := &Command{AppCode: "bench", RoomID: "bench_" + uuid.NewString(), Actor: Actor{UserID: int64(i + 1)}, NowMs: 1,
-			Args: Args{Title: "A room with a title", CoverURL: "https://cdn.example/covers/room.png", Mode: DefaultMode,
-				SeatCount: DefaultSeatCount, ShortID: fmt.Sprintf("user%07d", i)}}
-		states[i], _ = newRoom(c)
+	e := newTestEnv(b, Config{})
+	e.fast.discard = true // the messages kept would be counted as the rooms'
+	// Warm up on rooms of another app, so that the pool's connections and
+	// their buffers are there before the first measurement.
+	buildRooms(b, e, "warmup", 64, users)
+	var grown int64
+	b.ResetTimer()
+	for op := range b.N {
+		b.StopTimer()
+		before := heapAlloc()
+		b.StartTimer()
+		built := buildRooms(b, e, fmt.Sprintf("bench%d", op), rooms, users)
+		b.StopTimer()
+		grown += int64(heapAlloc() - before)
+		runtime.KeepAlive(built)
+		b.StartTimer()
 	}
-	cells := make([]*cell, rooms)
-	for i, st := range states {
-		c := newCell(roomKey{AppCode: st.AppCode, RoomID: st.RoomID})
-		cur := st
-		for u := int64(1); u <= users; u++ {
-			next := cur.Clone()
-			cmd := &Command{Kind: KindJoinRoom, Actor: Actor{UserID: 1000 + u}, NowMs: 2}
-			if _, _, err := apply(next, cmd, limits{}, false); err != nil {
-				b.Fatal(err)
-			}
-			c.touch(cmd, 2)
-			if u <= DefaultSeatCount {
-				next.Seats[u-1].UserID = 1000 + u
-			}
-			next.addContribution(1000+u, u*10)
-			cur = next
-		}
-		c.state.Store(cur)
-		cells[i] = c
-	}
-	states = nil
-	runtime.GC()
-	runtime.ReadMemStats(&after)
-	perRoom := float64(after.HeapAlloc-before.HeapAlloc) / rooms
-	runtime.KeepAlive(cells)
+	perRoom := float64(grown) / float64(b.N*rooms)
 	b.ReportMetric(perRoom, "bytes/room")
 	b.ReportMetric(perRoom/1024, "KiB/room")
+}
+
+// heapAlloc returns the bytes of live heap objects after a collection.
+func heapAlloc() uint64 {
+	var m runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&m)
+	return m.HeapAlloc
+}
+
+// buildRooms creates n rooms of app through the service, 64 at a time; in
+// each, users users join, the first DefaultSeatCount take the seats, and
+// every user sends one gift. It returns the rooms' ids and fails the
+// benchmark on any refused command.
+func buildRooms(b *testing.B, e *testEnv, app string, n, users int) []string {
+	b.Helper()
+	ctx := context.Background()
+	const price = 10
+	if err := e.svc.UpsertGift(ctx, app, Gift{GiftID: 1, Name: "Rose", Price: price, Heat: 5, Enabled: true}); err != nil {
+		b.Fatal(err)
+	}
+	user := func(u int) int64 { return int64(100_000 + u) } // owners are 1..n, below them
+	for u := range users {
+		if _, err := e.svc.Wallet().Credit(ctx, app, user(u), int64(n*price), fmt.Sprintf("bench-%s-%d", app, user(u)), "bench"); err != nil {
+			b.Fatal(err)
+		}
+	}
+	ids := make([]string, n)
+	work := make(chan int)
+	errs := make(chan error, 64)
+	var wg sync.WaitGroup
+	for range 64 {
+		wg.Go(func() {
+			for i := range work {
+				id, err := buildRoom(ctx, e, app, int64(i+1), users, user)
+				if err != nil {
+					errs <- err
+					return
+				}
+				ids[i] = id
+			}
+		})
+	}
+	for i := range n {
+		select {
+		case work <- i:
+		case err := <-errs:
+			close(work)
+			wg.Wait()
+			b.Fatal(err)
+		}
+	}
+	close(work)
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		b.Fatal(err)
+	}
+	return ids
+}
+
+// buildRoom is one room of buildRooms.
+func buildRoom(ctx context.Context, e *testEnv, app string, owner int64, users int, user func(int) int64) (string, error) {
+	res, err := e.svc.Create(ctx, app, Actor{UserID: owner}, NewCommandID(), false, "",
+		CreateRequest{Title: "A room with a title", CoverURL: "https://cdn.example/covers/room.png", SeatCount: DefaultSeatCount})
+	if err != nil {
+		return "", fmt.Errorf("create: %w", err)
+	}
+	room := res.View.RoomID
+	do := func(kind Kind, actor int64, args Args) error {
+		cmd := &Command{Kind: kind, AppCode: app, RoomID: room, CommandID: NewCommandID(), Actor: Actor{UserID: actor}, Args: args}
+		var err error
+		if kind == KindSendGift {
+			_, err = e.svc.SendGift(ctx, cmd, 1)
+		} else {
+			_, err = e.svc.Execute(ctx, cmd)
+		}
+		if err != nil {
+			return fmt.Errorf("%s by %d in %s: %w", kind, actor, room, err)
+		}
+		return nil
+	}
+	for u := range users {
+		if err := do(KindJoinRoom, user(u), Args{}); err != nil {
+			return "", err
+		}
+	}
+	for u := range min(users, DefaultSeatCount) {
+		if err := do(KindMicUp, user(u), Args{SeatIndex: u}); err != nil {
+			return "", err
+		}
+	}
+	for u := range users {
+		if err := do(KindSendGift, user(u), Args{Count: 1, TargetUserID: user(u)}); err != nil {
+			return "", err
+		}
+	}
+	return room, nil
 }

@@ -111,7 +111,7 @@ func checkStoredAgrees(tb testing.TB, e *testEnv, app, room string) *State {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	if !stateEqual(loaded, st) {
+	if !sameJSON(tb, loaded, st) {
 		tb.Fatalf("room %s: a fresh load differs from the cell", room)
 	}
 	return st

@@ -16,10 +16,33 @@ import (
 	"voiceroom/internal/testenv"
 )
 
-func stateEqual(a, b *State) bool {
-	ja, _ := json.Marshal(a)
-	jb, _ := json.Marshal(b)
+// sameJSON reports whether a and b encode to the same JSON (two states,
+// two views); an encoding error fails the test, so that two failed
+// encodings never compare equal.
+func sameJSON(tb testing.TB, a, b any) bool {
+	tb.Helper()
+	ja, err := json.Marshal(a)
+	if err != nil {
+		tb.Fatalf("encode %T: %v", a, err)
+	}
+	jb, err := json.Marshal(b)
+	if err != nil {
+		tb.Fatalf("encode %T: %v", b, err)
+	}
 	return string(ja) == string(jb)
+}
+
+// mustPayload decodes an outbox envelope and its payload into p.
+func mustPayload(tb testing.TB, raw []byte, p any) bus.Envelope {
+	tb.Helper()
+	env, err := bus.DecodeEnvelope(raw)
+	if err != nil {
+		tb.Fatalf("decode envelope: %v", err)
+	}
+	if err := json.Unmarshal(env.Payload, p); err != nil {
+		tb.Fatalf("decode %s payload %s: %v", env.EventType, env.Payload, err)
+	}
+	return env
 }
 
 // testUsers is the user directory of these tests (the regions package is
@@ -51,15 +74,19 @@ func (u *testUsers) CheckRegion(_ context.Context, _ string, regionID int64) err
 	return apperr.Invalid("region_id", "no such active region")
 }
 
-// recordingFastPath keeps what the pipeline handed over.
+// recordingFastPath keeps what the pipeline handed over, unless discard
+// is set (before the first command) by a benchmark that measures the heap.
 type recordingFastPath struct {
-	mu   sync.Mutex
-	msgs []bus.Message
+	mu      sync.Mutex
+	msgs    []bus.Message
+	discard bool
 }
 
 func (f *recordingFastPath) Committed(msgs []bus.Message, _ time.Time) {
 	f.mu.Lock()
-	f.msgs = append(f.msgs, msgs...)
+	if !f.discard {
+		f.msgs = append(f.msgs, msgs...)
+	}
 	f.mu.Unlock()
 }
 
@@ -130,11 +157,28 @@ func (e *testEnv) mustDo(tb testing.TB, app, room string, kind Kind, actor int64
 // count returns a COUNT(*) query's answer.
 func count(tb testing.TB, db *sql.DB, query string, args ...any) int {
 	tb.Helper()
-	var n int
-	if err := db.QueryRow(query, args...).Scan(&n); err != nil {
-		tb.Fatal(err)
+	return testenv.Scalar[int](tb, db, query, args...)
+}
+
+// mustGet returns the room's view, failing the test if it cannot be read.
+func (e *testEnv) mustGet(tb testing.TB, app, room string) View {
+	tb.Helper()
+	v, err := e.svc.Get(context.Background(), app, room)
+	if err != nil {
+		tb.Fatalf("get %s: %v", room, err)
 	}
-	return n
+	return v
+}
+
+// mustBalance returns the user's wallet balance, failing the test if it
+// cannot be read.
+func (e *testEnv) mustBalance(tb testing.TB, app string, user int64) int64 {
+	tb.Helper()
+	b, err := e.svc.Wallet().Balance(context.Background(), app, user)
+	if err != nil {
+		tb.Fatalf("balance of %d: %v", user, err)
+	}
+	return b
 }
 
 // rowCounts are the rows a room has in the tables commands write.

@@ -9,7 +9,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"voiceroom/apperr"
-	"voiceroom/bus"
 	"voiceroom/internal/testenv"
 	"voiceroom/roomevent"
 )
@@ -96,7 +95,7 @@ func TestModerationRules(t *testing.T) {
 			if strings.Join(types, ",") != strings.Join(tt.events, ",") {
 				t.Fatalf("events %v, want %v", types, tt.events)
 			}
-			if !changed && !stateEqual(before, s) {
+			if !changed && !sameJSON(t, before, s) {
 				t.Fatal("unchanged command changed the state")
 			}
 			if s.Status != tt.status {
@@ -198,13 +197,12 @@ func TestBanAndRestore(t *testing.T) {
 	if err := e.db.QueryRow(`SELECT envelope FROM room_outbox WHERE room_id = ? AND event_type = 'RoomBanned'`, room).Scan(&raw); err != nil {
 		t.Fatal(err)
 	}
-	env, _ := bus.DecodeEnvelope(raw)
 	var p struct {
 		Room roomevent.Card `json:"room"`
 		roomevent.Moderated
 	}
-	if err := json.Unmarshal(env.Payload, &p); err != nil || p.Room.Status != roomevent.StatusBanned || p.Room.RoomID != room || p.Operator != "admin:9" {
-		t.Fatalf("RoomBanned payload %s: %v", env.Payload, err)
+	if mustPayload(t, raw, &p); p.Room.Status != roomevent.StatusBanned || p.Room.RoomID != room || p.Operator != "admin:9" {
+		t.Fatalf("RoomBanned payload %+v", p)
 	}
 	if n := count(t, e.db, `SELECT COUNT(*) FROM room_outbox WHERE room_id = ? AND event_type = 'RoomUserLeft'
 		AND JSON_VALUE(CONVERT(envelope USING utf8mb4), '$.payload.reason') = 'banned'`, room); n != 3 {
@@ -324,7 +322,7 @@ func TestBanRestoreRecovery(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: recover: %v", step.name, err)
 		}
-		if !stateEqual(want, got) {
+		if !sameJSON(t, want, got) {
 			t.Fatalf("%s: recovered state differs:\n%+v\n%+v", step.name, want, got)
 		}
 		if rowCounts(t, e.db, room) != rows || count(t, e.db, "SELECT COUNT(*) FROM room_audit WHERE room_id = ?", room) != audits {
@@ -390,7 +388,11 @@ func TestAuditTrail(t *testing.T) {
 	if strings.Join(got, ",") != "unpin,unhide,hide,pin,region_change" {
 		t.Fatalf("trail %v", got)
 	}
-	if page, _ := e.svc.Audit(ctx, "app1", room, 1, ""); string(page.Items[0].After) != `{"pin_id":1}` || page.Items[0].Before != nil {
+	page, err := e.svc.Audit(ctx, "app1", room, 1, "")
+	if err != nil || len(page.Items) != 1 {
+		t.Fatalf("first audit entry: %+v %v", page, err)
+	}
+	if string(page.Items[0].After) != `{"pin_id":1}` || page.Items[0].Before != nil {
 		t.Fatalf("values %s %s", page.Items[0].Before, page.Items[0].After)
 	}
 	if _, err := e.svc.Audit(ctx, "app2", room, 0, ""); !apperr.Is(err, apperr.NotFound) {

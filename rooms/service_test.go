@@ -2,7 +2,6 @@ package rooms
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -10,10 +9,8 @@ import (
 	"time"
 
 	"voiceroom/apperr"
-	"voiceroom/bus"
 	"voiceroom/internal/testenv"
 	"voiceroom/roomevent"
-	"voiceroom/wallet"
 )
 
 func TestCreateRoom(t *testing.T) {
@@ -113,16 +110,12 @@ func TestAcceptedCommandWritesLogAndOutboxTogether(t *testing.T) {
 	if err := e.db.QueryRow("SELECT envelope FROM room_outbox WHERE room_id = ? AND room_version = 3", room).Scan(&raw); err != nil {
 		t.Fatal(err)
 	}
-	env, err := bus.DecodeEnvelope(raw)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var p struct {
 		Room      roomevent.Card `json:"room"`
 		UserID    int64          `json:"user_id"`
 		SeatIndex int            `json:"seat_index"`
 	}
-	json.Unmarshal(env.Payload, &p)
+	env := mustPayload(t, raw, &p)
 	if env.EventType != roomevent.RoomMicUp || env.RoomVersion != 3 || p.UserID != 2 || p.SeatIndex != 1 ||
 		p.Room.OccupiedSeatCount != 1 || p.Room.OnlineCount != 1 || p.Room.RoomVersion != 3 || p.Room.Title == "" || p.Room.SeatCount != 5 {
 		t.Fatalf("envelope %+v payload %+v", env, p)
@@ -157,7 +150,7 @@ func TestRejectedCommandPersistsNothing(t *testing.T) {
 	if after := rowCounts(t, e.db, room); after != before || len(e.fast.all()) != fastBefore {
 		t.Fatalf("rows %v -> %v", before, after)
 	}
-	got, _ := e.svc.Get(context.Background(), "app1", room)
+	got := e.mustGet(t, "app1", room)
 	if got.RoomVersion != 2 {
 		t.Fatalf("version moved to %d", got.RoomVersion)
 	}
@@ -168,10 +161,9 @@ func TestRejectedCommandPersistsNothing(t *testing.T) {
 // its command-log row: one transaction) and the room in memory is as before.
 func TestMySQLFailureLeavesMemoryUnchanged(t *testing.T) {
 	e := newTestEnv(t, Config{})
-	ctx := context.Background()
 	room := e.create(t, "app1", 1).RoomID
 	e.mustDo(t, "app1", room, KindJoinRoom, 2, Args{})
-	before, _ := e.svc.Get(ctx, "app1", room)
+	before := e.mustGet(t, "app1", room)
 	logRows := count(t, e.db, "SELECT COUNT(*) FROM room_command_log WHERE room_id = ?", room)
 
 	if _, err := e.db.Exec("RENAME TABLE room_outbox TO room_outbox_away"); err != nil {
@@ -184,8 +176,8 @@ func TestMySQLFailureLeavesMemoryUnchanged(t *testing.T) {
 	if _, err := e.db.Exec("RENAME TABLE room_outbox_away TO room_outbox"); err != nil {
 		t.Fatal(err)
 	}
-	after, _ := e.svc.Get(ctx, "app1", room)
-	if !viewsEqual(before, after) {
+	after := e.mustGet(t, "app1", room)
+	if !sameJSON(t, before, after) {
 		t.Fatalf("memory changed:\n%+v\n%+v", before, after)
 	}
 	if n := count(t, e.db, "SELECT COUNT(*) FROM room_command_log WHERE room_id = ?", room); n != logRows {
@@ -195,12 +187,6 @@ func TestMySQLFailureLeavesMemoryUnchanged(t *testing.T) {
 	if snap := e.mustDo(t, "app1", room, KindMicUp, 2, Args{SeatIndex: 0}); snap.RoomVersion != before.RoomVersion+1 {
 		t.Fatalf("version %d after %d", snap.RoomVersion, before.RoomVersion)
 	}
-}
-
-func viewsEqual(a, b View) bool {
-	ja, _ := json.Marshal(a)
-	jb, _ := json.Marshal(b)
-	return string(ja) == string(jb)
 }
 
 func TestIdempotentReplayByCommandID(t *testing.T) {
@@ -222,26 +208,26 @@ func TestIdempotentReplayByCommandID(t *testing.T) {
 	}
 	first := send()
 	rows := rowCounts(t, e.db, room)
-	balance, _ := e.svc.Wallet().Balance(ctx, "app1", 2)
+	balance := e.mustBalance(t, "app1", 2)
 	second := send()
-	if !second.Replayed || first.Replayed || !viewsEqual(first.View, second.View) {
+	if !second.Replayed || first.Replayed || !sameJSON(t, first.View, second.View) {
 		t.Fatalf("replay: first %v second %v", first.Replayed, second.Replayed)
 	}
 	// Something else happens; the replay still answers the first result.
 	e.mustDo(t, "app1", room, KindMicUp, 3, Args{SeatIndex: 2})
 	third := send()
-	if !viewsEqual(first.View, third.View) {
+	if !sameJSON(t, first.View, third.View) {
 		t.Fatal("later replay answered another snapshot")
 	}
 	if got := rowCounts(t, e.db, room); got[0] != rows[0]+1 || got[1] != rows[1]+1 || got[2] != rows[2] {
 		t.Fatalf("replays wrote rows: %v -> %v", rows, got)
 	}
-	if b, _ := e.svc.Wallet().Balance(ctx, "app1", 2); b != balance {
+	if b := e.mustBalance(t, "app1", 2); b != balance {
 		t.Fatalf("balance %d -> %d: replay debited", balance, b)
 	}
 	// After the cell is dropped the log still answers.
 	e.svc.drop(e.svc.loadedCell(roomKey{AppCode: "app1", RoomID: room}))
-	if fourth := send(); !fourth.Replayed || !viewsEqual(first.View, fourth.View) {
+	if fourth := send(); !fourth.Replayed || !sameJSON(t, first.View, fourth.View) {
 		t.Fatal("replay after reload differs")
 	}
 	// A repeated create key finds the first room, not a second one.
@@ -289,7 +275,7 @@ func TestGiftDebitsInTheCommandTransaction(t *testing.T) {
 	if err != nil || res.View.Heat != 10 || len(res.View.GiftRank) != 1 || res.View.GiftRank[0].Value != 20 {
 		t.Fatalf("gift: %+v %v", res.View, err)
 	}
-	if b, _ := e.svc.Wallet().Balance(ctx, "app1", 2); b != 5 {
+	if b := e.mustBalance(t, "app1", 2); b != 5 {
 		t.Fatalf("balance %d, want 5", b)
 	}
 	rows := rowCounts(t, e.db, room)
@@ -299,7 +285,7 @@ func TestGiftDebitsInTheCommandTransaction(t *testing.T) {
 	if got := rowCounts(t, e.db, room); got != rows {
 		t.Fatalf("a refused gift wrote rows: %v -> %v", rows, got)
 	}
-	snap, _ := e.svc.Get(ctx, "app1", room)
+	snap := e.mustGet(t, "app1", room)
 	if snap.Heat != 10 || snap.RoomVersion != res.View.RoomVersion {
 		t.Fatalf("a refused gift changed the room: heat %d version %d", snap.Heat, snap.RoomVersion)
 	}
@@ -345,13 +331,13 @@ func TestConcurrentGiftsNeverOverdraw(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	balance, _ := e.svc.Wallet().Balance(ctx, "app1", 50)
+	balance := e.mustBalance(t, "app1", 50)
 	if ok != 100 || short != 60 || balance != 0 {
 		t.Fatalf("%d paid, %d short, balance %d", ok, short, balance)
 	}
 	var heat int64
 	for _, r := range roomIDs {
-		s, _ := e.svc.Get(ctx, "app1", r)
+		s := e.mustGet(t, "app1", r)
 		heat += s.Heat
 	}
 	if heat != 100*5 {
@@ -366,7 +352,6 @@ func TestConcurrentGiftsNeverOverdraw(t *testing.T) {
 // races them for one seat.
 func TestConcurrentCommandsOnOneRoomSerialize(t *testing.T) {
 	e := newTestEnv(t, Config{})
-	ctx := context.Background()
 	room := e.create(t, "app1", 1).RoomID
 	const users = 60
 	var wg sync.WaitGroup
@@ -395,7 +380,7 @@ func TestConcurrentCommandsOnOneRoomSerialize(t *testing.T) {
 	wg.Wait()
 	winners := 0
 	won.Range(func(any, any) bool { winners++; return true })
-	snap, _ := e.svc.Get(ctx, "app1", room)
+	snap := e.mustGet(t, "app1", room)
 	if winners != 1 || snap.OnlineCount != users || snap.RoomVersion != 1+users+1 {
 		t.Fatalf("%d winners, %d online, version %d", winners, snap.OnlineCount, snap.RoomVersion)
 	}
@@ -429,7 +414,7 @@ func TestReloadGivesSameState(t *testing.T) {
 	e.mustDo(t, "app1", room, KindTransferRoomHost, 1, Args{TargetUserID: 2})
 	want := e.svc.loadedCell(roomKey{AppCode: "app1", RoomID: room}).state.Load()
 	rows := rowCounts(t, e.db, room)
-	balance, _ := e.svc.Wallet().Balance(ctx, "app1", 2)
+	balance := e.mustBalance(t, "app1", 2)
 	if want.Version != 11 {
 		t.Fatalf("version %d", want.Version)
 	}
@@ -438,7 +423,7 @@ func TestReloadGivesSameState(t *testing.T) {
 	if _, err := e.svc.current(ctx, roomKey{AppCode: "app1", RoomID: room}); err != nil {
 		t.Fatal(err)
 	}
-	if got := e.svc.loadedCell(roomKey{AppCode: "app1", RoomID: room}).state.Load(); !stateEqual(want, got) {
+	if got := e.svc.loadedCell(roomKey{AppCode: "app1", RoomID: room}).state.Load(); !sameJSON(t, want, got) {
 		t.Fatalf("reloaded state differs:\n%+v\n%+v", want, got)
 	}
 
@@ -448,13 +433,13 @@ func TestReloadGivesSameState(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !stateEqual(want, got) {
+	if !sameJSON(t, want, got) {
 		t.Fatalf("recovered state differs:\n%+v\n%+v", want, got)
 	}
 	if after := rowCounts(t, e.db, room); after != rows {
 		t.Fatalf("recovery wrote rows: %v -> %v", rows, after)
 	}
-	if b, _ := e2.svc.Wallet().Balance(ctx, "app1", 2); b != balance {
+	if b := e2.mustBalance(t, "app1", 2); b != balance {
 		t.Fatalf("recovery moved coins: %d -> %d", balance, b)
 	}
 	// The recovered room takes the next version, and the old banned user stays out.
@@ -498,7 +483,7 @@ func TestStaleSweeperRemovesSilentUsers(t *testing.T) {
 	e.clock.Advance(15 * time.Second)
 	e.svc.sweep(ctx)
 
-	snap, _ := e.svc.Get(ctx, "app1", room)
+	snap := e.mustGet(t, "app1", room)
 	if snap.OnlineCount != 1 || snap.OnlineUsers[0].UserID != 3 || snap.Seats[0].UserID != 0 {
 		t.Fatalf("after sweep: %+v", snap)
 	}
@@ -507,15 +492,14 @@ func TestStaleSweeperRemovesSilentUsers(t *testing.T) {
 		t.Fatal(err)
 	}
 	var p roomevent.UserLeft
-	env, _ := bus.DecodeEnvelope(raw)
-	json.Unmarshal(env.Payload, &p)
+	mustPayload(t, raw, &p)
 	if p.UserID != 2 || p.Reason != roomevent.LeaveReasonStale || p.SeatIndex != 0 {
 		t.Fatalf("left event %+v", p)
 	}
 	// 3 goes silent too.
 	e.clock.Advance(31 * time.Second)
 	e.svc.sweep(ctx)
-	if snap, _ := e.svc.Get(ctx, "app1", room); snap.OnlineCount != 0 {
+	if snap := e.mustGet(t, "app1", room); snap.OnlineCount != 0 {
 		t.Fatalf("still online: %+v", snap.OnlineUsers)
 	}
 	// Idle and empty: evicted at IdleEvict, with a snapshot written.
@@ -524,8 +508,8 @@ func TestStaleSweeperRemovesSilentUsers(t *testing.T) {
 	if e.svc.loadedCell(roomKey{AppCode: "app1", RoomID: room}) != nil {
 		t.Fatal("idle empty room not evicted")
 	}
-	if _, ok, _ := e.svc.store.storedSnapshot(ctx, "app1", room); !ok {
-		t.Fatal("eviction left the stored snapshot behind the log")
+	if _, ok, err := e.svc.store.storedSnapshot(ctx, "app1", room); err != nil || !ok {
+		t.Fatalf("eviction left the stored snapshot behind the log (read error: %v)", err)
 	}
 }
 
@@ -554,7 +538,7 @@ func TestRestartSweepsUsersWhoLeftWhileDown(t *testing.T) {
 	}
 	e2.clock.Advance(31 * time.Second)
 	e2.svc.sweep(context.Background())
-	if snap, _ := e2.svc.Get(context.Background(), "app1", room); snap.OnlineCount != 0 {
+	if snap := e2.mustGet(t, "app1", room); snap.OnlineCount != 0 {
 		t.Fatalf("user still present after restart and TTL: %+v", snap.OnlineUsers)
 	}
 	if n := count(t, e.db, "SELECT online_count FROM rooms WHERE room_id = ?", room); n != 0 {
@@ -590,7 +574,7 @@ func TestPasswordsAndAttemptLimit(t *testing.T) {
 			t.Fatalf("password in clear in %s", table)
 		}
 	}
-	snap, _ := e.svc.Get(ctx, "app1", room)
+	snap := e.mustGet(t, "app1", room)
 	if !snap.Locked {
 		t.Fatal("not locked")
 	}
@@ -618,7 +602,7 @@ func TestPasswordsAndAttemptLimit(t *testing.T) {
 	if err := set(1, ""); err != nil {
 		t.Fatal(err)
 	}
-	if snap, _ := e.svc.Get(ctx, "app1", room); snap.Locked {
+	if snap := e.mustGet(t, "app1", room); snap.Locked {
 		t.Fatal("still locked after unlock")
 	}
 }
@@ -669,5 +653,3 @@ func TestOtherAppsRoomIsInvisible(t *testing.T) {
 		t.Fatal("a cell was left for a room that does not exist")
 	}
 }
-
-var _ = wallet.GiftEntryKey

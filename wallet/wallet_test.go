@@ -30,12 +30,12 @@ func TestCreditIsIdempotentByKey(t *testing.T) {
 	if _, err := w.Credit(ctx, "app1", 7, 50, "k1", "admin"); !apperr.Is(err, apperr.AlreadyExists) {
 		t.Fatalf("same key, other amount: %v", err)
 	}
-	if res, _ := w.Credit(ctx, "app1", 7, 5, "k2", "admin"); res.Balance != 105 {
-		t.Fatalf("second key: %+v", res)
+	if res, err := w.Credit(ctx, "app1", 7, 5, "k2", "admin"); err != nil || res.Balance != 105 {
+		t.Fatalf("second key: %+v %v", res, err)
 	}
 	// Another app's wallet of the same user id is separate.
-	if b, _ := w.Balance(ctx, "app2", 7); b != 0 {
-		t.Fatalf("app2 balance %d", b)
+	if b, err := w.Balance(ctx, "app2", 7); err != nil || b != 0 {
+		t.Fatalf("app2 balance %d, %v", b, err)
 	}
 	for _, tt := range []struct {
 		user, amount int64
@@ -90,13 +90,14 @@ func TestConcurrentDebitsNeverOverdraw(t *testing.T) {
 			n++
 		}
 	}
-	balance, _ := w.Balance(ctx, "app1", 1)
+	balance, err := w.Balance(ctx, "app1", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if n != 1000/amount || balance != 1000-int64(n)*amount {
 		t.Fatalf("%d debits paid, balance %d", n, balance)
 	}
-	var ledgerSum int64
-	db.QueryRow("SELECT COALESCE(SUM(delta), 0) FROM wallet_ledger WHERE app_code = 'app1' AND user_id = 1").Scan(&ledgerSum)
-	if ledgerSum != balance {
+	if ledgerSum := testenv.Scalar[int64](t, db, "SELECT COALESCE(SUM(delta), 0) FROM wallet_ledger WHERE app_code = 'app1' AND user_id = 1"); ledgerSum != balance {
 		t.Fatalf("ledger sums to %d, balance is %d", ledgerSum, balance)
 	}
 }

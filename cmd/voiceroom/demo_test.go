@@ -158,8 +158,8 @@ func TestDemoRefusesWithoutTheServersKey(t *testing.T) {
 	if code != 2 || !strings.Contains(out, "VOICEROOM_JWT_SECRET") {
 		t.Fatalf("no key: exit %d, want 2 and a message naming VOICEROOM_JWT_SECRET:\n%s", code, out)
 	}
-	if entries, _ := os.ReadDir(empty); len(entries) != 0 {
-		t.Fatalf("the demo wrote %d files into the data dir", len(entries))
+	if entries, err := os.ReadDir(empty); err != nil || len(entries) != 0 {
+		t.Fatalf("the demo wrote %d files into the data dir (%v)", len(entries), err)
 	}
 
 	code, out = runCommand(t, map[string]string{"VOICEROOM_JWT_SECRET": "another-key-0123456789"}, "demo", "--url", base)

@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"voiceroom/authtoken"
@@ -44,7 +43,10 @@ func adminOf(t *testing.T, base string, secret []byte, app, method, path, body s
 	if err != nil {
 		t.Fatal(err)
 	}
-	req, _ := http.NewRequest(method, base+path, bytes.NewBufferString(body))
+	req, err := http.NewRequest(method, base+path, bytes.NewBufferString(body))
+	if err != nil {
+		t.Fatal(err)
+	}
 	req.Header.Set("Authorization", "Bearer "+tok)
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := http.DefaultClient.Do(req)
@@ -52,7 +54,10 @@ func adminOf(t *testing.T, base string, secret []byte, app, method, path, body s
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("%s %s: read body: %v", method, path, err)
+	}
 	var env struct {
 		Data json.RawMessage `json:"data"`
 	}
@@ -157,28 +162,9 @@ func TestServeDeadLettersOfAPermanentIMError(t *testing.T) {
 	// The list projector has handled everything. Its durable reads the whole
 	// stream, so it is given the replays too, but it must ack them without
 	// handling them: its handled (acked) count must not move.
-	nc, err := nats.Connect("nats://" + vars["VOICEROOM_NATS_LISTEN"])
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := mustJetStream(t, vars)
 	settled := func(durable string) (*jetstream.ConsumerInfo, error) {
-		cons, err := js.Consumer(t.Context(), bus.StreamName, durable)
-		if err != nil {
-			return nil, err
-		}
-		info, err := cons.Info(t.Context())
-		if err != nil {
-			return nil, err
-		}
-		if info.NumPending != 0 || info.NumAckPending != 0 {
-			return nil, fmt.Errorf("%s: %d pending, %d ack pending", durable, info.NumPending, info.NumAckPending)
-		}
-		return info, nil
+		return consumerSettled(t.Context(), js, durable)
 	}
 	testenv.Eventually(t, 20*time.Second, func() (err error) {
 		_, err = settled(bus.DurableListProjector)

@@ -11,9 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
-
 	"voiceroom/authtoken"
 	"voiceroom/internal/testenv"
 )
@@ -40,7 +37,10 @@ func (c *client) call(method, path, as, body string, out any) (int, string) {
 	if err != nil {
 		c.t.Fatal(err)
 	}
-	req, _ := http.NewRequest(method, c.base+path, bytes.NewBufferString(body))
+	req, err := http.NewRequest(method, c.base+path, bytes.NewBufferString(body))
+	if err != nil {
+		c.t.Fatal(err)
+	}
 	req.Header.Set("Authorization", "Bearer "+tok)
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := http.DefaultClient.Do(req)
@@ -48,7 +48,10 @@ func (c *client) call(method, path, as, body string, out any) (int, string) {
 		c.t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		c.t.Fatalf("%s %s: read body: %v", method, path, err)
+	}
 	var env struct {
 		Code string          `json:"code"`
 		Data json.RawMessage `json:"data"`
@@ -56,8 +59,10 @@ func (c *client) call(method, path, as, body string, out any) (int, string) {
 	if err := json.Unmarshal(raw, &env); err != nil {
 		c.t.Fatalf("%s %s: %s", method, path, raw)
 	}
-	if out != nil {
-		json.Unmarshal(env.Data, out)
+	if out != nil && len(env.Data) > 0 {
+		if err := json.Unmarshal(env.Data, out); err != nil {
+			c.t.Fatalf("%s %s: %v in %s", method, path, err, env.Data)
+		}
 	}
 	return resp.StatusCode, env.Code
 }
@@ -148,11 +153,7 @@ func TestServeRoomFlowSurvivesKill(t *testing.T) {
 
 	// Every event reached the stream through the fast path: created, three
 	// joins, mic up, and the gift's sent, heat and rank events.
-	nc, err := nats.Connect("nats://" + vars["VOICEROOM_NATS_LISTEN"])
-	if err != nil {
-		t.Fatal(err)
-	}
-	js, _ := jetstream.New(nc)
+	js := mustJetStream(t, vars)
 	testenv.Eventually(t, 10*time.Second, func() error {
 		s, err := js.Stream(t.Context(), "ROOM_EVENTS")
 		if err != nil {
@@ -163,7 +164,7 @@ func TestServeRoomFlowSurvivesKill(t *testing.T) {
 		}
 		return nil
 	})
-	nc.Close()
+	js.Conn().Close()
 
 	p.cmd.Process.Signal(syscall.SIGKILL)
 	p.wait(t, 10*time.Second)
@@ -172,8 +173,14 @@ func TestServeRoomFlowSurvivesKill(t *testing.T) {
 	waitReady(t, p2, base)
 	var after roomView
 	c.ok("GET", rp, "12", ``, &after)
-	b1, _ := json.Marshal(before)
-	b2, _ := json.Marshal(after)
+	b1, err := json.Marshal(before)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b2, err := json.Marshal(after)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if !bytes.Equal(b1, b2) {
 		t.Fatalf("after restart:\n%s\nbefore kill:\n%s", b2, b1)
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"voiceroom/bus"
 	"voiceroom/imbridge"
 	"voiceroom/imemu"
 	"voiceroom/internal/testenv"
@@ -64,7 +65,13 @@ func TestServeIMAcceptance(t *testing.T) {
 		}
 		return fmt.Errorf("join not shown; groups %+v", emu.Groups())
 	})
-	time.Sleep(500 * time.Millisecond) // a repeat would show up within the retry delays
+	// A repeat could come only from a delivery not yet acknowledged: once
+	// the bridge's durable has acknowledged every event, the count is final.
+	js := mustJetStream(t, vars)
+	testenv.Eventually(t, 20*time.Second, func() error {
+		_, err := consumerSettled(t.Context(), js, bus.DurableIMBridge)
+		return err
+	})
 	if ev, ok := emu.Event(joinID); !ok || ev.Shown != 1 {
 		t.Fatalf("join event %+v", ev)
 	}

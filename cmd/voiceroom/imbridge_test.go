@@ -56,8 +56,14 @@ func TestTencentIMConfig(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		demo, _ := cfg.imApps.For("demo")
-		other, _ := cfg.imApps.For("unlisted")
+		demo, err := cfg.imApps.For("demo")
+		if err != nil {
+			t.Fatal(err)
+		}
+		other, err := cfg.imApps.For("unlisted")
+		if err != nil {
+			t.Fatal(err)
+		}
 		if demo.SDKAppID != 1400000001 || other.SDKAppID != 1400000009 {
 			t.Fatalf("demo %v, unlisted %v", demo, other)
 		}

@@ -76,7 +76,10 @@ func TestServeMountsRegionRoutes(t *testing.T) {
 			t.Fatalf("serve exited early: %v", err)
 		default:
 		}
-		req, _ := http.NewRequest("GET", base+"/api/v1/users/me", nil)
+		req, err := http.NewRequest("GET", base+"/api/v1/users/me", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
 		req.Header.Set("Authorization", "Bearer "+tok)
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
@@ -84,7 +87,9 @@ func TestServeMountsRegionRoutes(t *testing.T) {
 		}
 		defer resp.Body.Close()
 		var env gateway.Envelope
-		json.NewDecoder(resp.Body).Decode(&env)
+		if err := json.NewDecoder(resp.Body).Decode(&env); err != nil {
+			return fmt.Errorf("answer %d is not the envelope: %v", resp.StatusCode, err)
+		}
 		if resp.StatusCode != 404 || env.Message != "user has no profile" {
 			return fmt.Errorf("got %d %q", resp.StatusCode, env.Message)
 		}

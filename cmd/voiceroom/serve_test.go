@@ -16,11 +16,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"voiceroom/bus"
-	"voiceroom/internal/outboxtest"
 	"voiceroom/internal/testenv"
 )
 
@@ -167,12 +165,7 @@ func TestServeStartsReadyAndShutsDownInOrder(t *testing.T) {
 
 	// The embedded server is reachable from outside the process (the nats CLI
 	// path) and holds both streams and both durables.
-	nc, err := nats.Connect("nats://" + vars["VOICEROOM_NATS_LISTEN"])
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, _ := jetstream.New(nc)
+	js := mustJetStream(t, vars)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	for _, name := range []string{bus.StreamName, bus.DLQStreamName} {
@@ -268,22 +261,18 @@ func TestServeRelayRoleOnly(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	msgs := outboxtest.Insert(t, db, outboxtest.RoomEnvelopes("app1", "room1", 1, 50)...)
+	msgs := testenv.InsertOutbox(t, db, testenv.RoomEnvelopes("app1", "room1", 1, 50)...)
 	testenv.Eventually(t, 20*time.Second, func() error {
-		if n := outboxtest.Count(t, db, "pending"); n > 0 {
+		if n := testenv.OutboxCount(t, db, "pending"); n > 0 {
 			return fmt.Errorf("%d pending", n)
 		}
 		return nil
 	})
-	nc, err := nats.Connect("nats://" + vars["VOICEROOM_NATS_LISTEN"])
-	if err != nil {
-		t.Fatal(err)
-	}
-	js, _ := jetstream.New(nc)
-	if n := outboxtest.StreamLen(t, js); n != uint64(len(msgs)) {
+	js := mustJetStream(t, vars)
+	if n := testenv.StreamLen(t, js); n != uint64(len(msgs)) {
 		t.Fatalf("stream holds %d, want %d", n, len(msgs))
 	}
-	nc.Close()
+	js.Conn().Close()
 
 	p.cmd.Process.Signal(syscall.SIGINT)
 	if code := p.wait(t, 30*time.Second); code != 0 {
@@ -303,6 +292,32 @@ func TestServeRelayRoleOnly(t *testing.T) {
 		"shutdown: closing mysql",
 	}
 	mustLogInOrder(t, logs, order)
+}
+
+// mustJetStream connects to the embedded JetStream of a serve process
+// started with vars (VOICEROOM_NATS_LISTEN, as waitServing set it); the
+// connection is closed when the test ends.
+func mustJetStream(tb testing.TB, vars map[string]string) jetstream.JetStream {
+	tb.Helper()
+	return testenv.ConnectJetStream(tb, "nats://"+vars["VOICEROOM_NATS_LISTEN"])
+}
+
+// consumerSettled returns the durable's info once it has been delivered
+// every message of ROOM_EVENTS and has acknowledged each: nothing it
+// acknowledged comes to it again. Before that it returns an error.
+func consumerSettled(ctx context.Context, js jetstream.JetStream, durable string) (*jetstream.ConsumerInfo, error) {
+	cons, err := js.Consumer(ctx, bus.StreamName, durable)
+	if err != nil {
+		return nil, err
+	}
+	info, err := cons.Info(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if info.NumPending != 0 || info.NumAckPending != 0 {
+		return nil, fmt.Errorf("%s: %d pending, %d ack pending", durable, info.NumPending, info.NumAckPending)
+	}
+	return info, nil
 }
 
 // mustLogInOrder fails the test unless every step appears in logs, each

@@ -72,7 +72,7 @@ func TestTokenCommandFromAnotherDirectory(t *testing.T) {
 	if stdout.Len() != 0 || !strings.Contains(stderr.String(), "VOICEROOM_JWT_SECRET") || !strings.Contains(stderr.String(), "voiceroom serve") {
 		t.Errorf("stdout %q, stderr %q", stdout.String(), stderr.String())
 	}
-	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
-		t.Errorf("token wrote %v into its working directory", entries)
+	if entries, err := os.ReadDir(dir); err != nil || len(entries) != 0 {
+		t.Errorf("token wrote %v into its working directory (%v)", entries, err)
 	}
 }

@@ -10,11 +10,16 @@
 //     process tests pass its DSN to the binary);
 //   - NewRedis: a key prefix of the test's own;
 //   - NewJetStream, RunJetStream, NewJetStreamServer: an embedded JetStream
-//     (RunJetStream can Stop and Start it); NewPublisher publishes to it;
+//     (RunJetStream can Stop and Start it); NewPublisher publishes to it,
+//     ConnectJetStream is a plain nats.go client of any server;
+//   - outbox rows and stream contents (outbox.go): InsertOutbox writes rows
+//     as a room command does, OutboxState and OutboxCount read them back,
+//     StreamMessages, StreamCount and StreamLen read ROOM_EVENTS;
+//   - Scalar: the one value of a one-row query, its error checked;
 //   - Eventually: wait for a condition, never a bare sleep;
 //   - Logger (through tb.Log) and LogBuffer (logs a test reads back);
 //   - Clock: a clock the test moves;
-//   - Metric, MetricValue: one series of a registry;
+//   - Metric, MustMetric, MetricValue: one series of a registry;
 //   - Fetch: one HTTP request to a server on a real socket, its answer read;
 //   - ports: see ClosedAddr;
 //   - Start: a component's Run for the length of the test;

@@ -9,6 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
 	"voiceroom/bus"
 )
 
@@ -128,6 +131,23 @@ func startServer(tb testing.TB, listen, dir string) *bus.Server {
 		tb.Fatalf("start embedded jetstream: %v", err)
 	}
 	return srv
+}
+
+// ConnectJetStream opens a plain nats.go connection to url (a server of the
+// test's own, or one a process under test runs) and returns its JetStream
+// context; the connection is closed when the test ends.
+func ConnectJetStream(tb testing.TB, url string) jetstream.JetStream {
+	tb.Helper()
+	nc, err := nats.Connect(url)
+	if err != nil {
+		tb.Fatalf("connect to %s: %v", url, err)
+	}
+	tb.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		tb.Fatalf("jetstream on %s: %v", url, err)
+	}
+	return js
 }
 
 // NewPublisher returns a bus.Publisher on conn with the default

@@ -49,6 +49,18 @@ func Metric(tb testing.TB, g prometheus.Gatherer, name string, labels ...string)
 	return 0, false
 }
 
+// MustMetric is Metric's value, failing the test when the series does not
+// exist: where the value a test expects is 0, a missing series (a renamed
+// metric, a label never created) would otherwise pass for it.
+func MustMetric(tb testing.TB, g prometheus.Gatherer, name string, labels ...string) float64 {
+	tb.Helper()
+	v, ok := Metric(tb, g, name, labels...)
+	if !ok {
+		tb.Fatalf("no series %s%v", name, labels)
+	}
+	return v
+}
+
 // MetricValue is Metric's value, 0 for a missing series.
 func MetricValue(tb testing.TB, g prometheus.Gatherer, name string, labels ...string) float64 {
 	tb.Helper()

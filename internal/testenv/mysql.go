@@ -85,3 +85,16 @@ func randomHex(n int) string {
 	rand.Read(b)
 	return hex.EncodeToString(b)
 }
+
+// Scalar returns the one value of a one-row, one-column query (a COUNT(*),
+// a SUM, a column of one row), failing the test if the query fails or
+// finds no row: a read whose error were dropped would leave the zero value,
+// which an assertion could take for the answer.
+func Scalar[T any](tb testing.TB, db *sql.DB, query string, args ...any) T {
+	tb.Helper()
+	var v T
+	if err := db.QueryRow(query, args...).Scan(&v); err != nil {
+		tb.Fatalf("%s: %v", query, err)
+	}
+	return v
+}

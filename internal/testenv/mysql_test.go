@@ -2,6 +2,7 @@ package testenv
 
 import (
 	"context"
+	"runtime"
 	"testing"
 )
 
@@ -26,4 +27,37 @@ func TestDBNameIsLegalAndUnique(t *testing.T) {
 	if len(a) > 64 {
 		t.Fatalf("name %q longer than MySQL allows", a)
 	}
+}
+
+func TestScalarFailsOnAnError(t *testing.T) {
+	db := NewDB(t)
+	if n := Scalar[int](t, db, "SELECT COUNT(*) FROM room_outbox WHERE status = ?", "pending"); n != 0 {
+		t.Fatalf("count of an empty table = %d", n)
+	}
+	for _, q := range []string{"SELECT COUNT(*) FROM no_such_table", "SELECT id FROM room_outbox WHERE id = 1"} {
+		r := &recorder{TB: t}
+		done := make(chan struct{})
+		go func() { // Fatalf ends the goroutine, as it ends a test
+			defer close(done)
+			Scalar[int](r, db, q)
+		}()
+		<-done
+		if !r.failed {
+			t.Errorf("Scalar(%q) did not fail the test", q)
+		}
+	}
+}
+
+// recorder is a testing.TB whose Fatalf records the failure and ends the
+// calling goroutine, without failing the real test.
+type recorder struct {
+	testing.TB
+	failed bool
+}
+
+func (r *recorder) Helper() {}
+
+func (r *recorder) Fatalf(string, ...any) {
+	r.failed = true
+	runtime.Goexit()
 }

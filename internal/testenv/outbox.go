@@ -1,22 +1,19 @@
-// Package outboxtest helps tests that involve the room outbox: it writes
-// outbox rows exactly as the rooms package does (voiceroom.OutboxRow, and
-// broken ones), reads their state back, and reads what ROOM_EVENTS holds.
-// A JetStream that a test can stop and start again, to make "JetStream is
-// down" real, is testenv.RunJetStream.
+package testenv
+
+// The room outbox for tests: rows written exactly as the rooms package
+// writes them (voiceroom.OutboxRow, and broken ones), their state read
+// back, and what ROOM_EVENTS holds. A JetStream that a test can stop and
+// start again, to make "JetStream is down" real, is RunJetStream:
 //
-// The rooms package's acceptance tests (JoinRoom / SendGift while
-// JetStream is down) use it like this:
-//
-//	js := testenv.RunJetStream(t)            // a server the test controls
+//	js := testenv.RunJetStream(t)              // a server the test controls
 //	db := testenv.NewDB(t)
-//	fp := newFastPath(db, js.Conn())         // outboxrelay.NewFastPath, Connected: js.Conn().NATS().IsConnected
+//	fp := newFastPath(db, js.Conn())           // outboxrelay.NewFastPath, Connected: js.Conn().NATS().IsConnected
 //	js.Stop()
 //	... run the command; it succeeds ...
-//	st := outboxtest.State(t, db, eventID)   // pending, retry_count 0
+//	st := testenv.OutboxState(t, db, eventID)  // pending, retry_count 0
 //	js.Start()
 //	... run an outboxrelay.Relay pass ...
-//	outboxtest.StreamCount(t, js.Conn().JetStream(), eventID) == 1
-package outboxtest
+//	testenv.StreamCount(t, js.Conn().JetStream(), eventID) == 1
 
 import (
 	"context"
@@ -58,23 +55,23 @@ func RoomEnvelopes(appCode, roomID string, from int64, n int) []bus.Envelope {
 	return envs
 }
 
-// Insert writes one outbox row per envelope in one transaction, in the
+// InsertOutbox writes one outbox row per envelope in one transaction, in the
 // given order, exactly as a room command does (envelope = the bytes of
 // Envelope.Marshal, created_at_ms = now), and returns the messages the
 // rooms package would hand to the fast path after the commit.
-func Insert(tb testing.TB, db *sql.DB, envs ...bus.Envelope) []bus.Message {
+func InsertOutbox(tb testing.TB, db *sql.DB, envs ...bus.Envelope) []bus.Message {
 	tb.Helper()
-	msgs, err := InsertTx(context.Background(), db, time.Now(), envs...)
+	msgs, err := InsertOutboxTx(context.Background(), db, time.Now(), envs...)
 	if err != nil {
 		tb.Fatalf("insert outbox rows: %v", err)
 	}
 	return msgs
 }
 
-// InsertTx is Insert without a testing.TB, for benchmarks' loops: one
+// InsertOutboxTx is InsertOutbox without a testing.TB, for benchmarks' loops: one
 // transaction, multi-row INSERTs of up to 1000 rows, created_at_ms from
 // createdAt.
-func InsertTx(ctx context.Context, db *sql.DB, createdAt time.Time, envs ...bus.Envelope) ([]bus.Message, error) {
+func InsertOutboxTx(ctx context.Context, db *sql.DB, createdAt time.Time, envs ...bus.Envelope) ([]bus.Message, error) {
 	msgs := make([]bus.Message, len(envs))
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
@@ -115,9 +112,9 @@ func outboxRow(env bus.Envelope, data []byte, createdAt time.Time) voiceroom.Out
 		EventType: env.EventType, Envelope: data, CreatedAtMs: createdAt.UnixMilli()}
 }
 
-// InsertRaw writes a pending row with the given columns and envelope
+// InsertOutboxRaw writes a pending row with the given columns and envelope
 // bytes, which need not decode (a broken row), and returns its id.
-func InsertRaw(tb testing.TB, db *sql.DB, appCode, eventID, roomID string, version int64, eventType string, envelope []byte) int64 {
+func InsertOutboxRaw(tb testing.TB, db *sql.DB, appCode, eventID, roomID string, version int64, eventType string, envelope []byte) int64 {
 	tb.Helper()
 	row := voiceroom.OutboxRow{AppCode: appCode, EventID: eventID, RoomID: roomID, RoomVersion: version,
 		EventType: eventType, Envelope: envelope, CreatedAtMs: time.Now().UnixMilli()}
@@ -125,12 +122,15 @@ func InsertRaw(tb testing.TB, db *sql.DB, appCode, eventID, roomID string, versi
 	if err != nil {
 		tb.Fatalf("insert raw outbox row: %v", err)
 	}
-	id, _ := res.LastInsertId()
+	id, err := res.LastInsertId()
+	if err != nil {
+		tb.Fatalf("insert raw outbox row: %v", err)
+	}
 	return id
 }
 
-// RowState is the relay-visible state of one outbox row.
-type RowState struct {
+// OutboxRowState is the relay-visible state of one outbox row.
+type OutboxRowState struct {
 	ID            int64
 	Status        string
 	RetryCount    int
@@ -138,10 +138,10 @@ type RowState struct {
 	PublishedAtMs int64  // 0 when NULL
 }
 
-// State reads the row of eventID, failing the test if there is none.
-func State(tb testing.TB, db *sql.DB, eventID string) RowState {
+// OutboxState reads the row of eventID, failing the test if there is none.
+func OutboxState(tb testing.TB, db *sql.DB, eventID string) OutboxRowState {
 	tb.Helper()
-	var s RowState
+	var s OutboxRowState
 	var lastErr sql.NullString
 	var pub sql.NullInt64
 	err := db.QueryRow(`SELECT id, status, retry_count, last_error, published_at_ms FROM room_outbox WHERE event_id = ?`, eventID).
@@ -153,20 +153,13 @@ func State(tb testing.TB, db *sql.DB, eventID string) RowState {
 	return s
 }
 
-// Count returns the number of rows with status ("" counts all rows).
-func Count(tb testing.TB, db *sql.DB, status string) int {
+// OutboxCount returns the number of outbox rows with status ("" counts all rows).
+func OutboxCount(tb testing.TB, db *sql.DB, status string) int {
 	tb.Helper()
-	var n int
-	var err error
 	if status == "" {
-		err = db.QueryRow(`SELECT COUNT(*) FROM room_outbox`).Scan(&n)
-	} else {
-		err = db.QueryRow(`SELECT COUNT(*) FROM room_outbox WHERE status = ?`, status).Scan(&n)
+		return Scalar[int](tb, db, `SELECT COUNT(*) FROM room_outbox`)
 	}
-	if err != nil {
-		tb.Fatalf("count outbox rows: %v", err)
-	}
-	return n
+	return Scalar[int](tb, db, `SELECT COUNT(*) FROM room_outbox WHERE status = ?`, status)
 }
 
 // StreamMsg is one message stored in ROOM_EVENTS.
@@ -182,10 +175,7 @@ func StreamMessages(tb testing.TB, js jetstream.JetStream) []StreamMsg {
 	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	s, err := js.Stream(ctx, bus.StreamName)
-	if err != nil {
-		tb.Fatalf("stream %s: %v", bus.StreamName, err)
-	}
+	s := roomEvents(ctx, tb, js)
 	info := s.CachedInfo()
 	var out []StreamMsg
 	if info.State.Msgs == 0 {
@@ -223,9 +213,15 @@ func StreamLen(tb testing.TB, js jetstream.JetStream) uint64 {
 	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	return roomEvents(ctx, tb, js).CachedInfo().State.Msgs
+}
+
+// roomEvents looks ROOM_EVENTS up (its info as of now).
+func roomEvents(ctx context.Context, tb testing.TB, js jetstream.JetStream) jetstream.Stream {
+	tb.Helper()
 	s, err := js.Stream(ctx, bus.StreamName)
 	if err != nil {
 		tb.Fatalf("stream %s: %v", bus.StreamName, err)
 	}
-	return s.CachedInfo().State.Msgs
+	return s
 }
