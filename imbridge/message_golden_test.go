@@ -1,18 +1,12 @@
 package imbridge
 
 import (
-	"bytes"
-	"flag"
-	"os"
-	"path/filepath"
 	"testing"
 
 	"voiceroom/bus"
+	"voiceroom/internal/testenv"
 	"voiceroom/roomevent"
 )
-
-// update rewrites the golden files: go test ./imbridge -run Golden -update.
-var update = flag.Bool("update", false, "rewrite the golden files")
 
 // TestMessageGolden pins the send_group_msg bodies clients' messages come
 // from: one event (Data is the event, Desc its type) and a batch (Data is
@@ -41,19 +35,6 @@ func TestMessageGolden(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		path := filepath.Join("testdata", tc.name)
-		if *update {
-			if err := os.WriteFile(path, append(body, '\n'), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			continue
-		}
-		want, err := os.ReadFile(path)
-		if err != nil {
-			t.Fatalf("%v (go test ./imbridge -run Golden -update writes it)", err)
-		}
-		if want = bytes.TrimSuffix(want, []byte("\n")); !bytes.Equal(body, want) {
-			t.Errorf("%s changed: clients decode this\n got: %s\nwant: %s", tc.name, body, want)
-		}
+		testenv.Golden(t, tc.name, body)
 	}
 }

@@ -1,19 +1,13 @@
 package listprojector_test
 
 import (
-	"bytes"
 	"encoding/json"
-	"flag"
-	"os"
-	"path/filepath"
 	"testing"
 
+	"voiceroom/internal/testenv"
 	"voiceroom/listprojector"
 	"voiceroom/roomevent"
 )
-
-// update rewrites the golden files: go test ./listprojector -run Golden -update.
-var update = flag.Bool("update", false, "rewrite the golden files")
 
 var goldenCard = listprojector.Card{
 	AppCode: "demo",
@@ -33,27 +27,9 @@ func TestCardCacheGolden(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkGolden(t, "cache_card.json", b)
+	testenv.Golden(t, "cache_card.json", b)
 	var back listprojector.Card
 	if err := json.Unmarshal(b, &back); err != nil || back != goldenCard {
 		t.Fatalf("round trip: %+v, %v", back, err)
-	}
-}
-
-func checkGolden(t *testing.T, name string, got []byte) {
-	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.WriteFile(path, append(got, '\n'), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (go test ./listprojector -run Golden -update writes it)", err)
-	}
-	if want = bytes.TrimSuffix(want, []byte("\n")); !bytes.Equal(got, want) {
-		t.Errorf("%s changed: what Redis holds is a contract\n got: %s\nwant: %s", name, got, want)
 	}
 }

@@ -3,18 +3,12 @@ package roomevent_test
 import (
 	"bytes"
 	"encoding/json"
-	"flag"
-	"os"
-	"path/filepath"
 	"testing"
 
 	"voiceroom/bus"
+	"voiceroom/internal/testenv"
 	"voiceroom/roomevent"
 )
-
-// update rewrites the golden files: go test ./roomevent -update. Review
-// the diff: a changed golden file is a changed wire format.
-var update = flag.Bool("update", false, "rewrite the golden files")
 
 // exampleCard is the card of every golden event.
 var exampleCard = roomevent.Card{
@@ -51,32 +45,13 @@ var examples = map[string]any{
 	roomevent.RoomRestored: roomevent.Moderated{Reason: "appeal granted", Operator: "ops-anna"},
 }
 
-// golden compares got with testdata/name, or rewrites it under -update.
-func golden(t *testing.T, name string, got []byte) {
-	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.WriteFile(path, append(got, '\n'), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test ./roomevent -update to write it)", err)
-	}
-	if want = bytes.TrimSuffix(want, []byte("\n")); !bytes.Equal(got, want) {
-		t.Errorf("%s changed: the wire form is a contract (update with -update only on purpose)\n got: %s\nwant: %s", name, got, want)
-	}
-}
-
 // TestCardGolden pins the card's JSON, as events carry it.
 func TestCardGolden(t *testing.T) {
 	b, err := json.Marshal(exampleCard)
 	if err != nil {
 		t.Fatal(err)
 	}
-	golden(t, "card.json", b)
+	testenv.Golden(t, "card.json", b)
 }
 
 // TestEveryTypeHasAGoldenEvent pins the stored and published form of every
@@ -107,7 +82,7 @@ func TestEveryTypeHasAGoldenEvent(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			golden(t, typ+".json", msg.Data)
+			testenv.Golden(t, typ+".json", msg.Data)
 
 			got, err := bus.DecodeEnvelope(msg.Data)
 			if err != nil {

@@ -1,11 +1,11 @@
 package roomlist_test
 
 import (
-	"bytes"
 	"encoding/json"
 	"os"
 	"testing"
 
+	"voiceroom/internal/testenv"
 	"voiceroom/listprojector"
 	"voiceroom/roomlist"
 )
@@ -27,11 +27,5 @@ func TestListItemGolden(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want, err := os.ReadFile("testdata/list_item.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want = bytes.TrimSuffix(want, []byte("\n")); !bytes.Equal(got, want) {
-		t.Errorf("list_item.json changed: what clients read is a contract (docs/openapi.yaml, RoomListItem)\n got: %s\nwant: %s", got, want)
-	}
+	testenv.Golden(t, "list_item.json", got)
 }

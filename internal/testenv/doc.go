@@ -20,6 +20,7 @@
 //   - Logger (through tb.Log) and LogBuffer (logs a test reads back);
 //   - Clock: a clock the test moves;
 //   - Metric, MustMetric, MetricValue: one series of a registry;
+//   - Golden: a wire format pinned under testdata/ (-update rewrites);
 //   - Fetch: one HTTP request to a server on a real socket, its answer read;
 //   - ports: see ClosedAddr;
 //   - Start: a component's Run for the length of the test;
