@@ -12,7 +12,6 @@ import (
 type Metrics struct {
 	lag       prometheus.Histogram
 	events    *prometheus.CounterVec
-	pending   prometheus.Gauge
 	cache     *prometheus.CounterVec
 	query     *prometheus.HistogramVec
 	redisErrs *prometheus.CounterVec
@@ -37,10 +36,6 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "room_list_projector_events_total",
 			Help: "Events the projector handled, by result: applied (its card was written), stale (an equal or newer card was there), coalesced (a newer event of the room in the same batch carried the card), unknown (an event type the projector does not know; its card is still applied).",
 		}, []string{"result"}),
-		pending: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "room_list_projector_pending",
-			Help: "Events of ROOM_EVENTS the listprojector durable has not been delivered yet (consumer info num_pending), as of the last read.",
-		}),
 		cache: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "room_list_cache_requests_total",
 			Help: "Redis reads of the list query, by result: hit, miss (read from MySQL and repaired), error (Redis failed; read from MySQL), hides_miss (a page's hides read from MySQL: the region's hide set was not filled or is marked stale; refilled in the background), near (a page's cards and hides served from the process's Redis-tracked near cache, no round trip).",
@@ -62,7 +57,6 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	r := promreg.On(reg)
 	promreg.Add(r, &m.lag)
 	promreg.Add(r, &m.events)
-	promreg.Add(r, &m.pending)
 	promreg.Add(r, &m.cache)
 	promreg.Add(r, &m.query)
 	promreg.Add(r, &m.nearUp)
@@ -114,12 +108,6 @@ func (m *Metrics) setNearUp(up bool) {
 func (m *Metrics) redisFailed(writer string) {
 	if m != nil {
 		m.redisErrs.WithLabelValues(writer).Inc()
-	}
-}
-
-func (m *Metrics) setPending(n uint64) {
-	if m != nil {
-		m.pending.Set(float64(n))
 	}
 }
 
