@@ -81,7 +81,8 @@ type ConsumerRunConfig struct {
 	// in a handler or, for an AsyncHandler, not yet done). A batch
 	// consumer hands its handler at most FetchBatch deliveries at once and
 	// holds up to (Concurrency+2) × FetchBatch, so that each worker's next
-	// batch is fetched and gathered while its handler runs. Default 64.
+	// batch is fetched and decoded while its handler runs. Neither bound
+	// exceeds the durable's MaxAckPending. Default 64.
 	FetchBatch int
 	// NakDelays is the redelivery delay after a retryable error, by
 	// delivery attempt: NakDelays[n-1] after delivery n, the last value

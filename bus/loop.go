@@ -139,6 +139,12 @@ func (c *Consumer) adopt(server jetstream.ConsumerConfig) {
 	} else if server.MaxDeliver > 0 && c.maxDeliver != server.MaxDeliver {
 		c.log.Warn("max deliver differs from the consumer's", "max_deliver", c.maxDeliver, "server_max_deliver", server.MaxDeliver)
 	}
+	if server.MaxAckPending > 0 && c.inFlight > server.MaxAckPending {
+		// The server never has more out; slots past it would only cost
+		// queue memory. A turn cannot be larger either.
+		c.inFlight = server.MaxAckPending
+		c.maxTurn = min(c.maxTurn, c.inFlight)
+	}
 	c.nakDelays = c.cfg.NakDelays
 	if len(c.nakDelays) == 0 {
 		c.nakDelays = server.BackOff
