@@ -39,10 +39,10 @@ const (
 //
 // The loop: one goroutine fetches as many messages as there are free
 // slots (inFlight in all) and queues each on the worker of its room
-// (Concurrency workers). A worker gathers its queue into turns (one
-// delivery, or a batch) and calls the handler for one turn at a time, in
-// stream order; the next turn is gathered while the handler runs. A
-// message frees its slot when it is settled.
+// (Concurrency workers). A worker cuts turns (one delivery, or a batch)
+// from its queue and calls the handler for one turn at a time, in stream
+// order; while the handler runs, the next turn's messages are fetched,
+// decoded and queued. A message frees its slot when it is settled.
 func (c *Consumer) Run(ctx context.Context) error {
 	cons, advisories, err := c.start(ctx)
 	if err != nil {
