@@ -10,6 +10,8 @@ import (
 
 	"voiceroom/bus"
 	"voiceroom/internal/testenv"
+
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // TestBatchConsumer: a batch handler sees every event, each room's in
@@ -91,4 +93,38 @@ func TestBatchConsumer(t *testing.T) {
 		t.Error("the retryable failure never happened")
 	}
 	mustDeadLetters(t, conn.JetStream(), 1)
+}
+
+// TestBatchConsumerWithinMaxAckPending: the consumer holds no more
+// messages than the durable's MaxAckPending, so a FetchBatch above it is
+// cut to it (the next pull waits for a batch's worth of free slots, which
+// must not be more than there are), and the backlog drains.
+func TestBatchConsumerWithinMaxAckPending(t *testing.T) {
+	conn, js, p := newTestBus(t)
+	const maxAckPending, events = 5, 40
+	var (
+		mu      sync.Mutex
+		biggest int
+		handled int
+	)
+	startTestConsumer(t, conn, bus.ConsumerConfig{Durable: "narrow", MaxAckPending: maxAckPending}, bus.ConsumerRunConfig{FetchBatch: 64},
+		func(js jetstream.JetStream, rc bus.ConsumerRunConfig) (*bus.Consumer, error) {
+			return bus.NewBatchConsumer(js, rc, func(_ context.Context, ds []bus.Delivery) []error {
+				mu.Lock()
+				defer mu.Unlock()
+				biggest = max(biggest, len(ds))
+				handled += len(ds)
+				return nil
+			}, testenv.Logger(t), nil)
+		})
+	var last bus.PubAck
+	for v := range int64(events) {
+		last = mustPublish(t, p, newTestEnvelope(fmt.Sprintf("room%d", v%7), v+1))
+	}
+	testenv.Eventually(t, 20*time.Second, settled(js, "narrow", last.Sequence))
+	mu.Lock()
+	defer mu.Unlock()
+	if handled != events || biggest > maxAckPending {
+		t.Fatalf("handled %d of %d, biggest batch %d (max ack pending %d)", handled, events, biggest, maxAckPending)
+	}
 }

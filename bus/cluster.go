@@ -7,6 +7,8 @@ import (
 	"strconv"
 
 	"github.com/nats-io/nats-server/v2/server"
+
+	"voiceroom/apperr"
 )
 
 // ClusterConfig joins an embedded server to a NATS cluster, so that
@@ -37,23 +39,24 @@ func (c ClusterConfig) enabled() bool {
 	return c.Name != "" || c.Listen != "" || len(c.Routes) > 0
 }
 
-// validate checks c; the zero value is valid. Errors wrap ErrInvalidConfig.
-func (c ClusterConfig) validate() error {
+// Validate checks c; the zero value is valid. Errors are
+// *apperr.ConfigError naming the field and wrap ErrInvalidConfig.
+func (c ClusterConfig) Validate() error {
 	if !c.enabled() {
 		return nil
 	}
 	if err := checkToken("name", c.Name); err != nil {
-		return fmt.Errorf("%w: embedded nats cluster: %w", ErrInvalidConfig, err)
+		return apperr.BadConfig("Name", "%w: embedded nats cluster: %w", ErrInvalidConfig, err)
 	}
 	if _, _, err := parseListen(c.Listen); err != nil {
-		return fmt.Errorf("embedded nats cluster %s: %w", c.Name, err)
+		return apperr.BadConfig("Listen", "embedded nats cluster %s: %w", c.Name, err) // err wraps ErrInvalidConfig
 	}
 	if len(c.Routes) == 0 {
-		return fmt.Errorf("%w: embedded nats cluster %s: routes: name every server's route URL", ErrInvalidConfig, c.Name)
+		return apperr.BadConfig("Routes", "%w: embedded nats cluster %s: routes: name every server's route URL", ErrInvalidConfig, c.Name)
 	}
 	for _, r := range c.Routes {
 		if _, err := routeURL(r); err != nil {
-			return fmt.Errorf("%w: embedded nats cluster %s: %w", ErrInvalidConfig, c.Name, err)
+			return apperr.BadConfig("Routes", "%w: embedded nats cluster %s: %w", ErrInvalidConfig, c.Name, err)
 		}
 	}
 	return nil
@@ -79,12 +82,12 @@ func (c ClusterConfig) apply(opts *server.Options) {
 	if !c.enabled() {
 		return
 	}
-	host, port, _ := parseListen(c.Listen) // checked by validate
+	host, port, _ := parseListen(c.Listen) // checked by Validate
 	opts.Cluster.Name = c.Name
 	opts.Cluster.Host = host
 	opts.Cluster.Port = port
 	for _, r := range c.Routes {
-		u, _ := routeURL(r) // checked by validate
+		u, _ := routeURL(r) // checked by Validate
 		opts.Routes = append(opts.Routes, u)
 	}
 }

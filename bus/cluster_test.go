@@ -13,6 +13,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"voiceroom/apperr"
 	"voiceroom/bus"
 	"voiceroom/internal/testenv"
 )
@@ -396,17 +397,18 @@ func TestEmbeddedClusterConfigValidate(t *testing.T) {
 		name    string
 		cluster bus.ClusterConfig
 		ok      bool
+		field   string // of the ConfigError when not ok
 	}{
-		{"alone", bus.ClusterConfig{}, true},
-		{"three servers", bus.ClusterConfig{Name: "c1", Listen: "127.0.0.1:6222", Routes: routes}, true},
-		{"random route port", bus.ClusterConfig{Name: "c1", Listen: "127.0.0.1:-1", Routes: routes[1:]}, true},
-		{"no name", bus.ClusterConfig{Listen: "127.0.0.1:6222", Routes: routes}, false},
-		{"name with a dot", bus.ClusterConfig{Name: "c.1", Listen: "127.0.0.1:6222", Routes: routes}, false},
-		{"no routes", bus.ClusterConfig{Name: "c1", Listen: "127.0.0.1:6222"}, false},
-		{"no listen", bus.ClusterConfig{Name: "c1", Routes: routes}, false},
-		{"all interfaces", bus.ClusterConfig{Name: "c1", Listen: "0.0.0.0:6222", Routes: routes}, false},
-		{"route scheme", bus.ClusterConfig{Name: "c1", Listen: "127.0.0.1:6222", Routes: []string{"http://127.0.0.1:6223"}}, false},
-		{"route without port", bus.ClusterConfig{Name: "c1", Listen: "127.0.0.1:6222", Routes: []string{"nats-route://127.0.0.1"}}, false},
+		{"alone", bus.ClusterConfig{}, true, ""},
+		{"three servers", bus.ClusterConfig{Name: "c1", Listen: "127.0.0.1:6222", Routes: routes}, true, ""},
+		{"random route port", bus.ClusterConfig{Name: "c1", Listen: "127.0.0.1:-1", Routes: routes[1:]}, true, ""},
+		{"no name", bus.ClusterConfig{Listen: "127.0.0.1:6222", Routes: routes}, false, "Name"},
+		{"name with a dot", bus.ClusterConfig{Name: "c.1", Listen: "127.0.0.1:6222", Routes: routes}, false, "Name"},
+		{"no routes", bus.ClusterConfig{Name: "c1", Listen: "127.0.0.1:6222"}, false, "Routes"},
+		{"no listen", bus.ClusterConfig{Name: "c1", Routes: routes}, false, "Listen"},
+		{"all interfaces", bus.ClusterConfig{Name: "c1", Listen: "0.0.0.0:6222", Routes: routes}, false, "Listen"},
+		{"route scheme", bus.ClusterConfig{Name: "c1", Listen: "127.0.0.1:6222", Routes: []string{"http://127.0.0.1:6223"}}, false, "Routes"},
+		{"route without port", bus.ClusterConfig{Name: "c1", Listen: "127.0.0.1:6222", Routes: []string{"nats-route://127.0.0.1"}}, false, "Routes"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -414,8 +416,18 @@ func TestEmbeddedClusterConfigValidate(t *testing.T) {
 			if tt.ok && err != nil {
 				t.Fatalf("rejected: %v", err)
 			}
-			if !tt.ok && !errors.Is(err, bus.ErrInvalidConfig) {
+			if tt.ok {
+				return
+			}
+			if !errors.Is(err, bus.ErrInvalidConfig) {
 				t.Fatalf("err %v, want ErrInvalidConfig", err)
+			}
+			var ce *apperr.ConfigError
+			if cerr := tt.cluster.Validate(); !errors.As(cerr, &ce) || ce.Field != tt.field || !errors.Is(cerr, bus.ErrInvalidConfig) {
+				t.Fatalf("cluster validate: %v (field %q), want a ConfigError on %s", cerr, apperr.ConfigFieldOf(cerr), tt.field)
+			}
+			if got := apperr.ConfigFieldOf(err); got != "Cluster."+tt.field {
+				t.Fatalf("embedded validate names field %q, want Cluster.%s", got, tt.field)
 			}
 		})
 	}

@@ -207,66 +207,6 @@ func TestDLQListPagedAndPerApp(t *testing.T) {
 	}
 }
 
-func TestDLQReplayReachesOnlyItsSink(t *testing.T) {
-	conn := testenv.NewJetStream(t)
-	js := conn.JetStream()
-	p := testenv.NewPublisher(t, conn)
-	a := &switchHandler{reason: "permanent"}
-	b := &switchHandler{}
-	newTestConsumer(t, conn, bus.ConsumerConfig{Durable: "sinka"}, bus.ConsumerRunConfig{}, a.handle, nil)
-	newTestConsumer(t, conn, bus.ConsumerConfig{Durable: "sinkb"}, bus.ConsumerRunConfig{}, b.handle, nil)
-	reg := prometheus.NewRegistry()
-	m, err := bus.NewDLQMetrics(reg, "sinka", "sinkb")
-	if err != nil {
-		t.Fatal(err)
-	}
-	q := newTestDLQ(t, conn, bus.DLQConfig{Sinks: []string{"sinka", "sinkb"}}, m)
-
-	env := envelopeOf("app1", "r1", 1)
-	orig := mustPublish(t, p, env)
-	letter := waitLetters(t, q, "sinka", "app1", 1)[0]
-	b.waitDeliveries(t, 1)
-
-	a.fail("")
-	if res := mustReplay(t, q, "sinka", "app1"); res.Replayed != 1 || res.Skipped != 0 || res.More {
-		t.Fatalf("replay: %+v", res)
-	}
-	d := a.waitDeliveries(t, 2)[1]
-	if d.ReplayOf != letter.Sequence || d.Envelope.EventID != env.EventID || d.Subject != "room.events.app1.r1.seat_changed" ||
-		d.StreamSeq == orig.Sequence || d.Consumer != "sinka" || string(d.Envelope.Payload) != string(env.Payload) {
-		t.Fatalf("replayed delivery %+v, letter %d", d, letter.Sequence)
-	}
-	// Handled: the letter is gone, so it is offered neither in a list nor
-	// by another replay.
-	waitLetters(t, q, "sinka", "app1", 0)
-	if res := mustReplay(t, q, "sinka", "app1"); res.Replayed != 0 {
-		t.Errorf("second replay of all: %+v", res)
-	}
-	if res := mustReplay(t, q, "sinka", "app1", letter.Sequence); res.Replayed != 0 || res.Skipped != 1 {
-		t.Errorf("replay of the handled letter by seq: %+v", res)
-	}
-	testenv.Eventually(t, 5*time.Second, settled(js, "sinka", d.StreamSeq))
-
-	// sinkb never sees the replay: an event published after it reaches
-	// sinkb right after the original.
-	next := envelopeOf("app1", "r1", 2)
-	nextAck := mustPublish(t, p, next)
-	got := b.waitDeliveries(t, 2)
-	if got[0].Envelope.EventID != env.EventID || got[1].Envelope.EventID != next.EventID || got[1].ReplayOf != 0 {
-		t.Fatalf("sinkb saw %+v", got)
-	}
-	testenv.Eventually(t, 5*time.Second, settled(js, "sinkb", nextAck.Sequence))
-	if info := mustConsumerInfo(t, js, "sinkb"); info.NumPending != 0 {
-		t.Errorf("sinkb has %d pending", info.NumPending)
-	}
-	if n := len(b.deliveries()); n != 2 {
-		t.Errorf("sinkb saw %d deliveries, want 2", n)
-	}
-	if v, ok := testenv.Metric(t, reg, "voiceroom_bus_dlq_replayed_total", "sink", "sinka"); !ok || v != 1 {
-		t.Errorf("replayed counter %v (exists %v)", v, ok)
-	}
-}
-
 func TestDLQReplayFailingAgainComesBackWithNewReason(t *testing.T) {
 	conn := testenv.NewJetStream(t)
 	p := testenv.NewPublisher(t, conn)
@@ -458,27 +398,6 @@ func TestGapCheckDeadLettersUnheardMaxDeliveries(t *testing.T) {
 	if v, ok := testenv.Metric(t, reg, "voiceroom_bus_gap_dead_lettered_total", "consumer", durable); !ok || v != 1 {
 		t.Errorf("gap counter %v (exists %v)", v, ok)
 	}
-}
-
-// A message dead-lettered by the handler path keeps no mark, so the gap
-// check adds nothing.
-func TestGapCheckLeavesDeadLetteredAlone(t *testing.T) {
-	conn := testenv.NewJetStream(t)
-	js := conn.JetStream()
-	p := testenv.NewPublisher(t, conn)
-	a := &switchHandler{reason: "permanent"}
-	newTestConsumer(t, conn, bus.ConsumerConfig{Durable: "gap2", MaxDeliver: 1}, bus.ConsumerRunConfig{}, a.handle, nil)
-	ack := mustPublish(t, p, envelopeOf("app1", "r1", 1))
-	mustDeadLetters(t, js, 1)
-	testenv.Eventually(t, 5*time.Second, settled(js, "gap2", ack.Sequence))
-	gc, err := bus.NewGapChecker(js, bus.GapCheckConfig{Durable: "gap2"}, nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if n, err := gc.Check(context.Background()); err != nil || n != 0 {
-		t.Fatalf("check: %d letters, %v", n, err)
-	}
-	mustDeadLetters(t, js, 1)
 }
 
 func TestMonitorGauges(t *testing.T) {

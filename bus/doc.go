@@ -38,15 +38,44 @@
 // lost ack, a redelivery, a restart) and must de-duplicate by event_id;
 // order across redeliveries is not guaranteed, so sinks also compare
 // room_version. Within what one [Consumer] has fetched, events of one room
-// are handled one at a time in stream order.
+// are handed to the handler in stream order and never concurrently: one
+// at a time to a [Handler], in order inside one batch (and one batch of
+// the room at a time) to a [BatchHandler], one hand-over at a time to an
+// [AsyncHandler] (which may then hold several and settles each with its
+// done).
+//
+// # The consume loop
+//
+// One loop serves the three kinds of handler. A fetcher pulls as many
+// messages as there are free slots (FetchBatch, or (Concurrency+2) ×
+// FetchBatch for batches), decodes them and queues each on the worker of
+// its room (ConsumerRunConfig.Concurrency workers, by a hash of app and
+// room). A worker cuts a turn from its queue (one message, or a batch
+// gathered while messages keep coming) and calls the handler for one turn
+// at a time; while the handler runs, the fetcher fetches and decodes the
+// next. A message holds its slot until it is settled. The kinds are thin
+// adapters over the loop, and what every message needs is a small wrapper
+// around the handler, each tested alone (middleware.go): the call is
+// wrapped by recoverer (a panic fails the turn's unsettled deliveries,
+// retryably) and inProgress (the heartbeat below); the result goes
+// through poisonQueue (dead letters) and retry (naks), which sort it with
+// one function, and is acked last.
+//
+// At shutdown the loop stops fetching, naks what was fetched and not yet
+// handed over, lets the handler calls in flight (and an AsyncHandler's
+// outstanding done calls) finish within ShutdownTimeout, then cancels the
+// handlers' ctx and returns after a short grace.
 //
 // # Failures
 //
-// A handler's error is sorted by one function (ConsumerRunConfig.Classify,
-// default [IsPermanent]): retryable errors are nakked with a delay,
-// permanent ones (and envelopes that cannot be decoded, and retryable ones
-// on the last allowed delivery) are copied to the dead-letter stream and
-// then terminated. A message is never terminated before its dead letter is
+// A handler's error is sorted by one function (with
+// ConsumerRunConfig.Classify, default [IsPermanent]): retryable errors are
+// nakked with a delay, permanent ones (and envelopes that cannot be
+// decoded, and retryable ones on the last allowed delivery) are copied to
+// the dead-letter stream and then terminated. A panic is a retryable
+// error. Once Run's ctx has ended, a retryable error (and once the
+// handlers' ctx is cancelled, any error) is shutdown's doing: nakked
+// without delay, never dead-lettered. A message is never terminated before its dead letter is
 // stored; if storing fails it is nakked and comes again.
 //
 // Acks, naks and terms are fire-and-forget by default (a lost one only
@@ -54,9 +83,9 @@
 // before it returns. ConsumerRunConfig.AckSync confirms each ack at the
 // cost of a round trip per message (see BenchmarkConsume).
 //
-// While a handler runs, the consumer sends "in progress" every third of the
-// ack wait, so a slow handler never sees its message redelivered to
-// another instance. If the process dies (or hangs) on a message's last
+// While a handler has a message (for an AsyncHandler, until its done),
+// the consumer sends "in progress" every third of the ack wait, so a slow
+// handler never sees its message redelivered to another instance. If the process dies (or hangs) on a message's last
 // delivery, the server stops redelivering on its own and only publishes a
 // MAX_DELIVERIES advisory; every running Consumer of that durable listens
 // for it, reads the message back from the stream and dead-letters it with

@@ -68,7 +68,11 @@ func (c EmbeddedConfig) Validate() error {
 	if c.ReadyTimeout < 0 {
 		return apperr.BadConfig("ReadyTimeout", "%w: embedded nats ready timeout %s: must be positive", ErrInvalidConfig, c.ReadyTimeout)
 	}
-	return c.Cluster.validate()
+	if err := c.Cluster.Validate(); err != nil {
+		// The cluster's Listen is not the client Listen: name it apart.
+		return apperr.BadConfig("Cluster."+apperr.ConfigFieldOf(err), "%w", err)
+	}
+	return nil
 }
 
 // parseListen splits listen into a loopback host and a port, where -1

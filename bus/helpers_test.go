@@ -75,13 +75,23 @@ func (r *runningConsumer) stop(tb testing.TB, limit time.Duration) time.Duration
 	return time.Since(start)
 }
 
-// newTestConsumer provisions cc, starts a Consumer over it and waits until
-// it runs. It is stopped when the test ends unless the test stops it.
+// newTestConsumer provisions cc, starts a Consumer of h over it and waits
+// until it runs. It is stopped when the test ends unless the test stops it.
 func newTestConsumer(tb testing.TB, conn *bus.Conn, cc bus.ConsumerConfig, rc bus.ConsumerRunConfig, h bus.Handler, m *bus.Metrics) *runningConsumer {
+	tb.Helper()
+	return startTestConsumer(tb, conn, cc, rc, func(js jetstream.JetStream, rc bus.ConsumerRunConfig) (*bus.Consumer, error) {
+		return bus.NewConsumer(js, rc, h, testenv.Logger(tb), m)
+	})
+}
+
+// startTestConsumer is newTestConsumer for a Consumer that newConsumer
+// makes (of any mode).
+func startTestConsumer(tb testing.TB, conn *bus.Conn, cc bus.ConsumerConfig, rc bus.ConsumerRunConfig,
+	newConsumer func(jetstream.JetStream, bus.ConsumerRunConfig) (*bus.Consumer, error)) *runningConsumer {
 	tb.Helper()
 	mustProvisionConsumer(tb, conn, cc)
 	rc.Durable = cc.Durable
-	c, err := bus.NewConsumer(conn.JetStream(), rc, h, testenv.Logger(tb), m)
+	c, err := newConsumer(conn.JetStream(), rc)
 	if err != nil {
 		tb.Fatalf("new consumer: %v", err)
 	}

@@ -52,8 +52,9 @@ type Config struct {
 	// failure of a room's message: RetryDelays[n-1] after attempt n, the
 	// last value repeating, forever. Default 1s, 5s, 30s, 2m, 5m.
 	RetryDelays []time.Duration
-	// StatsInterval is how often the durable's pending counts are read
-	// and idle rooms forgotten. Default 10s.
+	// StatsInterval is how often rooms idle for that long are forgotten.
+	// (The durable's pending counts are the bus monitor's:
+	// voiceroom_bus_consumer_pending{consumer="imbridge"}.) Default 10s.
 	StatsInterval time.Duration
 	// AcceptedWindow is how long the bridge remembers, per Tencent
 	// application, the ids of the events Tencent accepted, so that an
@@ -266,8 +267,8 @@ func New(js jetstream.JetStream, apps Apps, cfg Config, log *slog.Logger, m *Met
 }
 
 // Run consumes the durable until ctx ends. With no Tencent application
-// configured it logs that once and only reports the durable's pending
-// counts: the events wait in the stream. At shutdown the consumer stops
+// configured it logs that once and does not consume: the events wait in
+// the stream. At shutdown the consumer stops
 // fetching, the calls in flight finish (each within the call timeout) and
 // the events still held are released for redelivery. Run returns an error
 // only when it cannot start.
@@ -276,7 +277,7 @@ func (b *Bridge) Run(parent context.Context) error {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer cancel() // before the wait: stops the helpers when the consumer cannot start
-	wg.Go(func() { b.statsLoop(ctx) })
+	wg.Go(func() { b.forgetIdleLoop(ctx) })
 	b.metrics.setConfigured(b.apps.Configured())
 	if !b.apps.Configured() {
 		b.log.Warn("no Tencent IM application configured (VOICEROOM_TIM_*): not consuming; events wait in the durable")
@@ -780,37 +781,18 @@ func (b *Bridge) message(l *lane) (*outMsg, error) {
 	return nil, fmt.Errorf("empty message: %w", ErrTooLarge)
 }
 
-// statsLoop reports the durable's pending counts and forgets idle lanes,
-// every StatsInterval until ctx ends.
-func (b *Bridge) statsLoop(ctx context.Context) {
+// forgetIdleLoop forgets idle lanes every StatsInterval until ctx ends.
+func (b *Bridge) forgetIdleLoop(ctx context.Context) {
 	t := time.NewTicker(b.cfg.StatsInterval)
 	defer t.Stop()
 	for {
-		b.refreshStats(ctx)
-		b.forgetIdle()
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+			b.forgetIdle()
 		}
 	}
-}
-
-func (b *Bridge) refreshStats(ctx context.Context) {
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	cons, err := b.js.Consumer(ctx, bus.StreamName, b.cfg.Consumer.Durable)
-	if err != nil {
-		if ctx.Err() == nil {
-			b.log.Debug("read durable", "error", err)
-		}
-		return
-	}
-	info, err := cons.Info(ctx)
-	if err != nil {
-		return
-	}
-	b.metrics.consumer(info.NumPending, uint64(info.NumAckPending))
 }
 
 // forgetIdle drops lanes idle for a while; by then their group's token

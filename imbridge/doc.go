@@ -63,8 +63,9 @@
 //     not yet sent are released for redelivery.
 //   - With no Tencent application configured, [Bridge.Run] logs that once
 //     and does not consume: events wait in the durable (within the
-//     stream's retention) and its pending count shows in
-//     imbridge_consumer_pending and the nats CLI.
+//     stream's retention) and their count shows in
+//     voiceroom_bus_consumer_pending{consumer="imbridge"} and the nats
+//     CLI.
 //
 // # Events and messages
 //

@@ -24,8 +24,6 @@ type Metrics struct {
 	calls        *prometheus.HistogramVec
 	commitToIM   prometheus.Histogram
 	batchEvents  prometheus.Histogram
-	pending      prometheus.Gauge
-	ackPending   prometheus.Gauge
 	configured   prometheus.Gauge
 	callbacks    *prometheus.CounterVec
 	callbackTime prometheus.Histogram
@@ -54,14 +52,6 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Help:    "Events carried per group message (1 = single form).",
 			Buckets: []float64{1, 2, 3, 5, 8, 12, 16, 24, 32},
 		}),
-		pending: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "imbridge_consumer_pending",
-			Help: "Events in ROOM_EVENTS the imbridge durable has not yet been delivered, as of the last refresh.",
-		}),
-		ackPending: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "imbridge_consumer_ack_pending",
-			Help: "Events delivered to the imbridge durable and not yet acknowledged, as of the last refresh.",
-		}),
 		configured: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "imbridge_configured",
 			Help: "1 when a Tencent IM application is configured and the bridge consumes, 0 when it waits.",
@@ -81,8 +71,6 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	promreg.Add(r, &m.calls)
 	promreg.Add(r, &m.commitToIM)
 	promreg.Add(r, &m.batchEvents)
-	promreg.Add(r, &m.pending)
-	promreg.Add(r, &m.ackPending)
 	promreg.Add(r, &m.configured)
 	promreg.Add(r, &m.callbacks)
 	promreg.Add(r, &m.callbackTime)
@@ -129,14 +117,6 @@ func (m *Metrics) batch(events int) {
 		return
 	}
 	m.batchEvents.Observe(float64(events))
-}
-
-func (m *Metrics) consumer(pending, ackPending uint64) {
-	if m == nil {
-		return
-	}
-	m.pending.Set(float64(pending))
-	m.ackPending.Set(float64(ackPending))
 }
 
 func (m *Metrics) setConfigured(on bool) {

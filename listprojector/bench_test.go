@@ -284,10 +284,14 @@ func BenchmarkBacklogDrain(b *testing.B) {
 	flush()
 
 	cfg := listprojector.Config{KeyPrefix: prefix, FetchBatch: testenv.EnvInt("VOICEROOM_BENCH_FETCH_BATCH", 0)}
-	p, err := listprojector.New(db, rdb, js, bus.ConsumerRunConfig{Durable: bus.DurableListProjector}, nil, cfg, quiet, nil)
+	// VOICEROOM_BENCH_CONCURRENCY sets the projector's workers (default
+	// DefaultWorkers), to compare VOICEROOM_PROJECTOR_CONCURRENCY values.
+	run := bus.ConsumerRunConfig{Durable: bus.DurableListProjector, Concurrency: testenv.EnvInt("VOICEROOM_BENCH_CONCURRENCY", listprojector.DefaultWorkers)}
+	p, err := listprojector.New(db, rdb, js, run, nil, cfg, quiet, nil)
 	if err != nil {
 		b.Fatal(err)
 	}
+	b.Logf("projector workers: %d", run.Concurrency)
 	b.Run("projector", func(b *testing.B) {
 		pctx, stop := context.WithCancel(ctx)
 		done := make(chan struct{})

@@ -17,9 +17,6 @@ type Config struct {
 	FetchBatch int
 	// WriteTimeout bounds one batch's MySQL and Redis writes. Default 10s.
 	WriteTimeout time.Duration
-	// PendingEvery is how often the projector reads the durable's pending
-	// count for its gauge. Default 5s.
-	PendingEvery time.Duration
 
 	// KeyPrefix is put before every Redis key (tests isolate themselves
 	// with it). Default empty.
@@ -47,7 +44,6 @@ func (c Config) WithDefaults() Config {
 		c.FetchBatch = 500
 	}
 	def(&c.WriteTimeout, 10*time.Second)
-	def(&c.PendingEvery, 5*time.Second)
 	def(&c.CardTTL, 10*time.Minute)
 	def(&c.ReconcileEvery, 30*time.Second)
 	if c.Now == nil {
@@ -69,7 +65,6 @@ func (c Config) Validate() error {
 	}
 	check(c.FetchBatch >= 1 && c.FetchBatch <= 5000, "FetchBatch", "want 1..5000, got %d", c.FetchBatch)
 	check(c.WriteTimeout > 0, "WriteTimeout", "must be positive")
-	check(c.PendingEvery > 0, "PendingEvery", "must be positive")
 	check(c.ReconcileEvery >= time.Second, "ReconcileEvery", "want at least 1s, got %v", c.ReconcileEvery)
 	check(c.CardTTL >= 2*c.ReconcileEvery, "CardTTL", "want at least twice ReconcileEvery (%v), got %v", c.ReconcileEvery, c.CardTTL)
 	return errors.Join(errs...)

@@ -13,7 +13,7 @@
 // room's card only over an older one (room_list_entries.room_version):
 // duplicates, redeliveries and out-of-order events leave the newest card in
 // place. Within one batch (the events that arrive together, see
-// bus.BatchConsumer) it coalesces the events of a room into its newest card
+// bus.NewBatchConsumer) it coalesces the events of a room into its newest card
 // and writes all rooms in one multi-row upsert, MySQL first; Redis second,
 // whose failure never holds MySQL back or fails a delivery. A MySQL
 // failure naks the batch (retried with the consumer's delays); an event

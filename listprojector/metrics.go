@@ -14,7 +14,6 @@ import (
 type Metrics struct {
 	lag       prometheus.Histogram
 	events    *prometheus.CounterVec
-	pending   prometheus.Gauge
 	redisErrs *prometheus.CounterVec
 
 	applied, stale, coalesced, unknown prometheus.Counter
@@ -34,10 +33,6 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "room_list_projector_events_total",
 			Help: "Events the projector handled, by result: applied (its card was written), stale (an equal or newer card was there), coalesced (a newer event of the room in the same batch carried the card), unknown (an event type the projector does not know; its card is still applied).",
 		}, []string{"result"}),
-		pending: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "room_list_projector_pending",
-			Help: "Events of ROOM_EVENTS the listprojector durable has not been delivered yet (consumer info num_pending), as of the last read.",
-		}),
 		redisErrs: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "room_list_redis_write_failures_total",
 			Help: "Failed Redis writes, by writer (projector, reconcile, repair, hides: a hide set's fill or invalidation); the reconcile job repairs them.",
@@ -46,7 +41,6 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	r := promreg.On(reg)
 	promreg.Add(r, &m.lag)
 	promreg.Add(r, &m.events)
-	promreg.Add(r, &m.pending)
 	promreg.Add(r, &m.redisErrs)
 	if err := r.Err(); err != nil {
 		return nil, fmt.Errorf("room list projection metrics: %w", err)
@@ -76,11 +70,5 @@ func (m *Metrics) add(c func(*Metrics) prometheus.Counter, n int) {
 func (m *Metrics) redisFailed(writer string) {
 	if m != nil {
 		m.redisErrs.WithLabelValues(writer).Inc()
-	}
-}
-
-func (m *Metrics) setPending(n uint64) {
-	if m != nil {
-		m.pending.Set(float64(n))
 	}
 }

@@ -118,7 +118,9 @@ const cardTuple = "(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
 
 // upsertCards writes cards in one statement, in key order (so two
 // projectors lock rows in the same order), each only over an older card.
-func upsertCards(ctx context.Context, db *sql.DB, cards []*Card) error {
+func upsertCards(ctx context.Context, db interface {
+	ExecContext(context.Context, string, ...any) (sql.Result, error)
+}, cards []*Card) error {
 	if len(cards) == 0 {
 		return nil
 	}

@@ -86,7 +86,7 @@ type config struct {
 	ProjectorBackOff       []time.Duration `env:"VOICEROOM_PROJECTOR_BACKOFF" envDefault:"500ms,2s,10s,1m" envSeparator:","`
 	ProjectorMaxDeliver    int             `env:"VOICEROOM_PROJECTOR_MAX_DELIVER" envDefault:"10"`
 	ProjectorMaxAckPending int             `env:"VOICEROOM_PROJECTOR_MAX_ACK_PENDING" envDefault:"5000"`
-	ProjectorConcurrency   int             `env:"VOICEROOM_PROJECTOR_CONCURRENCY" envDefault:"4"` // validated, unused: see projectorConcurrencySet
+	ProjectorConcurrency   int             `env:"VOICEROOM_PROJECTOR_CONCURRENCY" envDefault:"2"` // listprojector.DefaultWorkers
 	ProjectorFetchBatch    int             `env:"VOICEROOM_PROJECTOR_FETCH_BATCH" envDefault:"500"`
 
 	ListReconcileEvery  time.Duration `env:"VOICEROOM_LIST_RECONCILE_EVERY" envDefault:"30s"`
@@ -131,13 +131,6 @@ type config struct {
 
 	DLQSettings // VOICEROOM_DLQ_GAP_CHECK_INTERVAL, _MAX_REPLAY, VOICEROOM_BUS_MONITOR_INTERVAL (dlq.go)
 	IMConfig    // Tencent IM (imbridge.go)
-
-	// projectorConcurrencySet says VOICEROOM_PROJECTOR_CONCURRENCY is set.
-	// The variable is accepted and validated (as the consume loop's
-	// Concurrency) so that deployments setting it still start, but the
-	// projector's batch consumer handles one batch at a time and never
-	// reads it; serve warns when it is set.
-	projectorConcurrencySet bool
 }
 
 // configError is a bad setting; its message names the variable.
@@ -167,7 +160,6 @@ func loadConfig() (config, error) {
 	if _, set := os.LookupEnv("VOICEROOM_OPS_ADDR"); !set {
 		cfg.OpsAddr = defaultOpsAddr
 	}
-	_, cfg.projectorConcurrencySet = os.LookupEnv("VOICEROOM_PROJECTOR_CONCURRENCY")
 	cfg = cfg.normalised()
 	if err := cfg.validate(); err != nil {
 		return cfg, err

@@ -3,6 +3,9 @@ package main
 import (
 	"strings"
 	"testing"
+
+	"voiceroom/bus"
+	"voiceroom/listprojector"
 )
 
 // TestPackageRulesNameTheVariable: the room list's, the IM bridge's and
@@ -50,17 +53,26 @@ func TestPackageRulesNameTheVariable(t *testing.T) {
 	}
 }
 
-// TestProjectorConcurrencyAcceptedButNoted: the variable still parses and
-// validates (deployments setting it start), and loadConfig notes that it
-// is set so that serve can warn that the projector ignores it.
-func TestProjectorConcurrencyAcceptedButNoted(t *testing.T) {
+// TestProjectorConcurrencySetsTheWorkers: VOICEROOM_PROJECTOR_CONCURRENCY
+// is the projector's consume loop's Concurrency, the number of batches it
+// writes at once (bus's TestConsumer/batch/per_room_order shows batches
+// of different rooms running at once), and only the projector's.
+func TestProjectorConcurrencySetsTheWorkers(t *testing.T) {
 	cfg, err := loadConfig()
-	if err != nil || cfg.projectorConcurrencySet {
-		t.Fatalf("unset: err %v, noted %v", err, cfg.projectorConcurrencySet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cfg.consumerRun(bus.DurableListProjector).Concurrency; got != listprojector.DefaultWorkers {
+		t.Fatalf("default projector workers %d, want %d", got, listprojector.DefaultWorkers)
 	}
 	t.Setenv("VOICEROOM_PROJECTOR_CONCURRENCY", "16")
-	cfg, err = loadConfig()
-	if err != nil || !cfg.projectorConcurrencySet {
-		t.Fatalf("set: err %v, noted %v", err, cfg.projectorConcurrencySet)
+	if cfg, err = loadConfig(); err != nil {
+		t.Fatal(err)
+	}
+	if got := cfg.consumerRun(bus.DurableListProjector).Concurrency; got != 16 {
+		t.Fatalf("projector workers %d, want 16", got)
+	}
+	if got := cfg.consumerRun(bus.DurableIMBridge).Concurrency; got != 8 {
+		t.Fatalf("imbridge workers %d, want its own default 8", got)
 	}
 }

@@ -99,10 +99,6 @@ func wireRoomList(d *deps, regionSvc *regions.Service) error {
 		return err
 	}
 	log := d.log // each room list component names itself
-	if proj && d.cfg.projectorConcurrencySet {
-		log.Warn("VOICEROOM_PROJECTOR_CONCURRENCY has no effect: the projector handles events in batches; " +
-			"tune VOICEROOM_PROJECTOR_FETCH_BATCH or run more projector processes")
-	}
 	if proj {
 		bm, err := bus.NewMetrics(d.reg)
 		if err != nil {
