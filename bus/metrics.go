@@ -27,23 +27,23 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	labels := []string{"consumer"}
 	m := &Metrics{
 		acked: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "voiceroom", Subsystem: "bus", Name: "messages_acked_total",
+			Namespace: promreg.Namespace, Subsystem: "bus", Name: "messages_acked_total",
 			Help: "Messages a consumer handled and acked.",
 		}, labels),
 		nakked: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "voiceroom", Subsystem: "bus", Name: "messages_nakked_total",
+			Namespace: promreg.Namespace, Subsystem: "bus", Name: "messages_nakked_total",
 			Help: "Messages a consumer nakked for redelivery (retryable failure, failed dead-lettering, shutdown).",
 		}, labels),
 		deadLettered: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "voiceroom", Subsystem: "bus", Name: "messages_dead_lettered_total",
+			Namespace: promreg.Namespace, Subsystem: "bus", Name: "messages_dead_lettered_total",
 			Help: "Messages a consumer copied to the dead-letter stream.",
 		}, labels),
 		otherReplays: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "voiceroom", Subsystem: "bus", Name: "other_sinks_replays_total",
+			Namespace: promreg.Namespace, Subsystem: "bus", Name: "other_sinks_replays_total",
 			Help: "Replays of another sink's dead letters a consumer acked without handling them.",
 		}, labels),
 		handlerDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Namespace: "voiceroom", Subsystem: "bus", Name: "handler_duration_seconds",
+			Namespace: promreg.Namespace, Subsystem: "bus", Name: "handler_duration_seconds",
 			Help:    "Time a consumer's handler took per message.",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 4, 10), // 0.5ms .. ~131s
 		}, labels),

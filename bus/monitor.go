@@ -33,27 +33,27 @@ type DLQMetrics struct {
 func NewDLQMetrics(reg prometheus.Registerer, sinks ...string) (*DLQMetrics, error) {
 	m := &DLQMetrics{
 		pending: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Namespace: "voiceroom", Subsystem: "bus", Name: "consumer_pending",
+			Namespace: promreg.Namespace, Subsystem: "bus", Name: "consumer_pending",
 			Help: "Messages of ROOM_EVENTS a durable has not been delivered yet (consumer info num_pending), as of the last refresh.",
 		}, []string{"consumer"}),
 		ackPending: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Namespace: "voiceroom", Subsystem: "bus", Name: "consumer_ack_pending",
+			Namespace: promreg.Namespace, Subsystem: "bus", Name: "consumer_ack_pending",
 			Help: "Messages delivered to a durable and not yet acked (consumer info num_ack_pending), as of the last refresh.",
 		}, []string{"consumer"}),
 		depth: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Namespace: "voiceroom", Subsystem: "bus", Name: "dlq_depth",
+			Namespace: promreg.Namespace, Subsystem: "bus", Name: "dlq_depth",
 			Help: "Dead letters of a sink in ROOM_EVENTS_DLQ, all apps, as of the last refresh.",
 		}, []string{"sink"}),
 		gap: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "voiceroom", Subsystem: "bus", Name: "gap_dead_lettered_total",
+			Namespace: promreg.Namespace, Subsystem: "bus", Name: "gap_dead_lettered_total",
 			Help: "Dead letters the gap check made for messages the server gave up on while no instance heard its advisory.",
 		}, []string{"consumer"}),
 		replayed: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "voiceroom", Subsystem: "bus", Name: "dlq_replayed_total",
+			Namespace: promreg.Namespace, Subsystem: "bus", Name: "dlq_replayed_total",
 			Help: "Dead letters replayed to their sink.",
 		}, []string{"sink"}),
 		refreshFail: prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: "voiceroom", Subsystem: "bus", Name: "monitor_refresh_failures_total",
+			Namespace: promreg.Namespace, Subsystem: "bus", Name: "monitor_refresh_failures_total",
 			Help: "Refreshes of the consumer and dead-letter gauges that failed; the gauges keep their last values.",
 		}),
 	}

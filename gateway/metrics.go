@@ -19,11 +19,11 @@ type httpMetrics struct {
 func newHTTPMetrics(reg prometheus.Registerer) (*httpMetrics, error) {
 	m := &httpMetrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "http_requests_total",
+			Namespace: promreg.Namespace, Subsystem: "http", Name: "requests_total",
 			Help: "HTTP requests by route template, method and status.",
 		}, []string{"route", "method", "status"}),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "http_request_duration_seconds",
+			Namespace: promreg.Namespace, Subsystem: "http", Name: "request_duration_seconds",
 			Help:    "HTTP request latency by route template and method.",
 			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5},
 		}, []string{"route", "method"}),

@@ -10,7 +10,7 @@ import (
 )
 
 // TestServerErrorSeriesExistAtZero: each route's 500 and 503 series of
-// http_requests_total exist at 0 before the first request, so that an
+// voiceroom_http_requests_total exist at 0 before the first request, so that an
 // error-rate alert reads 0, not nothing.
 func TestServerErrorSeriesExistAtZero(t *testing.T) {
 	reg := prometheus.NewRegistry()
@@ -22,13 +22,13 @@ func TestServerErrorSeriesExistAtZero(t *testing.T) {
 	}
 	for _, series := range [][2]string{{"/api/v1/things/:id", "POST"}, {"/readyz", "GET"}} {
 		for _, status := range []string{"500", "503"} {
-			v, ok := testenv.Metric(t, reg, "http_requests_total", "route", series[0], "method", series[1], "status", status)
+			v, ok := testenv.Metric(t, reg, "voiceroom_http_requests_total", "route", series[0], "method", series[1], "status", status)
 			if !ok || v != 0 {
-				t.Errorf("http_requests_total{route=%s,method=%s,status=%s}: %v, exists %v; want 0 from the start", series[0], series[1], status, v, ok)
+				t.Errorf("voiceroom_http_requests_total{route=%s,method=%s,status=%s}: %v, exists %v; want 0 from the start", series[0], series[1], status, v, ok)
 			}
 		}
 	}
-	if _, ok := testenv.Metric(t, reg, "http_requests_total", "method", "HEAD"); ok {
+	if _, ok := testenv.Metric(t, reg, "voiceroom_http_requests_total", "method", "HEAD"); ok {
 		t.Error("HEAD routes Fiber adds for GET need no series")
 	}
 }

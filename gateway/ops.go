@@ -12,7 +12,7 @@ import (
 // and, with Pprof, /debug/pprof. It has no authentication and no rate
 // limit: it is meant for loopback or a private network only, never the
 // internet (the public listener answers 404 for these paths). Its requests
-// are not counted in http_requests_total, which measures the API.
+// are not counted in voiceroom_http_requests_total, which measures the API.
 func (s *Server) newOpsApp(gatherer prometheus.Gatherer) *fiber.App {
 	app := fiber.New(fiber.Config{
 		AppName:               "voiceroom-ops",

@@ -72,7 +72,7 @@ func TestOpsListenerServesMetricsProfilesAndHealth(t *testing.T) {
 
 	// The operators' listener.
 	status, hdr, body := testenv.Fetch(t, "GET", ops+"/metrics")
-	if status != 200 || !strings.HasPrefix(hdr.Get("Content-Type"), "text/plain") || !strings.Contains(body, "http_requests_total") {
+	if status != 200 || !strings.HasPrefix(hdr.Get("Content-Type"), "text/plain") || !strings.Contains(body, "voiceroom_http_requests_total") {
 		t.Fatalf("ops /metrics = %d %q:\n%.300s", status, hdr.Get("Content-Type"), body)
 	}
 	if hdr.Get("X-Content-Type-Options") != "nosniff" || hdr.Get("Cache-Control") != "no-store" {

@@ -375,7 +375,7 @@ func TestNoApplicationDoesNotConsume(t *testing.T) {
 			t.Fatalf("waiting pulls %d, delivered %d, pending %d", info.NumWaiting, info.Delivered.Consumer, info.NumPending)
 		}
 	}
-	if v, ok := testenv.Metric(t, reg, "imbridge_configured"); !ok || v != 0 {
+	if v, ok := testenv.Metric(t, reg, "voiceroom_imbridge_configured"); !ok || v != 0 {
 		t.Fatalf("configured gauge %v (exists %v)", v, ok)
 	}
 	stop()

@@ -8,7 +8,7 @@ import (
 	"voiceroom/promreg"
 )
 
-// Outcomes of an event, the "outcome" label of imbridge_events_total.
+// Outcomes of an event, the "outcome" label of voiceroom_imbridge_events_total.
 const (
 	outcomeDelivered    = "delivered"
 	outcomeRetried      = "retried"
@@ -34,34 +34,34 @@ type Metrics struct {
 func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	m := &Metrics{
 		events: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "imbridge_events_total",
+			Namespace: promreg.Namespace, Subsystem: "imbridge", Name: "events_total",
 			Help: "Room events by type and outcome: delivered to Tencent IM, retried (one failed attempt), dead_lettered, skipped (not an IM event), duplicate (delivered again after Tencent accepted it, or while the bridge held it: acked without a call).",
 		}, []string{"event_type", "outcome"}),
 		calls: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "imbridge_call_duration_seconds",
+			Namespace: promreg.Namespace, Subsystem: "imbridge", Name: "call_duration_seconds",
 			Help:    "Tencent IM REST calls by API and result code (0 = OK, transport = no answer, dropped = MsgDropReason).",
 			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5},
 		}, []string{"api", "code"}),
 		commitToIM: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name:    "imbridge_commit_to_im_seconds",
+			Namespace: promreg.Namespace, Subsystem: "imbridge", Name: "commit_to_im_seconds",
 			Help:    "From the command's commit (occurred_at_ms) to Tencent IM accepting the event's message.",
 			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300},
 		}),
 		batchEvents: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name:    "imbridge_message_events",
+			Namespace: promreg.Namespace, Subsystem: "imbridge", Name: "message_events",
 			Help:    "Events carried per group message (1 = single form).",
 			Buckets: []float64{1, 2, 3, 5, 8, 12, 16, 24, 32},
 		}),
 		configured: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "imbridge_configured",
+			Namespace: promreg.Namespace, Subsystem: "imbridge", Name: "configured",
 			Help: "1 when a Tencent IM application is configured and the bridge consumes, 0 when it waits.",
 		}),
 		callbacks: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "imbridge_callback_total",
+			Namespace: promreg.Namespace, Subsystem: "imbridge", Name: "callbacks_total",
 			Help: "Tencent IM callbacks by command (join or other) and result (allow, deny, bad_sign, stale, unknown_app, ok).",
 		}, []string{"command", "result"}),
 		callbackTime: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name:    "imbridge_callback_duration_seconds",
+			Namespace: promreg.Namespace, Subsystem: "imbridge", Name: "callback_duration_seconds",
 			Help:    "Time to answer a Tencent IM callback.",
 			Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .05, .25, 1},
 		}),

@@ -85,11 +85,11 @@ func TestAcceptedEventDeliveredAgainIsNotShownTwice(t *testing.T) {
 	}
 }
 
-// duplicates reads imbridge_events_total{outcome="duplicate"} of an event
+// duplicates reads voiceroom_imbridge_events_total{outcome="duplicate"} of an event
 // type; -1 when the series does not exist.
 func duplicates(tb testing.TB, reg *prometheus.Registry, eventType string) float64 {
 	tb.Helper()
-	v, ok := testenv.Metric(tb, reg, "imbridge_events_total", "event_type", eventType, "outcome", "duplicate")
+	v, ok := testenv.Metric(tb, reg, "voiceroom_imbridge_events_total", "event_type", eventType, "outcome", "duplicate")
 	if !ok {
 		return -1
 	}

@@ -25,16 +25,16 @@ type Metrics struct {
 func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	m := &Metrics{
 		lag: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name:    "room_list_projection_lag_seconds",
+			Namespace: promreg.Namespace, Subsystem: "list", Name: "projection_lag_seconds",
 			Help:    "Time from an event's commit (occurred_at_ms) to its card being written to the read model.",
 			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60},
 		}),
 		events: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "room_list_projector_events_total",
+			Namespace: promreg.Namespace, Subsystem: "list", Name: "projector_events_total",
 			Help: "Events the projector handled, by result: applied (its card was written), stale (an equal or newer card was there), coalesced (a newer event of the room in the same batch carried the card), unknown (an event type the projector does not know; its card is still applied).",
 		}, []string{"result"}),
 		redisErrs: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "room_list_redis_write_failures_total",
+			Namespace: promreg.Namespace, Subsystem: "list", Name: "redis_write_failures_total",
 			Help: "Failed Redis writes, by writer (projector, reconcile, repair, hides: a hide set's fill or invalidation); the reconcile job repairs them.",
 		}, []string{"writer"}),
 	}

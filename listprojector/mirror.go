@@ -14,7 +14,7 @@ import (
 // read, and the only writes a reader makes, each a repair from MySQL or
 // an invalidation, so that every Redis key of the read model is written
 // by this package. Each write that fails is counted in
-// room_list_redis_write_failures_total under its writer ("repair" or
+// voiceroom_list_redis_write_failures_total under its writer ("repair" or
 // "hides").
 type Mirror struct {
 	c       *cache

@@ -149,10 +149,10 @@ func (s *sink) eventually(app string, region int64, check func([]*listprojector.
 	})
 }
 
-// counter reads room_list_projector_events_total{result}.
+// counter reads voiceroom_list_projector_events_total{result}.
 func (s *sink) counter(result string) float64 {
 	s.tb.Helper()
-	return testenv.MetricValue(s.tb, s.reg, "room_list_projector_events_total", "result", result)
+	return testenv.MetricValue(s.tb, s.reg, "voiceroom_list_projector_events_total", "result", result)
 }
 
 // TestDuplicatesAndOutOfOrder: redelivered, repeated and reordered events
@@ -290,7 +290,7 @@ func TestRedisDownKeepsWritingMySQL(t *testing.T) {
 		if err := s.db.QueryRow(`SELECT COUNT(*) FROM room_list_entries WHERE app_code = 'a1' AND room_id = 'fresh'`).Scan(&n); err != nil || n != 1 {
 			return fmt.Errorf("fresh room: %d %v", n, err)
 		}
-		if n := testenv.MetricValue(t, s.reg, "room_list_redis_write_failures_total", "writer", "projector"); n < 1 {
+		if n := testenv.MetricValue(t, s.reg, "voiceroom_list_redis_write_failures_total", "writer", "projector"); n < 1 {
 			return fmt.Errorf("%v failed redis writes counted", n)
 		}
 		return nil

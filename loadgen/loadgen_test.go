@@ -135,8 +135,8 @@ func TestBucketLabels(t *testing.T) {
 		le   float64
 		ok   bool
 	}{
-		{`path="fast",le="0.5"}`, "fast", 0.5, true},
-		{`le="250",path="relay"}`, "relay", 250, true},
+		{`path="fast",le="0.0005"}`, "fast", 0.5, true},
+		{`le="0.25",path="relay"}`, "relay", 250, true},
 		{`path="fast",le="+Inf"}`, "", 0, false},
 		{`le="1"}`, "", 0, false},
 	} {

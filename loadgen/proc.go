@@ -26,8 +26,8 @@ type serverSample struct {
 	rssBytes   float64
 	heapInuse  float64
 	ok         bool
-	// ackBuckets are room_outbox_publish_latency_ms's cumulative bucket
-	// counts by path, then by upper bound (ms).
+	// ackBuckets are voiceroom_outbox_publish_latency_seconds's cumulative bucket
+	// counts by path, then by upper bound (ms; the series is in seconds).
 	ackBuckets map[string]map[float64]float64
 }
 
@@ -62,7 +62,7 @@ func (b *Bench) scrapeServer(ctx context.Context) serverSample {
 		if err != nil {
 			continue
 		}
-		if rest, ok := strings.CutPrefix(name, "room_outbox_publish_latency_ms_bucket{"); ok {
+		if rest, ok := strings.CutPrefix(name, "voiceroom_outbox_publish_latency_seconds_bucket{"); ok {
 			if path, le, ok := bucketLabels(rest); ok {
 				if s.ackBuckets[path] == nil {
 					s.ackBuckets[path] = map[float64]float64{}
@@ -101,7 +101,7 @@ func bucketLabels(labels string) (path string, le float64, ok bool) {
 		return "", 0, false
 	}
 	le, err := strconv.ParseFloat(leStr, 64)
-	return path, le, err == nil
+	return path, le * 1000, err == nil // seconds on the wire, milliseconds in the report
 }
 
 // bucketQuantiles turns two readings of a cumulative histogram into the

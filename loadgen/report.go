@@ -29,7 +29,7 @@ type Report struct {
 	// applied, just before its group commit) to the stream's stored
 	// timestamp: it includes the commit itself.
 	StreamAck *StreamAck `json:"commit_to_stream_ack,omitempty"`
-	// ServerAck is voiceroom's own room_outbox_publish_latency_ms over the
+	// ServerAck is voiceroom's own voiceroom_outbox_publish_latency_seconds over the
 	// load (from the commit's end), by path; quantiles are bucket bounds.
 	ServerAck   []ServerAck `json:"server_commit_to_stream_ack,omitempty"`
 	StreamAckNA string      `json:"commit_to_stream_ack_na,omitempty"`
@@ -81,7 +81,7 @@ func (c Config) summary() ConfigSummary {
 type Memory struct {
 	RSSBytes       float64 `json:"rss_bytes"`
 	HeapInuseBytes float64 `json:"heap_inuse_bytes"`
-	RoomsLoaded    int     `json:"rooms_loaded"`
+	RoomsLoaded    int     `json:"voiceroom_rooms_loaded"`
 	// HeapPerRoomBytes is the heap growth from before setup to the load's
 	// end over the rooms loaded (with the users still online in them). With
 	// AfterGC both readings follow a collection (the target's operators'

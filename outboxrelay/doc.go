@@ -43,7 +43,7 @@
 // A row whose envelope cannot be decoded, or does not agree with its
 // row's columns, is never published nor deleted: it stays pending with
 // retry_count + 1 and last_error "undecodable envelope: ...", is counted
-// (room_outbox_undecodable_total), logged once per process with its
+// (voiceroom_outbox_undecodable_total), logged once per process with its
 // event_id, and listed by GET /admin/v1/outbox (the [Report] of an [Inspector]). It costs one
 // row of a batch per pass and never blocks the rows behind it.
 //
@@ -95,10 +95,10 @@
 // published in nearly id order, so a row published late is only deleted
 // a little late.)
 //
-// Metrics (see [NewMetrics]): room_outbox_pending_total and
-// room_outbox_oldest_pending_age_ms (gauges refreshed every
-// StatsInterval by each relay), room_outbox_publish_success_total,
-// room_outbox_publish_failure_total and room_outbox_publish_latency_ms
+// Metrics (see [NewMetrics]): voiceroom_outbox_pending_rows and
+// voiceroom_outbox_oldest_pending_age_seconds (gauges refreshed every
+// StatsInterval by each relay), voiceroom_outbox_publish_success_total,
+// voiceroom_outbox_publish_failure_total and voiceroom_outbox_publish_latency_seconds
 // (commit to stream ack, a histogram), each by path (fast or relay), plus
 // counters of duplicates, undecodable rows, events the fast path left to
 // the relay and why, held-back rows, failed statements and retention.

@@ -52,7 +52,7 @@ func TestFastPathPublishesAndMarks(t *testing.T) {
 	if res := r.Pass(context.Background()); res.Claimed != 0 {
 		t.Fatalf("the relay took rows the fast path published: %+v", res)
 	}
-	if got := testenv.MustMetric(t, reg, "room_outbox_publish_success_total", "path", "relay"); got != 0 {
+	if got := testenv.MustMetric(t, reg, "voiceroom_outbox_publish_success_total", "path", "relay"); got != 0 {
 		t.Fatalf("relay published %v", got)
 	}
 	if n := testenv.StreamLen(t, conn.JetStream()); n != uint64(len(all)) {
@@ -66,7 +66,7 @@ func TestFastPathPublishesAndMarks(t *testing.T) {
 		}
 		last[sm.Envelope.RoomID] = sm.Envelope.RoomVersion
 	}
-	if got := testenv.MetricValue(t, reg, "room_outbox_publish_latency_ms", "path", "fast"); got != float64(len(all)) {
+	if got := testenv.MetricValue(t, reg, "voiceroom_outbox_publish_latency_seconds", "path", "fast"); got != float64(len(all)) {
 		t.Fatalf("latency observations %v, want %d", got, len(all))
 	}
 }
@@ -113,18 +113,18 @@ func TestFastPathJetStreamDown(t *testing.T) {
 			reason := "disconnected"
 			if !knowsDown {
 				reason = "publish_failed"
-				if got := testenv.MetricValue(t, reg, "room_outbox_publish_failure_total", "path", "fast"); got != 1 {
+				if got := testenv.MetricValue(t, reg, "voiceroom_outbox_publish_failure_total", "path", "fast"); got != 1 {
 					t.Fatalf("fast failures %v", got)
 				}
 			}
-			if got := testenv.MetricValue(t, reg, "room_outbox_fastpath_handed_over_total", "reason", reason); got != 1 {
+			if got := testenv.MetricValue(t, reg, "voiceroom_outbox_fastpath_handed_over_total", "reason", reason); got != 1 {
 				t.Fatalf("handed over (%s) %v", reason, got)
 			}
 
 			js.Start()
 			v2 := testenv.InsertOutbox(t, db, testenv.NewEnvelope(testApp, "room1", 2, "gift_sent"))
 			fp.Committed(v2, time.Now())
-			if got := testenv.MetricValue(t, reg, "room_outbox_fastpath_handed_over_total", "reason", "room_blocked"); got != 1 {
+			if got := testenv.MetricValue(t, reg, "voiceroom_outbox_fastpath_handed_over_total", "reason", "room_blocked"); got != 1 {
 				t.Fatalf("room 1's next event must go to the relay behind the first: handed over %v", got)
 			}
 			if res := relay.Pass(context.Background()); res.Published != 2 {
@@ -144,7 +144,7 @@ func TestFastPathJetStreamDown(t *testing.T) {
 				}
 				return nil
 			})
-			if got := testenv.MetricValue(t, reg, "room_outbox_publish_success_total", "path", "fast"); got != 1 {
+			if got := testenv.MetricValue(t, reg, "voiceroom_outbox_publish_success_total", "path", "fast"); got != 1 {
 				t.Fatalf("fast publishes %v, want v3 only", got)
 			}
 			var order []int64
@@ -177,10 +177,10 @@ func TestFastPathQueueFullHandsOver(t *testing.T) {
 	b := testenv.InsertOutbox(t, db, testenv.RoomEnvelopes(testApp, "roomB", 1, 2)...)
 	fp.Committed(a, time.Now())
 	fp.Committed(b, time.Now())
-	if got := testenv.MetricValue(t, reg, "room_outbox_fastpath_handed_over_total", "reason", "queue_full"); got != 1 {
+	if got := testenv.MetricValue(t, reg, "voiceroom_outbox_fastpath_handed_over_total", "reason", "queue_full"); got != 1 {
 		t.Fatalf("queue_full %v", got)
 	}
-	if got := testenv.MetricValue(t, reg, "room_outbox_fastpath_handed_over_total", "reason", "room_blocked"); got != 1 {
+	if got := testenv.MetricValue(t, reg, "voiceroom_outbox_fastpath_handed_over_total", "reason", "room_blocked"); got != 1 {
 		t.Fatalf("room_blocked %v", got)
 	}
 	runInBackground(t, fp.Run)
@@ -214,7 +214,7 @@ func TestFastPathShutdown(t *testing.T) {
 	t.Logf("stopped in %v", took)
 	late := testenv.InsertOutbox(t, db, testenv.NewEnvelope(testApp, "room1", 4, "t"))
 	fp.Committed(late, time.Now())
-	if got := testenv.MetricValue(t, reg, "room_outbox_fastpath_handed_over_total", "reason", "stopped"); got < 1 {
+	if got := testenv.MetricValue(t, reg, "voiceroom_outbox_fastpath_handed_over_total", "reason", "stopped"); got < 1 {
 		t.Fatalf("stopped hand-overs %v", got)
 	}
 	if st := testenv.OutboxState(t, db, late[0].ID); st.Status != "pending" {

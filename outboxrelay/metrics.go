@@ -46,48 +46,48 @@ type Metrics struct {
 func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	m := &Metrics{
 		pending: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "room_outbox_pending_total",
+			Namespace: promreg.Namespace, Subsystem: "outbox", Name: "pending_rows",
 			Help: "Outbox rows waiting to be stored in JetStream (status pending), all apps, as of the last refresh.",
 		}),
 		oldestAge: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "room_outbox_oldest_pending_age_ms",
-			Help: "Age in milliseconds of the oldest pending outbox row (0 when none), as of the last refresh.",
+			Namespace: promreg.Namespace, Subsystem: "outbox", Name: "oldest_pending_age_seconds",
+			Help: "Age in seconds of the oldest pending outbox row (0 when none), as of the last refresh.",
 		}),
 		success: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "room_outbox_publish_success_total",
+			Namespace: promreg.Namespace, Subsystem: "outbox", Name: "publish_success_total",
 			Help: "Outbox events the stream acknowledged, by path (fast or relay); duplicates included.",
 		}, []string{"path"}),
 		failure: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "room_outbox_publish_failure_total",
+			Namespace: promreg.Namespace, Subsystem: "outbox", Name: "publish_failure_total",
 			Help: "Outbox event publishes that failed or timed out, by path; the row stays pending.",
 		}, []string{"path"}),
 		duplicate: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "room_outbox_publish_duplicate_total",
+			Namespace: promreg.Namespace, Subsystem: "outbox", Name: "publish_duplicate_total",
 			Help: "Acks for an event_id the stream already held (a re-publish it dropped), by path.",
 		}, []string{"path"}),
 		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "room_outbox_publish_latency_ms",
-			Help:    "Milliseconds from the command's commit to the stream's ack, by path.",
-			Buckets: []float64{0.5, 1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000, 60000, 300000},
+			Namespace: promreg.Namespace, Subsystem: "outbox", Name: "publish_latency_seconds",
+			Help:    "Seconds from the command's commit to the stream's ack, by path.",
+			Buckets: []float64{.0005, .001, .002, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300},
 		}, []string{"path"}),
 		undecodable: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "room_outbox_undecodable_total",
+			Namespace: promreg.Namespace, Subsystem: "outbox", Name: "undecodable_total",
 			Help: "Times the relay found a pending row whose envelope cannot be decoded or does not match its row; such rows stay pending.",
 		}),
 		handedOver: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "room_outbox_fastpath_handed_over_total",
+			Namespace: promreg.Namespace, Subsystem: "outbox", Name: "fastpath_handed_over_total",
 			Help: "Events the fast path left to the relay without trying, by reason (queue_full, room_blocked, disconnected, stopped).",
 		}, []string{"reason"}),
 		heldBack: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "room_outbox_held_back_total",
+			Namespace: promreg.Namespace, Subsystem: "outbox", Name: "held_back_total",
 			Help: "Rows the relay did not publish in a pass because an earlier event of their room failed in it.",
 		}),
 		dbFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "room_outbox_db_failure_total",
+			Namespace: promreg.Namespace, Subsystem: "outbox", Name: "db_failure_total",
 			Help: "Failed outbox statements, by operation (claim, mark, fast_mark, check, retention, stats); retried later.",
 		}, []string{"op"}),
 		retentionRows: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "room_outbox_retention_deleted_total",
+			Namespace: promreg.Namespace, Subsystem: "outbox", Name: "retention_deleted_total",
 			Help: "Published outbox rows deleted by retention.",
 		}),
 	}
@@ -150,7 +150,7 @@ func (m *Metrics) acked(path, eventID string, committed, at time.Time, duplicate
 	if duplicate {
 		s.duplicate.Inc()
 	}
-	s.latency.Observe(float64(at.Sub(committed)) / float64(time.Millisecond))
+	s.latency.Observe(at.Sub(committed).Seconds())
 	if m.onAck != nil {
 		m.onAck(path, eventID, at)
 	}
@@ -197,5 +197,5 @@ func (m *Metrics) setPending(count int64, oldestAge time.Duration) {
 		return
 	}
 	m.pending.Set(float64(count))
-	m.oldestAge.Set(float64(oldestAge.Milliseconds()))
+	m.oldestAge.Set(oldestAge.Seconds())
 }

@@ -17,9 +17,9 @@ func TestLabelledSeriesExistAtZero(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := map[string][]string{
-		"room_outbox_publish_failure_total":      {pathFast, pathRelay},
-		"room_outbox_fastpath_handed_over_total": handOverReasons,
-		"room_outbox_db_failure_total":           dbOps,
+		"voiceroom_outbox_publish_failure_total":      {pathFast, pathRelay},
+		"voiceroom_outbox_fastpath_handed_over_total": handOverReasons,
+		"voiceroom_outbox_db_failure_total":           dbOps,
 	}
 	for _, f := range families {
 		values, ok := want[f.GetName()]

@@ -165,20 +165,20 @@ func TestRelayPublishesPendingRows(t *testing.T) {
 		}
 		last[m.Envelope.RoomID] = m.Envelope.RoomVersion
 	}
-	if got := testenv.MetricValue(t, reg, "room_outbox_publish_success_total", "path", "relay"); got != float64(len(msgs)) {
+	if got := testenv.MetricValue(t, reg, "voiceroom_outbox_publish_success_total", "path", "relay"); got != float64(len(msgs)) {
 		t.Fatalf("success metric %v, want %d", got, len(msgs))
 	}
 	mfs, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{"room_outbox_pending_total", "room_outbox_publish_success_total", "room_outbox_publish_failure_total",
-		"room_outbox_publish_latency_ms", "room_outbox_oldest_pending_age_ms"} {
+	for _, name := range []string{"voiceroom_outbox_pending_rows", "voiceroom_outbox_publish_success_total", "voiceroom_outbox_publish_failure_total",
+		"voiceroom_outbox_publish_latency_seconds", "voiceroom_outbox_oldest_pending_age_seconds"} {
 		found := false
 		for _, mf := range mfs {
 			found = found || mf.GetName() == name
 		}
-		if !found && name != "room_outbox_publish_failure_total" {
+		if !found && name != "voiceroom_outbox_publish_failure_total" {
 			t.Errorf("metric %s not exported", name)
 		}
 	}
@@ -244,7 +244,7 @@ func TestPublishFailureKeepsRowPendingThenSucceeds(t *testing.T) {
 	if res.Failed != 1 || res.HeldBack != 1 || res.Published != 2 {
 		t.Fatalf("pass result %+v", res)
 	}
-	if got := testenv.MetricValue(t, reg, "room_outbox_publish_failure_total", "path", "relay"); got != 1 {
+	if got := testenv.MetricValue(t, reg, "voiceroom_outbox_publish_failure_total", "path", "relay"); got != 1 {
 		t.Fatalf("failure metric %v", got)
 	}
 	// The failure is logged with the fields the README's "The outbox" names.
@@ -402,10 +402,10 @@ func TestTwoRelaysOneBacklog(t *testing.T) {
 	if len(stored) != len(msgs) {
 		t.Fatalf("stream holds %d, want %d", len(stored), len(msgs))
 	}
-	if dup := testenv.MustMetric(t, reg, "room_outbox_publish_duplicate_total", "path", "relay"); dup != 0 {
+	if dup := testenv.MustMetric(t, reg, "voiceroom_outbox_publish_duplicate_total", "path", "relay"); dup != 0 {
 		t.Fatalf("%v rows were published twice", dup)
 	}
-	if got := testenv.MetricValue(t, reg, "room_outbox_publish_success_total", "path", "relay"); got != float64(len(msgs)) {
+	if got := testenv.MetricValue(t, reg, "voiceroom_outbox_publish_success_total", "path", "relay"); got != float64(len(msgs)) {
 		t.Fatalf("%v acks for %d rows", got, len(msgs))
 	}
 }
@@ -437,7 +437,7 @@ func TestStoppedAfterPublishBeforeMark(t *testing.T) {
 	if n := testenv.StreamLen(t, conn.JetStream()); n != 20 {
 		t.Fatalf("stream holds %d after the re-publish, want 20", n)
 	}
-	if dup := testenv.MetricValue(t, reg, "room_outbox_publish_duplicate_total", "path", "relay"); dup != 20 {
+	if dup := testenv.MetricValue(t, reg, "voiceroom_outbox_publish_duplicate_total", "path", "relay"); dup != 20 {
 		t.Fatalf("duplicate acks %v, want 20", dup)
 	}
 	for _, msg := range msgs {
@@ -540,7 +540,7 @@ func TestUndecodableRowStaysPending(t *testing.T) {
 	if n := testenv.StreamLen(t, conn.JetStream()); n != uint64(len(good)) {
 		t.Fatalf("stream holds %d, want only the %d good rows", n, len(good))
 	}
-	if got := testenv.MetricValue(t, reg, "room_outbox_undecodable_total"); got != 6 {
+	if got := testenv.MetricValue(t, reg, "voiceroom_outbox_undecodable_total"); got != 6 {
 		t.Fatalf("undecodable metric %v, want 3 rows x 2 passes", got)
 	}
 	if lines := logs.lines("undecodable envelope; it stays pending"); len(lines) != 3 || !strings.Contains(strings.Join(lines, ""), `"event_id":"ev-mismatch"`) {
@@ -599,7 +599,7 @@ func TestRetentionDeletesOldPublishedRows(t *testing.T) {
 		outboxrelay.Config{Retention: time.Hour, RetentionBatch: 2, PollInterval: time.Hour, PublishTimeout: 100 * time.Millisecond})
 	run := runInBackground(t, r.Run)
 	testenv.Eventually(t, 10*time.Second, func() error {
-		if got := testenv.MetricValue(t, reg, "room_outbox_retention_deleted_total"); got != 7 {
+		if got := testenv.MetricValue(t, reg, "voiceroom_outbox_retention_deleted_total"); got != 7 {
 			return fmt.Errorf("deleted %v", got)
 		}
 		return nil
@@ -611,10 +611,10 @@ func TestRetentionDeletesOldPublishedRows(t *testing.T) {
 	if n := testenv.OutboxCount(t, db, "pending"); n != 2 {
 		t.Fatalf("%d pending rows left, want 2", n)
 	}
-	if got := testenv.MetricValue(t, reg, "room_outbox_pending_total"); got != 2 {
+	if got := testenv.MetricValue(t, reg, "voiceroom_outbox_pending_rows"); got != 2 {
 		t.Fatalf("pending gauge %v", got)
 	}
-	if age := testenv.MetricValue(t, reg, "room_outbox_oldest_pending_age_ms"); age < float64(time.Hour.Milliseconds()) {
-		t.Fatalf("oldest pending age %vms", age)
+	if age := testenv.MetricValue(t, reg, "voiceroom_outbox_oldest_pending_age_seconds"); age < time.Hour.Seconds() {
+		t.Fatalf("oldest pending age %vs", age)
 	}
 }

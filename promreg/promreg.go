@@ -1,5 +1,5 @@
-// Package promreg is the one way components register their Prometheus
-// metrics: a component's metrics constructor registers on the
+// Package promreg is the one way components name and register their
+// Prometheus metrics: a component's metrics constructor registers on the
 // prometheus.Registerer it is given and returns an error, never panics.
 //
 // Components built twice on one registry (two consumers, a relay and a
@@ -22,6 +22,14 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 )
+
+// Namespace starts the name of every series voiceroom exports:
+// voiceroom_<subsystem>_<name>[_<unit>], with base units (seconds, bytes)
+// and _total on counters only. Each component sets Namespace and its own
+// Subsystem (bus, rooms, outbox, imbridge, list, regions, http) in its
+// metrics' Opts. TestSeriesNames (cmd/voiceroom) checks a running server's
+// series against the rule.
+const Namespace = "voiceroom"
 
 // Register registers c on reg and returns it, or the collector of the same
 // type already registered under c's descriptors. A nil reg registers

@@ -5,6 +5,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"voiceroom/promreg"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -173,19 +174,19 @@ func (c *cache) sum(counter func(*cacheShard) *atomic.Uint64) float64 {
 func (c *cache) collectors() []prometheus.Collector {
 	return []prometheus.Collector{
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
-			Name: "voiceroom_regions_cache_hits_total",
+			Namespace: promreg.Namespace, Subsystem: "regions", Name: "cache_hits_total",
 			Help: "User region lookups answered from the in-process cache.",
 		}, func() float64 { return c.sum(func(s *cacheShard) *atomic.Uint64 { return &s.hits }) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
-			Name: "voiceroom_regions_cache_misses_total",
+			Namespace: promreg.Namespace, Subsystem: "regions", Name: "cache_misses_total",
 			Help: "User region lookups that read MySQL (absent or expired entry).",
 		}, func() float64 { return c.sum(func(s *cacheShard) *atomic.Uint64 { return &s.misses }) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
-			Name: "voiceroom_regions_cache_evictions_total",
+			Namespace: promreg.Namespace, Subsystem: "regions", Name: "cache_evictions_total",
 			Help: "Entries dropped to keep the cache within VOICEROOM_REGIONS_CACHE_SIZE.",
 		}, func() float64 { return c.sum(func(s *cacheShard) *atomic.Uint64 { return &s.evictions }) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "voiceroom_regions_cache_entries",
+			Namespace: promreg.Namespace, Subsystem: "regions", Name: "cache_entries",
 			Help: "Entries in the user region cache, live or expired.",
 		}, func() float64 { return float64(c.len()) }),
 	}

@@ -204,7 +204,7 @@ func BenchmarkListHTTP(b *testing.B) {
 					users[i].deep = cursor
 				}
 			}
-			near0 := testenv.MetricValue(b, reg, "room_list_cache_requests_total", "result", "near")
+			near0 := testenv.MetricValue(b, reg, "voiceroom_list_cache_requests_total", "result", "near")
 			b.Run(mode+"/"+depth, func(b *testing.B) {
 				var next atomic.Int64
 				var errs atomic.Int64
@@ -240,7 +240,7 @@ func BenchmarkListHTTP(b *testing.B) {
 					stopWrites()
 				}
 				if mode == "redis" {
-					near := testenv.MetricValue(b, reg, "room_list_cache_requests_total", "result", "near") - near0
+					near := testenv.MetricValue(b, reg, "voiceroom_list_cache_requests_total", "result", "near") - near0
 					b.ReportMetric(near/float64(len(all)), "near_ratio")
 				}
 				b.ReportMetric(float64(len(all))/elapsed.Seconds(), "req/s")

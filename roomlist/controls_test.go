@@ -51,7 +51,7 @@ func (s *stack) trail(room, as string) []string {
 	return nil
 }
 
-// moderationCount reads rooms_moderation_actions_total{action}.
+// moderationCount reads voiceroom_rooms_moderation_actions_total{action}.
 func (s *stack) moderationCount(action string) float64 {
 	s.tb.Helper()
 	families, err := s.reg.Gather()
@@ -59,7 +59,7 @@ func (s *stack) moderationCount(action string) float64 {
 		s.tb.Fatal(err)
 	}
 	for _, f := range families {
-		if f.GetName() != "rooms_moderation_actions_total" {
+		if f.GetName() != "voiceroom_rooms_moderation_actions_total" {
 			continue
 		}
 		for _, m := range f.GetMetric() {
@@ -70,7 +70,7 @@ func (s *stack) moderationCount(action string) float64 {
 			}
 		}
 	}
-	s.tb.Fatalf("no rooms_moderation_actions_total{action=%q}", action)
+	s.tb.Fatalf("no voiceroom_rooms_moderation_actions_total{action=%q}", action)
 	return 0
 }
 
@@ -312,7 +312,7 @@ func TestHidePerRegionOverHTTP(t *testing.T) {
 	}
 	for action, n := range map[string]float64{"pin": 1, "unpin": 1, "hide": 4, "unhide": 2} {
 		if got := s.moderationCount(action); got != n {
-			t.Errorf("rooms_moderation_actions_total{action=%q} = %v, want %v", action, got, n)
+			t.Errorf("voiceroom_rooms_moderation_actions_total{action=%q} = %v, want %v", action, got, n)
 		}
 	}
 }
@@ -414,7 +414,7 @@ func TestBanTakesTheRoomOutOfEveryListOverHTTP(t *testing.T) {
 	}
 	for _, action := range []string{"pin", "unpin", "hide", "unhide", "ban", "restore", "region_change", "close"} {
 		if got := s.moderationCount(action); got != 1 {
-			t.Errorf("rooms_moderation_actions_total{action=%q} = %v, want 1", action, got)
+			t.Errorf("voiceroom_rooms_moderation_actions_total{action=%q} = %v, want 1", action, got)
 		}
 	}
 }

@@ -28,7 +28,7 @@
 // written to the room's audit trail (rooms.InsertAudit, the rooms
 // package's own write of its room_audit table) in the transaction that
 // makes it, which also locks the room's row through rooms.LockStatus, then
-// counted in rooms_moderation_actions_total.
+// counted in voiceroom_rooms_moderation_actions_total.
 //
 // The list may lag the rooms: it shows what the projector has written
 // (see listprojector). Redis is a cache: [Lister] reads it first and falls

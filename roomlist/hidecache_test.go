@@ -112,7 +112,7 @@ func (p hideProc) ids(tb testing.TB, app string, region int64) []string {
 // hidesFromMySQL counts the pages whose hides were read from MySQL.
 func (p hideProc) hidesFromMySQL(tb testing.TB) float64 {
 	tb.Helper()
-	return testenv.MetricValue(tb, p.reg, "room_list_cache_requests_total", "result", "hides_miss")
+	return testenv.MetricValue(tb, p.reg, "voiceroom_list_cache_requests_total", "result", "hides_miss")
 }
 
 func without(ids []string, drop string) []string {

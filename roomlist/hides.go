@@ -59,7 +59,7 @@ const (
 //
 // Every hide and unhide is recorded in the room's audit trail in the
 // transaction that makes it, and counted in
-// rooms_moderation_actions_total once committed.
+// voiceroom_rooms_moderation_actions_total once committed.
 type Hides struct {
 	db         *sql.DB
 	lister     *Lister

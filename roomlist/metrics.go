@@ -26,15 +26,15 @@ type Metrics struct {
 func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	m := &Metrics{
 		cache: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "room_list_cache_requests_total",
+			Namespace: promreg.Namespace, Subsystem: "list", Name: "cache_requests_total",
 			Help: "Redis reads of the list query, by result: hit, miss (read from MySQL and repaired), error (Redis failed; read from MySQL), hides_miss (a page's hides read from MySQL: the region's hide set was not filled or is marked stale; refilled in the background), near (a page's cards and hides served from the process's Redis-tracked near cache, no round trip).",
 		}, []string{"result"}),
 		nearUp: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "room_list_near_cache_up",
+			Namespace: promreg.Namespace, Subsystem: "list", Name: "near_cache_up",
 			Help: "1 while this process's near cache of list cards and hide sets is in use (its Redis tracking connection is up), else 0.",
 		}),
 		query: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "room_list_query_duration_seconds",
+			Namespace: promreg.Namespace, Subsystem: "list", Name: "query_duration_seconds",
 			Help:    "Latency of GET /api/v1/rooms in the list service, by kind (list or search).",
 			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1},
 		}, []string{"kind"}),

@@ -98,7 +98,7 @@ func TestNearCacheServesRepeatsFromMemory(t *testing.T) {
 	s, p, reads, _ := nearSetup(t)
 	eventuallyFilled(t, p.lister, s.rdb, s.prefix, "a1", 1) // hide set filled in Redis
 	titles(t, p.lister)                                     // and read into the near cache
-	before, nearBefore := reads.mgets.Load(), testenv.MetricValue(t, p.reg, "room_list_cache_requests_total", "result", "near")
+	before, nearBefore := reads.mgets.Load(), testenv.MetricValue(t, p.reg, "voiceroom_list_cache_requests_total", "result", "near")
 	for range 20 {
 		if got := titles(t, p.lister); got["r1"] != "one" || got["r2"] != "other" {
 			t.Fatalf("page: %v", got)
@@ -107,7 +107,7 @@ func TestNearCacheServesRepeatsFromMemory(t *testing.T) {
 	if n := reads.mgets.Load() - before; n != 0 {
 		t.Fatalf("%d card reads from Redis for 20 repeated pages, want 0", n)
 	}
-	if n := testenv.MetricValue(t, p.reg, "room_list_cache_requests_total", "result", "near") - nearBefore; n != 20 {
+	if n := testenv.MetricValue(t, p.reg, "voiceroom_list_cache_requests_total", "result", "near") - nearBefore; n != 20 {
 		t.Fatalf("near hits %v, want 20", n)
 	}
 
@@ -224,7 +224,7 @@ func TestNearCacheOffReadsRedis(t *testing.T) {
 	p := newHideProc(t, s, counted, cfg)
 	eventuallyFilled(t, p.lister, s.rdb, s.prefix, "a1", 1)
 	titles(t, p.lister)
-	before, missBefore := reads.mgets.Load(), testenv.MetricValue(t, p.reg, "room_list_cache_requests_total", "result", "miss")
+	before, missBefore := reads.mgets.Load(), testenv.MetricValue(t, p.reg, "voiceroom_list_cache_requests_total", "result", "miss")
 	for range 5 {
 		if got := titles(t, p.lister); got["r1"] != "one" || got["r2"] != "other" {
 			t.Fatalf("page: %v", got)
@@ -233,7 +233,7 @@ func TestNearCacheOffReadsRedis(t *testing.T) {
 	if n := reads.mgets.Load() - before; n != 5 {
 		t.Fatalf("%d card reads from Redis for 5 pages, want 5", n)
 	}
-	if n := testenv.MustMetric(t, p.reg, "room_list_cache_requests_total", "result", "miss") - missBefore; n != 0 {
+	if n := testenv.MustMetric(t, p.reg, "voiceroom_list_cache_requests_total", "result", "miss") - missBefore; n != 0 {
 		t.Fatalf("%v misses, want 0", n)
 	}
 }

@@ -48,7 +48,7 @@ const (
 // Pins stores operators' pins. They reach the lists with the next frozen
 // order (within Config.FreezeEvery). Every pin and unpin is recorded in the
 // room's audit trail (rooms.InsertAudit) in the transaction that makes it,
-// and counted in rooms_moderation_actions_total once committed.
+// and counted in voiceroom_rooms_moderation_actions_total once committed.
 type Pins struct {
 	db         *sql.DB
 	moderation *rooms.ModerationCounter

@@ -118,7 +118,7 @@ func (s *Service) RecordAudit(ctx context.Context, e AuditEntry) (int64, error) 
 }
 
 // CountModeration counts one committed operator action in
-// rooms_moderation_actions_total. The room commands count their own; a
+// voiceroom_rooms_moderation_actions_total. The room commands count their own; a
 // caller of InsertAudit calls it after its transaction commits.
 func (s *Service) CountModeration(action AuditAction) {
 	s.moderation.Count(action)
@@ -263,7 +263,7 @@ func readAudit(ctx context.Context, db *sql.DB, appCode, roomID string, before i
 }
 
 // ModerationCounter counts committed operator actions in
-// rooms_moderation_actions_total{action}. The rooms service holds one; a
+// voiceroom_rooms_moderation_actions_total{action}. The rooms service holds one; a
 // component that audits outside the room commands (pins and hides in
 // roomlist) builds its own on the same registry, and both share the one
 // collector (promreg).
@@ -271,13 +271,13 @@ type ModerationCounter struct {
 	actions *prometheus.CounterVec
 }
 
-// NewModerationCounter registers rooms_moderation_actions_total on reg (nil:
+// NewModerationCounter registers voiceroom_rooms_moderation_actions_total on reg (nil:
 // not registered), with every action's series at 0, or returns the one
 // already registered there. It fails only when another collector holds the
 // name.
 func NewModerationCounter(reg prometheus.Registerer) (*ModerationCounter, error) {
 	m := &ModerationCounter{actions: prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "rooms_moderation_actions_total",
+		Namespace: promreg.Namespace, Subsystem: "rooms", Name: "moderation_actions_total",
 		Help: "Operator actions on rooms recorded in their audit trail, by action.",
 	}, []string{"action"})}
 	var err error

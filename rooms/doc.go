@@ -114,7 +114,7 @@
 // commit together) and then Service.CountModeration, or
 // Service.RecordAudit outside a transaction. Service.Audit reads a room's
 // trail newest first (audit_id descending) in pages, within one app.
-// rooms_moderation_actions_total{action} counts committed actions; every
+// voiceroom_rooms_moderation_actions_total{action} counts committed actions; every
 // action's series exists from the start at 0.
 //
 // # Names

@@ -24,38 +24,38 @@ type metrics struct {
 func newMetrics(reg prometheus.Registerer, loaded func() float64) (*metrics, error) {
 	m := &metrics{
 		commands: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "rooms_commands_total",
+			Namespace: promreg.Namespace, Subsystem: "rooms", Name: "commands_total",
 			Help: "Room commands by kind and outcome (the error kind, or OK).",
 		}, []string{"kind", "outcome"}),
 		commandSecs: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "rooms_command_duration_seconds",
+			Namespace: promreg.Namespace, Subsystem: "rooms", Name: "command_duration_seconds",
 			Help:    "Room command latency through the pipeline (apply, commit) by kind.",
 			Buckets: []float64{.0005, .001, .002, .005, .01, .02, .05, .1, .25, .5, 1},
 		}, []string{"kind"}),
 		commitBatch: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name:    "rooms_commit_batch_commands",
+			Namespace: promreg.Namespace, Subsystem: "rooms", Name: "commit_batch_commands",
 			Help:    "Commands written per transaction (group commit).",
 			Buckets: []float64{1, 2, 4, 8, 16, 32, 64, 128, 256},
 		}),
 		commitSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name:    "rooms_commit_duration_seconds",
+			Namespace: promreg.Namespace, Subsystem: "rooms", Name: "commit_duration_seconds",
 			Help:    "Duration of one group transaction.",
 			Buckets: []float64{.0005, .001, .002, .005, .01, .02, .05, .1, .25, .5, 1},
 		}),
 		loadedRooms: prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "rooms_loaded",
+			Namespace: promreg.Namespace, Subsystem: "rooms", Name: "loaded",
 			Help: "Rooms whose cell is in memory.",
 		}, loaded),
 		loads: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "rooms_loads_total",
+			Namespace: promreg.Namespace, Subsystem: "rooms", Name: "loads_total",
 			Help: "Cells loaded from storage (snapshot plus command-log replay) by outcome.",
 		}, []string{"outcome"}),
 		evictions: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "rooms_evictions_total",
+			Namespace: promreg.Namespace, Subsystem: "rooms", Name: "evictions_total",
 			Help: "Idle cells dropped from memory.",
 		}),
 		swept: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "rooms_stale_users_swept_total",
+			Namespace: promreg.Namespace, Subsystem: "rooms", Name: "stale_users_swept_total",
 			Help: "Users removed by the presence sweeper after their heartbeats stopped.",
 		}),
 	}
@@ -91,6 +91,6 @@ var allKinds = []Kind{
 	KindChangeRoomVisibleRegion, KindSweepStale, KindBanRoom, KindRestoreRoom,
 }
 
-// alertOutcomes are the outcomes of rooms_commands_total that alerts and
+// alertOutcomes are the outcomes of voiceroom_rooms_commands_total that alerts and
 // their ratios read: success, and the server's own failures.
 var alertOutcomes = []string{"OK", string(apperr.Unavailable), string(apperr.Internal)}

@@ -18,14 +18,14 @@ func TestAlertSeriesExistAtZero(t *testing.T) {
 	}
 	for _, k := range allKinds {
 		for _, outcome := range []string{"OK", "UNAVAILABLE", "INTERNAL"} {
-			if v, ok := testenv.Metric(t, reg, "rooms_commands_total", "kind", string(k), "outcome", outcome); !ok || v != 0 {
-				t.Errorf("rooms_commands_total{kind=%s,outcome=%s}: %v, exists %v; want 0 from the start", k, outcome, v, ok)
+			if v, ok := testenv.Metric(t, reg, "voiceroom_rooms_commands_total", "kind", string(k), "outcome", outcome); !ok || v != 0 {
+				t.Errorf("voiceroom_rooms_commands_total{kind=%s,outcome=%s}: %v, exists %v; want 0 from the start", k, outcome, v, ok)
 			}
 		}
 	}
 	for _, outcome := range []string{"ok", "error", "corrupt"} {
-		if _, ok := testenv.Metric(t, reg, "rooms_loads_total", "outcome", outcome); !ok {
-			t.Errorf("rooms_loads_total{outcome=%s} missing at start", outcome)
+		if _, ok := testenv.Metric(t, reg, "voiceroom_rooms_loads_total", "outcome", outcome); !ok {
+			t.Errorf("voiceroom_rooms_loads_total{outcome=%s} missing at start", outcome)
 		}
 	}
 }

@@ -164,7 +164,7 @@ func TestBanAndRestore(t *testing.T) {
 	}
 	e.mustDo(t, "app1", room, KindMicUp, 2, Args{SeatIndex: 0})
 	for _, a := range AuditActions {
-		if v, ok := testenv.Metric(t, reg, "rooms_moderation_actions_total", "action", string(a)); !ok || v != 0 {
+		if v, ok := testenv.Metric(t, reg, "voiceroom_rooms_moderation_actions_total", "action", string(a)); !ok || v != 0 {
 			t.Fatalf("%s counter starts at %v (exists %v)", a, v, ok)
 		}
 	}
@@ -276,7 +276,7 @@ func TestBanAndRestore(t *testing.T) {
 		t.Fatalf("ban audit %+v before %s after %s", ban, ban.Before, ban.After)
 	}
 	for action, want := range map[AuditAction]float64{AuditBan: 2, AuditRestore: 1, AuditClose: 1, AuditRegionChange: 0, AuditPin: 0} {
-		if v := testenv.MetricValue(t, reg, "rooms_moderation_actions_total", "action", string(action)); v != want {
+		if v := testenv.MetricValue(t, reg, "voiceroom_rooms_moderation_actions_total", "action", string(action)); v != want {
 			t.Fatalf("%s counted %v, want %v", action, v, want)
 		}
 	}

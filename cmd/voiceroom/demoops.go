@@ -480,7 +480,7 @@ func (d *demoRun) showMetrics(ctx context.Context) {
 	}
 	d.say("%-36s %s", u, "Prometheus metrics (the operators' listener)")
 	for _, line := range strings.Split(string(body), "\n") {
-		if strings.HasPrefix(line, "room_outbox_pending_total") || strings.HasPrefix(line, "rooms_moderation_actions_total") {
+		if strings.HasPrefix(line, "voiceroom_outbox_pending_rows") || strings.HasPrefix(line, "voiceroom_rooms_moderation_actions_total") {
 			d.say("     %s", line)
 		}
 	}

@@ -48,7 +48,7 @@ func TestServeSplitsPublicAndOperatorsListeners(t *testing.T) {
 		mustRouteNotFound(t, base+path)
 	}
 	status, hdr, body := testenv.Fetch(t, "GET", ops+"/metrics")
-	if status != 200 || !strings.Contains(body, "rooms_commands_total") || hdr.Get("Cache-Control") != "no-store" {
+	if status != 200 || !strings.Contains(body, "voiceroom_rooms_commands_total") || hdr.Get("Cache-Control") != "no-store" {
 		t.Fatalf("ops /metrics: %d %v\n%.300s", status, hdr, body)
 	}
 	for _, path := range []string{"/debug/pprof/", "/healthz", "/readyz"} {

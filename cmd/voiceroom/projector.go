@@ -127,7 +127,7 @@ func wireRoomList(d *deps, regionSvc *regions.Service) error {
 			return fmt.Errorf("room list: %w", err)
 		}
 		// Pins and hides count their actions in the rooms service's
-		// rooms_moderation_actions_total (one collector on d.reg), whether
+		// voiceroom_rooms_moderation_actions_total (one collector on d.reg), whether
 		// or not this process runs the rooms role.
 		moderation, err := rooms.NewModerationCounter(d.reg)
 		if err != nil {
