@@ -47,7 +47,7 @@ type config struct {
 	HTTPRequestTimeout  time.Duration `env:"VOICEROOM_HTTP_REQUEST_TIMEOUT" envDefault:"10s"`
 	HTTPPprof           bool          `env:"VOICEROOM_PPROF" envDefault:"false"`
 	// OpsAddr is the operators' listener; its default is set by loadConfig
-	// (defaultOpsAddr) so that an empty value can turn it off.
+	// (offDefaults) so that an empty value can turn it off.
 	OpsAddr     string   `env:"VOICEROOM_OPS_ADDR"`
 	CORSOrigins []string `env:"VOICEROOM_CORS_ORIGINS" envSeparator:","`
 
@@ -56,7 +56,9 @@ type config struct {
 	MySQLConnectWait  time.Duration `env:"VOICEROOM_MYSQL_CONNECT_TIMEOUT" envDefault:"15s"`
 	MigrateOnStart    bool          `env:"VOICEROOM_MIGRATE_ON_START" envDefault:"true"`
 
-	RedisAddr     string `env:"VOICEROOM_REDIS_ADDR" envDefault:"127.0.0.1:6379"`
+	// RedisAddr's default is set by loadConfig (offDefaults): set empty,
+	// it turns the cache off.
+	RedisAddr     string `env:"VOICEROOM_REDIS_ADDR"`
 	RedisPassword string `env:"VOICEROOM_REDIS_PASSWORD"`
 	RedisDB       int    `env:"VOICEROOM_REDIS_DB" envDefault:"0"`
 
@@ -145,10 +147,18 @@ func badVar(name, format string, args ...any) error {
 	return &configError{Var: name, Msg: fmt.Sprintf(format, args...)}
 }
 
-// defaultOpsAddr is VOICEROOM_OPS_ADDR when it is unset; set and empty, it
-// turns the operators' listener off (envDefault would apply to an empty
-// value too).
-const defaultOpsAddr = "127.0.0.1:9090"
+// offDefaults are the defaults of the variables that, set empty, turn
+// something off: the operators' listener and the Redis cache. envDefault
+// would apply to an empty value too, so loadConfig sets them only when the
+// variable is unset.
+var offDefaults = []struct {
+	name  string
+	value string
+	field func(*config) *string
+}{
+	{"VOICEROOM_OPS_ADDR", "127.0.0.1:9090", func(c *config) *string { return &c.OpsAddr }},
+	{"VOICEROOM_REDIS_ADDR", "127.0.0.1:6379", func(c *config) *string { return &c.RedisAddr }},
+}
 
 // loadConfig reads the environment, normalises it (see normalised) and
 // validates it. Every error names the variable at fault.
@@ -157,8 +167,10 @@ func loadConfig() (config, error) {
 	if err := env.Parse(&cfg); err != nil {
 		return cfg, nameParseErrors(err)
 	}
-	if _, set := os.LookupEnv("VOICEROOM_OPS_ADDR"); !set {
-		cfg.OpsAddr = defaultOpsAddr
+	for _, d := range offDefaults {
+		if _, set := os.LookupEnv(d.name); !set {
+			*d.field(&cfg) = d.value
+		}
 	}
 	cfg = cfg.normalised()
 	if err := cfg.validate(); err != nil {

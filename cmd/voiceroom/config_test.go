@@ -142,8 +142,12 @@ func TestOutboxValuesAtOrBelowZeroTakeTheDefaults(t *testing.T) {
 // profiles without the operators' listener are refused.
 func TestOpsAndCORSVariables(t *testing.T) {
 	cfg, err := loadConfig()
-	if err != nil || cfg.OpsAddr != "127.0.0.1:9090" || len(cfg.CORSOrigins) != 0 {
-		t.Fatalf("defaults: ops %q, origins %q, %v", cfg.OpsAddr, cfg.CORSOrigins, err)
+	if err != nil || cfg.OpsAddr != "127.0.0.1:9090" || len(cfg.CORSOrigins) != 0 || cfg.RedisAddr != "127.0.0.1:6379" {
+		t.Fatalf("defaults: ops %q, origins %q, redis %q, %v", cfg.OpsAddr, cfg.CORSOrigins, cfg.RedisAddr, err)
+	}
+	t.Setenv("VOICEROOM_REDIS_ADDR", "")
+	if cfg, err = loadConfig(); err != nil || cfg.RedisAddr != "" {
+		t.Fatalf("VOICEROOM_REDIS_ADDR set empty: redis %q (the cache must be off), %v", cfg.RedisAddr, err)
 	}
 	t.Setenv("VOICEROOM_OPS_ADDR", "")
 	t.Setenv("VOICEROOM_CORS_ORIGINS", " https://events.example.com, http://localhost:3000 ,")
