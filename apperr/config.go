@@ -37,3 +37,27 @@ func ConfigFieldOf(err error) string {
 	}
 	return ""
 }
+
+// ConfigChecks collects the field errors of one Validate, so that every
+// field at fault is reported, each as a *ConfigError wrapping sentinel:
+//
+//	checks := apperr.NewConfigChecks(ErrInvalidConfig)
+//	checks.Check(c.Batch >= 1, "Batch", "want at least 1, got %d", c.Batch)
+//	return checks.Err()
+type ConfigChecks struct {
+	sentinel error
+	errs     []error
+}
+
+// NewConfigChecks returns checks whose errors wrap sentinel.
+func NewConfigChecks(sentinel error) *ConfigChecks { return &ConfigChecks{sentinel: sentinel} }
+
+// Check records "<sentinel>: <field>: <message>" for field unless ok.
+func (c *ConfigChecks) Check(ok bool, field, format string, args ...any) {
+	if !ok {
+		c.errs = append(c.errs, BadConfig(field, "%w: %s: %s", c.sentinel, field, fmt.Sprintf(format, args...)))
+	}
+}
+
+// Err returns the recorded errors joined, or nil.
+func (c *ConfigChecks) Err() error { return errors.Join(c.errs...) }

@@ -1,8 +1,6 @@
 package listprojector
 
 import (
-	"errors"
-	"fmt"
 	"time"
 
 	"voiceroom/apperr"
@@ -57,17 +55,12 @@ func (c Config) WithDefaults() Config {
 // errors of several fields are joined.
 func (c Config) Validate() error {
 	c = c.WithDefaults()
-	var errs []error
-	check := func(ok bool, field, format string, args ...any) {
-		if !ok {
-			errs = append(errs, apperr.BadConfig(field, "%w: %s: %s", ErrInvalidConfig, field, fmt.Sprintf(format, args...)))
-		}
-	}
-	check(c.FetchBatch >= 1 && c.FetchBatch <= 5000, "FetchBatch", "want 1..5000, got %d", c.FetchBatch)
-	check(c.WriteTimeout > 0, "WriteTimeout", "must be positive")
-	check(c.ReconcileEvery >= time.Second, "ReconcileEvery", "want at least 1s, got %v", c.ReconcileEvery)
-	check(c.CardTTL >= 2*c.ReconcileEvery, "CardTTL", "want at least twice ReconcileEvery (%v), got %v", c.ReconcileEvery, c.CardTTL)
-	return errors.Join(errs...)
+	checks := apperr.NewConfigChecks(ErrInvalidConfig)
+	checks.Check(c.FetchBatch >= 1 && c.FetchBatch <= 5000, "FetchBatch", "want 1..5000, got %d", c.FetchBatch)
+	checks.Check(c.WriteTimeout > 0, "WriteTimeout", "must be positive")
+	checks.Check(c.ReconcileEvery >= time.Second, "ReconcileEvery", "want at least 1s, got %v", c.ReconcileEvery)
+	checks.Check(c.CardTTL >= 2*c.ReconcileEvery, "CardTTL", "want at least twice ReconcileEvery (%v), got %v", c.ReconcileEvery, c.CardTTL)
+	return checks.Err()
 }
 
 // nowMs is the clock in Unix milliseconds.

@@ -1,8 +1,6 @@
 package roomlist
 
 import (
-	"errors"
-	"fmt"
 	"time"
 
 	"voiceroom/apperr"
@@ -97,24 +95,19 @@ func (c Config) WithDefaults() Config {
 // errors of several fields are joined.
 func (c Config) Validate() error {
 	c = c.WithDefaults()
-	var errs []error
-	check := func(ok bool, field, format string, args ...any) {
-		if !ok {
-			errs = append(errs, apperr.BadConfig(field, "%w: %s: %s", ErrInvalidConfig, field, fmt.Sprintf(format, args...)))
-		}
-	}
-	check(c.RedisTimeout >= time.Millisecond && c.RedisTimeout <= 10*time.Second, "RedisTimeout", "want 1ms..10s, got %v", c.RedisTimeout)
-	check(c.WriteTimeout > 0, "WriteTimeout", "must be positive")
-	check(len(c.CursorSecret) == 0 || len(c.CursorSecret) >= 16, "CursorSecret", "want at least 16 bytes")
-	check(c.ChainTTL >= time.Second && c.ChainTTL <= time.Hour, "ChainTTL", "want 1s..1h, got %v", c.ChainTTL)
-	check(c.FreezeEvery > 0 && c.FreezeEvery <= c.ChainTTL, "FreezeEvery", "want more than 0 and at most ChainTTL, got %v", c.FreezeEvery)
-	check(c.ChainDepth >= MaxLimit && c.ChainDepth <= 100_000, "ChainDepth", "want %d..100000, got %d", MaxLimit, c.ChainDepth)
-	check(c.MaxFrozenRooms >= c.ChainDepth && c.MaxFrozenRooms <= 100_000_000, "MaxFrozenRooms", "want ChainDepth (%d)..100000000, got %d", c.ChainDepth, c.MaxFrozenRooms)
-	check(c.NearCacheCards == -1 || (c.NearCacheCards >= 1 && c.NearCacheCards <= 10_000_000), "NearCacheCards",
+	checks := apperr.NewConfigChecks(ErrInvalidConfig)
+	checks.Check(c.RedisTimeout >= time.Millisecond && c.RedisTimeout <= 10*time.Second, "RedisTimeout", "want 1ms..10s, got %v", c.RedisTimeout)
+	checks.Check(c.WriteTimeout > 0, "WriteTimeout", "must be positive")
+	checks.Check(len(c.CursorSecret) == 0 || len(c.CursorSecret) >= 16, "CursorSecret", "want at least 16 bytes")
+	checks.Check(c.ChainTTL >= time.Second && c.ChainTTL <= time.Hour, "ChainTTL", "want 1s..1h, got %v", c.ChainTTL)
+	checks.Check(c.FreezeEvery > 0 && c.FreezeEvery <= c.ChainTTL, "FreezeEvery", "want more than 0 and at most ChainTTL, got %v", c.FreezeEvery)
+	checks.Check(c.ChainDepth >= MaxLimit && c.ChainDepth <= 100_000, "ChainDepth", "want %d..100000, got %d", MaxLimit, c.ChainDepth)
+	checks.Check(c.MaxFrozenRooms >= c.ChainDepth && c.MaxFrozenRooms <= 100_000_000, "MaxFrozenRooms", "want ChainDepth (%d)..100000000, got %d", c.ChainDepth, c.MaxFrozenRooms)
+	checks.Check(c.NearCacheCards == -1 || (c.NearCacheCards >= 1 && c.NearCacheCards <= 10_000_000), "NearCacheCards",
 		"want -1 (off) or 1..10000000, got %d", c.NearCacheCards)
-	check(c.NearCacheMaxAge >= time.Second && c.NearCacheMaxAge <= time.Hour, "NearCacheMaxAge", "want 1s..1h, got %v", c.NearCacheMaxAge)
-	check(c.SearchMaxResults >= 1 && c.SearchMaxResults <= c.ChainDepth, "SearchMaxResults", "want 1..ChainDepth, got %d", c.SearchMaxResults)
-	return errors.Join(errs...)
+	checks.Check(c.NearCacheMaxAge >= time.Second && c.NearCacheMaxAge <= time.Hour, "NearCacheMaxAge", "want 1s..1h, got %v", c.NearCacheMaxAge)
+	checks.Check(c.SearchMaxResults >= 1 && c.SearchMaxResults <= c.ChainDepth, "SearchMaxResults", "want 1..ChainDepth, got %d", c.SearchMaxResults)
+	return checks.Err()
 }
 
 // nowMs is the clock in Unix milliseconds.
