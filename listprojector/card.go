@@ -35,31 +35,44 @@ func (c *Card) ListedIn(app string, region int64) bool {
 	return c.AppCode == app && c.VisibleRegionID == region && c.Status == roomevent.StatusActive
 }
 
-// decodeCard reads the card of an event of app's room at version: it
-// must pass roomevent.Card.Check; im_group_id defaults to room_id, and
-// text fields are clipped to their columns.
+// decodeCard reads the card of an event of app's room at version, straight
+// into the read model's Card (see fromEvent).
 func decodeCard(app, roomID string, version int64, payload []byte) (*Card, error) {
-	rc, err := roomevent.DecodeCard(payload)
+	c, err := roomevent.DecodeCardAs[Card](payload)
 	if err != nil {
 		return nil, err
 	}
-	return fromEventCard(app, roomID, version, rc)
-}
-
-// fromEventCard checks an event's card and makes it app's read-model card.
-func fromEventCard(app, roomID string, version int64, rc roomevent.Card) (*Card, error) {
-	if err := rc.Check(roomID, version); err != nil {
+	if err := c.fromEvent(app, roomID, version); err != nil {
 		return nil, err
 	}
-	c := &Card{AppCode: app, Card: rc}
-	c.RoomVersion = version
+	return c, nil
+}
+
+// fromEventCard makes an event's card app's read-model card (see
+// fromEvent).
+func fromEventCard(app, roomID string, version int64, rc roomevent.Card) (*Card, error) {
+	c := &Card{Card: rc}
+	if err := c.fromEvent(app, roomID, version); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// fromEvent makes c, as an event carried it, app's read-model card: it
+// must pass roomevent.Card.Check; im_group_id defaults to room_id, and
+// text fields are clipped to their columns.
+func (c *Card) fromEvent(app, roomID string, version int64) error {
+	if err := c.Card.Check(roomID, version); err != nil {
+		return err
+	}
+	c.AppCode, c.RoomVersion = app, version
 	if c.IMGroupID == "" {
 		c.IMGroupID = c.RoomID
 	}
 	c.Title = voiceroom.Clip(c.Title, 128)
 	c.CoverURL = voiceroom.Clip(c.CoverURL, 512)
 	c.Mode = voiceroom.Clip(c.Mode, 64)
-	return c, nil
+	return nil
 }
 
 // boostStep is one step of the freshness boost: rooms younger than MaxAge

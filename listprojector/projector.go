@@ -204,10 +204,10 @@ func (p *Projector) handle(ctx context.Context, ds []bus.Delivery) []error {
 		as = append(as, applied{card: c, oldRegion: old})
 	}
 	// Batches of several workers hold disjoint rooms, but their locks on
-	// the secondary indexes may still cross: Update runs the upsert again
-	// after a deadlock (it writes over older versions only, so it is safe
-	// to repeat).
-	if err := mysqldb.Update(wctx, p.db, func(tx *sql.Tx) error { return upsertCards(wctx, tx, write) }); err != nil {
+	// the secondary indexes may still cross: the upsert (one autocommit
+	// statement, so no BEGIN and COMMIT round trips) runs again after a
+	// deadlock; it writes over older versions only, so it is safe to repeat.
+	if err := mysqldb.Retry(wctx, func() error { return upsertCards(wctx, p.db, write) }); err != nil {
 		return fail(err)
 	}
 	now := p.cfg.Now()

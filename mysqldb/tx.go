@@ -17,7 +17,7 @@ const (
 	ErrNumDeadlock       = 1213
 )
 
-// maxTxAttempts bounds how often Update runs a closure that deadlocked.
+// maxTxAttempts bounds how often Update and Retry run what deadlocked.
 const maxTxAttempts = 5
 
 // Update runs fn in a transaction and commits it. A deadlock (1213) or lock
@@ -32,19 +32,28 @@ const maxTxAttempts = 5
 // timeout bounds it). Every error means nothing was committed, except one
 // wrapping ErrOutcomeUnknown.
 func Update(ctx context.Context, db *sql.DB, fn func(tx *sql.Tx) error) error {
+	return Retry(ctx, func() error { return updateOnce(ctx, db, fn) })
+}
+
+// Retry runs fn again after a deadlock (1213) or lock wait timeout (1205),
+// up to five times in all with a growing pause, as Update does for a
+// transaction. It is for one statement run outside a transaction
+// (autocommit), which the server rolls back whole when it deadlocks, so
+// running it again is safe when the statement is. ctx bounds the retries.
+func Retry(ctx context.Context, fn func() error) error {
 	var err error
 	for attempt := 1; attempt <= maxTxAttempts; attempt++ {
-		err = updateOnce(ctx, db, fn)
+		err = fn()
 		if err == nil || !IsRetryable(err) {
 			return err
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("transaction not retried: %w: %w", ctx.Err(), err)
+			return fmt.Errorf("not retried: %w: %w", ctx.Err(), err)
 		case <-time.After(time.Duration(attempt) * 5 * time.Millisecond):
 		}
 	}
-	return fmt.Errorf("transaction retried %d times: %w", maxTxAttempts, err)
+	return fmt.Errorf("retried %d times: %w", maxTxAttempts, err)
 }
 
 func updateOnce(ctx context.Context, db *sql.DB, fn func(tx *sql.Tx) error) (err error) {

@@ -41,16 +41,27 @@ var ErrNoCard = errors.New("payload has no room card")
 // stay zero; unknown fields are ignored. Errors: the payload is not JSON,
 // or ErrNoCard.
 func DecodeCard(payload []byte) (Card, error) {
+	c, err := DecodeCardAs[Card](payload)
+	if err != nil {
+		return Card{}, err
+	}
+	return *c, nil
+}
+
+// DecodeCardAs is DecodeCard into a new T: a Card, or a sink's own struct
+// that embeds one (and adds fields of its own, which the payload does not
+// set), so a sink decodes the card straight into what it keeps.
+func DecodeCardAs[T any](payload []byte) (*T, error) {
 	var p struct {
-		Room *Card `json:"room"`
+		Room *T `json:"room"`
 	}
 	if err := json.Unmarshal(payload, &p); err != nil {
-		return Card{}, fmt.Errorf("decode payload: %w", err)
+		return nil, fmt.Errorf("decode payload: %w", err)
 	}
 	if p.Room == nil {
-		return Card{}, ErrNoCard
+		return nil, ErrNoCard
 	}
-	return *p.Room, nil
+	return p.Room, nil
 }
 
 // Check reports whether c may be the card of an event of room roomID at
