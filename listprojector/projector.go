@@ -39,10 +39,13 @@ type Projector struct {
 }
 
 // DefaultWorkers is the projector's consume-loop Concurrency when the
-// caller leaves it 0: batches written at once. On BenchmarkBacklogDrain
-// (2 cores, MySQL on the same host) 2 drained 6-27% faster than 1, and 4
-// no faster than 2 (smaller batches on a CPU-bound machine).
-const DefaultWorkers = 2
+// caller leaves it 0: batches written at once. One keeps batches as large
+// as the load makes them, so the fewest statements per event; on a
+// backlog 2 drain faster (BenchmarkBacklogDrain, 2 cores with MySQL beside:
+// 6-27% faster than 1, 4 no faster than 2) at about 8% more statements per
+// command under a steady load (voiceroom bench), since every batch is
+// smaller.
+const DefaultWorkers = 1
 
 // mirrored is one batch on its way to Redis.
 type mirrored struct {

@@ -30,6 +30,8 @@ type sink struct {
 	reg    *prometheus.Registry
 	cfg    listprojector.Config
 	seq    int
+	// workers is the consume loop's Concurrency (0: the default).
+	workers int
 }
 
 func newSink(tb testing.TB) *sink {
@@ -57,7 +59,7 @@ func (s *sink) metrics() *listprojector.Metrics {
 func (s *sink) start() {
 	s.tb.Helper()
 	p, err := listprojector.New(s.db, s.rdb, s.conn.JetStream(), bus.ConsumerRunConfig{Durable: bus.DurableListProjector,
-		NakDelays: []time.Duration{50 * time.Millisecond}}, nil, s.cfg, testenv.Logger(s.tb), s.metrics())
+		Concurrency: s.workers, NakDelays: []time.Duration{50 * time.Millisecond}}, nil, s.cfg, testenv.Logger(s.tb), s.metrics())
 	if err != nil {
 		s.tb.Fatal(err)
 	}
@@ -199,6 +201,37 @@ func TestDuplicatesAndOutOfOrder(t *testing.T) {
 	if err := s.db.QueryRow(`SELECT room_version FROM room_list_entries WHERE app_code = 'a1' AND room_id = 'r1'`).Scan(&version); err != nil || version != 5 {
 		t.Errorf("stored version %d, %v", version, err)
 	}
+}
+
+// TestWorkersKeepEachRoomsNewestCard: with four workers writing batches at
+// once (VOICEROOM_PROJECTOR_CONCURRENCY), every room of a backlog, its
+// versions interleaved with other rooms' and out of order, ends at its
+// newest card, and every event is accounted for once.
+func TestWorkersKeepEachRoomsNewestCard(t *testing.T) {
+	s := newSink(t)
+	s.workers = 4
+	const rooms, versions = 120, 5
+	for v := int64(1); v <= versions; v++ {
+		for r := range rooms {
+			version := v
+			if r%3 == 0 { // some rooms' versions arrive newest first
+				version = versions + 1 - v
+			}
+			s.publish("a1", roomevent.RoomUserJoined, card(fmt.Sprintf("r%03d", r), version, int64(1+r%4), fmt.Sprintf("v%d", version), int(version)))
+		}
+	}
+	s.start()
+	testenv.Eventually(t, 30*time.Second, func() error {
+		n := testenv.Scalar[int](t, s.db, `SELECT COUNT(*) FROM room_list_entries WHERE app_code = 'a1' AND room_version = ? AND title = ?`,
+			versions, fmt.Sprintf("v%d", versions))
+		if n != rooms {
+			return fmt.Errorf("%d of %d rooms at their newest card", n, rooms)
+		}
+		if n := s.counter("applied") + s.counter("stale") + s.counter("coalesced"); n != rooms*versions {
+			return fmt.Errorf("%v of %d events accounted for", n, rooms*versions)
+		}
+		return nil
+	})
 }
 
 // TestAppsNeverMix: equal room ids, regions and short ids in two apps.

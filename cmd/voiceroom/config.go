@@ -88,7 +88,7 @@ type config struct {
 	ProjectorBackOff       []time.Duration `env:"VOICEROOM_PROJECTOR_BACKOFF" envDefault:"500ms,2s,10s,1m" envSeparator:","`
 	ProjectorMaxDeliver    int             `env:"VOICEROOM_PROJECTOR_MAX_DELIVER" envDefault:"10"`
 	ProjectorMaxAckPending int             `env:"VOICEROOM_PROJECTOR_MAX_ACK_PENDING" envDefault:"5000"`
-	ProjectorConcurrency   int             `env:"VOICEROOM_PROJECTOR_CONCURRENCY" envDefault:"2"` // listprojector.DefaultWorkers
+	ProjectorConcurrency   int             `env:"VOICEROOM_PROJECTOR_CONCURRENCY" envDefault:"1"` // listprojector.DefaultWorkers
 	ProjectorFetchBatch    int             `env:"VOICEROOM_PROJECTOR_FETCH_BATCH" envDefault:"500"`
 
 	ListReconcileEvery  time.Duration `env:"VOICEROOM_LIST_RECONCILE_EVERY" envDefault:"30s"`
