@@ -62,7 +62,8 @@
 // one function, and is acked last.
 //
 // At shutdown the loop stops fetching, naks what was fetched and not yet
-// handed over, lets the handler calls in flight (and an AsyncHandler's
+// handed over (redelivered after a second, once the server has dropped
+// this instance's pull request), lets the handler calls in flight (and an AsyncHandler's
 // outstanding done calls) finish within ShutdownTimeout, then cancels the
 // handlers' ctx and returns after a short grace.
 //
@@ -75,7 +76,7 @@
 // the dead-letter stream and then terminated. A panic is a retryable
 // error. Once Run's ctx has ended, a retryable error (and once the
 // handlers' ctx is cancelled, any error) is shutdown's doing: nakked
-// without delay, never dead-lettered. A message is never terminated before its dead letter is
+// like the messages not handed over, never dead-lettered. A message is never terminated before its dead letter is
 // stored; if storing fails it is nakked and comes again.
 //
 // Acks, naks and terms are fire-and-forget by default (a lost one only

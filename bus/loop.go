@@ -20,6 +20,15 @@ const (
 	dlqPublishTimeout = 5 * time.Second // bound of one dead-letter publish
 	ackSyncTimeout    = 5 * time.Second // bound of a confirmed ack
 	maxShutdownGrace  = time.Second     // wait after cancelling stuck handlers
+
+	// shutdownNakDelay is the redelivery delay of what shutdown hands
+	// back. nats.go ends a cancelled fetch by closing its channel first
+	// and unsubscribing after, so an immediate nak can reach the server
+	// before the unsubscribe: the server then redelivers the message to
+	// this instance's dead pull request, and it comes back only after
+	// the ack wait. By this delay the unsubscribe has long arrived and
+	// the message goes to a live instance's pull.
+	shutdownNakDelay = time.Second
 )
 
 // A batch is handed to its handler once no message came for turnGap,
@@ -357,7 +366,7 @@ func (c *Consumer) admit(j *job) (d Delivery, ok bool) {
 		c.free()
 		return d, false
 	case c.stopping():
-		c.nak(j, 0, nil)
+		c.nak(j, shutdownNakDelay, nil)
 		c.free()
 		return d, false
 	case j.replayFor != "" && j.replayFor != c.cfg.Durable:

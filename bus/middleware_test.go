@@ -254,9 +254,9 @@ func TestSortFailure(t *testing.T) {
 		{"classified permanent", running, running, 1, fmt.Errorf("send: %w", errBad), true, "send: 400", 0},
 		{"retryable on the last delivery", running, running, 3, errRetryable, true, "retryable error at delivery 3 of 3: retry me", 0},
 		{"undecodable, whatever Classify says", running, running, 1, &undecodableError{ErrInvalidEnvelope}, true, "invalid envelope", 0},
-		{"retryable at shutdown: at once", ended, running, 3, errRetryable, false, "", 0},
+		{"retryable at shutdown: after the shutdown delay", ended, running, 3, errRetryable, false, "", shutdownNakDelay},
 		{"permanent at shutdown: still permanent", ended, running, 1, errBad, true, "400", 0},
-		{"handlers cancelled: at once, even permanent", ended, ended, 1, errBad, false, "", 0},
+		{"handlers cancelled: after the shutdown delay, even permanent", ended, ended, 1, errBad, false, "", shutdownNakDelay},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -84,7 +84,7 @@ func (c *Consumer) sortFailure(j *job, err error) failure {
 	nd := j.meta.NumDelivered
 	switch {
 	case c.hctx.Err() != nil || (c.stopping() && !permanent):
-		return failure{}
+		return failure{retryIn: shutdownNakDelay}
 	case permanent:
 		return failure{permanent: true, reason: err.Error()}
 	case c.maxDeliver > 0 && nd >= uint64(c.maxDeliver):
