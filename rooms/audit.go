@@ -202,6 +202,11 @@ func roomAuditOf(cmd *Command, prev, next *State) (*AuditEntry, error) {
 // 1..MaxAuditLimit (0 = DefaultAuditLimit); cursor is "" for the first page,
 // else a page's NextCursor. A room unknown in appCode is NOT_FOUND.
 func (s *Service) Audit(ctx context.Context, appCode, roomID string, limit int, cursor string) (AuditPage, error) {
+	return s.records().Audit(ctx, appCode, roomID, limit, cursor)
+}
+
+// Audit is Service.Audit, for a process without the rooms role.
+func (r *Records) Audit(ctx context.Context, appCode, roomID string, limit int, cursor string) (AuditPage, error) {
 	if limit == 0 {
 		limit = DefaultAuditLimit
 	}
@@ -217,14 +222,14 @@ func (s *Service) Audit(ctx context.Context, appCode, roomID string, limit int, 
 		before = id
 	}
 	var one int
-	err := s.store.db.QueryRowContext(ctx, `SELECT 1 FROM rooms WHERE app_code = ? AND room_id = ?`, appCode, roomID).Scan(&one)
+	err := r.store.db.QueryRowContext(ctx, `SELECT 1 FROM rooms WHERE app_code = ? AND room_id = ?`, appCode, roomID).Scan(&one)
 	if errors.Is(err, sql.ErrNoRows) {
 		return AuditPage{}, errRoomNotFound
 	}
 	if err != nil {
 		return AuditPage{}, storageErr(fmt.Errorf("look up room %s: %w", roomID, err))
 	}
-	items, err := readAudit(ctx, s.store.db, appCode, roomID, before, limit+1)
+	items, err := readAudit(ctx, r.store.db, appCode, roomID, before, limit+1)
 	if err != nil {
 		return AuditPage{}, storageErr(err)
 	}

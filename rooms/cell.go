@@ -107,6 +107,14 @@ func (s *Service) lockCell(ctx context.Context, key roomKey, create bool) (*cell
 			c.unlock()
 			continue
 		}
+		if _, err := s.serving(key); err != nil {
+			// Handed over while this command waited for the token.
+			if c.state.Load() == nil {
+				s.drop(c)
+			}
+			c.unlock()
+			return nil, err
+		}
 		if c.state.Load() != nil {
 			return c, nil
 		}

@@ -20,6 +20,9 @@ func (s *Service) IMGroupMember(groupID string, userID int64) (appCode string, f
 	if c == nil {
 		return "", false, false
 	}
+	if _, err := s.serving(key); err != nil {
+		return "", false, false
+	}
 	st := c.state.Load()
 	if st == nil {
 		return "", false, false

@@ -59,6 +59,7 @@ type Service struct {
 	users     Users
 	regions   Regions
 	fast      FastPath
+	own       Ownership // nil: every room is served here
 	attempts  *attemptLimiter
 	metrics   *metrics
 	// moderation counts operator actions (audit.go).
@@ -122,15 +123,33 @@ func (s *Service) Wallet() *wallet.Store { return s.wallet }
 type Result struct {
 	View     View
 	Replayed bool
+	// Epoch is the partition lease's revision under which the command was
+	// answered (0 without an Ownership), and Node the rooms node that
+	// answered it (set by the router); neither is part of the HTTP answer.
+	Epoch uint64
+	Node  string
 }
 
 // CreateRequest is what a client sends to create a room.
 type CreateRequest struct {
-	Title       string
-	CoverURL    string
-	Description string
-	SeatCount   int
-	Mode        string
+	Title       string `json:"title"`
+	CoverURL    string `json:"cover_url,omitempty"`
+	Description string `json:"description,omitempty"`
+	SeatCount   int    `json:"seat_count,omitempty"`
+	Mode        string `json:"mode,omitempty"`
+	// RoomID is the new room's id when the caller already chose it (a
+	// router must know it to find the room's partition); empty: NewRoomID.
+	RoomID string `json:"room_id,omitempty"`
+}
+
+// NewRoomID returns the id of a room created by owner: from the
+// Idempotency-Key when there is one (clientKey), so a repeated create
+// names the same room, else fresh.
+func NewRoomID(appCode string, owner int64, commandID string, clientKey bool) string {
+	if clientKey {
+		return appCode + "_" + uuid.NewSHA1(uuid.NameSpaceOID, fmt.Appendf(nil, "%s/%d/%s", appCode, owner, commandID)).String()
+	}
+	return appCode + "_" + uuid.NewString()
 }
 
 // Bounds of what clients send.
@@ -171,10 +190,9 @@ func (s *Service) Create(ctx context.Context, appCode string, actor Actor, comma
 	if err != nil {
 		return Result{}, err
 	}
-	roomID := appCode + "_" + uuid.NewString()
-	if clientKey {
-		// The same key of the same owner names the same room.
-		roomID = appCode + "_" + uuid.NewSHA1(uuid.NameSpaceOID, fmt.Appendf(nil, "%s/%d/%s", appCode, actor.UserID, commandID)).String()
+	roomID := req.RoomID
+	if roomID == "" {
+		roomID = NewRoomID(appCode, actor.UserID, commandID, clientKey)
 	}
 	cmd := &Command{Kind: KindCreateRoom, AppCode: appCode, RoomID: roomID, CommandID: commandID, ClientKey: clientKey,
 		RequestID: requestID, Actor: actor, Args: args}
@@ -318,13 +336,36 @@ func (s *Service) ChangeVisibleRegion(ctx context.Context, cmd *Command, regionI
 
 // UpsertGift creates or updates a catalog entry.
 func (s *Service) UpsertGift(ctx context.Context, appCode string, g Gift) error {
-	return s.gifts.upsert(ctx, appCode, g)
+	return s.records().UpsertGift(ctx, appCode, g)
+}
+
+// Records are the room data any process may serve, without a room's
+// cell: the gift catalog's writes and the audit trail's reads. An api
+// process that routes room commands to rooms nodes serves these itself.
+type Records struct {
+	store *store
+	gifts *giftCatalog
+}
+
+// NewRecords returns the Records of db.
+func NewRecords(db *sql.DB, now func() time.Time) *Records {
+	return &Records{store: &store{db: db}, gifts: &giftCatalog{db: db, now: now, cache: map[giftKey]cachedGift{}}}
+}
+
+func (s *Service) records() *Records { return &Records{store: s.store, gifts: s.gifts} }
+
+// UpsertGift is Service.UpsertGift, for a process without the rooms role.
+func (r *Records) UpsertGift(ctx context.Context, appCode string, g Gift) error {
+	return r.gifts.upsert(ctx, appCode, g)
 }
 
 // Get returns a room's view: from its cell when loaded, else from the
 // stored snapshot when no command came after it, else by loading the cell.
 func (s *Service) Get(ctx context.Context, appCode, roomID string) (View, error) {
 	key := roomKey{AppCode: appCode, RoomID: roomID}
+	if _, err := s.serving(key); err != nil {
+		return View{}, err
+	}
 	if c := s.loadedCell(key); c != nil {
 		if st := c.state.Load(); st != nil {
 			return st.View(), nil
@@ -362,6 +403,9 @@ func (s *Service) run(ctx context.Context, cmd *Command, prepare func(context.Co
 	defer cancel()
 
 	key := roomKey{AppCode: cmd.AppCode, RoomID: cmd.RoomID}
+	if _, err := s.serving(key); err != nil {
+		return Result{}, err
+	}
 	if cmd.ClientKey && cmd.Kind == KindCreateRoom {
 		// A repeated create finds its room before checking the owner has
 		// none; other commands look their key up once, under the lock.
@@ -390,7 +434,9 @@ func (s *Service) execLocked(ctx context.Context, c *cell, cmd *Command) (Result
 		if stored, err := s.store.lookupCommand(ctx, key.AppCode, key.RoomID, cmd.CommandID); err != nil {
 			return Result{}, storageErr(err)
 		} else if stored != nil {
-			return decodeResult(stored)
+			res, err := decodeResult(stored)
+			res.Epoch, _ = s.serving(key)
+			return res, err
 		}
 	}
 
@@ -414,7 +460,11 @@ func (s *Service) execLocked(ctx context.Context, c *cell, cmd *Command) (Result
 		}
 		c.touch(cmd, now)
 		if !changed {
-			return Result{View: cur.View()}, nil
+			epoch, err := s.serving(key)
+			if err != nil {
+				return Result{}, err
+			}
+			return Result{View: cur.View(), Epoch: epoch}, nil
 		}
 		next.Version = cur.Version + 1
 		next.UpdatedAtMs = now
@@ -428,6 +478,9 @@ func (s *Service) execLocked(ctx context.Context, c *cell, cmd *Command) (Result
 		if errors.Is(err, errInDoubt) {
 			s.log.Warn("room command outcome in doubt after its deadline; the room reloads", "app_code", cmd.AppCode,
 				"room_id", cmd.RoomID, "room_version", next.Version, "command_id", cmd.CommandID)
+		}
+		if errors.Is(err, errFenced) {
+			s.fenced(key)
 		}
 		if errors.Is(err, errFenced) || errors.Is(err, errInDoubt) || cur == nil {
 			// Stale, maybe changed by a write whose outcome is unknown, or the
@@ -449,7 +502,16 @@ func (s *Service) execLocked(ctx context.Context, c *cell, cmd *Command) (Result
 	if s.fast != nil && len(msgs) > 0 {
 		s.fast.Committed(msgs, s.now())
 	}
-	return Result{View: view}, nil
+	epoch, err := s.serving(key)
+	if err != nil {
+		// Committed, but the partition lapsed meanwhile (a pause past the
+		// lease): this node may not answer OK for a room it no longer
+		// serves. The outcome is the in-doubt one: a retry with the same
+		// Idempotency-Key finds it.
+		s.drop(c)
+		return Result{}, errInDoubt
+	}
+	return Result{View: view, Epoch: epoch}, nil
 }
 
 // replayed answers a command whose Idempotency-Key the room's log already
@@ -463,6 +525,7 @@ func (s *Service) replayed(ctx context.Context, key roomKey, cmd *Command) (Resu
 		return Result{}, false, nil
 	}
 	res, err := decodeResult(stored)
+	res.Epoch, _ = s.serving(key)
 	return res, true, err
 }
 

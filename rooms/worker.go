@@ -12,8 +12,14 @@ import (
 // the process was down are swept too), then every SweepInterval it removes
 // users whose heartbeats stopped (SweepStale through the pipeline, emitting
 // RoomUserLeft with reason stale) and drops idle cells from memory.
+//
+// With an Ownership the recovery is the ownership's to start, partition by
+// partition as they are taken (Recover), and the sweeper visits only the
+// rooms this node serves.
 func (s *Service) Run(ctx context.Context) error {
-	s.recoverRoomsWithUsers(ctx)
+	if s.own == nil {
+		s.recoverRooms(ctx, func(RoomKey) bool { return true })
+	}
 	ticker := time.NewTicker(s.cfg.SweepInterval)
 	defer ticker.Stop()
 	for {
@@ -26,12 +32,19 @@ func (s *Service) Run(ctx context.Context) error {
 	}
 }
 
-// recoverRoomsWithUsers loads the rooms that may hold users, four at a time.
-func (s *Service) recoverRoomsWithUsers(ctx context.Context) {
-	keys, err := s.store.roomsWithUsers(ctx, s.cfg.RecoverLimit)
+// recoverRooms loads the rooms that match and may hold users, four at a
+// time.
+func (s *Service) recoverRooms(ctx context.Context, match func(RoomKey) bool) {
+	all, err := s.store.roomsWithUsers(ctx, s.cfg.RecoverLimit)
 	if err != nil {
 		s.log.Error("cannot list rooms to recover; their users are swept when the rooms are next used", "error", err)
 		return
+	}
+	var keys [][2]string
+	for _, k := range all {
+		if match(roomKey{AppCode: k[0], RoomID: k[1]}) {
+			keys = append(keys, k)
+		}
 	}
 	if len(keys) == 0 {
 		return
@@ -70,6 +83,9 @@ func (s *Service) sweep(ctx context.Context) {
 	for _, c := range cells {
 		if ctx.Err() != nil {
 			return
+		}
+		if _, err := s.serving(c.key); err != nil {
+			continue // its partition is being handed over: Release drops it
 		}
 		s.sweepCell(ctx, c)
 	}

@@ -22,6 +22,7 @@ import (
 	"voiceroom/mysqldb"
 	"voiceroom/outboxrelay"
 	"voiceroom/regions"
+	"voiceroom/roomcluster"
 	"voiceroom/rooms"
 )
 
@@ -112,6 +113,8 @@ type config struct {
 	RoomsCommandTimeout   time.Duration `env:"VOICEROOM_ROOMS_COMMAND_TIMEOUT" envDefault:"5s"`
 	RoomsPasswordAttempts int           `env:"VOICEROOM_ROOMS_PASSWORD_ATTEMPTS" envDefault:"5"`
 	RoomsDefaultCoverURL  string        `env:"VOICEROOM_ROOMS_DEFAULT_COVER_URL" envDefault:"https://cdn.voiceroom.example/default-room-cover.png"`
+	RoomsPartitions       int           `env:"VOICEROOM_ROOMS_PARTITIONS" envDefault:"256"`
+	RoomsLeaseTTL         time.Duration `env:"VOICEROOM_ROOMS_LEASE_TTL" envDefault:"5s"`
 	OutboxEnabled         bool          `env:"VOICEROOM_OUTBOX_ENABLED" envDefault:"true"`
 	OutboxPollInterval    time.Duration `env:"VOICEROOM_OUTBOX_POLL_INTERVAL" envDefault:"1s"`
 	OutboxBatchSize       int           `env:"VOICEROOM_OUTBOX_BATCH_SIZE" envDefault:"100"`
@@ -313,6 +316,7 @@ func (c config) validate() error {
 	errs.of(outbox.Validate(), "outbox", outboxVars)
 	errs.of(c.fastPath().Validate(), "outbox", outboxVars)
 	errs.of(c.rooms().Validate(), "rooms", roomsVars)
+	errs.of(c.roomCluster().Validate(), "rooms cluster", roomClusterVars)
 	errs.of(c.regions().Validate(), "regions", regionsVars)
 	errs.of(c.listProjector().Validate(), "room list", listVars)
 	errs.of(c.roomList(c.secretForValidation()).Validate(), "room list", listVars)
@@ -354,6 +358,9 @@ var (
 		"MaxOnline": "VOICEROOM_ROOMS_MAX_ONLINE", "CommitWorkers": "VOICEROOM_ROOMS_COMMIT_WORKERS",
 		"CommitBatch": "VOICEROOM_ROOMS_COMMIT_BATCH", "CommandTimeout": "VOICEROOM_ROOMS_COMMAND_TIMEOUT",
 		"PasswordAttempts": "VOICEROOM_ROOMS_PASSWORD_ATTEMPTS", "DefaultCoverURL": "VOICEROOM_ROOMS_DEFAULT_COVER_URL",
+	}
+	roomClusterVars = map[string]string{
+		"Partitions": "VOICEROOM_ROOMS_PARTITIONS", "LeaseTTL": "VOICEROOM_ROOMS_LEASE_TTL", "Replicas": "VOICEROOM_STREAM_REPLICAS",
 	}
 	regionsVars = map[string]string{
 		"CacheSize": "VOICEROOM_REGIONS_CACHE_SIZE", "CacheTTL": "VOICEROOM_REGIONS_CACHE_TTL", "RebuildBatch": "VOICEROOM_REGIONS_REBUILD_BATCH",
@@ -602,6 +609,12 @@ func (c *config) jwtSecret(log *slog.Logger) ([]byte, error) {
 	}
 	log.Warn("VOICEROOM_JWT_SECRET is empty: generated a development key; set the variable in production", "file", path)
 	return []byte(secret), nil
+}
+
+// roomCluster is the partitioning of the rooms role over nodes; its
+// buckets have the streams' replicas.
+func (c *config) roomCluster() roomcluster.Config {
+	return roomcluster.Config{Partitions: c.RoomsPartitions, LeaseTTL: c.RoomsLeaseTTL, Replicas: c.StreamReplicas}
 }
 
 func (c *config) rooms() rooms.Config {

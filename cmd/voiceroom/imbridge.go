@@ -8,7 +8,6 @@ import (
 	"voiceroom/bus"
 	"voiceroom/gateway"
 	"voiceroom/imbridge"
-	"voiceroom/rooms"
 )
 
 // IMConfig is the Tencent IM configuration: the default application
@@ -126,7 +125,7 @@ func wireIMBridge(d *deps) error {
 
 // imCallbackMount is POST /im/callback, where the rooms of this process
 // answer who is present.
-func imCallbackMount(d *deps, svc *rooms.Service) (gateway.Mount, error) {
+func imCallbackMount(d *deps, svc imbridge.Members) (gateway.Mount, error) {
 	m, err := imbridge.NewMetrics(d.reg)
 	if err != nil {
 		return nil, err

@@ -2,11 +2,13 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
 	"voiceroom/gateway"
 	"voiceroom/regions"
+	"voiceroom/roomcluster"
 	"voiceroom/rooms"
 	"voiceroom/wallet"
 )
@@ -16,9 +18,10 @@ import (
 // on both listeners, metrics on the operators') runs in every process; the
 // api role adds the /api and /admin routes.
 //
-// Room commands are served by the process that owns the rooms: the room
-// routes are mounted where api and rooms run together (routing commands
-// between nodes comes with room partitioning).
+// Room commands reach the rooms role through a roomcluster.Router: in
+// process for the partitions this process's rooms node serves (all of
+// them when one process runs every role), over NATS to their owner for
+// the others.
 func wireRoles(ctx context.Context, d *deps) error {
 	api, roomsRole := d.cfg.hasRole(roleAPI), d.cfg.hasRole(roleRooms)
 	var regionSvc *regions.Service
@@ -41,28 +44,77 @@ func wireRoles(ctx context.Context, d *deps) error {
 	if err := wireRoomList(d, regionSvc); err != nil {
 		return err
 	}
-	if roomsRole {
-		svc, err := rooms.New(d.db, regionSvc, regionSvc, d.fastPath, d.cfg.rooms(), d.log, d.reg, time.Now)
-		if err != nil {
-			return fmt.Errorf("rooms: %w", err)
-		}
-		d.workers = append(d.workers, worker{name: "rooms", run: svc.Run})
-		// After HTTP has stopped (no command in flight), before the fast
-		// path stops: closers run in reverse order.
-		d.closers = append(d.closers, func() {
-			d.log.Info("shutdown: rooms committer")
-			svc.Close()
-		})
-		if api {
-			d.mounts = append(d.mounts, gateway.RoomRoutes(svc))
-			cb, err := imCallbackMount(d, svc)
-			if err != nil {
-				return err
-			}
-			d.mounts = append(d.mounts, cb)
+	var cm *roomcluster.Metrics
+	if api || roomsRole {
+		var err error
+		if cm, err = roomcluster.NewMetrics(d.reg); err != nil {
+			return err
 		}
 	}
+	var svc *rooms.Service
+	var node *roomcluster.Node
+	if roomsRole {
+		var err error
+		if svc, node, err = wireRoomsNode(ctx, d, regionSvc, cm); err != nil {
+			return err
+		}
+	}
+	if api {
+		var local roomcluster.Rooms
+		var records roomcluster.Records = rooms.NewRecords(d.db, time.Now)
+		if svc != nil {
+			local, records = svc, svc
+		}
+		router, err := roomcluster.NewRouter(ctx, d.nats.JetStream(), d.cfg.roomCluster(), node, local, records, d.log, cm)
+		if err != nil {
+			return fmt.Errorf("rooms router: %w", err)
+		}
+		d.closers = append(d.closers, router.Close)
+		d.mounts = append(d.mounts, gateway.RoomRoutes(router))
+		cb, err := imCallbackMount(d, router)
+		if err != nil {
+			return err
+		}
+		d.mounts = append(d.mounts, cb)
+	}
 	return wireIMBridge(d)
+}
+
+// wireRoomsNode builds the rooms service and the node that holds its
+// partitions' leases and answers routed requests (the micro service).
+// Workers: the node (leases; at shutdown it hands every partition over)
+// and the service's sweeper. Closers, run after HTTP has stopped: the
+// micro service, then the committer.
+func wireRoomsNode(ctx context.Context, d *deps, regionSvc *regions.Service, cm *roomcluster.Metrics) (*rooms.Service, *roomcluster.Node, error) {
+	svc, err := rooms.New(d.db, regionSvc, regionSvc, d.fastPath, d.cfg.rooms(), d.log, d.reg, time.Now)
+	if err != nil {
+		return nil, nil, fmt.Errorf("rooms: %w", err)
+	}
+	node, err := roomcluster.NewNode(ctx, d.nats.JetStream(), d.cfg.roomCluster(), d.cfg.NodeID, svc, svc.Loaded, d.log, cm)
+	if err != nil {
+		svc.Close()
+		if errors.Is(err, roomcluster.ErrPartitionsChanged) {
+			return nil, nil, badVar("VOICEROOM_ROOMS_PARTITIONS", "%v", err)
+		}
+		return nil, nil, fmt.Errorf("rooms node: %w", err)
+	}
+	svc.SetOwnership(node)
+	srv, err := roomcluster.Serve(d.nats.NATS(), node, svc, d.log, cm)
+	if err != nil {
+		svc.Close()
+		return nil, nil, err
+	}
+	d.workers = append(d.workers, worker{name: "rooms", run: svc.Run}, worker{name: "rooms-node", run: node.Run})
+	// Closers run in reverse order, after HTTP has stopped (no command in
+	// flight) and before the fast path stops.
+	d.closers = append(d.closers, func() {
+		d.log.Info("shutdown: rooms committer")
+		svc.Close()
+	}, func() {
+		d.log.Info("shutdown: rooms micro service")
+		srv.Stop()
+	})
+	return svc, node, nil
 }
 
 // newRegions builds the regions service: countries, regions and the cached

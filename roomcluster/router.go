@@ -1,0 +1,341 @@
+package roomcluster
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"voiceroom/apperr"
+	"voiceroom/rooms"
+)
+
+// Records are the room data any process serves itself (*rooms.Records or
+// *rooms.Service): the gift catalog's writes and the audit trail.
+type Records interface {
+	UpsertGift(ctx context.Context, appCode string, g rooms.Gift) error
+	Audit(ctx context.Context, appCode, roomID string, limit int, cursor string) (rooms.AuditPage, error)
+}
+
+// Router sends each room command and live read to the node that owns the
+// room's partition and returns its answer: in process when this process's
+// own node serves the partition, else as a NATS request to the owner's
+// endpoint (found in the lease bucket, which the router watches). It has
+// the rooms service's methods, so the HTTP edge mounts it in its place.
+//
+// A request that finds no owner (a hand-over in progress), an owner that
+// is gone (no responders) or one that no longer serves the room is asked
+// again, after a short wait, until its deadline; then it answers
+// UNAVAILABLE. Only a request the owner may have run (a timeout) is asked
+// again with its command id marked as a client key, so the owner answers
+// it from its command log if it committed: a command is never applied
+// twice.
+type Router struct {
+	cfg     Config
+	nc      *nats.Conn
+	buckets *buckets
+	owners  *owners
+	node    *Node // this process's node, or nil
+	local   Rooms // its rooms service, or nil
+	records Records
+	log     *slog.Logger
+	metrics *Metrics
+	stop    context.CancelFunc
+}
+
+var _ Rooms = (*Router)(nil)
+
+// NewRouter watches the lease bucket (creating the cluster's buckets when
+// no rooms node has yet, and checking P like a node does). node and local
+// are this process's own rooms node and service, when it runs them.
+func NewRouter(ctx context.Context, js jetstream.JetStream, cfg Config, node *Node, local Rooms, records Records, log *slog.Logger, m *Metrics) (*Router, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	b, err := openBuckets(ctx, js, cfg)
+	if err != nil {
+		return nil, err
+	}
+	r := &Router{cfg: cfg, nc: js.Conn(), buckets: b, owners: newOwners(cfg.Partitions, nil), node: node, local: local,
+		records: records, log: log.With("component", "roomcluster"), metrics: m}
+	wctx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	r.stop = stop
+	if node != nil {
+		r.owners = node.owners // the node watches the same bucket
+	} else {
+		go r.owners.follow(wctx, b)
+	}
+	return r, nil
+}
+
+// Close stops watching the leases.
+func (r *Router) Close() { r.stop() }
+
+// Owners returns how many partitions each node holds, as the router sees
+// the lease bucket ("" counts the free ones).
+func (r *Router) Owners() map[string]int { return r.owners.counts() }
+
+// Create routes CreateRoom. The room's id is chosen here (from the
+// Idempotency-Key when there is one), since it names the partition.
+func (r *Router) Create(ctx context.Context, appCode string, actor rooms.Actor, commandID string, clientKey bool, requestID string, req rooms.CreateRequest) (rooms.Result, error) {
+	if req.RoomID == "" {
+		req.RoomID = rooms.NewRoomID(appCode, actor.UserID, commandID, clientKey)
+	}
+	return r.command(ctx, &request{Call: callCreate, AppCode: appCode, RoomID: req.RoomID, CommandID: commandID, ClientKey: clientKey,
+		RequestID: requestID, Actor: actor, Create: &req})
+}
+
+// Get routes a room's view to its owner (its live cell).
+func (r *Router) Get(ctx context.Context, appCode, roomID string) (rooms.View, error) {
+	rep, err := r.call(ctx, &request{AppCode: appCode, RoomID: roomID})
+	if err != nil {
+		return rooms.View{}, err
+	}
+	if rep.View == nil {
+		return rooms.View{}, apperr.New(apperr.Internal, "routed view without a room")
+	}
+	return *rep.View, nil
+}
+
+// Execute routes a room command.
+func (r *Router) Execute(ctx context.Context, cmd *rooms.Command) (rooms.Result, error) {
+	return r.command(ctx, commandRequest(callExecute, cmd))
+}
+
+// Join routes JoinRoom; the password travels to the owner, which checks it.
+func (r *Router) Join(ctx context.Context, cmd *rooms.Command, password string) (rooms.Result, error) {
+	req := commandRequest(callJoin, cmd)
+	req.Password = password
+	return r.command(ctx, req)
+}
+
+// SetPassword routes SetRoomPassword.
+func (r *Router) SetPassword(ctx context.Context, cmd *rooms.Command, password string) (rooms.Result, error) {
+	req := commandRequest(callSetPassword, cmd)
+	req.Password = password
+	return r.command(ctx, req)
+}
+
+// SendGift routes SendGift.
+func (r *Router) SendGift(ctx context.Context, cmd *rooms.Command, giftID int64) (rooms.Result, error) {
+	req := commandRequest(callSendGift, cmd)
+	req.GiftID = giftID
+	return r.command(ctx, req)
+}
+
+// ChangeVisibleRegion routes ChangeRoomVisibleRegion.
+func (r *Router) ChangeVisibleRegion(ctx context.Context, cmd *rooms.Command, regionID int64, reason string) (rooms.Result, error) {
+	req := commandRequest(callChangeRegion, cmd)
+	req.RegionID, req.Reason = regionID, reason
+	return r.command(ctx, req)
+}
+
+// CloseRoom routes CloseRoom.
+func (r *Router) CloseRoom(ctx context.Context, cmd *rooms.Command, reason string) (rooms.Result, error) {
+	req := commandRequest(callClose, cmd)
+	req.Reason = reason
+	return r.command(ctx, req)
+}
+
+// Ban routes BanRoom.
+func (r *Router) Ban(ctx context.Context, cmd *rooms.Command, reason string) (rooms.Result, error) {
+	req := commandRequest(callBan, cmd)
+	req.Reason = reason
+	return r.command(ctx, req)
+}
+
+// Restore routes RestoreRoom.
+func (r *Router) Restore(ctx context.Context, cmd *rooms.Command, reason string) (rooms.Result, error) {
+	req := commandRequest(callRestore, cmd)
+	req.Reason = reason
+	return r.command(ctx, req)
+}
+
+// UpsertGift writes the gift catalog here: it needs no room.
+func (r *Router) UpsertGift(ctx context.Context, appCode string, g rooms.Gift) error {
+	return r.records.UpsertGift(ctx, appCode, g)
+}
+
+// Audit reads a room's audit trail here: it needs no room's cell.
+func (r *Router) Audit(ctx context.Context, appCode, roomID string, limit int, cursor string) (rooms.AuditPage, error) {
+	return r.records.Audit(ctx, appCode, roomID, limit, cursor)
+}
+
+// guardTimeout bounds the IM callback's routed membership check: Tencent
+// waits 2 s for the callback's answer.
+const guardTimeout = 1500 * time.Millisecond
+
+// IMGroupMember asks the owner of the room with IM GroupId groupID
+// whether userID is present in it (the join-group callback). A room whose
+// owner cannot be asked in time is answered as not found: the guard then
+// refuses the join, as it does for a room that is not loaded.
+func (r *Router) IMGroupMember(groupID string, userID int64) (appCode string, found, present bool) {
+	ctx, cancel := context.WithTimeout(context.Background(), guardTimeout)
+	defer cancel()
+	rep, err := r.call(ctx, &request{GroupID: groupID, UserID: userID})
+	if err != nil {
+		r.log.Warn("im guard: the room's owner did not answer", "group_id", groupID, "error", err)
+		return "", false, false
+	}
+	return rep.GuardApp, rep.Found, rep.Present
+}
+
+func commandRequest(call string, cmd *rooms.Command) *request {
+	return &request{Call: call, AppCode: cmd.AppCode, RoomID: cmd.RoomID, CommandID: cmd.CommandID, ClientKey: cmd.ClientKey,
+		RequestID: cmd.RequestID, Kind: cmd.Kind, Actor: cmd.Actor, Args: cmd.Args}
+}
+
+func (r *Router) command(ctx context.Context, req *request) (rooms.Result, error) {
+	rep, err := r.call(ctx, req)
+	if err != nil {
+		return rooms.Result{}, err
+	}
+	if rep.View == nil {
+		return rooms.Result{}, apperr.New(apperr.Internal, "routed command without a room")
+	}
+	return rooms.Result{View: *rep.View, Replayed: rep.Replayed, Epoch: rep.Epoch, Node: rep.Node}, nil
+}
+
+// defaultRouteDeadline bounds a routed request whose caller set none.
+const defaultRouteDeadline = 5 * time.Second
+
+// maxRetryWait caps the wait between two tries.
+const maxRetryWait = 100 * time.Millisecond
+
+// call sends req to its room's owner until it answers or ctx ends.
+func (r *Router) call(ctx context.Context, req *request) (reply, error) {
+	start := time.Now()
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, defaultRouteDeadline)
+		defer cancel()
+	}
+	deadline, _ := ctx.Deadline()
+	p := req.partition(r.cfg.Partitions)
+	wait := time.Millisecond
+	for {
+		if r.node != nil && r.local != nil {
+			if _, ok := r.node.servingPartition(p); ok {
+				req.TimeoutMs = time.Until(deadline).Milliseconds()
+				rep, err := req.run(ctx, r.local)
+				if !rooms.IsNotServing(err) {
+					rep.Node = r.node.id
+					r.observe(pathLocal, start, err)
+					return rep, err
+				}
+			}
+		}
+		reason := r.try(ctx, deadline, p, req)
+		if reason.done {
+			r.observe(pathRemote, start, reason.err)
+			return reason.rep, reason.err
+		}
+		r.metrics.retries.WithLabelValues(reason.retry).Inc()
+		if reason.retry == retryTimeout && req.Call != "" {
+			// The owner may have run it: from now on it is looked up in the
+			// room's command log before it runs again.
+			req.ClientKey = true
+		}
+		t := time.NewTimer(min(wait, time.Until(deadline)))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			r.metrics.routed.WithLabelValues("", "no_owner").Inc()
+			r.metrics.routeSeconds.WithLabelValues(pathRemote).Observe(time.Since(start).Seconds())
+			return reply{}, apperr.Wrap(errNoOwner.Code, errNoOwner.Message, fmt.Errorf("partition %d: last try: %s", p, reason.retry))
+		case <-t.C:
+		}
+		wait = min(2*wait, maxRetryWait)
+	}
+}
+
+// attempt is the outcome of one try: done with an answer, or a reason to
+// try again.
+type attempt struct {
+	done  bool
+	rep   reply
+	err   error
+	retry string
+}
+
+// try asks p's owner, as the lease bucket names it, once.
+func (r *Router) try(ctx context.Context, deadline time.Time, p int, req *request) attempt {
+	holder, _ := r.owners.get(p)
+	if holder == "" {
+		return attempt{retry: retryNoOwner}
+	}
+	if r.node != nil && holder == r.node.id {
+		// This process's node holds it but does not serve it: handing it
+		// over, or its lease lapsing. The next owner is not named yet.
+		return attempt{retry: retryNotServing}
+	}
+	req.TimeoutMs = time.Until(deadline).Milliseconds()
+	data, err := json.Marshal(req)
+	if err != nil {
+		return attempt{done: true, err: apperr.Wrap(apperr.Internal, "routed request not encoded", err)}
+	}
+	actx, cancel := context.WithTimeout(ctx, r.cfg.AttemptTimeout)
+	defer cancel()
+	msg, err := r.nc.RequestWithContext(actx, SubjectPrefix+"."+holder+"."+req.opOf(), data)
+	switch {
+	case err == nil:
+	case errors.Is(err, nats.ErrNoResponders):
+		r.refresh(ctx, p, holder)
+		return attempt{retry: retryNoResponse}
+	case ctx.Err() != nil:
+		return attempt{retry: retryTimeout}
+	case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout):
+		r.refresh(ctx, p, holder)
+		return attempt{retry: retryTimeout}
+	default:
+		r.log.Warn("routed request failed", "partition", p, "node", holder, "error", err)
+		return attempt{retry: retryNoResponse}
+	}
+	var rep reply
+	if err := json.Unmarshal(msg.Data, &rep); err != nil {
+		if msg.Header.Get("Nats-Service-Error-Code") != "" {
+			return attempt{done: true, err: apperr.New(apperr.Internal, "rooms node refused the request: %s", msg.Header.Get("Nats-Service-Error"))}
+		}
+		return attempt{done: true, err: apperr.Wrap(apperr.Internal, "routed reply not decoded", err)}
+	}
+	if rep.Err != nil {
+		if rep.Err.NotServing {
+			r.refresh(ctx, p, holder)
+			return attempt{retry: retryNotServing}
+		}
+		return attempt{done: true, rep: rep, err: rep.Err.err()}
+	}
+	return attempt{done: true, rep: rep}
+}
+
+// refresh reads p's lease again after its holder failed to answer: the
+// watch may not have told yet that it expired or moved.
+func (r *Router) refresh(ctx context.Context, p int, holder string) {
+	gctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer cancel()
+	e, err := r.buckets.lease().Get(gctx, leaseKey(p))
+	r.buckets.heal(ctx, err)
+	switch {
+	case err == nil:
+		r.owners.apply(e.Key(), e.Operation(), e.Value())
+	case errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted):
+		if cur, _ := r.owners.get(p); cur == holder {
+			r.owners.set(p, "")
+		}
+	}
+}
+
+func (r *Router) observe(path string, start time.Time, err error) {
+	outcome := "ok"
+	if err != nil {
+		outcome = "error"
+	}
+	r.metrics.routed.WithLabelValues(path, outcome).Inc()
+	r.metrics.routeSeconds.WithLabelValues(path).Observe(time.Since(start).Seconds())
+}

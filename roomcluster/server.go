@@ -1,0 +1,158 @@
+package roomcluster
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
+
+	"voiceroom/rooms"
+)
+
+// ServiceName is the NATS micro service every rooms node runs:
+// `nats micro list` shows the nodes, `nats micro info voiceroom-rooms`
+// their endpoints, `nats micro stats voiceroom-rooms` their load.
+const ServiceName = "voiceroom-rooms"
+
+// serviceVersion is the version of the routed requests' protocol.
+const serviceVersion = "1.0.0"
+
+// SubjectPrefix starts a node's endpoints: <prefix>.<node id>.<op>.
+const SubjectPrefix = "voiceroom.rooms"
+
+// Rooms is what a node serves and what a router calls in process:
+// *rooms.Service.
+type Rooms interface {
+	Create(ctx context.Context, appCode string, actor rooms.Actor, commandID string, clientKey bool, requestID string, req rooms.CreateRequest) (rooms.Result, error)
+	Get(ctx context.Context, appCode, roomID string) (rooms.View, error)
+	Execute(ctx context.Context, cmd *rooms.Command) (rooms.Result, error)
+	Join(ctx context.Context, cmd *rooms.Command, password string) (rooms.Result, error)
+	SetPassword(ctx context.Context, cmd *rooms.Command, password string) (rooms.Result, error)
+	SendGift(ctx context.Context, cmd *rooms.Command, giftID int64) (rooms.Result, error)
+	ChangeVisibleRegion(ctx context.Context, cmd *rooms.Command, regionID int64, reason string) (rooms.Result, error)
+	CloseRoom(ctx context.Context, cmd *rooms.Command, reason string) (rooms.Result, error)
+	Ban(ctx context.Context, cmd *rooms.Command, reason string) (rooms.Result, error)
+	Restore(ctx context.Context, cmd *rooms.Command, reason string) (rooms.Result, error)
+	IMGroupMember(groupID string, userID int64) (appCode string, found, present bool)
+}
+
+var _ Rooms = (*rooms.Service)(nil)
+
+// Server answers the routed requests of the rooms its node serves, as the
+// node's instance of the micro service ServiceName. Each request runs in
+// its own goroutine (at most MaxInFlight at once), so the micro service's
+// own processing times show only the hand-off; the "data" of each
+// endpoint's stats holds the requests' real count and mean latency.
+type Server struct {
+	node    *Node
+	svc     Rooms
+	log     *slog.Logger
+	metrics *Metrics
+	ms      micro.Service
+	sem     chan struct{}
+	wg      sync.WaitGroup
+	stats   map[string]*endpointStats
+}
+
+type endpointStats struct {
+	count, nanos atomic.Int64
+}
+
+// Serve starts node's micro service on nc.
+func Serve(nc *nats.Conn, node *Node, svc Rooms, log *slog.Logger, m *Metrics) (*Server, error) {
+	s := &Server{node: node, svc: svc, log: log.With("component", "roomcluster", "node", node.id), metrics: m,
+		sem: make(chan struct{}, node.cfg.MaxInFlight), stats: map[string]*endpointStats{}}
+	for _, op := range []string{opCommand, opView, opGuard} {
+		s.stats[op] = &endpointStats{}
+	}
+	ms, err := micro.AddService(nc, micro.Config{
+		Name: ServiceName, Version: serviceVersion,
+		Description: "voiceroom rooms node: room commands and live reads of the partitions it holds",
+		Metadata:    map[string]string{"node": node.id, "host": node.host},
+		StatsHandler: func(e *micro.Endpoint) any {
+			st := s.stats[e.Name]
+			if st == nil {
+				return nil
+			}
+			n := st.count.Load()
+			mean := time.Duration(0)
+			if n > 0 {
+				mean = time.Duration(st.nanos.Load() / n)
+			}
+			return map[string]any{"handled": n, "mean_latency": mean.String()}
+		},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("roomcluster: micro service: %w", err)
+	}
+	s.ms = ms
+	g := ms.AddGroup(SubjectPrefix + "." + node.id)
+	for _, op := range []string{opCommand, opView, opGuard} {
+		if err := g.AddEndpoint(op, micro.HandlerFunc(s.handle)); err != nil {
+			_ = ms.Stop()
+			return nil, fmt.Errorf("roomcluster: endpoint %s: %w", op, err)
+		}
+	}
+	return s, nil
+}
+
+// Stop stops answering and waits for the requests in flight.
+func (s *Server) Stop() {
+	if err := s.ms.Stop(); err != nil {
+		s.log.Warn("micro service stop", "error", err)
+	}
+	s.wg.Wait()
+}
+
+func (s *Server) handle(req micro.Request) {
+	select {
+	case s.sem <- struct{}{}:
+	default:
+		s.metrics.served.WithLabelValues("overloaded").Inc()
+		s.respond(req, reply{Node: s.node.id, Err: toWire(errOverloaded)})
+		return
+	}
+	s.wg.Add(1)
+	go func() {
+		defer func() { <-s.sem; s.wg.Done() }()
+		start := time.Now()
+		var r request
+		if err := json.Unmarshal(req.Data(), &r); err != nil {
+			s.metrics.served.WithLabelValues("bad_request").Inc()
+			_ = req.Error("400", "undecodable request", nil)
+			return
+		}
+		if _, ok := s.node.servingPartition(r.partition(s.node.cfg.Partitions)); !ok {
+			s.metrics.served.WithLabelValues("not_serving").Inc()
+			s.respond(req, reply{Node: s.node.id, Err: toWire(rooms.ErrNotServing)})
+			return
+		}
+		s.node.routed.Add(1)
+		ctx, cancel := context.WithTimeout(context.Background(), max(r.timeout(), time.Millisecond))
+		rep, err := r.run(ctx, s.svc)
+		cancel()
+		rep.Node, rep.Err = s.node.id, toWire(err)
+		outcome := "ok"
+		if rep.Err != nil && rep.Err.NotServing {
+			outcome = "not_serving"
+		}
+		s.metrics.served.WithLabelValues(outcome).Inc()
+		s.respond(req, rep)
+		if st := s.stats[r.opOf()]; st != nil {
+			st.count.Add(1)
+			st.nanos.Add(int64(time.Since(start)))
+		}
+	}()
+}
+
+func (s *Server) respond(req micro.Request, rep reply) {
+	if err := req.RespondJSON(rep); err != nil {
+		s.log.Warn("routed reply not sent", "error", err)
+	}
+}
