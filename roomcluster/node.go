@@ -90,6 +90,9 @@ type Node struct {
 	nudge  chan struct{}
 	routed atomic.Uint64
 	ready  chan struct{}
+	// step is held by each round of Run's loop (renewal, balance), so a
+	// test can stop the node's lease work as a paused process would.
+	step sync.Mutex
 }
 
 // NewNode opens (creating when missing) the cluster's buckets and checks
@@ -203,11 +206,15 @@ func (n *Node) Run(ctx context.Context) error {
 			n.leave()
 			return nil
 		case <-ticker.C:
+			n.step.Lock()
 			n.renew(ctx)
 			n.putMember(ctx)
 			n.balance(ctx)
+			n.step.Unlock()
 		case <-n.nudge:
+			n.step.Lock()
 			n.balance(ctx)
+			n.step.Unlock()
 		}
 	}
 }
@@ -509,4 +516,15 @@ func subjectToken(s string) string {
 		b = b[:48]
 	}
 	return string(b)
+}
+
+// Held returns the partitions this node serves now.
+func (n *Node) Held() []int {
+	var ps []int
+	for p := range n.slots {
+		if _, ok := n.servingPartition(p); ok {
+			ps = append(ps, p)
+		}
+	}
+	return ps
 }

@@ -1,0 +1,267 @@
+package roomcluster_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"voiceroom/internal/testenv"
+	"voiceroom/roomcluster"
+	"voiceroom/rooms"
+)
+
+// cpuTime is the process's user+system CPU so far.
+func cpuTime(tb testing.TB) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		tb.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// BenchmarkRouteHop measures what the NATS hop adds to a room command:
+// the same commands through a router whose own node serves every
+// partition (in process, as with one node) and through a router in
+// another "process" (remote: request, the owner's micro service, reply).
+// Heartbeats change nothing durable, so they show the hop alone; joins and
+// leaves add a MySQL commit each. The process's CPU includes the embedded
+// JetStream server's.
+func BenchmarkRouteHop(b *testing.B) {
+	for _, kind := range []string{"heartbeat", "join_leave"} {
+		for _, path := range []string{"local", "remote"} {
+			b.Run(kind+"/"+path, func(b *testing.B) { benchRoute(b, kind, path) })
+		}
+	}
+}
+
+func benchRoute(b *testing.B, kind, path string) {
+	cfg := roomcluster.Config{Partitions: 64}
+	h := newHarness(b, cfg)
+	n := h.startNode("owner")
+	var r *roomcluster.Router
+	if path == "remote" {
+		r = h.router("api")
+	} else {
+		_, js := h.connect("api-local")
+		m, err := roomcluster.NewMetrics(prometheus.NewRegistry())
+		if err != nil {
+			b.Fatal(err)
+		}
+		r, err = roomcluster.NewRouter(context.Background(), js, cfg, n.node, n.svc, n.svc, h.log, m)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer r.Close()
+	}
+	h.waitBalanced(r, n)
+	ids := h.createRooms(r, 64)
+	const clients = 32
+	users := make([]int64, len(ids)) // one present user per room for heartbeats
+	for i, id := range ids {
+		users[i] = int64(10_000 + i)
+		if _, err := r.Join(context.Background(), &rooms.Command{AppCode: testApp, RoomID: id, CommandID: rooms.NewCommandID(),
+			Actor: rooms.Actor{UserID: users[i]}}, ""); err != nil {
+			b.Fatal(err)
+		}
+	}
+	lat := make([][]time.Duration, clients)
+	var next sync.Mutex
+	done := 0
+	b.ResetTimer()
+	cpu0, t0 := cpuTime(b), time.Now()
+	var wg sync.WaitGroup
+	for c := range clients {
+		wg.Go(func() {
+			present := map[int]bool{}
+			for i := 0; ; i++ {
+				next.Lock()
+				if done >= b.N {
+					next.Unlock()
+					return
+				}
+				done++
+				next.Unlock()
+				room := (c + i*clients) % len(ids)
+				cmd := &rooms.Command{AppCode: testApp, RoomID: ids[room], CommandID: rooms.NewCommandID()}
+				start := time.Now()
+				var err error
+				switch {
+				case kind == "heartbeat":
+					cmd.Kind, cmd.Actor = rooms.KindHeartbeat, rooms.Actor{UserID: users[room]}
+					_, err = r.Execute(context.Background(), cmd)
+				case present[room]:
+					cmd.Kind, cmd.Actor = rooms.KindLeaveRoom, rooms.Actor{UserID: int64(100_000 + c)}
+					_, err = r.Execute(context.Background(), cmd)
+				default:
+					cmd.Actor = rooms.Actor{UserID: int64(100_000 + c)}
+					_, err = r.Join(context.Background(), cmd, "")
+				}
+				if err != nil {
+					b.Errorf("%s: %v", kind, err)
+					return
+				}
+				if kind != "heartbeat" {
+					present[room] = !present[room]
+				}
+				lat[c] = append(lat[c], time.Since(start))
+			}
+		})
+	}
+	wg.Wait()
+	elapsed, cpu := time.Since(t0), cpuTime(b)-cpu0
+	b.StopTimer()
+	all := slices.Sorted(slices.Values(slices.Concat(lat...)))
+	b.ReportMetric(float64(len(all))/elapsed.Seconds(), "cmds/s")
+	b.ReportMetric(testenv.Millis(testenv.Percentile(all, 0.50)), "p50_ms")
+	b.ReportMetric(testenv.Millis(testenv.Percentile(all, 0.99)), "p99_ms")
+	b.ReportMetric(cpu.Seconds()*1000/float64(len(all)), "cpu_s/1000cmds")
+}
+
+// BenchmarkFailover kills a rooms node (its connection closes; no
+// hand-over) b.N times under load over 3 nodes and 2 routers, and reports
+// per room of the dead node the time from the kill to its first OK
+// (p50/p99/max over all kills), and for the rooms of the surviving nodes
+// the longest gap between two OKs around the kill. The killed node is
+// replaced after each round. VOICEROOM_BENCH_LEASE_TTL sets the lease TTL
+// (default the product's default, 5s).
+func BenchmarkFailover(b *testing.B) {
+	ttl := time.Duration(testenv.EnvInt("VOICEROOM_BENCH_LEASE_TTL_MS", 5000)) * time.Millisecond
+	cfg := roomcluster.Config{Partitions: 256, LeaseTTL: ttl}
+	h := newHarness(b, cfg)
+	nodes := []*testNode{h.startNode("n0"), h.startNode("n1"), h.startNode("n2")}
+	api := []*roomcluster.Router{h.router("api1"), h.router("api2")}
+	h.waitBalanced(api[0], nodes...)
+	ids := h.createRooms(api[0], 60)
+	l := runLoad(b, api, ids, 12)
+	defer l.finish()
+	var toFirstOK, survivorGap []time.Duration
+	b.ResetTimer()
+	for i := range b.N {
+		victim := nodes[i%len(nodes)]
+		held := map[int]bool{}
+		for _, p := range victim.node.Held() {
+			held[p] = true
+		}
+		from := l.count()
+		killedAt := time.Now()
+		h.kill(victim)
+		rest := slices.DeleteFunc(slices.Clone(nodes), func(n *testNode) bool { return n == victim })
+		h.waitBalanced(api[0], rest...)
+		// Every room of the dead node answered again.
+		var orphans []string
+		for _, id := range ids {
+			if held[roomcluster.Partition(testApp, id, cfg.Partitions)] {
+				orphans = append(orphans, id)
+			}
+		}
+		testenv.Eventually(b, 2*ttl+10*time.Second, func() error {
+			first := firstOKAfter(l, from, killedAt)
+			for _, id := range orphans {
+				if _, ok := first[id]; !ok {
+					return fmt.Errorf("room %s not answered since the kill", id)
+				}
+			}
+			return nil
+		})
+		first := firstOKAfter(l, from, killedAt)
+		for _, id := range orphans {
+			toFirstOK = append(toFirstOK, first[id].Sub(killedAt))
+		}
+		survivorGap = append(survivorGap, longestGap(l, from, killedAt, time.Now(), func(id string) bool {
+			return !held[roomcluster.Partition(testApp, id, cfg.Partitions)]
+		}))
+		nodes[i%len(nodes)] = h.startNode(fmt.Sprintf("n%d", i+3))
+		h.waitBalanced(api[0], nodes...)
+	}
+	b.StopTimer()
+	slices.Sort(toFirstOK)
+	slices.Sort(survivorGap)
+	b.ReportMetric(testenv.Millis(testenv.Percentile(toFirstOK, 0.50)), "failover_p50_ms")
+	b.ReportMetric(testenv.Millis(testenv.Percentile(toFirstOK, 0.99)), "failover_p99_ms")
+	b.ReportMetric(testenv.Millis(toFirstOK[len(toFirstOK)-1]), "failover_max_ms")
+	b.ReportMetric(testenv.Millis(survivorGap[len(survivorGap)-1]), "survivors_longest_gap_ms")
+	b.ReportMetric(float64(len(toFirstOK)), "orphaned_rooms")
+	b.Logf("lease TTL %v; %d kills; %d rooms of dead nodes; survivors' longest gap per kill: %v", ttl, b.N, len(toFirstOK), survivorGap)
+}
+
+// BenchmarkHandover shuts a rooms node down gracefully b.N times under
+// load over 3 nodes and reports, for the rooms it handed over, the longest
+// gap between two OKs across the hand-over.
+func BenchmarkHandover(b *testing.B) {
+	cfg := roomcluster.Config{Partitions: 256}
+	h := newHarness(b, cfg)
+	nodes := []*testNode{h.startNode("n0"), h.startNode("n1"), h.startNode("n2")}
+	api := []*roomcluster.Router{h.router("api1"), h.router("api2")}
+	h.waitBalanced(api[0], nodes...)
+	ids := h.createRooms(api[0], 60)
+	l := runLoad(b, api, ids, 12)
+	defer l.finish()
+	var gaps []time.Duration
+	b.ResetTimer()
+	for i := range b.N {
+		victim := nodes[i%len(nodes)]
+		held := map[int]bool{}
+		for _, p := range victim.node.Held() {
+			held[p] = true
+		}
+		from := l.count()
+		start := time.Now()
+		h.stop(victim)
+		rest := slices.DeleteFunc(slices.Clone(nodes), func(n *testNode) bool { return n == victim })
+		h.waitBalanced(api[0], rest...)
+		time.Sleep(time.Second) // the load goes on past the hand-over, so a gap it caused ends inside the window
+		gaps = append(gaps, longestGap(l, from, start.Add(-time.Second), time.Now(), func(id string) bool {
+			return held[roomcluster.Partition(testApp, id, cfg.Partitions)]
+		}))
+		nodes[i%len(nodes)] = h.startNode(fmt.Sprintf("n%d", i+3))
+		h.waitBalanced(api[0], nodes...)
+	}
+	b.StopTimer()
+	slices.Sort(gaps)
+	b.ReportMetric(testenv.Millis(testenv.Percentile(gaps, 0.50)), "moved_gap_p50_ms")
+	b.ReportMetric(testenv.Millis(gaps[len(gaps)-1]), "moved_gap_max_ms")
+	b.Logf("%d graceful shutdowns; longest gap between OKs of the moved rooms, per shutdown: %v", b.N, gaps)
+}
+
+// firstOKAfter returns each room's first OK at or after t among the
+// answers from index from on.
+func firstOKAfter(l *load, from int, t time.Time) map[string]time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	first := map[string]time.Time{}
+	for _, a := range l.answers[min(from, len(l.answers)):] {
+		if a.at.Before(t) {
+			continue
+		}
+		if _, ok := first[a.roomID]; !ok {
+			first[a.roomID] = a.at
+		}
+	}
+	return first
+}
+
+// longestGap is the longest time between two OKs of one room (of those
+// keep accepts) between from and to, counting from the last OK before
+// from's answers.
+func longestGap(l *load, fromIdx int, from, to time.Time, keep func(string) bool) time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	last := map[string]time.Time{}
+	var longest time.Duration
+	for _, a := range l.answers[max(0, fromIdx-2000):] {
+		if !keep(a.roomID) || a.at.After(to) {
+			continue
+		}
+		if prev, ok := last[a.roomID]; ok && !a.at.Before(from) {
+			longest = max(longest, a.at.Sub(prev))
+		}
+		last[a.roomID] = a.at
+	}
+	return longest
+}
