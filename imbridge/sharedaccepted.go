@@ -108,7 +108,9 @@ func (s *sharedAccepted) run(ctx context.Context, drain time.Duration) {
 	for {
 		select {
 		case key := <-s.puts:
-			put(ctx, key)
+			// Not cancelled by ctx: a write under way when the bridge
+			// stops is finished (within its own bound), not dropped.
+			put(context.WithoutCancel(ctx), key)
 		case <-ctx.Done():
 			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), drain)
 			defer cancel()

@@ -3,6 +3,7 @@ package roomcluster_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"slices"
 	"sync"
 	"syscall"
@@ -138,19 +139,28 @@ func BenchmarkFailover(b *testing.B) {
 	api := []*roomcluster.Router{h.router("api1"), h.router("api2")}
 	h.waitBalanced(api[0], nodes...)
 	ids := h.createRooms(api[0], 60)
-	l := runLoad(b, api, ids, 12)
+	l := runLoad(b, api, ids, 1)
 	defer l.finish()
-	var toFirstOK, survivorGap []time.Duration
+	var toFirstOK, toTaken, survivorGap []time.Duration
 	b.ResetTimer()
 	for i := range b.N {
 		victim := nodes[i%len(nodes)]
-		held := map[int]bool{}
-		for _, p := range victim.node.Held() {
-			held[p] = true
-		}
 		from := l.count()
 		killedAt := time.Now()
 		h.kill(victim)
+		held := map[int]bool{} // the victim's partitions, by the lease history
+		testenv.Eventually(b, 5*time.Second, func() error {
+			clear(held)
+			for p := range cfg.Partitions {
+				if h.history.holderAt(p, killedAt) == victim.node.ID() {
+					held[p] = true
+				}
+			}
+			if len(held) == 0 {
+				return fmt.Errorf("the history shows no partition of %s yet", victim.node.ID())
+			}
+			return nil
+		})
 		rest := slices.DeleteFunc(slices.Clone(nodes), func(n *testNode) bool { return n == victim })
 		h.waitBalanced(api[0], rest...)
 		// Every room of the dead node answered again.
@@ -173,6 +183,11 @@ func BenchmarkFailover(b *testing.B) {
 		for _, id := range orphans {
 			toFirstOK = append(toFirstOK, first[id].Sub(killedAt))
 		}
+		for p := range held {
+			if at, ok := h.history.takenAfter(p, killedAt); ok {
+				toTaken = append(toTaken, at.Sub(killedAt))
+			}
+		}
 		survivorGap = append(survivorGap, longestGap(l, from, killedAt, time.Now(), func(id string) bool {
 			return !held[roomcluster.Partition(testApp, id, cfg.Partitions)]
 		}))
@@ -181,7 +196,10 @@ func BenchmarkFailover(b *testing.B) {
 	}
 	b.StopTimer()
 	slices.Sort(toFirstOK)
+	slices.Sort(toTaken)
 	slices.Sort(survivorGap)
+	b.ReportMetric(testenv.Millis(testenv.Percentile(toTaken, 0.50)), "lease_taken_p50_ms")
+	b.ReportMetric(testenv.Millis(toTaken[len(toTaken)-1]), "lease_taken_max_ms")
 	b.ReportMetric(testenv.Millis(testenv.Percentile(toFirstOK, 0.50)), "failover_p50_ms")
 	b.ReportMetric(testenv.Millis(testenv.Percentile(toFirstOK, 0.99)), "failover_p99_ms")
 	b.ReportMetric(testenv.Millis(toFirstOK[len(toFirstOK)-1]), "failover_max_ms")
@@ -200,7 +218,7 @@ func BenchmarkHandover(b *testing.B) {
 	api := []*roomcluster.Router{h.router("api1"), h.router("api2")}
 	h.waitBalanced(api[0], nodes...)
 	ids := h.createRooms(api[0], 60)
-	l := runLoad(b, api, ids, 12)
+	l := runLoad(b, api, ids, 1)
 	defer l.finish()
 	var gaps []time.Duration
 	b.ResetTimer()
@@ -246,6 +264,9 @@ func firstOKAfter(l *load, from int, t time.Time) map[string]time.Time {
 	return first
 }
 
+// gapDebug, when set, prints the longest gap's room and times.
+var gapDebug = os.Getenv("VOICEROOM_BENCH_GAP_DEBUG") != ""
+
 // longestGap is the longest time between two OKs of one room (of those
 // keep accepts) between from and to, counting from the last OK before
 // from's answers.
@@ -259,7 +280,13 @@ func longestGap(l *load, fromIdx int, from, to time.Time, keep func(string) bool
 			continue
 		}
 		if prev, ok := last[a.roomID]; ok && !a.at.Before(from) {
-			longest = max(longest, a.at.Sub(prev))
+			if g := a.at.Sub(prev); g > longest {
+				longest = g
+				if gapDebug && g > time.Second {
+					fmt.Fprintf(os.Stderr, "gap %v room %s node %s epoch %d: %s -> %s (window from %s)\n", g, a.roomID, a.node, a.epoch,
+						prev.Format("15:04:05.000"), a.at.Format("15:04:05.000"), from.Format("15:04:05.000"))
+				}
+			}
 		}
 		last[a.roomID] = a.at
 	}

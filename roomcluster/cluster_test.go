@@ -27,7 +27,7 @@ func TestRoomsAcrossNodes(t *testing.T) {
 	h.waitBalanced(api[0], n1, n2, n3)
 	ids := h.createRooms(api[0], 40)
 
-	l := runLoad(t, api, ids, 8)
+	l := runLoad(t, api, ids, 1)
 	progress := func(step string) {
 		t.Helper()
 		from := l.count()

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"sort"
@@ -74,7 +75,11 @@ func newHarness(tb testing.TB, cfg roomcluster.Config) *harness {
 	if os.Getenv("VOICEROOM_TEST_LOG") != "" {
 		level = slog.LevelDebug
 	}
-	h.log = slog.New(slog.NewTextHandler(testWriter{tb}, &slog.HandlerOptions{Level: level}))
+	var w io.Writer = testWriter{tb}
+	if os.Getenv("VOICEROOM_TEST_LOG") == "stderr" {
+		w, level = os.Stderr, slog.LevelWarn
+	}
+	h.log = slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: level}))
 	h.history = watchLeases(tb, h.js.URL(), cfg)
 	tb.Cleanup(func() {
 		h.mu.Lock()
@@ -338,9 +343,11 @@ type answer struct {
 	at        time.Time
 }
 
-// load runs clients that join and leave rooms through routers, each
-// command with an Idempotency-Key, retried with the same key after
-// UNAVAILABLE as a client would. User c*1000+i only ever enters room i.
+// load runs, per room, clients that join and leave that room through
+// routers, each command with an Idempotency-Key, retried with the same key
+// after UNAVAILABLE as a client would. A client stays with its room, so a
+// room waiting for a new owner never holds up the others' clients. Client
+// k of room i is user 1000+i*100+k.
 type load struct {
 	mu       sync.Mutex
 	answers  []answer
@@ -350,52 +357,53 @@ type load struct {
 	done     sync.WaitGroup
 }
 
-func runLoad(tb testing.TB, routers []*roomcluster.Router, roomIDs []string, clients int) *load {
+func runLoad(tb testing.TB, routers []*roomcluster.Router, roomIDs []string, perRoom int) *load {
 	ctx, cancel := context.WithCancel(context.Background())
 	l := &load{failures: map[apperr.Code]int{}, stop: cancel}
-	for c := range clients {
-		l.done.Go(func() {
-			r := routers[c%len(routers)]
-			present := map[int]bool{}
-			for i := 0; ctx.Err() == nil; i++ {
-				room := (c*7 + i) % len(roomIDs)
-				user := int64(1_000 + c*1000 + room)
-				cmd := &rooms.Command{Kind: rooms.KindJoinRoom, AppCode: testApp, RoomID: roomIDs[room], CommandID: uuid.NewString(),
-					ClientKey: true, Actor: rooms.Actor{UserID: user}}
-				if present[room] {
-					cmd.Kind = rooms.KindLeaveRoom
-				}
-				for try := 0; ; try++ {
-					cctx, ccancel := context.WithTimeout(context.Background(), 3*time.Second)
-					var res rooms.Result
-					var err error
-					c := *cmd
-					if c.Kind == rooms.KindJoinRoom {
-						res, err = r.Join(cctx, &c, "")
-					} else {
-						res, err = r.Execute(cctx, &c)
-					}
-					ccancel()
-					if err == nil {
-						l.mu.Lock()
-						l.answers = append(l.answers, answer{commandID: cmd.CommandID, roomID: cmd.RoomID, node: res.Node, epoch: res.Epoch, at: time.Now()})
-						l.mu.Unlock()
-						present[room] = !present[room]
-						break
-					}
-					l.mu.Lock()
-					l.failures[apperr.CodeOf(err)]++
-					l.retried++
-					l.mu.Unlock()
-					if apperr.CodeOf(err) != apperr.Unavailable || try > 20 {
-						tb.Errorf("%s %s by %d: %v (try %d)", cmd.Kind, cmd.RoomID, user, err, try)
-						return
-					}
-				}
-			}
-		})
+	for room := range roomIDs {
+		for k := range perRoom {
+			l.done.Go(func() { l.client(ctx, tb, routers[(room+k)%len(routers)], roomIDs[room], int64(1_000+room*100+k)) })
+		}
 	}
 	return l
+}
+
+func (l *load) client(ctx context.Context, tb testing.TB, r *roomcluster.Router, roomID string, user int64) {
+	present := false
+	for ctx.Err() == nil {
+		cmd := &rooms.Command{Kind: rooms.KindJoinRoom, AppCode: testApp, RoomID: roomID, CommandID: uuid.NewString(),
+			ClientKey: true, Actor: rooms.Actor{UserID: user}}
+		if present {
+			cmd.Kind = rooms.KindLeaveRoom
+		}
+		for try := 0; ; try++ {
+			cctx, ccancel := context.WithTimeout(context.Background(), 3*time.Second)
+			var res rooms.Result
+			var err error
+			c := *cmd
+			if c.Kind == rooms.KindJoinRoom {
+				res, err = r.Join(cctx, &c, "")
+			} else {
+				res, err = r.Execute(cctx, &c)
+			}
+			ccancel()
+			if err == nil {
+				l.mu.Lock()
+				l.answers = append(l.answers, answer{commandID: cmd.CommandID, roomID: roomID, node: res.Node, epoch: res.Epoch, at: time.Now()})
+				l.mu.Unlock()
+				present = !present
+				break
+			}
+			l.mu.Lock()
+			l.failures[apperr.CodeOf(err)]++
+			l.retried++
+			l.mu.Unlock()
+			if apperr.CodeOf(err) != apperr.Unavailable || try > 20 {
+				tb.Errorf("%s %s by %d: %v (try %d)", cmd.Kind, roomID, user, err, try)
+				return
+			}
+		}
+	}
 }
 
 func (l *load) finish() []answer {
@@ -410,4 +418,32 @@ func (l *load) count() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return len(l.answers)
+}
+
+// takenAfter returns when partition p's lease was next created after t.
+func (h *leaseHistory) takenAfter(p int, t time.Time) (time.Time, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	es := h.entries[p]
+	for i, e := range es {
+		if e.put && !e.at.Before(t) && (i == 0 || !es[i-1].put) {
+			return e.at, true
+		}
+	}
+	return time.Time{}, false
+}
+
+// holderAt returns who held partition p's lease at t, as last written
+// before t ("" if it was free).
+func (h *leaseHistory) holderAt(p int, t time.Time) string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	holder := ""
+	for _, e := range h.entries[p] {
+		if e.at.After(t) {
+			break
+		}
+		holder = e.node
+	}
+	return holder
 }

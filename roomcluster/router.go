@@ -291,6 +291,8 @@ func (r *Router) try(ctx context.Context, deadline time.Time, p int, req *reques
 	case ctx.Err() != nil:
 		return attempt{retry: retryTimeout}
 	case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout):
+		r.log.Warn("routed request not answered in time; asking again", "partition", p, "node", holder, "op", req.opOf(),
+			"attempt_timeout", r.cfg.AttemptTimeout)
 		r.refresh(ctx, p, holder)
 		return attempt{retry: retryTimeout}
 	default:

@@ -76,6 +76,18 @@
 // users who left while the process was down are swept. Idle rooms with nobody
 // present are evicted from memory.
 //
+// # Several nodes
+//
+// With an Ownership (package roomcluster) a service serves only the rooms of
+// the partitions its node holds: a command, a view or an IM membership check
+// of another room answers ErrNotServing before anything runs, and a command
+// that committed while the node's lease lapsed answers in doubt instead of
+// OK. A write refused by the command log's key is reported (Fenced), so the
+// node can stop serving a partition another node took. Release drops the
+// cells of partitions handed over, after their commands in flight; Recover
+// loads a taken partition's rooms that list users, with a fresh presence
+// window. The sweeper visits only the rooms the node serves.
+//
 // # Moderation
 //
 // BanRoom and RestoreRoom (moderation.go) are room commands like the others,
