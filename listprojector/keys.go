@@ -19,6 +19,10 @@ import (
 // The projector adds to the sets of any region, so a set without its ready
 // key may be partial: it is never read, and a reader that finds it so
 // fills it from MySQL (Mirror.RepairRegion).
+//
+// Package roomlist keeps its frozen list orders under the same prefix and
+// layout, room:frozen:{app}:<id>; they are no part of the read model and
+// only roomlist writes or reads them (roomlist/frozen_redis.go).
 type Keys struct{ Prefix string }
 
 // List is the set of a region's tab (TabHot or TabNew).

@@ -27,14 +27,16 @@ type Config struct {
 	// Default 1s.
 	FreezeEvery time.Duration
 	// ChainTTL is how long a frozen order stays available to the cursors
-	// walking it. Default 2m.
+	// walking it, in the process that froze it and, with Redis, in Redis
+	// for every api process. Default 2m.
 	ChainTTL time.Duration
 	// ChainDepth is how many rooms of a list a frozen order holds: the
 	// first ChainDepth rooms of a chain are never repeated or skipped.
 	// Default 1000.
 	ChainDepth int
 	// MaxFrozenRooms bounds the rooms held by all frozen orders of the
-	// process together; the oldest orders are dropped first. Default 2,000,000.
+	// process together, its own and those it read from Redis; the oldest
+	// orders are dropped first. Default 2,000,000.
 	MaxFrozenRooms int
 	// NearCacheCards bounds the cards the list query keeps in process
 	// memory, tracked by Redis (see nearCache); -1 turns the near cache

@@ -52,12 +52,23 @@
 // and query: anything else is INVALID_ARGUMENT. A chain of pages walks one
 // frozen order of the list (see [Lister.List] for its bounds and what
 // happens past them), so it neither repeats nor skips rooms while scores
-// change between pages.
+// change between pages, whichever api process serves each page: with
+// Redis, every frozen order is also kept there for ChainTTL, written
+// before any cursor naming it is handed out, and a process that does not
+// hold a cursor's order reads it from Redis once (see freezer). The
+// cursor carries only the order's id. Without Redis (none configured, or
+// failing, or the order's write failed), a chain continues exactly only
+// in the process that froze its order, until it restarts; on another it
+// continues on the live order after its last room, as past ChainDepth.
+// Redis failures never fail a list request: they are counted
+// (voiceroom_list_frozen_orders_total) and the chain falls back.
 //
 // # What it owns, and what it does not
 //
-// It owns the tables room_region_pins and room_region_hides. It never
-// writes room_list_entries, and writes the Redis mirror only through
+// It owns the tables room_region_pins and room_region_hides, and the
+// frozen orders in Redis (room:frozen:{app}:<id>, under the read model's
+// key prefix but no part of the read model). It never writes
+// room_list_entries, and writes the Redis mirror only through
 // listprojector.Mirror (repairs from MySQL after a miss, a hide set's
 // invalidation after a hide or unhide), so that every key of the read
 // model has one writer's code.

@@ -2,8 +2,8 @@ package roomlist
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/binary"
+	"math/rand/v2"
+	"slices"
 	"sync"
 	"time"
 )
@@ -20,6 +20,11 @@ type frozenOrder struct {
 	entries  []entry
 	complete bool // every room of the list is in entries (not cut at ChainDepth)
 	at       time.Time
+
+	// saved, when not nil, is closed once the write of the order to Redis
+	// ended (see freezer.current): a page does not hand out a cursor
+	// naming the order before, so that any api process can read it.
+	saved chan struct{}
 
 	// cursors holds the signed cursors of its pages by the position they
 	// continue at (a page's cursor is the same for every caller that walks
@@ -64,22 +69,39 @@ type listID struct {
 // (up to twice FreezeEvery), it is still served while its successor is
 // built (see current).
 //
-// A cursor whose order is gone (expired, evicted, frozen by another
-// process, or the process restarted) continues on the live order after
+// With Redis (save set), every order is also written to Redis when it is
+// frozen, for ChainTTL, and an order this process does not hold (frozen
+// by another api process, or before a restart) is read from there once
+// and then held here like one of its own (see load), within the same
+// bounds: a chain continues exactly on whichever api process its next
+// page reaches. A cursor whose order is in neither (expired; its write
+// failed; Redis down or not configured) continues on the live order after
 // the last room it returned, which may repeat or skip rooms whose scores
 // changed meanwhile; see Lister.List.
+//
+// The write and the cursors: no page hands out a cursor naming an order
+// before the order's write to Redis ended, so a next page sent at once to
+// another process finds it there (unless the write failed). An order
+// rebuilt in the background is written before it replaces its
+// predecessor, so no request waits for that write; a list's first order
+// (and a search's), which requests wait for anyway, is written while they
+// read their page's cards, and each waits for the write only before it
+// answers (frozenOrder.saved).
 type freezer struct {
 	ttl, every   time.Duration
 	buildTimeout time.Duration // of a build in the background
 	maxRooms     int
 	now          func() time.Time
+	// save writes an order to Redis, nil without Redis; it returns when
+	// the write ended, whatever its result (it counts and logs failures).
+	save func(context.Context, *frozenOrder)
 
-	mu     sync.Mutex
-	byID   map[uint64]*frozenOrder
-	fifo   []*frozenOrder // in freezing order
-	rooms  int
-	lists  map[listID]*listState
-	nextID uint64
+	mu      sync.Mutex
+	byID    map[uint64]*frozenOrder
+	fifo    []*frozenOrder // by freezing time, oldest first
+	rooms   int
+	lists   map[listID]*listState
+	loading map[uint64]*loadCall // reads of orders from Redis in flight
 }
 
 type listState struct {
@@ -89,14 +111,30 @@ type listState struct {
 	err      error         // of the last build
 }
 
+// loadCall is one read of an order from Redis; done closes when f and err
+// are set.
+type loadCall struct {
+	done chan struct{}
+	f    *frozenOrder
+	err  error
+}
+
 func newFreezer(cfg Config) *freezer {
-	var seed [8]byte
-	rand.Read(seed[:])
 	return &freezer{
 		ttl: cfg.ChainTTL, every: cfg.FreezeEvery, buildTimeout: cfg.WriteTimeout, maxRooms: cfg.MaxFrozenRooms, now: cfg.Now,
-		byID: map[uint64]*frozenOrder{}, lists: map[listID]*listState{},
-		// Random high bits: ids of another process's orders do not match ours.
-		nextID: binary.BigEndian.Uint64(seed[:]) &^ 0xffffffff,
+		byID: map[uint64]*frozenOrder{}, lists: map[listID]*listState{}, loading: map[uint64]*loadCall{},
+	}
+}
+
+// newFrozenID returns a random order id, never 0 (a cursor's "no order"):
+// ids name orders across api processes (in Redis, in cursors), so no
+// process may derive them from a counter of its own. Two orders alive
+// within ChainTTL share an id with a chance of 2^-64 a pair.
+func newFrozenID() uint64 {
+	for {
+		if id := rand.Uint64(); id != 0 {
+			return id
+		}
 	}
 }
 
@@ -104,6 +142,11 @@ func newFreezer(cfg Config) *freezer {
 func (z *freezer) get(id uint64) *frozenOrder {
 	z.mu.Lock()
 	defer z.mu.Unlock()
+	return z.held(id)
+}
+
+// held is get with z.mu held.
+func (z *freezer) held(id uint64) *frozenOrder {
 	f := z.byID[id]
 	if f == nil || z.now().Sub(f.at) > z.ttl {
 		return nil
@@ -111,18 +154,32 @@ func (z *freezer) get(id uint64) *frozenOrder {
 	return f
 }
 
-// add keeps f and evicts what exceeds the bounds. z.mu held.
+// stamp dates f and gives it an id, once.
+func stamp(f *frozenOrder, at time.Time) {
+	f.at = at
+	if f.id == 0 {
+		f.id = newFrozenID()
+	}
+}
+
+// add keeps f (stamped) and evicts what exceeds the bounds. z.mu held.
 func (z *freezer) add(f *frozenOrder) {
-	z.nextID++
-	f.id = z.nextID
 	z.byID[f.id] = f
-	z.fifo = append(z.fifo, f)
+	// Orders come in freezing order but for one read from Redis (or a
+	// build that took long): it goes to its place.
+	i := len(z.fifo)
+	for i > 0 && z.fifo[i-1].at.After(f.at) {
+		i--
+	}
+	z.fifo = slices.Insert(z.fifo, i, f)
 	z.rooms += len(f.entries)
 	now := z.now()
 	drop := 0
 	for drop < len(z.fifo)-1 && (z.rooms > z.maxRooms || now.Sub(z.fifo[drop].at) > z.ttl) {
 		old := z.fifo[drop]
-		delete(z.byID, old.id)
+		if z.byID[old.id] == old {
+			delete(z.byID, old.id)
+		}
 		z.rooms -= len(old.entries)
 		if st := z.lists[listID{old.app, old.region, old.tab}]; st != nil && st.cur == old && old.query == "" {
 			st.cur = nil
@@ -133,12 +190,30 @@ func (z *freezer) add(f *frozenOrder) {
 	z.fifo = z.fifo[drop:]
 }
 
-// keep adds a search's order.
-func (z *freezer) keep(f *frozenOrder) *frozenOrder {
+// keep adds a search's order, dated, and starts its write to Redis when
+// share is set (no page hands out a cursor naming an order not shared).
+func (z *freezer) keep(ctx context.Context, f *frozenOrder, share bool) *frozenOrder {
+	stamp(f, f.at)
+	if share {
+		z.saveLater(ctx, f)
+	}
 	z.mu.Lock()
 	defer z.mu.Unlock()
 	z.add(f)
 	return f
+}
+
+// saveLater starts the write of f (stamped, not yet kept) to Redis; f.saved
+// closes when it ended.
+func (z *freezer) saveLater(ctx context.Context, f *frozenOrder) {
+	if z.save == nil {
+		return
+	}
+	f.saved = make(chan struct{})
+	go func() {
+		defer close(f.saved)
+		z.save(context.WithoutCancel(ctx), f)
+	}()
 }
 
 // current returns the list's newest order, freezing a new one with build
@@ -150,7 +225,9 @@ func (z *freezer) keep(f *frozenOrder) *frozenOrder {
 // request) and gets that order, as do the requests that come while the
 // build runs. Without such an order (the list's first, one nobody asked
 // for meanwhile, or a build slower than FreezeEvery) requests wait for
-// the build, sharing its result.
+// the build, sharing its result. An order built in the background is
+// written to Redis before it becomes the list's newest; one requests wait
+// for is written while they go on (see freezer).
 func (z *freezer) current(ctx context.Context, l listID, build func(context.Context) (*frozenOrder, error)) (*frozenOrder, error) {
 	z.mu.Lock()
 	st := z.lists[l]
@@ -174,12 +251,20 @@ func (z *freezer) current(ctx context.Context, l listID, build func(context.Cont
 		z.mu.Unlock()
 		if prev == nil {
 			f, err := build(ctx)
+			if err == nil {
+				stamp(f, now)
+				z.saveLater(ctx, f)
+			}
 			return z.built(st, ch, now, f, err)
 		}
 		go func() {
 			bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), z.buildTimeout)
 			defer cancel()
 			f, err := build(bctx)
+			if err == nil && z.save != nil {
+				stamp(f, now)
+				z.save(bctx, f)
+			}
 			z.built(st, ch, now, f, err)
 		}()
 		return prev, nil
@@ -212,8 +297,51 @@ func (z *freezer) built(st *listState, ch chan struct{}, at time.Time, f *frozen
 	if err != nil {
 		return nil, err
 	}
-	f.at = at
+	if f.id == 0 { // not stamped before its write to Redis
+		stamp(f, at)
+	}
 	z.add(f)
 	st.cur = f
 	return f, nil
+}
+
+// load returns the order id: the one held here, else the one fetch reads
+// (from Redis; nil, nil when it has none), which is then held here like
+// an order of this process, if it has not expired. One fetch per id runs
+// at a time: requests for the same order meanwhile share its result.
+func (z *freezer) load(ctx context.Context, id uint64, fetch func() (*frozenOrder, error)) (*frozenOrder, error) {
+	z.mu.Lock()
+	if f := z.held(id); f != nil {
+		z.mu.Unlock()
+		return f, nil
+	}
+	if c := z.loading[id]; c != nil {
+		z.mu.Unlock()
+		select {
+		case <-c.done:
+			return c.f, c.err
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	c := &loadCall{done: make(chan struct{})}
+	z.loading[id] = c
+	z.mu.Unlock()
+
+	f, err := fetch()
+	z.mu.Lock()
+	switch {
+	case f == nil:
+	case f.id != id || z.now().Sub(f.at) > z.ttl:
+		f = nil
+	case z.byID[id] != nil:
+		f = z.byID[id] // another path kept it meanwhile
+	default:
+		z.add(f)
+	}
+	c.f, c.err = f, err
+	delete(z.loading, id)
+	z.mu.Unlock()
+	close(c.done)
+	return f, err
 }

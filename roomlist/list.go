@@ -70,6 +70,8 @@ type Lister struct {
 	recent *recentCards
 	// cursors remembers the cursors this process verified.
 	cursors verifiedCursors
+	// frozenLog keeps the warnings of frozen orders in Redis sparse.
+	frozenLog sparse
 
 	redisDownUntil atomic.Int64 // unix ms: 0 while Redis is up; after an error, when it may be probed
 	redisProbing   atomic.Bool  // a probe of a failed Redis is in flight
@@ -102,9 +104,13 @@ func NewLister(db *sql.DB, mirror *listprojector.Mirror, cfg Config, log *slog.L
 	}
 	c := newCache(mirror)
 	log = log.With("component", "roomlist")
-	return &Lister{db: db, cache: c, mirror: mirror, hides: &hideCache{}, near: newNearCache(c, cfg, log, m), stmts: newStmts(db),
+	l := &Lister{db: db, cache: c, mirror: mirror, hides: &hideCache{}, near: newNearCache(c, cfg, log, m), stmts: newStmts(db),
 		recent: newRecentCards(cfg.FreezeEvery, max(cfg.NearCacheCards, 10_000)), cfg: cfg,
-		sign: signer{key: cfg.CursorSecret}, frozen: newFreezer(cfg), log: log, metrics: m}, nil
+		sign: signer{key: cfg.CursorSecret}, frozen: newFreezer(cfg), log: log, metrics: m}
+	if c != nil {
+		l.frozen.save = l.saveFrozen
+	}
+	return l, nil
 }
 
 // Run keeps the near cache's Redis tracking connection until ctx ends
@@ -126,11 +132,16 @@ func (l *Lister) Run(ctx context.Context) error {
 // within ChainTTL, a chain never returns a room twice and never skips a
 // room that stayed listed the whole time, whatever happens to scores
 // between pages, for its first
-// ChainDepth rooms (pinned ones included). Past ChainDepth, or when the
-// frozen order is gone (ChainTTL passed, MaxFrozenRooms evicted it, or
-// another process froze it), the chain continues on the live order after
-// the last room it returned: rooms whose scores crossed that point may
-// then repeat or be missed. A search returns at most SearchMaxResults
+// ChainDepth rooms (pinned ones included), whichever api process serves
+// each page: with Redis, every order is written there when frozen, before
+// a cursor naming it is handed out, and a process that does not hold a
+// cursor's order reads it from there (once; see freezer). Past
+// ChainDepth, or when the frozen order is gone (ChainTTL passed; or, in
+// a process other than the one that froze it or after MaxFrozenRooms
+// evicted it there, Redis does not have it: its write failed, Redis
+// fails, or there is no Redis), the chain continues on the live order
+// after the last room it returned: rooms whose scores crossed that point
+// may then repeat or be missed. A search returns at most SearchMaxResults
 // rooms over its whole chain. Cards are read fresh, so a room that closed
 // or left the region since the freeze is left out of its page, with one
 // bound instead: when Redis is not read (after an error, or none is
@@ -188,7 +199,11 @@ func (l *Lister) List(ctx context.Context, req ListRequest) (Page, error) {
 			page, err = l.fromFrozen(ctx, req, f, 0, nowMs)
 		}
 	case cur.Frozen != 0:
-		if f := l.frozen.get(cur.Frozen); f != nil && f.app == req.AppCode && f.region == req.RegionID && f.tab == req.Tab && f.query == cur.Query {
+		f := l.frozen.get(cur.Frozen)
+		if f == nil {
+			f = l.loadFrozen(ctx, cur)
+		}
+		if f != nil && f.app == req.AppCode && f.region == req.RegionID && f.tab == req.Tab && f.query == cur.Query {
 			page, err = l.fromFrozen(ctx, req, f, cur.Off, nowMs)
 		} else {
 			page, err = l.fromLive(ctx, req, cur, nowMs)
@@ -247,8 +262,11 @@ func (l *Lister) freeze(ctx context.Context, req ListRequest, nowMs int64) (*fro
 		if err != nil {
 			return nil, err
 		}
-		return l.frozen.keep(&frozenOrder{app: req.AppCode, region: req.RegionID, tab: req.Tab, query: queryHash(req.Query),
-			entries: es, complete: true, at: l.cfg.Now()}), nil
+		// A search is frozen per request: written to Redis only when its
+		// first page may hand out a cursor naming it.
+		share := len(es) > req.Limit
+		return l.frozen.keep(ctx, &frozenOrder{app: req.AppCode, region: req.RegionID, tab: req.Tab, query: queryHash(req.Query),
+			entries: es, complete: true, at: l.cfg.Now()}, share), nil
 	}
 	id := listID{req.AppCode, req.RegionID, req.Tab}
 	return l.frozen.current(ctx, id, func(ctx context.Context) (*frozenOrder, error) { return l.buildOrder(ctx, id) })
@@ -545,6 +563,14 @@ func (l *Lister) fromFrozen(ctx context.Context, req ListRequest, f *frozenOrder
 	c := cursor{App: req.AppCode, Region: req.RegionID, Tab: req.Tab, Query: queryHash(req.Query)}
 	switch {
 	case pos < len(f.entries):
+		if f.saved != nil {
+			// The cursor names f: not before another process can read f.
+			select {
+			case <-f.saved:
+			case <-ctx.Done():
+				return Page{}, ctx.Err()
+			}
+		}
 		last := f.entries[pos-1]
 		c.Frozen, c.Off, c.Key, c.ID, c.Pinned = f.id, pos, last.key, last.id, last.pinned
 		page.NextCursor = f.cursorAt(pos, func() string { return l.sign.encode(c) })

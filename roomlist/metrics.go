@@ -8,17 +8,32 @@ import (
 	"voiceroom/promreg"
 )
 
-// Metrics are the list query's series: its latency and where its reads
-// were served from. The projection's series (and the failed writes of the
+// Metrics are the list query's series: its latency, where its reads
+// were served from, and its frozen orders shared through Redis. The projection's series (and the failed writes of the
 // Redis mirror, repairs included) are package listprojector's. A nil
 // *Metrics records nothing.
 type Metrics struct {
 	cache  *prometheus.CounterVec
 	query  *prometheus.HistogramVec
 	nearUp prometheus.Gauge
+	frozen *prometheus.CounterVec
 
 	hit, miss, cacheErr, hideMiss, near prometheus.Counter
+	frozenBy                            [frozenResults]prometheus.Counter
 }
+
+// Results of voiceroom_list_frozen_orders_total: frozen orders shared
+// through Redis (see freezer).
+const (
+	frozenStored      = iota // written when frozen
+	frozenStoreFailed        // not written: Redis failed or was down
+	frozenLoaded             // a cursor's order read from Redis
+	frozenLoadFailed         // a cursor's order not read: Redis failed, was down, or held it unreadable
+	frozenGone               // a cursor's order in neither this process nor Redis
+	frozenResults
+)
+
+var frozenResultNames = [frozenResults]string{"stored", "store_failed", "loaded", "load_failed", "gone"}
 
 // NewMetrics creates the series and registers them on reg (none when reg
 // is nil). Series already registered on reg by an earlier NewMetrics are
@@ -33,6 +48,10 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Namespace: promreg.Namespace, Subsystem: "list", Name: "near_cache_up",
 			Help: "1 while this process's near cache of list cards and hide sets is in use (its Redis tracking connection is up), else 0.",
 		}),
+		frozen: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: promreg.Namespace, Subsystem: "list", Name: "frozen_orders_total",
+			Help: "Frozen list orders shared through Redis, by result: stored (written to Redis when frozen), store_failed (not written: Redis failed or was down; its cursors continue exactly only in this process), loaded (a cursor's order read from Redis: frozen by another api process), load_failed (not read: Redis failed, was down or held it unreadable) and gone (in neither this process nor Redis: expired, never written, or no Redis); the chains of the last two continue on the live order.",
+		}, []string{"result"}),
 		query: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: promreg.Namespace, Subsystem: "list", Name: "query_duration_seconds",
 			Help:    "Latency of GET /api/v1/rooms in the list service, by kind (list or search).",
@@ -43,6 +62,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	promreg.Add(r, &m.cache)
 	promreg.Add(r, &m.query)
 	promreg.Add(r, &m.nearUp)
+	promreg.Add(r, &m.frozen)
 	if err := r.Err(); err != nil {
 		return nil, fmt.Errorf("room list query metrics: %w", err)
 	}
@@ -51,6 +71,9 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	m.cacheErr = m.cache.WithLabelValues("error")
 	m.hideMiss = m.cache.WithLabelValues("hides_miss")
 	m.near = m.cache.WithLabelValues("near")
+	for i, name := range frozenResultNames {
+		m.frozenBy[i] = m.frozen.WithLabelValues(name)
+	}
 	m.query.WithLabelValues("list")
 	m.query.WithLabelValues("search")
 	return m, nil
@@ -71,5 +94,11 @@ func (m *Metrics) setNearUp(up bool) {
 func (m *Metrics) observeQuery(kind string, seconds float64) {
 	if m != nil {
 		m.query.WithLabelValues(kind).Observe(seconds)
+	}
+}
+
+func (m *Metrics) frozenRedis(result int) {
+	if m != nil {
+		m.frozenBy[result].Inc()
 	}
 }
