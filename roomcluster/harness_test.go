@@ -178,6 +178,7 @@ func (h *harness) stop(n *testNode) {
 	n.cancel()
 	<-n.done
 	n.srv.Stop()
+	n.node.Close()
 	n.svc.Close()
 	n.nc.Close()
 }

@@ -482,23 +482,52 @@ func (n *Node) handOver(ctx context.Context, ps []int, reason string) {
 	wg.Wait()
 }
 
-// leave hands every partition over and removes the member record.
+// leave removes the member record and, when other rooms nodes live, hands
+// every partition over to them. The last node keeps its partitions (and
+// serves the commands still arriving while HTTP drains, for as long as its
+// leases last unrenewed); Close deletes them.
 func (n *Node) leave() {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*n.cfg.LeaseTTL)
 	defer cancel()
 	if err := n.buckets.member().Delete(ctx, n.id); err != nil {
 		n.log.Warn("member record not deleted; it expires", "error", err)
 	}
-	var all []int
-	for p := range n.slots {
-		if n.slots[p].Load() != nil {
-			all = append(all, p)
-		}
+	n.mu.Lock()
+	others := len(n.live) - 1
+	n.mu.Unlock()
+	all := n.Held()
+	if others == 0 {
+		n.log.Info("rooms node leaving: the last one, it keeps its partitions until it closes", "partitions", len(all))
+		return
 	}
 	start := time.Now()
 	n.handOver(ctx, all, "shutdown")
 	n.metrics.held.Set(0)
-	n.log.Info("rooms node left: partitions handed over", "partitions", len(all), "took", time.Since(start).Round(time.Millisecond))
+	n.log.Info("rooms node left: partitions handed over", "partitions", len(all), "live_nodes", others,
+		"took", time.Since(start).Round(time.Millisecond))
+}
+
+// Close stops serving and deletes the leases the node still holds (the
+// last node's, at shutdown), so that a node started next takes them at
+// once. Call it after Run has returned and no command is in flight.
+func (n *Node) Close() {
+	ctx, cancel := context.WithTimeout(context.Background(), n.cfg.RenewEvery)
+	defer cancel()
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 16)
+	for p := range n.slots {
+		s := n.slots[p].Swap(nil)
+		if s == nil {
+			continue
+		}
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			_ = n.buckets.lease().Delete(ctx, leaseKey(p), jetstream.LastRevision(s.rev))
+		})
+	}
+	wg.Wait()
+	n.metrics.held.Set(0)
 }
 
 // subjectToken makes s usable as one NATS subject token and KV key part.

@@ -111,6 +111,9 @@ func wireRoomsNode(ctx context.Context, d *deps, regionSvc *regions.Service, cm 
 		d.log.Info("shutdown: rooms committer")
 		svc.Close()
 	}, func() {
+		d.log.Info("shutdown: rooms leases")
+		node.Close()
+	}, func() {
 		d.log.Info("shutdown: rooms micro service")
 		srv.Stop()
 	})
