@@ -13,6 +13,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"voiceroom"
 	"voiceroom/apperr"
 	"voiceroom/bus"
 	"voiceroom/internal/testenv"
@@ -48,6 +49,9 @@ type commitClock struct {
 	mu   sync.Mutex
 	at   map[string]time.Time
 }
+
+// Behind: these tests start with no pending outbox rows of other processes.
+func (*commitClock) Behind(voiceroom.RoomKey, string) {}
 
 func (c *commitClock) Committed(msgs []bus.Message, committedAt time.Time) {
 	c.mu.Lock()

@@ -139,6 +139,20 @@ func (f *FastPath) Committed(msgs []bus.Message, committedAt time.Time) {
 	}
 }
 
+// Behind tells the fast path that room key still has events pending in
+// the outbox, the newest newestID, which another process committed (a
+// room taken over from another rooms node, or loaded after a restart):
+// the room's next events are left to the relay until it has published
+// newestID, so that they do not overtake those in the stream.
+func (f *FastPath) Behind(key voiceroom.RoomKey, newestID string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.stopped || f.blocked[key] != "" || f.allBlocked != "" {
+		return // already left to the relay, by newer events
+	}
+	f.handOverLocked(key, newestID, "room_blocked", 0)
+}
+
 // handOverLocked leaves n events of room key, the newest newestID, to the
 // relay and blocks the room until the relay has published newestID. A
 // room already blocked keeps its newer event_id.

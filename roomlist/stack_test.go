@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
+	"voiceroom"
 	"voiceroom/authtoken"
 	"voiceroom/bus"
 	"voiceroom/gateway"
@@ -37,6 +38,9 @@ type syncPublisher struct {
 	tb  testing.TB
 	pub *bus.Publisher
 }
+
+// Behind: these tests start with no pending outbox rows of other processes.
+func (syncPublisher) Behind(voiceroom.RoomKey, string) {}
 
 func (s syncPublisher) Committed(msgs []bus.Message, _ time.Time) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

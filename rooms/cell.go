@@ -174,6 +174,16 @@ func (s *Service) load(ctx context.Context, c *cell) error {
 		s.log.Error("room cannot be recovered", "app_code", c.key.AppCode, "room_id", c.key.RoomID, "error", err)
 		return apperr.Wrap(apperr.Unavailable, "room cannot be loaded", err)
 	}
+	if s.fast != nil {
+		// Events of the room another process committed and the relay has
+		// not published yet must reach the stream before this node's.
+		if id, err := s.store.newestPending(ctx, c.key.AppCode, c.key.RoomID, st.Version-pendingLookback); err != nil {
+			s.log.Warn("pending outbox rows not read at load; the room's next events may overtake them in the stream",
+				"app_code", c.key.AppCode, "room_id", c.key.RoomID, "error", err)
+		} else if id != "" {
+			s.fast.Behind(c.key, id)
+		}
+	}
 	now := s.now().UnixMilli()
 	c.snapshotVersion = sr.snapshot.Version
 	c.loadedAtMs = now
@@ -183,6 +193,12 @@ func (s *Service) load(ctx context.Context, c *cell) error {
 	s.metrics.loads.WithLabelValues("ok").Inc()
 	return nil
 }
+
+// pendingLookback bounds how far back (in room versions) a load looks for
+// events still pending in the outbox: the relay publishes within seconds,
+// so older pending rows mean a long outage, after which consumers order a
+// room's events by room_version.
+const pendingLookback = 100
 
 // replay applies a stored room's command log to its snapshot.
 func replay(sr *storedRoom) (*State, error) {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"voiceroom"
 	"voiceroom/apperr"
 	"voiceroom/bus"
 	"voiceroom/internal/testenv"
@@ -80,6 +81,16 @@ type recordingFastPath struct {
 	mu      sync.Mutex
 	msgs    []bus.Message
 	discard bool
+	behind  map[voiceroom.RoomKey]string
+}
+
+func (f *recordingFastPath) Behind(key voiceroom.RoomKey, newestEventID string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.behind == nil {
+		f.behind = map[voiceroom.RoomKey]string{}
+	}
+	f.behind[key] = newestEventID
 }
 
 func (f *recordingFastPath) Committed(msgs []bus.Message, _ time.Time) {

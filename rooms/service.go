@@ -44,6 +44,11 @@ type Regions interface {
 // does not.
 type FastPath interface {
 	Committed(msgs []bus.Message, committedAt time.Time)
+	// Behind is told, when a room loads with events still pending in the
+	// outbox (committed by another process: a node the room was taken
+	// from, or this one before a restart), the newest of them, so that
+	// the room's next events wait for the relay to publish it.
+	Behind(key RoomKey, newestEventID string)
 }
 
 // Service owns the rooms of this process: one cell per loaded room, the

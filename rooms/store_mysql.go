@@ -309,3 +309,16 @@ func (st *store) writeSnapshot(ctx context.Context, s *State, nowMs int64) error
 		s.AppCode, s.RoomID, s.Version, raw, nowMs)
 	return err
 }
+
+// newestPending returns the event_id of the room's newest outbox row still
+// pending with a room_version above after, or "".
+func (st *store) newestPending(ctx context.Context, appCode, roomID string, after int64) (string, error) {
+	var id string
+	err := st.db.QueryRowContext(ctx, `SELECT event_id FROM room_outbox
+		WHERE app_code = ? AND room_id = ? AND room_version > ? AND status = 'pending'
+		ORDER BY room_version DESC, id DESC LIMIT 1`, appCode, roomID, after).Scan(&id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", nil
+	}
+	return id, err
+}
