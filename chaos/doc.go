@@ -25,10 +25,11 @@
 //     and the longest gap between OKs on its rooms;
 //  10. rooms-3 paused (SIGSTOP) for twice the lease TTL (at least the
 //     fault's length, and until the other nodes hold its partitions), then
-//     resumed (SIGCONT): besides the accounting, its
-//     voiceroom_cluster_handovers_total{reason="expired"} must rise after
-//     the resume and its log say "lease not renewed in time" or "lease
-//     renewal refused": it noticed on its own clock that its leases lapsed.
+//     resumed (SIGCONT): besides the accounting, it must hand over (stop
+//     serving) every partition it held, its
+//     voiceroom_cluster_handovers_total{reason="expired"} must rise and its
+//     log say "lease not renewed in time" or "lease renewal refused": it
+//     noticed on its own clock that its leases lapsed.
 //
 // Scenarios 9 and 10 fail unless their node held partitions, some of them
 // with rooms the load drives, when the fault hit ("proves nothing");

@@ -35,6 +35,8 @@ const (
 	seriesHeld    = "voiceroom_cluster_leases_held"
 	seriesExpired = `voiceroom_cluster_handovers_total{reason="expired"}`
 	seriesFenced  = "voiceroom_cluster_fenced_writes_total"
+	// seriesHandovers sums every reason's hand-overs.
+	seriesHandovers = "voiceroom_cluster_handovers_total"
 )
 
 // The warnings a rooms node logs when it stops serving a partition whose
@@ -67,28 +69,61 @@ func (c *cluster) waitRoomsNodes(t *testing.T) {
 // metric reads one series (name and labels as exposed) from the process's
 // /metrics on its operators' listener.
 func (p *proc) metric(series string) (float64, error) {
+	v, err := p.metrics(series)
+	if err != nil {
+		return 0, err
+	}
+	return v[0], nil
+}
+
+// metrics reads series from one scrape of the process's /metrics: each is
+// a name with its labels as exposed, or a bare name, which sums every
+// series of that name.
+func (p *proc) metrics(series ...string) ([]float64, error) {
 	if p.ops == "" {
-		return 0, fmt.Errorf("%s has no operators' listener", p.name)
+		return nil, fmt.Errorf("%s has no operators' listener", p.name)
 	}
 	hc := http.Client{Timeout: 5 * time.Second}
 	resp, err := hc.Get(p.ops + "/metrics")
 	if err != nil {
-		return 0, fmt.Errorf("%s: %w", p.name, err)
+		return nil, fmt.Errorf("%s: %w", p.name, err)
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
 	if err != nil {
-		return 0, fmt.Errorf("%s: read /metrics: %w", p.name, err)
+		return nil, fmt.Errorf("%s: read /metrics: %w", p.name, err)
 	}
 	if resp.StatusCode != http.StatusOK {
-		return 0, fmt.Errorf("%s: GET /metrics: %d", p.name, resp.StatusCode)
+		return nil, fmt.Errorf("%s: GET /metrics: %d", p.name, resp.StatusCode)
 	}
+	out := make([]float64, len(series))
+	found := make([]bool, len(series))
 	for line := range strings.SplitSeq(string(body), "\n") {
-		if v, ok := strings.CutPrefix(line, series+" "); ok {
-			return strconv.ParseFloat(strings.TrimSpace(v), 64)
+		// "name{labels} value": label values may hold spaces, the value not.
+		sp := strings.LastIndexByte(line, ' ')
+		if sp < 0 || strings.HasPrefix(line, "#") {
+			continue
+		}
+		name, value := line[:sp], line[sp+1:]
+		for i, s := range series {
+			bare, _, _ := strings.Cut(name, "{")
+			if name != s && (strings.Contains(s, "{") || bare != s) {
+				continue
+			}
+			v, err := strconv.ParseFloat(strings.TrimSpace(value), 64)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %s: %w", p.name, line, err)
+			}
+			out[i] += v
+			found[i] = true
 		}
 	}
-	return 0, fmt.Errorf("%s: /metrics has no %s", p.name, series)
+	for i, s := range series {
+		if !found[i] {
+			return nil, fmt.Errorf("%s: /metrics has no %s", p.name, s)
+		}
+	}
+	return out, nil
 }
 
 // leaseHolders reads the lease bucket: each held partition's holder (a node
@@ -246,15 +281,7 @@ func killRoomsNode(t *testing.T, c *cluster, r *row, p *proc, rooms []string) {
 // find its leases lapsed on its own clock: its expired hand-overs rise and
 // its log says why.
 func pauseRoomsNode(t *testing.T, c *cluster, r *row, p *proc, rooms []string) {
-	expired0, err := p.metric(seriesExpired)
-	if err != nil {
-		t.Fatal(err)
-	}
-	fenced0, err := p.metric(seriesFenced)
-	if err != nil {
-		t.Fatal(err)
-	}
-	held, err := p.metric(seriesHeld)
+	before, err := p.metrics(seriesHeld, seriesExpired, seriesFenced, seriesHandovers)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -262,9 +289,9 @@ func pauseRoomsNode(t *testing.T, c *cluster, r *row, p *proc, rooms []string) {
 	if err != nil {
 		t.Fatalf("leases: %v", err)
 	}
-	if held == 0 || len(h.parts) == 0 || len(h.rooms) == 0 {
+	if before[0] == 0 || len(h.parts) == 0 || len(h.rooms) == 0 {
 		r.problems = append(r.problems, fmt.Sprintf("%s served %v partitions (%d leases, %d of the load's rooms) when paused: the pause proves nothing",
-			p.name, held, len(h.parts), len(h.rooms)))
+			p.name, before[0], len(h.parts), len(h.rooms)))
 	}
 	r.hitRooms = h.rooms
 	logFrom := fileSize(t, p.log)
@@ -278,19 +305,26 @@ func pauseRoomsNode(t *testing.T, c *cluster, r *row, p *proc, rooms []string) {
 		r.problems = append(r.problems, fmt.Sprintf("the other nodes did not take %s's partitions while it was paused: %v", p.name, err))
 	}
 
-	// Its first renewal tick after the resume finds every lease's
-	// deadline passed (or the lease taken) and stops serving it.
-	var expired float64
+	// Resumed, it drops every partition it held: those whose renewal
+	// the pause did not catch in flight at its first renewal tick (their
+	// deadlines passed), the others at the next (a renewal in flight
+	// fails, leaving the slot to the clock). Each is a hand-over, as
+	// expired unless a write of the partition was fenced first.
+	var after []float64
 	if err := until(c.mode.quiet, func() error {
-		if expired, err = p.metric(seriesExpired); err != nil {
+		if after, err = p.metrics(seriesHeld, seriesExpired, seriesFenced, seriesHandovers); err != nil {
 			return err
 		}
-		if expired <= expired0 {
-			return fmt.Errorf("%s = %v, as before the pause", seriesExpired, expired)
+		if dropped := after[3] - before[3]; dropped < float64(len(h.parts)) {
+			return fmt.Errorf("%v of its %d partitions dropped", dropped, len(h.parts))
 		}
 		return nil
 	}); err != nil {
-		r.problems = append(r.problems, fmt.Sprintf("%s did not notice its leases lapsed after the resume: %v", p.name, err))
+		r.problems = append(r.problems, fmt.Sprintf("%s did not stop serving every partition it held after the resume: %v", p.name, err))
+	}
+	expired := after[1] - before[1]
+	if expired == 0 {
+		r.problems = append(r.problems, fmt.Sprintf("%s did not notice its leases lapsed after the resume: %s did not rise", p.name, seriesExpired))
 	}
 	warned := 0
 	for line := range strings.SplitSeq(fileFrom(t, p.log, logFrom), "\n") {
@@ -304,13 +338,9 @@ func pauseRoomsNode(t *testing.T, c *cluster, r *row, p *proc, rooms []string) {
 	if warned == 0 {
 		r.problems = append(r.problems, fmt.Sprintf("%s logged none of %q after the resume", p.name, leaseWarnings))
 	}
-	fenced, err := p.metric(seriesFenced)
-	if err != nil {
-		t.Fatal(err)
-	}
 	c.waitRoomsNodes(t)
-	r.note = fmt.Sprintf("%s paused %s with %d partitions, %d of %d rooms; others held them all %s after the stop; resumed, it dropped %v as expired, logged %d lease warnings, had %v writes fenced",
-		p.name, paused.Round(10*time.Millisecond), len(h.parts), len(h.rooms), len(rooms), took.Round(10*time.Millisecond), expired-expired0, warned, fenced-fenced0)
+	r.note = fmt.Sprintf("%s paused %s with %d partitions, %d of %d rooms; others held them all %s after the stop; resumed, it dropped %v as expired, logged %d lease warnings, fenced writes %v",
+		p.name, paused.Round(10*time.Millisecond), len(h.parts), len(h.rooms), len(rooms), took.Round(10*time.Millisecond), expired, warned, after[2]-before[2])
 }
 
 func fileSize(tb testing.TB, path string) int64 {
