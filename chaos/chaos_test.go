@@ -24,9 +24,11 @@ import (
 // service down for m.fault is a length of time, not a wait for a
 // condition. What the suite waits for afterwards it polls (until).
 type scenario struct {
-	name   string
-	full   bool // only in full mode
-	inject func(t *testing.T, c *cluster, r *row) (skip string)
+	name string
+	full bool // only in full mode
+	// prepare, when set, runs before the scenario's load starts.
+	prepare func(t *testing.T, c *cluster)
+	inject  func(t *testing.T, c *cluster, r *row) (skip string)
 }
 
 // row is one line of the report.
@@ -39,7 +41,8 @@ type row struct {
 	lost, dupShown, outOfOrder string
 	recover                    time.Duration // longest gap between two 200s
 	problems                   []string
-	note                       string // what the fault did, e.g. rows pending at a kill
+	note                       string   // what the fault did, e.g. rows pending at a kill
+	hitRooms                   []string // the load's rooms the fault hit, when it hit some only
 	listCheck, imCheck         string
 	dupInStream                int
 	quiet                      time.Duration
@@ -123,6 +126,18 @@ func TestChaos(t *testing.T) {
 			c.maria.start(t)
 			return ""
 		}},
+		{name: "9 a rooms node SIGKILLed",
+			prepare: func(t *testing.T, c *cluster) { c.servesLoad(t, c.rooms2, d.rooms) },
+			inject: func(t *testing.T, c *cluster, r *row) string {
+				killRoomsNode(t, c, r, c.rooms2, d.rooms)
+				return ""
+			}},
+		{name: "10 a rooms node paused past its lease",
+			prepare: func(t *testing.T, c *cluster) { c.servesLoad(t, c.rooms3, d.rooms) },
+			inject: func(t *testing.T, c *cluster, r *row) string {
+				pauseRoomsNode(t, c, r, c.rooms3, d.rooms)
+				return ""
+			}},
 	}
 
 	var rows []row
@@ -136,6 +151,9 @@ func TestChaos(t *testing.T) {
 			continue
 		}
 		t.Run(sc.name, func(t *testing.T) {
+			if sc.prepare != nil {
+				sc.prepare(t, c)
+			}
 			before := len(d.outcomes())
 			d.start(8)
 			time.Sleep(m.load)
@@ -150,6 +168,16 @@ func TestChaos(t *testing.T) {
 				r.skip = skip
 			}
 			r.recover = longestGap(scen)
+			if len(r.hitRooms) > 0 {
+				var hit []outcome
+				for _, o := range scen {
+					if slices.Contains(r.hitRooms, o.room) {
+						hit = append(hit, o)
+					}
+				}
+				gap := fmt.Sprintf("longest gap between OKs on its rooms %s", longestGap(hit).Round(10*time.Millisecond))
+				r.note = strings.TrimPrefix(r.note+"; "+gap, "; ")
+			}
 			for _, o := range scen {
 				if !o.definite() {
 					r.failed++

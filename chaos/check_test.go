@@ -23,6 +23,7 @@ type account struct {
 	okNotLogged    []string
 	rejectedLogged []string
 	halfApplied    []string
+	versionGaps    []string // rooms whose logged versions are not 1..max, each once
 
 	committed   int // outbox rows (events) of the app, all scenarios
 	pending     int
@@ -49,6 +50,7 @@ func (a account) problems() []string {
 	add(len(a.okNotLogged) > 0, "%d commands answered 200 are not in the command log: %v", len(a.okNotLogged), first(a.okNotLogged))
 	add(len(a.rejectedLogged) > 0, "%d commands answered with a rejection are in the command log: %v", len(a.rejectedLogged), first(a.rejectedLogged))
 	add(len(a.halfApplied) > 0, "%d half-applied: %v", len(a.halfApplied), first(a.halfApplied))
+	add(len(a.versionGaps) > 0, "%d rooms whose logged versions are not 1..max without a gap: %v", len(a.versionGaps), first(a.versionGaps))
 	add(a.pending > 0, "%d outbox rows still pending", a.pending)
 	add(a.lost > 0, "%d committed events are not in ROOM_EVENTS", a.lost)
 	add(a.dupInStream > 0, "%d duplicate messages in ROOM_EVENTS", a.dupInStream)
@@ -120,6 +122,16 @@ func (c *cluster) check(ctx context.Context, outs, all []outcome) (account, erro
 			a.halfApplied = append(a.halfApplied, q.what+": "+b)
 		}
 	}
+
+	// Each room's versions are 1..max, each once: the log's primary key
+	// refuses a second write of a version (an old owner resumed after a
+	// pause, say), and the count shows none was skipped.
+	gaps, err := strings1(ctx, c, `SELECT CONCAT(room_id, ' versions ', MIN(room_version), '..', MAX(room_version), ', ', COUNT(*), ' rows')
+		FROM room_command_log WHERE app_code = ? GROUP BY room_id HAVING MIN(room_version) <> 1 OR COUNT(*) <> MAX(room_version)`)
+	if err != nil {
+		return a, fmt.Errorf("room versions: %w", err)
+	}
+	a.versionGaps = gaps
 
 	// Wallets: balance = ledger; a gift command debits once.
 	bad, err := strings1(ctx, c, `SELECT CONCAT(w.user_id, ' balance ', w.balance, ' ledger ', COALESCE(SUM(g.delta), 0)) FROM wallets w

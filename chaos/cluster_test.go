@@ -78,6 +78,7 @@ type proc struct {
 	bin  string
 	env  []string
 	url  string
+	ops  string // its operators' listener (/metrics), "" when off
 	log  string // its output file
 
 	mu   sync.Mutex
@@ -183,6 +184,26 @@ func (p *proc) signal(tb testing.TB, sig syscall.Signal) {
 	case <-time.After(30 * time.Second):
 		cmd.Process.Kill()
 		<-done
+	}
+}
+
+// pause stops the process (SIGSTOP) and returns at once; resume (SIGCONT)
+// lets it run on. A paused process keeps its sockets open and its clocks
+// run on: it finds on resume that time passed.
+func (p *proc) pause(tb testing.TB)  { p.kill(tb, syscall.SIGSTOP) }
+func (p *proc) resume(tb testing.TB) { p.kill(tb, syscall.SIGCONT) }
+
+// kill sends sig to the running process without waiting for anything.
+func (p *proc) kill(tb testing.TB, sig syscall.Signal) {
+	tb.Helper()
+	p.mu.Lock()
+	cmd := p.cmd
+	p.mu.Unlock()
+	if cmd == nil {
+		tb.Fatalf("%s: %v to a process never started", p.name, sig)
+	}
+	if err := cmd.Process.Signal(sig); err != nil {
+		tb.Fatalf("%s: %v: %v", p.name, sig, err)
 	}
 }
 
@@ -317,6 +338,8 @@ type cluster struct {
 	emu    *emulator    // nil when the build has no IM emulator
 	emuWhy string       // why emu is nil
 	api    *proc        // api, rooms
+	rooms2 *proc        // rooms only
+	rooms3 *proc        // rooms only
 	relay  *proc        // relay only
 	bridge *proc        // imbridge
 	proj   *proc        // projector
@@ -384,7 +407,11 @@ func newCluster(t *testing.T, m mode) *cluster {
 		"VOICEROOM_LOG_FORMAT=text",
 		"VOICEROOM_LOG_LEVEL=info",
 		"VOICEROOM_STREAM_MAX_AGE=2h",
-		"VOICEROOM_OPS_ADDR=", // four processes on one host: 127.0.0.1:9090 would clash
+		"VOICEROOM_OPS_ADDR=", // six processes on one host: 127.0.0.1:9090 would clash
+		fmt.Sprintf("VOICEROOM_ROOMS_PARTITIONS=%d", partitions),
+		// A short lease keeps the rooms-node scenarios short: a dead or
+		// paused node's partitions move after about 2 s, not 5.
+		"VOICEROOM_ROOMS_LEASE_TTL=" + leaseTTL.String(),
 	}
 	if c.emu != nil {
 		common = append(common, c.emu.env()...)
@@ -406,8 +433,23 @@ func newCluster(t *testing.T, m mode) *cluster {
 		})
 		return p
 	}
-	c.api = mk("api-rooms", "api,rooms")
+	// The rooms nodes get an operators' listener each, on a port of their
+	// own: the suite reads their voiceroom_cluster_* series.
+	mkRooms := func(name, roles string) *proc {
+		p := mk(name, roles)
+		port := freePort(t)
+		p.ops = fmt.Sprintf("http://127.0.0.1:%d", port)
+		p.env = append(p.env, fmt.Sprintf("VOICEROOM_OPS_ADDR=127.0.0.1:%d", port)) // the last value counts
+		return p
+	}
+	c.api = mkRooms("api-rooms", "api,rooms")
 	c.api.start(t) // migrates first
+	// Two rooms-only nodes: the rooms role on three processes, which the
+	// api process routes to over NATS.
+	c.rooms2 = mkRooms("rooms-2", "rooms")
+	c.rooms2.start(t)
+	c.rooms3 = mkRooms("rooms-3", "rooms")
+	c.rooms3.start(t)
 	c.relay = mk("relay", "relay")
 	// Small batches: a backlog takes many of them, so a kill lands mid-way.
 	c.relay.env = append(c.relay.env, "VOICEROOM_OUTBOX_BATCH_SIZE=10")
@@ -432,6 +474,7 @@ func newCluster(t *testing.T, m mode) *cluster {
 	if c.js, err = jetstream.New(c.nc); err != nil {
 		t.Fatal(err)
 	}
+	c.waitRoomsNodes(t)
 	return c
 }
 

@@ -1,8 +1,11 @@
 // Package chaos is the fault-injection suite: it builds voiceroom, runs one
-// process per role group (api+rooms, relay, imbridge+projector) against a
-// JetStream server hosted by the test, a Redis server of its own and a
-// database of its own, drives continuous load over HTTP, and injects one
-// fault at a time:
+// process per role group (api+rooms, relay, imbridge, projector) and two
+// rooms-only processes (rooms-2, rooms-3: the rooms role on three nodes,
+// package roomcluster, with a 2 s lease TTL to keep the scenarios short)
+// against a JetStream server hosted by the test, a Redis server of its own
+// and a database of its own, waits until every rooms node serves
+// partitions, drives continuous load over HTTP, and injects one fault at a
+// time:
 //
 //  1. IM emulator errors, then timeouts (skipped until the emulator exists);
 //  2. the JetStream server restarted (the embedded server's whole host);
@@ -10,18 +13,36 @@
 //     while it was stopped and JetStream away); the row says how many rows
 //     were pending at the kill, and the scenario fails unless some were;
 //  4. the api+rooms process SIGKILLed under load, then restarted;
-//  5. the imbridge+projector process SIGKILLed, then restarted;
+//  5. the projector process SIGKILLed, then restarted;
 //  6. Redis stopped, then started again;
 //  7. every MySQL connection of the database KILLed;
 //  8. (full mode) MySQL restarted: a MariaDB of the suite's own, installed
-//     with mariadb-install-db into a temporary directory on a free port.
+//     with mariadb-install-db into a temporary directory on a free port;
+//  9. the rooms-only node rooms-2 SIGKILLed under load, then restarted after
+//     the fault's length (or once the other nodes hold its partitions, if
+//     later); the row says how many partitions and load rooms it held and
+//     how long until the other nodes held them all (from the lease bucket),
+//     and the longest gap between OKs on its rooms;
+//  10. rooms-3 paused (SIGSTOP) for twice the lease TTL (at least the
+//     fault's length, and until the other nodes hold its partitions), then
+//     resumed (SIGCONT): besides the accounting, it must hand over (stop
+//     serving) every partition it held, its
+//     voiceroom_cluster_handovers_total{reason="expired"} must rise and its
+//     log say "lease not renewed in time" or "lease renewal refused": it
+//     noticed on its own clock that its leases lapsed.
+//
+// Scenarios 9 and 10 fail unless their node held partitions, some of them
+// with rooms the load drives, when the fault hit ("proves nothing");
+// placement hashes node ids, new at each start, so before its scenario a
+// node holding none of those rooms is restarted for another placement.
 //
 // After each fault it waits until the system is quiet and checks, against
 // MySQL's own record of what committed (command log and outbox), that
 // nothing was lost: every command answered 200 is in the command log; no
 // command answered with a rejection is, and every logged version has its
-// outbox events and the room row its latest version; every committed event
-// is in ROOM_EVENTS exactly once and no outbox row is pending; the DLQ holds
+// outbox events and the room row its latest version; each room's logged
+// versions are 1..max, each once; every committed event is in ROOM_EVENTS
+// exactly once and no outbox row is pending; the DLQ holds
 // none of the suite's events; every wallet balance equals its ledger and no
 // gift was debited twice; every client-visible event reached the IM emulator
 // once and the list projection equals the rooms' state (both skipped, with
