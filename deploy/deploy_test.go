@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -105,16 +106,22 @@ func loadCompose(tb testing.TB, env ...string) (*types.Project, error) {
 // exact version: official images only.
 var pinnedImages = regexp.MustCompile(`^(mariadb|redis|nats):(\d+\.\d+\.\d+)(-alpine)?$`)
 
-// voiceroomRoles are the voiceroom services and their roles and counts.
+// voiceroomRoles are the voiceroom services and their roles and counts:
+// one service per role, every role of serve, and the api and rooms roles
+// on several nodes (README "Rooms on several nodes").
 var voiceroomRoles = map[string]struct {
 	roles    string
 	replicas int
 }{
-	"api":       {"api,rooms", 1},
+	"api":       {"api", 2},
+	"rooms":     {"rooms", 3},
 	"relay":     {"relay", 2},
 	"imbridge":  {"imbridge", 2},
 	"projector": {"projector", 2},
 }
+
+// serveRoles are the roles `voiceroom serve` knows (VOICEROOM_ROLES).
+var serveRoles = []string{"api", "imbridge", "projector", "relay", "rooms"}
 
 func TestComposeLoads(t *testing.T) {
 	if _, err := loadCompose(t); err == nil || !strings.Contains(err.Error(), "VOICEROOM_JWT_SECRET") {
@@ -130,7 +137,7 @@ func TestComposeLoads(t *testing.T) {
 	}
 	_, natsVersion := goMod(t)
 
-	want := []string{"api", "imbridge", "imemu", "mariadb", "migrate", "projector", "redis", "relay"}
+	want := []string{"api", "imbridge", "imemu", "mariadb", "migrate", "projector", "redis", "relay", "rooms"}
 	want = append(want, natsServers...)
 	slices.Sort(want)
 	if got := p.ServiceNames(); !slices.Equal(sortedCopy(got), want) {
@@ -158,6 +165,15 @@ func TestComposeLoads(t *testing.T) {
 			}
 		})
 	}
+
+	var roles []string
+	for _, want := range voiceroomRoles {
+		roles = append(roles, strings.Split(want.roles, ",")...)
+	}
+	if slices.Sort(roles); !slices.Equal(roles, serveRoles) {
+		t.Errorf("roles %v over the voiceroom services, want each of %v once", roles, serveRoles)
+	}
+	checkAPIPorts(t, p.Services["api"])
 
 	voiceroomDeps := append([]string{"migrate", "redis"}, natsServers...)
 	for name, want := range voiceroomRoles {
@@ -250,6 +266,28 @@ func checkOpsListener(tb testing.TB, name string, s types.ServiceConfig) {
 		if p.Target == opsPort {
 			tb.Errorf("%s: publishes the operators' listener (%d -> %s): it is unauthenticated", name, p.Target, p.Published)
 		}
+	}
+}
+
+// checkAPIPorts: the api replicas publish the API on loopback, each on a
+// host port of its own (two replicas cannot share one), 8080 among them.
+func checkAPIPorts(tb testing.TB, s types.ServiceConfig) {
+	tb.Helper()
+	if len(s.Ports) != 1 {
+		tb.Fatalf("api: ports %+v, want one entry: the API's port 8080", s.Ports)
+	}
+	p := s.Ports[0]
+	first, last, isRange := strings.Cut(p.Published, "-")
+	if !isRange {
+		last = first
+	}
+	lo, err1 := strconv.Atoi(first)
+	hi, err2 := strconv.Atoi(last)
+	if err1 != nil || err2 != nil || lo != 8080 || p.Target != 8080 || p.HostIP != "127.0.0.1" {
+		tb.Errorf("api: publishes %s:%s -> %d, want 127.0.0.1:8080[-N] -> 8080", p.HostIP, p.Published, p.Target)
+	}
+	if n := replicas(s); hi-lo+1 < n {
+		tb.Errorf("api: %d replicas on host ports %s: want one port each", n, p.Published)
 	}
 }
 

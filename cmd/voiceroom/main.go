@@ -2,7 +2,7 @@
 // every role in one process (or the subset VOICEROOM_ROLES names), migrate
 // applies the SQL migrations, token mints a JWT for development and
 // operators, seed creates a development app's regions, countries and users,
-// demo walks a newcomer through a running server, version prints the build.
+// nodes prints the rooms nodes and their partitions, demo walks a newcomer through a running server, version prints the build.
 //
 // Configuration comes only from environment variables (see
 // deploy/voiceroom.env.example); a bad value stops the process with a message
@@ -39,6 +39,8 @@ commands:
              [--ops-url URL] [--app demo] [--wait 20s]
   projector  rebuild room_list_entries (and the Redis cache) from MySQL alone:
              projector rebuild [--app APP]
+  nodes      print the live rooms nodes and the partitions each holds (from
+             JetStream): nodes [--partitions] [--json] [--timeout 15s]
   version    print the version
   healthcheck
              exit 0 if this host's serve is ready (its public listener):
@@ -80,6 +82,8 @@ func run(args []string) int {
 		err = demo(ctx, args[1:])
 	case "projector":
 		err = projectorCmd(ctx, args[1:])
+	case "nodes":
+		err = nodes(ctx, args[1:])
 	case "version", "--version", "-v":
 		fmt.Println("voiceroom", version)
 	case "help", "--help", "-h":

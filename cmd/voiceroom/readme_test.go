@@ -24,8 +24,11 @@ var readmeBlock = regexp.MustCompile("(?s)<!-- readme-test: ([a-z0-9-]+) -->\n``
 
 // readmeBlocks are the blocks TestREADMEBlocks runs, in this order. A marked
 // block missing from this list fails the test, and so does a listed one
-// missing from the README.
-var readmeBlocks = []string{"token", "regions", "rooms", "moderation", "nats-streams", "dlq-api", "dlq-nats"}
+// missing from the README. Not run, so not marked: the compose and Docker
+// blocks (they need Docker), "Rooms on several nodes"'s change of P (it
+// deletes the deployment's record) and its `nats kv watch` (it runs until
+// Ctrl-C).
+var readmeBlocks = []string{"token", "regions", "rooms", "moderation", "nats-streams", "rooms-nodes", "dlq-api", "dlq-nats"}
 
 // blockLimit bounds one block's run. It is not a speed check: a block that
 // has not ended by then never will (the nats CLI and the binary are built
@@ -127,6 +130,22 @@ func TestREADMEBlocks(t *testing.T) {
 			t.Errorf("README block %q: no OK answer", name)
 		}
 	}
+	// serve's one rooms node holds every partition, and each command shows it.
+	out := run("rooms-nodes")
+	for _, want := range []string{
+		"256 partitions, lease ttl 5s: 1 node holds 256, 0 free", // voiceroom nodes
+		"\n256\n",                    // P
+		`{"node":"test-node-`,        // a member record and a lease
+		"Maximum Age: 5.00s",         // kv status
+		"voiceroom.rooms.test-node-", // micro info: the node's endpoints
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("README block rooms-nodes lacks %q", want)
+		}
+	}
+	if !regexp.MustCompile(`(?m)^255 +test-node-[0-9a-f]{8}$`).MatchString(out) {
+		t.Errorf("README block rooms-nodes: nodes --partitions shows no holder of partition 255")
+	}
 
 	// No dead letters: every command ends and says there are none.
 	if n := letters(); n != 0 {
@@ -142,7 +161,7 @@ func TestREADMEBlocks(t *testing.T) {
 
 	// One letter: the nats block shows it and deletes it by the sequence it read.
 	mustDeadLetter(t, emu, base, vars)
-	out := run("dlq-nats")
+	out = run("dlq-nats")
 	for _, want := range []string{"Received JetStream message", "Voiceroom-Dlq-Reason: tencent im", "injected fault", "stream rmm ROOM_EVENTS_DLQ"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("dlq-nats with one letter lacks %q:\n%s", want, out)
