@@ -64,18 +64,24 @@ func (b *buckets) open(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("roomcluster: bucket %s: %w", ConfigBucket, err)
 	}
-	want := strconv.Itoa(b.cfg.Partitions)
-	if _, err := conf.Create(ctx, "partitions", []byte(want)); err != nil {
-		if !errors.Is(err, jetstream.ErrKeyExists) {
-			return fmt.Errorf("roomcluster: record partitions: %w", err)
-		}
-		e, err := conf.Get(ctx, "partitions")
-		if err != nil {
-			return fmt.Errorf("roomcluster: read partitions: %w", err)
-		}
-		if got := string(e.Value()); got != want {
-			return fmt.Errorf("%w: this process has %s, the deployment %s (bucket %s, key partitions): run every rooms node and api process with the same value",
-				ErrPartitionsChanged, want, got, ConfigBucket)
+	// P and the lease TTL hold for the whole deployment: the first process
+	// records them, the others must agree (a process with another TTL
+	// would set the shared buckets' TTL to its own and break the others'
+	// margin).
+	for _, rec := range []struct {
+		key, want string
+		sentinel  error
+		variable  string
+	}{
+		{"partitions", strconv.Itoa(b.cfg.Partitions), ErrPartitionsChanged, "VOICEROOM_ROOMS_PARTITIONS"},
+		{"lease_ttl", b.cfg.LeaseTTL.String(), ErrLeaseTTLChanged, "VOICEROOM_ROOMS_LEASE_TTL"},
+	} {
+		if err := record(ctx, conf, rec.key, rec.want); err != nil {
+			if errors.Is(err, errDiffers) {
+				return fmt.Errorf("%w: this process has %s, the deployment %v (bucket %s, key %s): run every rooms node and api process with the same %s",
+					rec.sentinel, rec.want, err, ConfigBucket, rec.key, rec.variable)
+			}
+			return err
 		}
 	}
 	b.mu.Lock()
@@ -163,4 +169,26 @@ func follow(ctx context.Context, kv func() jetstream.KeyValue, stale time.Durati
 		_ = w.Stop()
 		cancel()
 	}
+}
+
+// errDiffers is a recorded setting other than this process's.
+var errDiffers = errors.New("differs")
+
+// record writes key=want in conf unless it is there; a different value
+// there is errDiffers, wrapped with the value.
+func record(ctx context.Context, conf jetstream.KeyValue, key, want string) error {
+	if _, err := conf.Create(ctx, key, []byte(want)); err == nil || !errors.Is(err, jetstream.ErrKeyExists) {
+		if err != nil {
+			return fmt.Errorf("roomcluster: record %s: %w", key, err)
+		}
+		return nil
+	}
+	e, err := conf.Get(ctx, key)
+	if err != nil {
+		return fmt.Errorf("roomcluster: read %s: %w", key, err)
+	}
+	if got := string(e.Value()); got != want {
+		return fmt.Errorf("%s: %w", got, errDiffers)
+	}
+	return nil
 }

@@ -205,13 +205,18 @@ func TestFencedWriteStopsServing(t *testing.T) {
 	}
 }
 
-// TestPartitionsFixedPerDeployment: a node with another P refuses to start.
+// TestPartitionsFixedPerDeployment: a node with another P, or a router
+// with another lease TTL, refuses to start.
 func TestPartitionsFixedPerDeployment(t *testing.T) {
 	h := newHarness(t, roomcluster.Config{Partitions: 16})
 	_, js := h.connect("other")
 	_, err := roomcluster.NewNode(context.Background(), js, roomcluster.Config{Partitions: 32}, "x", nil, nil, h.log, nil)
 	if !errors.Is(err, roomcluster.ErrPartitionsChanged) {
 		t.Fatalf("node with P=32 in a P=16 deployment: %v, want ErrPartitionsChanged", err)
+	}
+	_, err = roomcluster.NewRouter(context.Background(), js, roomcluster.Config{Partitions: 16, LeaseTTL: 9 * time.Second}, nil, nil, nil, h.log, nil)
+	if !errors.Is(err, roomcluster.ErrLeaseTTLChanged) {
+		t.Fatalf("router with a 9s lease TTL in a 5s deployment: %v, want ErrLeaseTTLChanged", err)
 	}
 }
 

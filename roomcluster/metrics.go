@@ -75,7 +75,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		}, []string{"outcome"}),
 		routed: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: promreg.Namespace, Subsystem: sub, Name: "routed_requests_total",
-			Help: "Room commands and live reads this router sent to the room's owner, by path (local: in this process; remote: over NATS) and outcome (ok, error: the owner's answer was an error; no_owner: nobody served the room within the deadline).",
+			Help: "Room commands and live reads this router sent to the room's owner, by path (local: in this process; remote: over NATS) and outcome (ok; error: the owner's answer was an error; no_owner, path \"\": no node answered for the room within the deadline: a hand-over, or an owner that did not answer in time, see route_retries_total).",
 		}, []string{"path", "outcome"}),
 		routeSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: promreg.Namespace, Subsystem: sub, Name: "route_duration_seconds",
@@ -110,6 +110,12 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		}
 	}
 	m.routed.WithLabelValues("", "no_owner")
+	for _, path := range []string{pathLocal, pathRemote} {
+		m.routeSeconds.WithLabelValues(path)
+	}
+	for _, outcome := range []string{"ok", "not_serving", "overloaded", "bad_request"} {
+		m.served.WithLabelValues(outcome)
+	}
 	for _, reason := range []string{retryNoOwner, retryNotServing, retryNoResponse, retryTimeout} {
 		m.retries.WithLabelValues(reason)
 	}

@@ -39,10 +39,13 @@ type Host interface {
 	Recover(ctx context.Context, match func(rooms.RoomKey) bool)
 }
 
-// Lease is a partition's lease as stored: its owner.
+// Lease is a partition's lease as stored: its owner, when it took the
+// partition, and the epoch it serves it under (0 in the value that takes
+// it: the epoch is that value's revision).
 type Lease struct {
 	Node    string `json:"node"`
 	TakenAt int64  `json:"taken_at_ms"`
+	Epoch   uint64 `json:"epoch,omitempty"`
 }
 
 // Member is a live node's record, renewed every RenewEvery.
@@ -60,7 +63,8 @@ type Member struct {
 // when (on this node's monotonic clock) it may serve.
 type slot struct {
 	rev, epoch uint64
-	validUntil time.Duration // since Node.start
+	takenAt    int64         // unix ms
+	validUntil time.Duration // on the node's clock (now)
 	draining   bool
 }
 
@@ -79,8 +83,9 @@ type Node struct {
 
 	buckets *buckets
 
-	start time.Time
-	slots []atomic.Pointer[slot] // by partition
+	start      time.Time
+	startClock time.Duration // bootClock at start
+	slots      []atomic.Pointer[slot] // by partition
 
 	owners *owners // the lease bucket as watched
 
@@ -113,7 +118,7 @@ func NewNode(ctx context.Context, js jetstream.JetStream, cfg Config, hostName s
 	}
 	n := &Node{
 		cfg: cfg, id: id, host: hostName, log: log.With("component", "roomcluster", "node", id), metrics: m,
-		svc: svc, cells: cells, buckets: b, start: time.Now(),
+		svc: svc, cells: cells, buckets: b, start: time.Now(), startClock: bootClock(),
 		slots: make([]atomic.Pointer[slot], cfg.Partitions), live: []string{id},
 		nudge: make(chan struct{}, 1), ready: make(chan struct{}),
 	}
@@ -140,8 +145,10 @@ func partitionOfKey(key string) (int, bool) {
 	return p, err == nil
 }
 
-// now is the node's monotonic clock.
-func (n *Node) now() time.Duration { return time.Since(n.start) }
+// now is the node's clock: time since start that also runs while the
+// machine is suspended (bootClock), so a node resumed after a suspended
+// VM finds its leases past due like one resumed after SIGSTOP.
+func (n *Node) now() time.Duration { return bootClock() - n.startClock }
 
 // Serving implements rooms.Ownership: the node serves key's partition
 // while it holds its lease, is not handing it over, and its own clock is
@@ -173,8 +180,16 @@ func (n *Node) Fenced(key rooms.RoomKey) {
 			return
 		}
 		e, err := n.buckets.lease().Get(ctx, leaseKey(p))
-		if err == nil && e.Revision() == s.rev {
+		switch {
+		case err == nil && e.Revision() == s.rev:
 			return // still ours: the fence was this node's own late commit
+		case err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) && !errors.Is(err, jetstream.ErrKeyDeleted):
+			// Unknown: the renewals decide (and the node's clock).
+			n.log.Warn("fenced: lease not read; the next renewal decides", "partition", p, "error", err)
+			return
+		case err == nil && s.rev > e.Revision():
+			// Our renewal landed after this read was served: still ours.
+			return
 		}
 		n.log.Warn("fenced: partition lost to another writer; no longer serving it", "partition", p, "epoch", s.epoch, "error", err)
 		n.lose(p, s, "fenced")
@@ -272,8 +287,8 @@ func (n *Node) setLive(change func(map[string]bool)) {
 	changed := !slices.Equal(next, n.live)
 	n.live = next
 	n.mu.Unlock()
+	n.metrics.liveNodes.Set(float64(len(next)))
 	if changed {
-		n.metrics.liveNodes.Set(float64(len(next)))
 		n.log.Info("rooms nodes changed", "live_nodes", len(next), "nodes", next)
 		n.poke()
 	}
@@ -324,10 +339,10 @@ func (n *Node) renew(ctx context.Context) {
 			sent := n.now()
 			rctx, cancel := context.WithTimeout(ctx, n.cfg.RenewEvery)
 			defer cancel()
-			rev, err := n.buckets.lease().Update(rctx, leaseKey(p), n.leaseValue(), s.rev)
+			rev, err := n.buckets.lease().Update(rctx, leaseKey(p), n.leaseValue(s.takenAt, s.epoch), s.rev)
 			switch {
 			case err == nil:
-				next := &slot{rev: rev, epoch: s.epoch, validUntil: sent + n.cfg.LeaseTTL - n.cfg.Margin}
+				next := &slot{rev: rev, epoch: s.epoch, takenAt: s.takenAt, validUntil: sent + n.cfg.LeaseTTL - n.cfg.Margin}
 				if !n.slots[p].CompareAndSwap(s, next) {
 					return // lost or draining meanwhile
 				}
@@ -345,8 +360,8 @@ func (n *Node) renew(ctx context.Context) {
 	wg.Wait()
 }
 
-func (n *Node) leaseValue() []byte {
-	b, _ := json.Marshal(Lease{Node: n.id, TakenAt: time.Now().UnixMilli()})
+func (n *Node) leaseValue(takenAt int64, epoch uint64) []byte {
+	b, _ := json.Marshal(Lease{Node: n.id, TakenAt: takenAt, Epoch: epoch}) // a plain struct: never fails
 	return b
 }
 
@@ -427,7 +442,8 @@ func (n *Node) take(ctx context.Context, ps []int) []int {
 			sent := n.now()
 			cctx, cancel := context.WithTimeout(ctx, n.cfg.RenewEvery)
 			defer cancel()
-			rev, err := n.buckets.lease().Create(cctx, leaseKey(p), n.leaseValue())
+			takenAt := time.Now().UnixMilli()
+			rev, err := n.buckets.lease().Create(cctx, leaseKey(p), n.leaseValue(takenAt, 0))
 			if err != nil {
 				if !errors.Is(err, jetstream.ErrKeyExists) && ctx.Err() == nil {
 					n.log.Warn("lease not taken", "partition", p, "error", err)
@@ -435,7 +451,7 @@ func (n *Node) take(ctx context.Context, ps []int) []int {
 				}
 				return
 			}
-			n.slots[p].Store(&slot{rev: rev, epoch: rev, validUntil: sent + n.cfg.LeaseTTL - n.cfg.Margin})
+			n.slots[p].Store(&slot{rev: rev, epoch: rev, takenAt: takenAt, validUntil: sent + n.cfg.LeaseTTL - n.cfg.Margin})
 			n.owners.set(p, n.id) // before the watch says so, so balance does not try again
 			n.metrics.taken.Inc()
 			mu.Lock()

@@ -248,7 +248,11 @@ func (r *Router) call(ctx context.Context, req *request) (reply, error) {
 			t.Stop()
 			r.metrics.routed.WithLabelValues("", "no_owner").Inc()
 			r.metrics.routeSeconds.WithLabelValues(pathRemote).Observe(time.Since(start).Seconds())
-			return reply{}, apperr.Wrap(errNoOwner.Code, errNoOwner.Message, fmt.Errorf("partition %d: last try: %s", p, reason.retry))
+			msg := errNoOwner.Message
+			if reason.retry == retryTimeout {
+				msg = errOwnerSlow.Message
+			}
+			return reply{}, apperr.Wrap(apperr.Unavailable, msg, fmt.Errorf("partition %d: last try: %s", p, reason.retry))
 		case <-t.C:
 		}
 		wait = min(2*wait, maxRetryWait)

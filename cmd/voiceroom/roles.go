@@ -67,7 +67,7 @@ func wireRoles(ctx context.Context, d *deps) error {
 		}
 		router, err := roomcluster.NewRouter(ctx, d.nats.JetStream(), d.cfg.roomCluster(), node, local, records, d.log, cm)
 		if err != nil {
-			return fmt.Errorf("rooms router: %w", err)
+			return clusterErr("rooms router", err)
 		}
 		d.closers = append(d.closers, router.Close)
 		d.mounts = append(d.mounts, gateway.RoomRoutes(router))
@@ -93,10 +93,7 @@ func wireRoomsNode(ctx context.Context, d *deps, regionSvc *regions.Service, cm 
 	node, err := roomcluster.NewNode(ctx, d.nats.JetStream(), d.cfg.roomCluster(), d.cfg.NodeID, svc, svc.Loaded, d.log, cm)
 	if err != nil {
 		svc.Close()
-		if errors.Is(err, roomcluster.ErrPartitionsChanged) {
-			return nil, nil, badVar("VOICEROOM_ROOMS_PARTITIONS", "%v", err)
-		}
-		return nil, nil, fmt.Errorf("rooms node: %w", err)
+		return nil, nil, clusterErr("rooms node", err)
 	}
 	svc.SetOwnership(node)
 	srv, err := roomcluster.Serve(d.nats.NATS(), node, svc, d.log, cm)
@@ -128,4 +125,16 @@ func newRegions(ctx context.Context, d *deps) (*regions.Service, error) {
 		return nil, fmt.Errorf("regions: %w", err)
 	}
 	return svc, nil
+}
+
+// clusterErr names the variable of a setting the deployment records
+// otherwise (a bad variable: exit 2), else wraps err with what failed.
+func clusterErr(what string, err error) error {
+	switch {
+	case errors.Is(err, roomcluster.ErrPartitionsChanged):
+		return badVar("VOICEROOM_ROOMS_PARTITIONS", "%v", err)
+	case errors.Is(err, roomcluster.ErrLeaseTTLChanged):
+		return badVar("VOICEROOM_ROOMS_LEASE_TTL", "%v", err)
+	}
+	return fmt.Errorf("%s: %w", what, err)
 }
