@@ -352,8 +352,13 @@ func (n *Node) renew(ctx context.Context) {
 			case ctx.Err() == nil:
 				n.metrics.renewFailures.Inc()
 				n.buckets.heal(ctx, err)
-				n.log.Warn("lease renewal failed; serving until the lease may lapse", "partition", p, "error", err,
-					"serving_for", s.validUntil-n.now())
+				if left := s.validUntil - n.now(); left > 0 {
+					n.log.Warn("lease renewal failed; serving until the lease may lapse", "partition", p, "error", err, "serving_for", left)
+				} else {
+					// Sent before a pause, failed after it: past due already.
+					n.log.Warn("lease not renewed in time; no longer serving the partition", "partition", p, "epoch", s.epoch, "error", err)
+					n.lose(p, s, "expired")
+				}
 			}
 		})
 	}
