@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -46,6 +47,9 @@ type Router struct {
 	log     *slog.Logger
 	metrics *Metrics
 	stop    context.CancelFunc
+	// lastRefresh is when each partition's lease was last read directly
+	// (unix ns).
+	lastRefresh []atomic.Int64
 }
 
 var _ Rooms = (*Router)(nil)
@@ -63,7 +67,7 @@ func NewRouter(ctx context.Context, js jetstream.JetStream, cfg Config, node *No
 		return nil, err
 	}
 	r := &Router{cfg: cfg, nc: js.Conn(), buckets: b, owners: newOwners(cfg.Partitions, nil), node: node, local: local,
-		records: records, log: log.With("component", "roomcluster"), metrics: m}
+		records: records, log: log.With("component", "roomcluster"), metrics: m, lastRefresh: make([]atomic.Int64, cfg.Partitions)}
 	wctx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	r.stop = stop
 	if node != nil {
@@ -272,7 +276,14 @@ type attempt struct {
 func (r *Router) try(ctx context.Context, deadline time.Time, p int, req *request) attempt {
 	holder, _ := r.owners.get(p)
 	if holder == "" {
-		return attempt{retry: retryNoOwner}
+		// The watch tells of the next holder within milliseconds; read
+		// the lease as well, now and then, in case it has not.
+		if r.refreshDue(p) {
+			r.refresh(ctx, p, "")
+		}
+		if holder, _ = r.owners.get(p); holder == "" {
+			return attempt{retry: retryNoOwner}
+		}
 	}
 	if r.node != nil && holder == r.node.id {
 		// This process's node holds it but does not serve it: handing it
@@ -318,6 +329,18 @@ func (r *Router) try(ctx context.Context, deadline time.Time, p int, req *reques
 		return attempt{done: true, rep: rep, err: rep.Err.err()}
 	}
 	return attempt{done: true, rep: rep}
+}
+
+// noOwnerRefresh is how often a router reads a free partition's lease
+// itself while requests wait for a holder.
+const noOwnerRefresh = 50 * time.Millisecond
+
+// refreshDue reports whether p's lease may be read again (at most every
+// noOwnerRefresh).
+func (r *Router) refreshDue(p int) bool {
+	now := time.Now().UnixNano()
+	last := r.lastRefresh[p].Load()
+	return now-last >= int64(noOwnerRefresh) && r.lastRefresh[p].CompareAndSwap(last, now)
 }
 
 // refresh reads p's lease again after its holder failed to answer: the
