@@ -58,6 +58,10 @@ type Server struct {
 	sem     chan struct{}
 	wg      sync.WaitGroup
 	stats   map[string]*endpointStats
+	// closing makes every request answer not-serving at once; lastReq is
+	// when the last one came (unix ns), so Stop can wait for quiet.
+	closing atomic.Bool
+	lastReq atomic.Int64
 }
 
 type endpointStats struct {
@@ -102,8 +106,25 @@ func Serve(nc *nats.Conn, node *Node, svc Rooms, log *slog.Logger, m *Metrics) (
 	return s, nil
 }
 
-// Stop stops answering and waits for the requests in flight.
+// stopQuiet is how long no request must have come before Stop
+// unsubscribes, and stopWait the most it waits for that.
+const (
+	stopQuiet = 50 * time.Millisecond
+	stopWait  = time.Second
+)
+
+// Stop stops answering and waits for the requests in flight. Until it
+// unsubscribes it answers every request not-serving, so the routers ask
+// the partitions' new holders at once: unsubscribing first would drop the
+// requests already queued on the subscription, which their routers would
+// ask again only after AttemptTimeout.
 func (s *Server) Stop() {
+	s.closing.Store(true)
+	for deadline := time.Now().Add(stopWait); time.Now().Before(deadline); time.Sleep(stopQuiet / 5) {
+		if time.Since(time.Unix(0, s.lastReq.Load())) >= stopQuiet {
+			break
+		}
+	}
 	if err := s.ms.Stop(); err != nil {
 		s.log.Warn("micro service stop", "error", err)
 	}
@@ -111,6 +132,12 @@ func (s *Server) Stop() {
 }
 
 func (s *Server) handle(req micro.Request) {
+	s.lastReq.Store(time.Now().UnixNano())
+	if s.closing.Load() {
+		s.metrics.served.WithLabelValues("not_serving").Inc()
+		s.respond(req, reply{Node: s.node.id, Err: toWire(rooms.ErrNotServing)})
+		return
+	}
 	select {
 	case s.sem <- struct{}{}:
 	default:
