@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# bench-nodes.sh N [DURATION]: `voiceroom bench` over HTTP against rooms on
+# N nodes on this machine. Process a runs every role with JetStream embedded
+# (and its router routes to the others); N-1 more processes run only the
+# rooms role on a's JetStream. The Tencent IM emulator stands in for IM.
+#
+#   go build -o bin/voiceroom ./cmd/voiceroom
+#   bash deploy/bench-nodes.sh 3 30s
+#
+# It needs MySQL (root, no password, on 127.0.0.1:3306: a database
+# vr_nodes_bench is created and dropped) and Redis, as deploy/services.sh
+# starts them, and the ports 24222, 28080-28084 and 29091-29094. It prints
+# the bench's table, the CPU seconds of every voiceroom process and of
+# MariaDB during the load window, and each node's partitions and requests.
+set -uo pipefail
+N=${1:-1}
+DUR=${2:-30s}
+cd "$(dirname "$0")/.."
+BIN=./bin/voiceroom
+DB=vr_nodes_bench
+mysql -uroot -h127.0.0.1 -e "DROP DATABASE IF EXISTS $DB; CREATE DATABASE $DB" || exit 1
+export VOICEROOM_MYSQL_DSN="root@tcp(127.0.0.1:3306)/$DB"
+export VOICEROOM_JWT_SECRET=bench-nodes-secret-0123456789abcdef
+export VOICEROOM_LOG_LEVEL=warn
+# What `voiceroom bench --inprocess` sets too.
+export VOICEROOM_HTTP_RATE_PER_USER=1000 VOICEROOM_HTTP_RATE_BURST=1000 VOICEROOM_PPROF=true
+export VOICEROOM_TIM_DOMAIN=http://127.0.0.1:28080 VOICEROOM_TIM_SDKAPPID=1400000001 VOICEROOM_TIM_ADMIN=administrator VOICEROOM_TIM_SECRET_KEY=voiceroom-dev-im-secret
+T=$(mktemp -d)
+pids=()
+cleanup() {
+  kill -TERM "${pids[@]}" 2>/dev/null
+  wait
+  mysql -uroot -h127.0.0.1 -e "DROP DATABASE IF EXISTS $DB"
+  echo "logs in $T"
+}
+trap cleanup EXIT
+$BIN imemu --listen 127.0.0.1:28080 --sdkappid 1400000001 --admin administrator --secret-key voiceroom-dev-im-secret >"$T/imemu.log" 2>&1 &
+pids+=($!)
+# MariaDB's default 151 connections are shared by every process and the bench.
+VOICEROOM_MYSQL_MAX_OPEN_CONNS=32 VOICEROOM_NATS_LISTEN=127.0.0.1:24222 VOICEROOM_HTTP_ADDR=127.0.0.1:28081 \
+  VOICEROOM_OPS_ADDR=127.0.0.1:29091 VOICEROOM_DATA_DIR="$T/a" VOICEROOM_NODE_ID=a $BIN serve >"$T/a.log" 2>&1 &
+pids+=($!)
+for _ in $(seq 1 60); do curl -sf http://127.0.0.1:28081/readyz >/dev/null && break; sleep 0.5; done
+for i in $(seq 2 "$N"); do
+  VOICEROOM_MYSQL_MAX_OPEN_CONNS=16 VOICEROOM_ROLES=rooms VOICEROOM_NATS_URL=nats://127.0.0.1:24222 \
+    VOICEROOM_HTTP_ADDR=127.0.0.1:2808$((i + 1)) VOICEROOM_OPS_ADDR=127.0.0.1:2909$((i + 1)) \
+    VOICEROOM_DATA_DIR="$T/n$i" VOICEROOM_NODE_ID=n$i VOICEROOM_MIGRATE_ON_START=false $BIN serve >"$T/n$i.log" 2>&1 &
+  pids+=($!)
+done
+sleep 4 # the nodes take their shares
+cpu() {
+  local s=0 p f
+  for p in "$@"; do
+    read -r -a f <"/proc/$p/stat"
+    s=$((s + f[13] + f[14]))
+  done
+  echo $s
+}
+vpids=("${pids[@]:1}")
+maria=$(pgrep -x mariadbd || pgrep -x mysqld)
+$BIN bench --url http://127.0.0.1:28081 --ops-url http://127.0.0.1:29091 --nats nats://127.0.0.1:24222 \
+  --im-emulator http://127.0.0.1:28080 --rooms 1000 --clients 64 --duration "$DUR" --drain-rows 0 --quiet \
+  --json "$T/bench.json" >"$T/bench.out" 2>&1 &
+bp=$!
+until grep -q 'bench: load' "$T/bench.out" 2>/dev/null; do
+  sleep 0.2
+  kill -0 $bp 2>/dev/null || break
+done
+c0=$(cpu "${vpids[@]}")
+m0=$(cpu $maria)
+sleep "${DUR%s}"
+c1=$(cpu "${vpids[@]}")
+m1=$(cpu $maria)
+wait $bp
+echo "bench exit $?; during the load window: voiceroom (all $N nodes) $(awk "BEGIN{print ($c1-$c0)/100}") CPU-s, MariaDB $(awk "BEGIN{print ($m1-$m0)/100}") CPU-s"
+cat "$T/bench.out"
+echo "node a:"
+curl -sf http://127.0.0.1:29091/metrics | grep -E '^voiceroom_cluster_(leases_held|routed_requests_total)'
+for i in $(seq 2 "$N"); do
+  echo "node n$i:"
+  curl -sf http://127.0.0.1:2909$((i + 1))/metrics | grep -E '^voiceroom_cluster_(leases_held|served_requests_total)'
+done
