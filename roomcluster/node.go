@@ -84,7 +84,7 @@ type Node struct {
 	buckets *buckets
 
 	start      time.Time
-	startClock time.Duration // bootClock at start
+	startClock time.Duration          // bootClock at start
 	slots      []atomic.Pointer[slot] // by partition
 
 	owners *owners // the lease bucket as watched
