@@ -28,7 +28,9 @@ type Config struct {
 	Replicas int
 	// AttemptTimeout bounds one routed request; past it the router asks
 	// again (with the command's id, so the owner answers a command that
-	// committed meanwhile from its log). Default 1s.
+	// committed meanwhile from its log, or waits for the room while the
+	// first attempt runs). It bounds the gap a request lost in a
+	// hand-over leaves. Default 500ms.
 	AttemptTimeout time.Duration
 	// MaxInFlight bounds the routed requests a node runs at once; past it
 	// it answers UNAVAILABLE. Default 4096.
@@ -53,7 +55,7 @@ func (c Config) WithDefaults() Config {
 		c.Replicas = 1
 	}
 	if c.AttemptTimeout == 0 {
-		c.AttemptTimeout = time.Second
+		c.AttemptTimeout = 500 * time.Millisecond
 	}
 	if c.MaxInFlight == 0 {
 		c.MaxInFlight = 4096
