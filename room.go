@@ -19,3 +19,15 @@ func (k RoomKey) String() string { return k.AppCode + "." + k.RoomID }
 // (VARCHAR(96)). A room id is "<app_code>_<uuid>", at most
 // AppCodeMax + 1 + 36 = 69 bytes; the rest is headroom.
 const RoomIDMax = 96
+
+// Hash is FNV-1a (32 bits) of s, without allocating: what spreads rooms
+// over the consume loop's workers and over the rooms nodes' partitions.
+// Both depend on its values staying as they are.
+func Hash(s string) uint32 {
+	h := uint32(2166136261)
+	for i := 0; i < len(s); i++ {
+		h ^= uint32(s[i])
+		h *= 16777619
+	}
+	return h
+}

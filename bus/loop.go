@@ -259,14 +259,7 @@ func (j *job) roomKey() string {
 }
 
 // shard hashes key (FNV-1a) onto n workers.
-func shard(key string, n int) int {
-	h := uint32(2166136261)
-	for i := 0; i < len(key); i++ {
-		h ^= uint32(key[i])
-		h *= 16777619
-	}
-	return int(h % uint32(n))
-}
+func shard(key string, n int) int { return int(voiceroom.Hash(key) % uint32(n)) }
 
 // work runs one worker until its queue is closed and drained: it cuts a
 // turn from its queue and runs the handler over it, one turn after the

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"golang.org/x/sync/errgroup"
 
 	"voiceroom/rooms"
 )
@@ -321,8 +322,8 @@ func (n *Node) putMember(ctx context.Context) {
 // holds it) loses the partition at once; one that fails otherwise keeps it
 // until the node's own clock says the lease may lapse.
 func (n *Node) renew(ctx context.Context) {
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, 16)
+	var work errgroup.Group
+	work.SetLimit(16)
 	for p := range n.slots {
 		s := n.slots[p].Load()
 		if s == nil || s.draining {
@@ -333,9 +334,7 @@ func (n *Node) renew(ctx context.Context) {
 			n.lose(p, s, "expired")
 			continue
 		}
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
+		work.Go(func() error {
 			sent := n.now()
 			rctx, cancel := context.WithTimeout(ctx, n.cfg.RenewEvery)
 			defer cancel()
@@ -343,9 +342,7 @@ func (n *Node) renew(ctx context.Context) {
 			switch {
 			case err == nil:
 				next := &slot{rev: rev, epoch: s.epoch, takenAt: s.takenAt, validUntil: sent + n.cfg.LeaseTTL - n.cfg.Margin}
-				if !n.slots[p].CompareAndSwap(s, next) {
-					return // lost or draining meanwhile
-				}
+				n.slots[p].CompareAndSwap(s, next) // not if lost or draining meanwhile
 			case errors.Is(err, jetstream.ErrKeyRevisionMismatch) || errors.Is(err, jetstream.ErrKeyNotFound):
 				n.log.Warn("lease renewal refused; no longer serving the partition", "partition", p, "epoch", s.epoch, "error", err)
 				n.lose(p, s, "expired")
@@ -360,9 +357,10 @@ func (n *Node) renew(ctx context.Context) {
 					n.lose(p, s, "expired")
 				}
 			}
+			return nil
 		})
 	}
-	wg.Wait()
+	_ = work.Wait()
 }
 
 func (n *Node) leaseValue(takenAt int64, epoch uint64) []byte {
@@ -438,12 +436,10 @@ func (n *Node) balance(ctx context.Context) {
 func (n *Node) take(ctx context.Context, ps []int) []int {
 	var mu sync.Mutex
 	var got []int
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, 16)
+	var work errgroup.Group
+	work.SetLimit(16)
 	for _, p := range ps {
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
+		work.Go(func() error {
 			sent := n.now()
 			cctx, cancel := context.WithTimeout(ctx, n.cfg.RenewEvery)
 			defer cancel()
@@ -454,7 +450,7 @@ func (n *Node) take(ctx context.Context, ps []int) []int {
 					n.log.Warn("lease not taken", "partition", p, "error", err)
 					n.buckets.heal(ctx, err)
 				}
-				return
+				return nil
 			}
 			n.slots[p].Store(&slot{rev: rev, epoch: rev, takenAt: takenAt, validUntil: sent + n.cfg.LeaseTTL - n.cfg.Margin})
 			n.owners.set(p, n.id) // before the watch says so, so balance does not try again
@@ -462,9 +458,10 @@ func (n *Node) take(ctx context.Context, ps []int) []int {
 			mu.Lock()
 			got = append(got, p)
 			mu.Unlock()
+			return nil
 		})
 	}
-	wg.Wait()
+	_ = work.Wait()
 	return got
 }
 
@@ -472,8 +469,8 @@ func (n *Node) take(ctx context.Context, ps []int) []int {
 // their cells and deletes their leases, so the next owner takes each at
 // once (it waits for the delete, never for a clock).
 func (n *Node) handOver(ctx context.Context, ps []int, reason string) {
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, 8)
+	var work errgroup.Group
+	work.SetLimit(8)
 	for _, p := range ps {
 		s := n.slots[p].Load()
 		if s == nil || s.draining {
@@ -484,9 +481,7 @@ func (n *Node) handOver(ctx context.Context, ps []int, reason string) {
 		if !n.slots[p].CompareAndSwap(s, &d) {
 			continue
 		}
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
+		work.Go(func() error {
 			cells := n.release(context.WithoutCancel(ctx), p)
 			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), n.cfg.RenewEvery)
 			defer cancel()
@@ -495,12 +490,13 @@ func (n *Node) handOver(ctx context.Context, ps []int, reason string) {
 			n.metrics.handovers.WithLabelValues(reason).Inc()
 			if err != nil {
 				n.log.Warn("lease not deleted at hand-over; the next owner takes it when it expires", "partition", p, "error", err)
-				return
+				return nil
 			}
 			n.log.Debug("partition handed over", "partition", p, "epoch", d.epoch, "cells", cells)
+			return nil
 		})
 	}
-	wg.Wait()
+	_ = work.Wait()
 }
 
 // leave removes the member record and, when other rooms nodes live, hands
@@ -534,20 +530,19 @@ func (n *Node) leave() {
 func (n *Node) Close() {
 	ctx, cancel := context.WithTimeout(context.Background(), n.cfg.RenewEvery)
 	defer cancel()
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, 16)
+	var work errgroup.Group
+	work.SetLimit(16)
 	for p := range n.slots {
 		s := n.slots[p].Swap(nil)
 		if s == nil {
 			continue
 		}
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
+		work.Go(func() error {
 			_ = n.buckets.lease().Delete(ctx, leaseKey(p), jetstream.LastRevision(s.rev))
+			return nil
 		})
 	}
-	wg.Wait()
+	_ = work.Wait()
 	n.metrics.held.Set(0)
 }
 

@@ -1,6 +1,9 @@
 package roomcluster
 
-import "voiceroom/roomevent"
+import (
+	"voiceroom"
+	"voiceroom/roomevent"
+)
 
 // Partition returns the partition of a room among n: FNV-1a of the room's
 // IM GroupId (itself a function of app_code and room_id) modulo n. Hashing
@@ -12,14 +15,7 @@ func Partition(appCode, roomID string, n int) int {
 
 // PartitionOfGroup returns the partition of the room whose IM GroupId is
 // groupID.
-func PartitionOfGroup(groupID string, n int) int {
-	h := uint32(2166136261)
-	for i := 0; i < len(groupID); i++ {
-		h ^= uint32(groupID[i])
-		h *= 16777619
-	}
-	return int(h % uint32(n))
-}
+func PartitionOfGroup(groupID string, n int) int { return int(voiceroom.Hash(groupID) % uint32(n)) }
 
 // score is a node's rendezvous weight for partition p: the live node with
 // the highest score owns p, so a node joining or leaving moves only the

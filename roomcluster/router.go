@@ -62,9 +62,14 @@ func NewRouter(ctx context.Context, js jetstream.JetStream, cfg Config, node *No
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	b, err := openBuckets(ctx, js, cfg)
-	if err != nil {
-		return nil, err
+	var b *buckets
+	if node != nil {
+		b = node.buckets // opened, with P and the TTL checked, by the node
+	} else {
+		var err error
+		if b, err = openBuckets(ctx, js, cfg); err != nil {
+			return nil, err
+		}
 	}
 	r := &Router{cfg: cfg, nc: js.Conn(), buckets: b, owners: newOwners(cfg.Partitions, nil), node: node, local: local,
 		records: records, log: log.With("component", "roomcluster"), metrics: m, lastRefresh: make([]atomic.Int64, cfg.Partitions)}
@@ -142,21 +147,22 @@ func (r *Router) ChangeVisibleRegion(ctx context.Context, cmd *rooms.Command, re
 
 // CloseRoom routes CloseRoom.
 func (r *Router) CloseRoom(ctx context.Context, cmd *rooms.Command, reason string) (rooms.Result, error) {
-	req := commandRequest(callClose, cmd)
-	req.Reason = reason
-	return r.command(ctx, req)
+	return r.withReason(ctx, callClose, cmd, reason)
 }
 
 // Ban routes BanRoom.
 func (r *Router) Ban(ctx context.Context, cmd *rooms.Command, reason string) (rooms.Result, error) {
-	req := commandRequest(callBan, cmd)
-	req.Reason = reason
-	return r.command(ctx, req)
+	return r.withReason(ctx, callBan, cmd, reason)
 }
 
 // Restore routes RestoreRoom.
 func (r *Router) Restore(ctx context.Context, cmd *rooms.Command, reason string) (rooms.Result, error) {
-	req := commandRequest(callRestore, cmd)
+	return r.withReason(ctx, callRestore, cmd, reason)
+}
+
+// withReason routes an operator's command that carries a reason.
+func (r *Router) withReason(ctx context.Context, call string, cmd *rooms.Command, reason string) (rooms.Result, error) {
+	req := commandRequest(call, cmd)
 	req.Reason = reason
 	return r.command(ctx, req)
 }

@@ -3,7 +3,8 @@ package rooms
 import (
 	"context"
 	"errors"
-	"sync"
+
+	"golang.org/x/sync/errgroup"
 
 	"voiceroom/apperr"
 )
@@ -75,22 +76,21 @@ func (s *Service) Release(ctx context.Context, match func(RoomKey) bool) int {
 		}
 	}
 	s.mu.Unlock()
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, 16)
+	var work errgroup.Group
+	work.SetLimit(16)
 	for _, c := range cells {
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
+		work.Go(func() error {
 			if err := c.lock(ctx); err != nil {
 				// Unlocked drop: the command in flight finds the cell gone.
 				s.forget(c)
-				return
+				return nil
 			}
 			s.drop(c)
 			c.unlock()
+			return nil
 		})
 	}
-	wg.Wait()
+	_ = work.Wait()
 	return len(cells)
 }
 
