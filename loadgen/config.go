@@ -40,6 +40,11 @@ type Config struct {
 	// per second whatever the answers' speed, and latency counts from each
 	// command's scheduled start. Default 0 (closed loop).
 	Rate float64
+	// Mix is the command mix: MixMixed (the default: heartbeats, leaves,
+	// seat changes and gifts, below) or MixJoinLeave (a user in no room
+	// joins one, a user in a room leaves it: every command answered OK is
+	// durable).
+	Mix string
 	// Duration is the load phase. Default 30s.
 	Duration time.Duration
 	// Seed makes the users, rooms and choices repeatable. Default 1.
@@ -84,6 +89,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.ListClients == 0 {
 		c.ListClients = 4
+	}
+	if c.Mix == "" {
+		c.Mix = MixMixed
 	}
 	if c.Duration == 0 {
 		c.Duration = 30 * time.Second
@@ -131,6 +139,8 @@ func (c Config) Validate() error {
 		return apperr.BadConfig("ListClients", "list clients: want 0..1024, got %d", c.ListClients)
 	case c.Rate < 0 || c.Rate > 1e6:
 		return apperr.BadConfig("Rate", "rate: want 0..1000000, got %g", c.Rate)
+	case c.Mix != MixMixed && c.Mix != MixJoinLeave:
+		return apperr.BadConfig("Mix", "mix: want %s or %s, got %q", MixMixed, MixJoinLeave, c.Mix)
 	case c.Duration < time.Second:
 		return apperr.BadConfig("Duration", "duration: want at least 1s, got %s", c.Duration)
 	case c.CeilingDuration < 0:

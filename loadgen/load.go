@@ -22,6 +22,12 @@ const (
 	wGift      = 20
 )
 
+// The command mixes of Config.Mix.
+const (
+	MixMixed     = "mixed"
+	MixJoinLeave = "joinleave"
+)
+
 // seats is the seat count of the bench's rooms.
 const seats = 10
 
@@ -140,7 +146,11 @@ func (b *Bench) step(ctx context.Context, w *world, u *user, rng *rand.Rand) (st
 	path := "/api/v1/rooms/" + w.rooms[u.room].id
 	var op string
 	var a answer
-	switch r := rng.IntN(100); {
+	r := rng.IntN(100)
+	if b.cfg.Mix == MixJoinLeave {
+		r = wHeartbeat // leave
+	}
+	switch {
 	case r < wHeartbeat:
 		op = "heartbeat"
 		a = b.http.do(ctx, http.MethodPost, path+"/heartbeat", u.token, map[string]any{})

@@ -211,6 +211,8 @@ var statusCounters = []string{
 	"Handler_write", "Handler_update", "Handler_delete", // rows written, both servers (temporary tables too)
 	"Com_insert", "Com_update", "Com_delete", "Com_select", "Com_commit", "Com_begin", "Com_rollback",
 	"Com_stmt_execute", "Questions", "Innodb_data_fsyncs",
+	"Innodb_os_log_written", // redo bytes
+	"Bytes_received",        // bytes the server read from its clients
 }
 
 // globalStatus reads the server's counters. Global: other clients of the

@@ -67,6 +67,7 @@ type ConfigSummary struct {
 	Users       int      `json:"users"`
 	Clients     int      `json:"clients"`
 	ListClients int      `json:"list_clients"`
+	Mix         string   `json:"mix"`
 	Rate        float64  `json:"open_loop_rate,omitempty"`
 	DurationSec float64  `json:"duration_sec"`
 	Seed        int64    `json:"seed"`
@@ -74,7 +75,7 @@ type ConfigSummary struct {
 
 func (c Config) summary() ConfigSummary {
 	return ConfigSummary{Apps: c.Apps, Rooms: c.Rooms, Regions: c.Regions, Users: c.Users, Clients: c.Clients,
-		ListClients: c.ListClients, Rate: c.Rate, DurationSec: c.Duration.Seconds(), Seed: c.Seed}
+		ListClients: c.ListClients, Mix: c.Mix, Rate: c.Rate, DurationSec: c.Duration.Seconds(), Seed: c.Seed}
 }
 
 // Memory is voiceroom's at the end of the load.
@@ -131,8 +132,10 @@ func cpuFigures(s0, s1 serverSample, m0, m1 float64, mok bool, answered, durable
 type MySQL struct {
 	Deltas              map[string]int64 `json:"status_deltas"`
 	RowsWrittenPerCmd   float64          `json:"rows_written_per_durable_command"`
-	StatementsPerCmd    float64          `json:"statements_per_durable_command"` // Com_insert+update+delete+select+commit+begin
-	FsyncsPerCmd        float64          `json:"fsyncs_per_durable_command"`     // Innodb_data_fsyncs
+	StatementsPerCmd    float64          `json:"statements_per_durable_command"`     // Com_insert+update+delete+select+commit+begin
+	FsyncsPerCmd        float64          `json:"fsyncs_per_durable_command"`         // Innodb_data_fsyncs
+	RedoBytesPerCmd     float64          `json:"redo_bytes_per_durable_command"`     // Innodb_os_log_written
+	BytesInPerCmd       float64          `json:"bytes_received_per_durable_command"` // Bytes_received
 	DurableCommandCount int64            `json:"durable_commands"`
 }
 
@@ -146,6 +149,8 @@ func mysqlFigures(a, b map[string]int64, durable int64) MySQL {
 		m.RowsWrittenPerCmd = float64(d["Handler_write"]+d["Handler_update"]+d["Handler_delete"]) / float64(durable)
 		m.StatementsPerCmd = float64(d["Com_insert"]+d["Com_update"]+d["Com_delete"]+d["Com_select"]+d["Com_commit"]+d["Com_begin"]) / float64(durable)
 		m.FsyncsPerCmd = float64(d["Innodb_data_fsyncs"]) / float64(durable)
+		m.RedoBytesPerCmd = float64(d["Innodb_os_log_written"]) / float64(durable)
+		m.BytesInPerCmd = float64(d["Bytes_received"]) / float64(durable)
 	}
 	return m
 }
@@ -168,9 +173,9 @@ func (r *Report) JSON(w io.Writer) error {
 // Table writes the readable table.
 func (r *Report) Table(w io.Writer) {
 	c := r.Config
-	mode := "closed loop"
+	mode := c.Mix + ", closed loop"
 	if c.Rate > 0 {
-		mode = fmt.Sprintf("open loop at %.0f/s", c.Rate)
+		mode = fmt.Sprintf("%s, open loop at %.0f/s", c.Mix, c.Rate)
 	}
 	fmt.Fprintf(w, "voiceroom bench: %s, %d rooms in %d regions x %d apps, %d users, %d clients (%s), %d list readers, %.0fs, seed %d\n\n",
 		r.Target, c.Rooms, c.Regions, len(c.Apps), c.Users, c.Clients, mode, c.ListClients, r.LoadSec, c.Seed)
@@ -247,6 +252,7 @@ func (r *Report) Table(w io.Writer) {
 	fmt.Fprintf(tw, "MySQL per durable command\t%.2f rows written\t%.2f statements, %.2f fsyncs (rows: written %d, updated %d, deleted %d; Com_insert %d, Com_update %d, Com_select %d, Com_commit %d)\n",
 		r.MySQL.RowsWrittenPerCmd, r.MySQL.StatementsPerCmd, r.MySQL.FsyncsPerCmd, d["Handler_write"], d["Handler_update"], d["Handler_delete"],
 		d["Com_insert"], d["Com_update"], d["Com_select"], d["Com_commit"])
+	fmt.Fprintf(tw, "MySQL bytes per durable command\t%.0f redo\t%.0f received from clients\n", r.MySQL.RedoBytesPerCmd, r.MySQL.BytesInPerCmd)
 	fmt.Fprintf(tw, "quiet after load\t%.2f s\t\n", r.QuietSec)
 	tw.Flush()
 	for _, n := range r.Notes {
