@@ -102,7 +102,7 @@ func (c *cluster) check(ctx context.Context, outs, all []outcome) (account, erro
 	}
 
 	// Every logged version has its events; every event its logged version;
-	// every room row carries its latest logged version.
+	// no room row is ahead of its log, and each agrees with its latest card.
 	for _, q := range []struct{ what, sql string }{
 		{"logged version without outbox events", `SELECT CONCAT(l.room_id, ' v', l.room_version, ' ', l.command_type) FROM room_command_log l
 			LEFT JOIN room_outbox o ON o.app_code = l.app_code AND o.room_id = l.room_id AND o.room_version = l.room_version
@@ -110,9 +110,15 @@ func (c *cluster) check(ctx context.Context, outs, all []outcome) (account, erro
 		{"outbox events without a logged version", `SELECT CONCAT(o.room_id, ' v', o.room_version, ' ', o.event_type) FROM room_outbox o
 			LEFT JOIN room_command_log l ON o.app_code = l.app_code AND o.room_id = l.room_id AND o.room_version = l.room_version
 			WHERE o.app_code = ? AND l.room_id IS NULL`},
-		{"room row behind its log", `SELECT CONCAT(r.room_id, ' row v', r.room_version, ' log v', MAX(l.room_version)) FROM rooms r
+		// The rooms row is written when a column others read changes, not
+		// by every command: never ahead of the log, and its status and
+		// whether anyone is online agree with the room's latest card.
+		{"room row ahead of its log", `SELECT CONCAT(r.room_id, ' row v', r.room_version, ' log v', MAX(l.room_version)) FROM rooms r
 			JOIN room_command_log l ON l.app_code = r.app_code AND l.room_id = r.room_id
-			WHERE r.app_code = ? GROUP BY r.room_id, r.room_version HAVING MAX(l.room_version) <> r.room_version`},
+			WHERE r.app_code = ? GROUP BY r.room_id, r.room_version HAVING MAX(l.room_version) < r.room_version`},
+		{"room row disagrees with its latest card", `SELECT CONCAT(r.room_id, ' row ', r.status, '/', r.online_count, ' card ', e.status, '/', e.online_count)
+			FROM rooms r JOIN room_list_entries e ON e.app_code = r.app_code AND e.room_id = r.room_id
+			WHERE r.app_code = ? AND (r.status <> e.status OR r.visible_region_id <> e.visible_region_id OR (r.online_count > 0) <> (e.online_count > 0))`},
 	} {
 		bad, err := strings1(ctx, c, q.sql)
 		if err != nil {

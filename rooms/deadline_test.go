@@ -84,8 +84,18 @@ func checkStoredAgrees(tb testing.TB, e *testEnv, app, room string) *State {
 		tb.Fatal(err)
 	}
 	var rowVersion, logMax, logRows, outboxVersions, orphans int64
-	if err := e.db.QueryRow("SELECT room_version FROM rooms WHERE app_code = ? AND room_id = ?", app, room).Scan(&rowVersion); err != nil {
+	var rowStatus string
+	var rowRegion int64
+	var rowOnline int
+	if err := e.db.QueryRow("SELECT room_version, status, visible_region_id, online_count FROM rooms WHERE app_code = ? AND room_id = ?",
+		app, room).Scan(&rowVersion, &rowStatus, &rowRegion, &rowOnline); err != nil {
 		tb.Fatal(err)
+	}
+	// The rooms row is written when what others read of it changes, not
+	// by every command: it is never ahead, and those columns are current.
+	if rowVersion > st.Version || rowStatus != st.Status || rowRegion != st.VisibleRegionID || (rowOnline > 0) != (len(st.Online) > 0) {
+		tb.Fatalf("room %s: rooms row v%d %s region %d online %d; cell v%d %s region %d online %d", room, rowVersion, rowStatus,
+			rowRegion, rowOnline, st.Version, st.Status, st.VisibleRegionID, len(st.Online))
 	}
 	if err := e.db.QueryRow("SELECT COALESCE(MAX(room_version), 0), COUNT(*) FROM room_command_log WHERE app_code = ? AND room_id = ?",
 		app, room).Scan(&logMax, &logRows); err != nil {
@@ -99,9 +109,9 @@ func checkStoredAgrees(tb testing.TB, e *testEnv, app, room string) *State {
 		app, room).Scan(&orphans); err != nil {
 		tb.Fatal(err)
 	}
-	if rowVersion != st.Version || logMax != st.Version || logRows != st.Version || outboxVersions != st.Version || orphans != 0 {
-		tb.Fatalf("room %s: cell version %d, rooms row %d, command log max %d (%d rows), outbox versions %d, outbox rows without a log row %d",
-			room, st.Version, rowVersion, logMax, logRows, outboxVersions, orphans)
+	if logMax != st.Version || logRows != st.Version || outboxVersions != st.Version || orphans != 0 {
+		tb.Fatalf("room %s: cell version %d, command log max %d (%d rows), outbox versions %d, outbox rows without a log row %d",
+			room, st.Version, logMax, logRows, outboxVersions, orphans)
 	}
 	sr, err := e.svc.store.load(context.Background(), app, room)
 	if err != nil {

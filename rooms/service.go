@@ -436,10 +436,10 @@ func (s *Service) execLocked(ctx context.Context, c *cell, cmd *Command) (Result
 	key := c.key
 	if cmd.ClientKey {
 		// Looked up again under the lock: the first run may have just committed.
-		if stored, err := s.store.lookupCommand(ctx, key.AppCode, key.RoomID, cmd.CommandID); err != nil {
+		if stored, found, err := s.store.lookupCommand(ctx, key.AppCode, key.RoomID, cmd.CommandID); err != nil {
 			return Result{}, storageErr(err)
-		} else if stored != nil {
-			res, err := decodeResult(stored)
+		} else if found {
+			res, err := decodeResult(stored, c.state.Load())
 			res.Epoch, _ = s.serving(key)
 			return res, err
 		}
@@ -522,19 +522,32 @@ func (s *Service) execLocked(ctx context.Context, c *cell, cmd *Command) (Result
 // replayed answers a command whose Idempotency-Key the room's log already
 // holds, without locking the room.
 func (s *Service) replayed(ctx context.Context, key roomKey, cmd *Command) (Result, bool, error) {
-	stored, err := s.store.lookupCommand(ctx, key.AppCode, key.RoomID, cmd.CommandID)
+	stored, found, err := s.store.lookupCommand(ctx, key.AppCode, key.RoomID, cmd.CommandID)
 	if err != nil {
 		return Result{}, false, storageErr(err)
 	}
-	if stored == nil {
+	if !found {
 		return Result{}, false, nil
 	}
-	res, err := decodeResult(stored)
+	var cur *State
+	if stored == nil {
+		if cur, err = s.current(ctx, key); err != nil {
+			return Result{}, true, err
+		}
+	}
+	res, err := decodeResult(stored, cur)
 	res.Epoch, _ = s.serving(key)
 	return res, true, err
 }
 
-func decodeResult(stored []byte) (Result, error) {
+// decodeResult is the answer to a repeated command: the stored first
+// answer, or, for a command logged without one (sent without an
+// Idempotency-Key, asked again by a router after a timeout), the room's
+// view now.
+func decodeResult(stored []byte, cur *State) (Result, error) {
+	if stored == nil {
+		return Result{View: cur.View(), Replayed: true}, nil
+	}
 	var snap View
 	if err := json.Unmarshal(stored, &snap); err != nil {
 		return Result{}, apperr.Wrap(apperr.Internal, "stored result unreadable", err)
@@ -546,9 +559,12 @@ func decodeResult(stored []byte) (Result, error) {
 // fast path gets after the commit.
 func (s *Service) mutation(c *cell, cmd *Command, next *State, events []Event) (*mutation, []bus.Message, View, error) {
 	view := next.View()
-	result, err := json.Marshal(view)
-	if err != nil {
-		return nil, nil, View{}, apperr.Wrap(apperr.Internal, "encode result", err)
+	var result []byte
+	var err error
+	if cmd.ClientKey {
+		if result, err = json.Marshal(view); err != nil {
+			return nil, nil, View{}, apperr.Wrap(apperr.Internal, "encode result", err)
+		}
 	}
 	command, err := json.Marshal(cmd)
 	if err != nil {
@@ -578,6 +594,7 @@ func (s *Service) mutation(c *cell, cmd *Command, next *State, events []Event) (
 			return nil, nil, View{}, apperr.Wrap(apperr.Internal, "encode snapshot", err)
 		}
 	}
+	m.writeRoom = m.create || m.snapshot != nil || roomRowChanged(c.state.Load(), next)
 	if cmd.Kind == KindSendGift {
 		if amount := cmd.Args.Price * cmd.Args.Count; amount > 0 {
 			m.debit = &wallet.Debit{AppCode: cmd.AppCode, UserID: cmd.Actor.UserID, Amount: amount,
@@ -619,6 +636,16 @@ func (s *Service) mutation(c *cell, cmd *Command, next *State, events []Event) (
 		msgs = append(msgs, msg)
 	}
 	return m, msgs, view, nil
+}
+
+// roomRowChanged says whether next differs from prev in a column of the
+// rooms row that other queries read: status (the active-owner and
+// short-id keys, the list's operators' locks), visible region, mode,
+// short id, or whether anyone is online (recovery after a restart).
+func roomRowChanged(prev, next *State) bool {
+	return prev == nil || prev.Status != next.Status || prev.VisibleRegionID != next.VisibleRegionID ||
+		prev.Mode != next.Mode || prev.ShortID != next.ShortID || prev.OwnerUserID != next.OwnerUserID ||
+		(len(prev.Online) > 0) != (len(next.Online) > 0)
 }
 
 // storageErr makes a store error a command error: kinds pass, the rest is

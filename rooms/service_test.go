@@ -653,3 +653,88 @@ func TestOtherAppsRoomIsInvisible(t *testing.T) {
 		t.Fatal("a cell was left for a room that does not exist")
 	}
 }
+
+// A command without an Idempotency-Key stores no result (no client can
+// repeat it); a router's retry of it (the same command_id, now looked up)
+// is answered with the room's view now, and applies nothing twice.
+func TestResultStoredOnlyForIdempotencyKeys(t *testing.T) {
+	e := newTestEnv(t, Config{})
+	ctx := context.Background()
+	room := e.create(t, "app1", 1).RoomID
+	keyed := &Command{Kind: KindJoinRoom, AppCode: "app1", RoomID: room, CommandID: "key-2", ClientKey: true, Actor: Actor{UserID: 2}}
+	if _, err := e.svc.Execute(ctx, keyed); err != nil {
+		t.Fatal(err)
+	}
+	plain := &Command{Kind: KindJoinRoom, AppCode: "app1", RoomID: room, CommandID: "plain-3", Actor: Actor{UserID: 3}}
+	if _, err := e.svc.Execute(ctx, plain); err != nil {
+		t.Fatal(err)
+	}
+	stored := func(id string) bool {
+		var n int
+		if err := e.db.QueryRow("SELECT COUNT(*) FROM room_command_log WHERE room_id = ? AND command_id = ? AND result IS NOT NULL",
+			room, id).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n == 1
+	}
+	if !stored("key-2") || stored("plain-3") {
+		t.Fatalf("result stored: keyed %v, plain %v; want true, false", stored("key-2"), stored("plain-3"))
+	}
+	e.mustDo(t, "app1", room, KindMicUp, 3, Args{SeatIndex: 1})
+	retry := &Command{Kind: KindJoinRoom, AppCode: "app1", RoomID: room, CommandID: "plain-3", ClientKey: true, Actor: Actor{UserID: 3}}
+	res, err := e.svc.Execute(ctx, retry)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Replayed || res.View.RoomVersion != 4 || res.View.OnlineCount != 2 {
+		t.Fatalf("retry: replayed %v, version %d, online %d; want true, 4, 2", res.Replayed, res.View.RoomVersion, res.View.OnlineCount)
+	}
+	// After a reload, too, and nothing was logged twice.
+	e.svc.drop(e.svc.loadedCell(roomKey{AppCode: "app1", RoomID: room}))
+	if res, err := e.svc.Execute(ctx, retry); err != nil || !res.Replayed || res.View.RoomVersion != 4 {
+		t.Fatalf("retry after reload: %+v, %v", res, err)
+	}
+	if n := count(t, e.db, "SELECT COUNT(*) FROM room_command_log WHERE room_id = ?", room); n != 4 {
+		t.Fatalf("%d logged commands, want 4", n)
+	}
+}
+
+// The rooms row is written when what other queries read of it changes
+// (status, region, whether anyone is online) and with snapshots, not by
+// every command; a read of an unloaded room still finds its current state.
+func TestRoomsRowWrittenOnlyWhenReadColumnsChange(t *testing.T) {
+	e := newTestEnv(t, Config{SnapshotEvery: 1000})
+	ctx := context.Background()
+	room := e.create(t, "app1", 1).RoomID // v1, row written
+	row := func() (version int64, online int) {
+		t.Helper()
+		if err := e.db.QueryRow("SELECT room_version, online_count FROM rooms WHERE room_id = ?", room).Scan(&version, &online); err != nil {
+			t.Fatal(err)
+		}
+		return version, online
+	}
+	e.mustDo(t, "app1", room, KindJoinRoom, 2, Args{}) // v2: 0 -> 1 online, written
+	if v, n := row(); v != 2 || n != 1 {
+		t.Fatalf("after the first join: row v%d online %d, want v2 online 1", v, n)
+	}
+	e.mustDo(t, "app1", room, KindJoinRoom, 3, Args{})          // v3: still someone online
+	e.mustDo(t, "app1", room, KindMicUp, 3, Args{SeatIndex: 1}) // v4
+	e.mustDo(t, "app1", room, KindLeaveRoom, 2, Args{})         // v5
+	if v, n := row(); v != 2 || n != 1 {
+		t.Fatalf("after commands that change no read column: row v%d online %d, want v2 online 1", v, n)
+	}
+	e.mustDo(t, "app1", room, KindLeaveRoom, 3, Args{}) // v6: 1 -> 0 online, written
+	if v, n := row(); v != 6 || n != 0 {
+		t.Fatalf("after the last leave: row v%d online %d, want v6 online 0", v, n)
+	}
+	// An unloaded room's read is current: the snapshot (v1) is behind the
+	// log, so it loads rather than answering the stored snapshot.
+	e.svc.drop(e.svc.loadedCell(roomKey{AppCode: "app1", RoomID: room}))
+	view, err := e.svc.Get(ctx, "app1", room)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if view.RoomVersion != 6 {
+		t.Fatalf("read of the unloaded room: v%d, want v6", view.RoomVersion)
+	}
+}

@@ -78,8 +78,10 @@ func (st *store) load(ctx context.Context, appCode, roomID string) (*storedRoom,
 func (st *store) storedSnapshot(ctx context.Context, appCode, roomID string) (s *State, ok bool, err error) {
 	var raw []byte
 	var current int64
-	err = st.db.QueryRowContext(ctx, `SELECT s.state, r.room_version FROM room_snapshots s
-		JOIN rooms r ON r.app_code = s.app_code AND r.room_id = s.room_id
+	// The rooms row is not rewritten by every command (see mutation.room):
+	// the command log's newest version is the room's.
+	err = st.db.QueryRowContext(ctx, `SELECT s.state, (SELECT COALESCE(MAX(l.room_version), 0) FROM room_command_log l
+		WHERE l.app_code = s.app_code AND l.room_id = s.room_id) FROM room_snapshots s
 		WHERE s.app_code = ? AND s.room_id = ?`, appCode, roomID).Scan(&raw, &current)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, false, errRoomNotFound
@@ -94,19 +96,21 @@ func (st *store) storedSnapshot(ctx context.Context, appCode, roomID string) (s 
 	return &snap, snap.Version == current, nil
 }
 
-// lookupCommand returns the stored result of a command already applied to a
-// room, or nil when the log has no such command.
-func (st *store) lookupCommand(ctx context.Context, appCode, roomID, commandID string) ([]byte, error) {
-	var result []byte
-	err := st.db.QueryRowContext(ctx, `SELECT result FROM room_command_log WHERE app_code = ? AND room_id = ? AND command_id = ?`,
+// lookupCommand looks up a command already applied to a room: found is
+// false when the log has no such command; result is the answer stored with
+// it, nil for a command logged without one (it was sent without an
+// Idempotency-Key, so only a router's retry can ask again: see
+// mutation.result).
+func (st *store) lookupCommand(ctx context.Context, appCode, roomID, commandID string) (result []byte, found bool, err error) {
+	err = st.db.QueryRowContext(ctx, `SELECT result FROM room_command_log WHERE app_code = ? AND room_id = ? AND command_id = ?`,
 		appCode, roomID, commandID).Scan(&result)
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, nil
+		return nil, false, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("look up command %s: %w", commandID, err)
+		return nil, false, fmt.Errorf("look up command %s: %w", commandID, err)
 	}
-	return result, nil
+	return result, true, nil
 }
 
 // activeRoomOf returns the id of the owner's active room, or "".
@@ -151,14 +155,24 @@ type mutation struct {
 	actorUserID     int64
 	requestID       string
 	command         []byte // Command JSON, replayed at recovery
-	result          []byte // the View answered, returned to a repeated command_id
-	outbox          []voiceroom.OutboxRow
-	room            roomRow
-	create          bool   // insert the rooms row (CreateRoom) instead of updating it
-	snapshot        []byte // State JSON when this command writes a snapshot, else nil
-	debit           *wallet.Debit
-	audit           *regionAudit
-	roomAudit       *AuditEntry // the room_audit row of an operator's command, else nil
+	// result is the View answered, returned to a repeated command_id; nil
+	// (stored NULL) for a command without an Idempotency-Key, which no
+	// client can repeat.
+	result []byte
+	outbox []voiceroom.OutboxRow
+	// room is the rooms row; writeRoom says whether this command writes it.
+	// The row holds what other queries read (status, visible region,
+	// owner and short id, whether anyone is online), so it is written
+	// when one of those changes and with each snapshot, not by every
+	// command: its room_version and online_count are those of its last
+	// write, and the command log holds the room's current version.
+	room      roomRow
+	writeRoom bool
+	create    bool   // insert the rooms row (CreateRoom) instead of updating it
+	snapshot  []byte // State JSON when this command writes a snapshot, else nil
+	debit     *wallet.Debit
+	audit     *regionAudit
+	roomAudit *AuditEntry // the room_audit row of an operator's command, else nil
 }
 
 // roomRow is the rooms table's view of a room.
@@ -205,10 +219,12 @@ func writeGroup(ctx context.Context, tx *sql.Tx, ms []*mutation, nowMs int64) (s
 			continue
 		}
 		r := m.room
-		if m.create {
+		switch {
+		case !m.writeRoom:
+		case m.create:
 			creates.add("(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", m.appCode, m.roomID, r.shortID, r.ownerUserID, r.status,
 				r.visibleRegionID, r.mode, m.version, r.onlineCount, r.createdAtMs, m.nowMs)
-		} else {
+		default:
 			updates.add("(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", m.appCode, m.roomID, r.shortID, r.ownerUserID, r.status,
 				r.visibleRegionID, r.mode, m.version, r.onlineCount, r.createdAtMs, m.nowMs)
 		}
