@@ -45,3 +45,38 @@ const OutboxInsertValues = `(?, ?, ?, ?, ?, ?, 'pending', 0, ?)`
 func (r OutboxRow) InsertArgs() []any {
 	return []any{r.AppCode, r.EventID, r.RoomID, r.RoomVersion, r.EventType, r.Envelope, r.CreatedAtMs}
 }
+
+// OutboxInFlightValues is OutboxInsertValues for a group commit whose
+// events the fast path takes: its rows are written 'published' (with no
+// published_at_ms) together with one room_outbox_inflight row covering
+// their ids (OutboxInFlightInsertSQL), and are pending for every reader
+// while that row exists (OutboxInFlightCovers). See migration 00009.
+const OutboxInFlightValues = `(?, ?, ?, ?, ?, ?, 'published', 0, ?)`
+
+// OutboxInFlightInsertSQL records a group's rows first_id..last_id as in
+// flight: arguments first_id, last_id, created_at_ms.
+const OutboxInFlightInsertSQL = `INSERT INTO room_outbox_inflight (first_id, last_id, created_at_ms) VALUES (?, ?, ?)`
+
+// OutboxInFlightCovers is an SQL condition true when the room_outbox row
+// whose id is the expression idExpr lies in an in-flight group.
+func OutboxInFlightCovers(idExpr string) string {
+	return `EXISTS (SELECT 1 FROM room_outbox_inflight f WHERE f.first_id = (SELECT MAX(g.first_id) FROM room_outbox_inflight g
+  WHERE g.first_id <= ` + idExpr + `) AND f.last_id >= ` + idExpr + `)`
+}
+
+// OutboxPendingCond is an SQL condition true for a pending room_outbox row
+// (alias o): marked pending, or in an in-flight group.
+var OutboxPendingCond = `(o.status = 'pending' OR ` + OutboxInFlightCovers("o.id") + `)`
+
+// OutboxGroup is the id range of one group commit's outbox rows, written
+// in flight (OutboxInFlightValues); the zero OutboxGroup means the rows
+// were written pending, one by one.
+type OutboxGroup struct {
+	FirstID, LastID int64
+}
+
+// InFlight reports whether g names an in-flight group.
+func (g OutboxGroup) InFlight() bool { return g.FirstID > 0 }
+
+// Rows is the number of rows g covers.
+func (g OutboxGroup) Rows() int { return int(g.LastID - g.FirstID + 1) }

@@ -14,6 +14,8 @@ import (
 	"testing"
 	"text/tabwriter"
 	"time"
+
+	"voiceroom"
 )
 
 // scenario is one fault: inject starts it and returns when it is over
@@ -363,7 +365,8 @@ func (c *cluster) pendingUpTo(ctx context.Context, top int64) (n, maxID int64, e
 	if top < 0 {
 		top = math.MaxInt64
 	}
-	err = c.db.QueryRowContext(ctx, "SELECT COUNT(*), COALESCE(MAX(id), 0) FROM room_outbox WHERE app_code = ? AND status = 'pending' AND id <= ?", app, top).Scan(&n, &maxID)
+	err = c.db.QueryRowContext(ctx, "SELECT COUNT(*), COALESCE(MAX(o.id), 0) FROM room_outbox o WHERE o.app_code = ? AND "+
+		voiceroom.OutboxPendingCond+" AND o.id <= ?", app, top).Scan(&n, &maxID)
 	return n, maxID, err
 }
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"voiceroom"
 	"voiceroom/bus"
 )
 
@@ -158,18 +159,19 @@ func (c *cluster) check(ctx context.Context, outs, all []outcome) (account, erro
 
 	// The stream against the outbox.
 	committed := map[string]bool{}
-	rows, err = c.db.QueryContext(ctx, "SELECT event_id, status FROM room_outbox WHERE app_code = ?", app)
+	rows, err = c.db.QueryContext(ctx, "SELECT o.event_id, "+voiceroom.OutboxPendingCond+" FROM room_outbox o WHERE o.app_code = ?", app)
 	if err != nil {
 		return a, fmt.Errorf("read outbox: %w", err)
 	}
 	for rows.Next() {
-		var id, status string
-		if err := rows.Scan(&id, &status); err != nil {
+		var id string
+		var pending bool // marked pending, or in an in-flight group
+		if err := rows.Scan(&id, &pending); err != nil {
 			rows.Close()
 			return a, fmt.Errorf("read outbox: %w", err)
 		}
 		committed[id] = true
-		if status == "pending" {
+		if pending {
 			a.pending++
 		}
 	}

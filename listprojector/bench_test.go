@@ -53,13 +53,16 @@ type commitClock struct {
 // Behind: these tests start with no pending outbox rows of other processes.
 func (*commitClock) Behind(voiceroom.RoomKey, string) {}
 
-func (c *commitClock) Committed(msgs []bus.Message, committedAt time.Time) {
+// Taking is the real fast path's.
+func (c *commitClock) Taking() bool { return c.next.Taking() }
+
+func (c *commitClock) Committed(msgs []bus.Message, group voiceroom.OutboxGroup, committedAt time.Time) {
 	c.mu.Lock()
 	for _, m := range msgs {
 		c.at[m.ID] = committedAt
 	}
 	c.mu.Unlock()
-	c.next.Committed(msgs, committedAt)
+	c.next.Committed(msgs, group, committedAt)
 }
 
 func (c *commitClock) take(id string) (time.Time, bool) {

@@ -14,6 +14,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"voiceroom"
 	"voiceroom/bus"
 	"voiceroom/mysqldb"
 )
@@ -156,9 +157,10 @@ func (b *Bench) concurrently(ctx context.Context, n int, d time.Duration, fn fun
 	return time.Since(start)
 }
 
-// pending counts the outbox rows of the apps still waiting for the stream.
+// pending counts the outbox rows of the apps still waiting for the stream
+// (marked pending, or in a fast path's in-flight group).
 func (b *Bench) pending(ctx context.Context, apps []string) (int64, error) {
-	q := "SELECT COUNT(*) FROM room_outbox WHERE status = 'pending' AND app_code IN (?" + strings.Repeat(", ?", len(apps)-1) + ")"
+	q := "SELECT COUNT(*) FROM room_outbox o WHERE " + voiceroom.OutboxPendingCond + " AND o.app_code IN (?" + strings.Repeat(", ?", len(apps)-1) + ")"
 	args := make([]any, len(apps))
 	for i, a := range apps {
 		args[i] = a

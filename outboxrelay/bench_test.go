@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"voiceroom"
 	"voiceroom/bus"
 	"voiceroom/internal/testenv"
 	"voiceroom/mysqldb"
@@ -434,7 +435,7 @@ func BenchmarkLatency(b *testing.B) {
 							}
 							now := time.Now()
 							lat.commit(msgs, now)
-							fp.Committed(msgs, now)
+							fp.Committed(msgs, voiceroom.OutboxGroup{}, now)
 							commits.Add(1)
 						}
 					})

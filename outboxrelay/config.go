@@ -51,6 +51,12 @@ type Config struct {
 	// StatsInterval is the time between refreshes of the pending-count
 	// and oldest-pending-age gauges. Default 5s.
 	StatsInterval time.Duration
+	// InFlightGrace is how old an in-flight group (rows a fast path took,
+	// see voiceroom.OutboxGroup) must be before a pass sets its rows back
+	// to pending and publishes them: a fast path settles its groups within
+	// its publish timeout, so an older one was left by a process that
+	// stopped. Default 10s.
+	InFlightGrace time.Duration
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
 }
@@ -66,6 +72,7 @@ const (
 	DefaultStatementTimeout  = 5 * time.Second
 	DefaultPipeline          = 8
 	DefaultStatsInterval     = 5 * time.Second
+	DefaultInFlightGrace     = 10 * time.Second
 )
 
 // WithDefaults returns c with every zero or negative field set to its
@@ -83,6 +90,7 @@ func (c Config) WithDefaults() Config {
 	c.StatementTimeout = orDefault(c.StatementTimeout, DefaultStatementTimeout)
 	c.Pipeline = orDefault(c.Pipeline, DefaultPipeline)
 	c.StatsInterval = orDefault(c.StatsInterval, DefaultStatsInterval)
+	c.InFlightGrace = orDefault(c.InFlightGrace, DefaultInFlightGrace)
 	if c.Now == nil {
 		c.Now = time.Now
 	}

@@ -42,8 +42,11 @@ type FastPath struct {
 	lastWarn   time.Time
 	handedOver int // since lastWarn, for the rate-limited warning
 
+	inFlight atomic.Bool // groups may be written in flight (checked at Run)
+
 	work    chan fastItem
 	marks   chan string
+	groups  chan groupDone
 	done    chan struct{} // closed when Run's ctx ends
 	flush   chan struct{} // closed when the workers have stopped
 	running atomic.Bool
@@ -54,6 +57,23 @@ type fastItem struct {
 	key         voiceroom.RoomKey
 	msg         bus.Message
 	committedAt time.Time
+	group       *groupState // nil: its row was written pending and is marked by event_id
+}
+
+// groupState tracks the events of one in-flight group commit (see
+// voiceroom.OutboxGroup) until each is either acked by the stream or left
+// to the relay. Guarded by FastPath.mu.
+type groupState struct {
+	group   voiceroom.OutboxGroup
+	left    int  // events not yet settled
+	spoiled bool // one was left to the relay: the group's rows go back to pending
+}
+
+// groupDone is a settled group: released (every event in the stream) or
+// to be set back to pending (repend) for the relay.
+type groupDone struct {
+	group  voiceroom.OutboxGroup
+	repend bool
 }
 
 // roomQueue holds a room's events that wait for its in-flight publish.
@@ -62,7 +82,9 @@ type roomQueue struct {
 }
 
 var _ interface {
-	Committed([]bus.Message, time.Time)
+	Taking() bool
+	Committed([]bus.Message, voiceroom.OutboxGroup, time.Time)
+	Behind(voiceroom.RoomKey, string)
 } = (*FastPath)(nil)
 
 // NewFastPath returns a FastPath publishing through pub and marking rows
@@ -89,6 +111,7 @@ func NewFastPath(db *sql.DB, pub Publisher, log *slog.Logger, m *Metrics, cfg Fa
 		blocked: make(map[voiceroom.RoomKey]string),
 		work:    make(chan fastItem, cfg.QueueSize),
 		marks:   make(chan string, cfg.MarkQueueSize),
+		groups:  make(chan groupDone, cfg.MarkQueueSize),
 		done:    make(chan struct{}),
 		flush:   make(chan struct{}),
 	}, nil
@@ -97,38 +120,70 @@ func NewFastPath(db *sql.DB, pub Publisher, log *slog.Logger, m *Metrics, cfg Fa
 // Config returns the fast path's configuration with defaults applied.
 func (f *FastPath) Config() FastPathConfig { return f.cfg }
 
+// Taking reports whether the fast path takes new events now, so that a
+// group commit may write its outbox rows in flight: it runs, its
+// connection is up, it is not stopping, not every room is left to the
+// relay, and its queue has room. Committed may still leave some of them
+// to the relay; their group's rows then go back to pending.
+func (f *FastPath) Taking() bool {
+	if !f.running.Load() || !f.inFlight.Load() || !f.cfg.Connected() {
+		return false
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return !f.stopped && f.allBlocked == "" && f.queued < f.cfg.QueueSize
+}
+
 // Committed hands the fast path the outbox messages of one committed
-// transaction, in commit order and, per room, in room_version order. It
-// never blocks on I/O and never fails: what it cannot take is left to the
-// relay, which finds the rows pending.
-func (f *FastPath) Committed(msgs []bus.Message, committedAt time.Time) {
+// transaction, in commit order and, per room, in room_version order; group
+// covers their rows when they were written in flight. It never blocks on
+// I/O and never fails: what it cannot take is left to the relay, which
+// finds the rows pending (an in-flight group's rows are set back to
+// pending first).
+func (f *FastPath) Committed(msgs []bus.Message, group voiceroom.OutboxGroup, committedAt time.Time) {
 	if len(msgs) == 0 {
 		return
 	}
 	connected := f.cfg.Connected()
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	var g *groupState
+	if group.InFlight() {
+		g = &groupState{group: group, left: len(msgs)}
+		if group.Rows() != len(msgs) {
+			// Never expected: the group's rows are these messages'. Let the
+			// relay publish them rather than release rows never seen.
+			f.log.Error("outbox fast path: in-flight group does not match its messages; leaving it to the relay",
+				"first_id", group.FirstID, "last_id", group.LastID, "messages", len(msgs))
+			g.spoiled = true
+		}
+	}
 	for _, m := range msgs {
 		key, ok := bus.RoomKeyOf(m.Subject)
 		if !ok {
 			key = voiceroom.RoomKey{RoomID: m.Subject} // never from rooms; still one queue per subject
 		}
+		it := fastItem{key: key, msg: m, committedAt: committedAt, group: g}
 		switch {
 		case f.stopped:
 			f.m.handOver("stopped", 1)
+			f.settleLocked(it, false)
 		case f.allBlocked != "":
 			f.allBlocked = m.ID
 			f.m.handOver("room_blocked", 1)
+			f.settleLocked(it, false)
 		case f.blocked[key] != "":
 			f.blocked[key] = m.ID
 			f.m.handOver("room_blocked", 1)
+			f.settleLocked(it, false)
 		case !connected:
 			f.handOverLocked(key, m.ID, "disconnected", 1)
+			f.settleLocked(it, false)
 		case f.queued >= f.cfg.QueueSize:
 			f.handOverLocked(key, m.ID, "queue_full", 1)
+			f.settleLocked(it, false)
 		default:
 			f.queued++
-			it := fastItem{key: key, msg: m, committedAt: committedAt}
 			if rq, ok := f.rooms[key]; ok {
 				rq.waiting = append(rq.waiting, it)
 				continue
@@ -136,6 +191,40 @@ func (f *FastPath) Committed(msgs []bus.Message, committedAt time.Time) {
 			f.rooms[key] = &roomQueue{}
 			f.work <- it // never blocks: the channel holds QueueSize and queued < QueueSize
 		}
+	}
+}
+
+// settleLocked records that it was published (acked by the stream) or
+// left to the relay. A pending row's event_id is queued for its mark; an
+// in-flight group is queued for release or repend once all its events
+// are settled. Either queue being full leaves the work to the relay: an
+// unmarked row is published again (de-duplicated by the stream), an
+// unreleased group is set back to pending after the relay's in-flight
+// grace.
+func (f *FastPath) settleLocked(it fastItem, published bool) {
+	g := it.group
+	if g == nil {
+		if !published {
+			return
+		}
+		select {
+		case f.marks <- it.msg.ID:
+		default:
+			f.m.handOver("mark_queue_full", 1) // stays pending; the relay's re-publish is de-duplicated
+		}
+		return
+	}
+	g.left--
+	if !published {
+		g.spoiled = true
+	}
+	if g.left > 0 {
+		return
+	}
+	select {
+	case f.groups <- groupDone{group: g.group, repend: g.spoiled}:
+	default:
+		f.m.handOver("mark_queue_full", 0)
 	}
 }
 
@@ -190,7 +279,8 @@ func (f *FastPath) Run(ctx context.Context) error {
 	}
 	defer f.stmts.close()
 	f.warm(ctx)
-	f.log.Info("outbox fast path started", "publish_timeout", f.cfg.PublishTimeout, "workers", f.cfg.Workers,
+	f.checkInFlight(ctx)
+	f.log.Info("outbox fast path started", "in_flight_groups", f.inFlight.Load(), "publish_timeout", f.cfg.PublishTimeout, "workers", f.cfg.Workers,
 		"queue_size", f.cfg.QueueSize)
 
 	var workers, loops sync.WaitGroup
@@ -198,6 +288,7 @@ func (f *FastPath) Run(ctx context.Context) error {
 		workers.Go(f.worker)
 	}
 	loops.Go(f.markLoop)
+	loops.Go(f.groupLoop)
 	loops.Go(func() { f.checkLoop(ctx) })
 
 	<-ctx.Done()
@@ -206,11 +297,15 @@ func (f *FastPath) Run(ctx context.Context) error {
 	f.mu.Unlock()
 	close(f.done)
 	workers.Wait()
-	// Rooms whose turn had not come: their rows stay pending for the relay.
+	// Rooms whose turn had not come: their rows stay (or go back to)
+	// pending for the relay.
 	for left := true; left; {
 		select {
-		case <-f.work:
+		case it := <-f.work:
 			f.m.handOver("stopped", 1)
+			f.mu.Lock()
+			f.settleLocked(it, false)
+			f.mu.Unlock()
 		default:
 			left = false
 		}
@@ -255,6 +350,10 @@ func (f *FastPath) publishRoom(it fastItem) {
 			f.queued -= len(rq.waiting)
 			delete(f.rooms, it.key)
 			f.handOverLocked(it.key, newest, "publish_failed", 1+len(rq.waiting))
+			f.settleLocked(it, false)
+			for _, w := range rq.waiting {
+				f.settleLocked(w, false)
+			}
 			f.mu.Unlock()
 			f.m.failed(pathFast, 1)
 			appCode, roomID, eventType := subjectParts(it.msg.Subject)
@@ -264,6 +363,7 @@ func (f *FastPath) publishRoom(it fastItem) {
 			return
 		}
 		var next *fastItem
+		f.settleLocked(it, true)
 		switch {
 		case len(rq.waiting) > 0 && !f.stopped:
 			next = &rq.waiting[0]
@@ -271,6 +371,9 @@ func (f *FastPath) publishRoom(it fastItem) {
 		case len(rq.waiting) > 0: // stopping: the relay takes the rest
 			f.m.handOver("stopped", len(rq.waiting))
 			f.queued -= len(rq.waiting)
+			for _, w := range rq.waiting {
+				f.settleLocked(w, false)
+			}
 			delete(f.rooms, it.key)
 		default:
 			delete(f.rooms, it.key)
@@ -278,11 +381,6 @@ func (f *FastPath) publishRoom(it fastItem) {
 		f.mu.Unlock()
 
 		f.m.acked(pathFast, it.msg.ID, it.committedAt, now, ack.Duplicate)
-		select {
-		case f.marks <- it.msg.ID:
-		default:
-			f.m.handOver("mark_queue_full", 1) // stays pending; the relay's re-publish is de-duplicated
-		}
 		if next == nil {
 			return
 		}
@@ -386,6 +484,111 @@ func (f *FastPath) mark(ids []string) {
 		f.m.dbFailed("fast_mark")
 		f.log.Warn("outbox fast path could not mark rows published; the relay will publish them again (de-duplicated)",
 			"events", len(ids), "error", err)
+	}
+}
+
+// groupLoop settles in-flight groups: it deletes the in-flight rows of
+// released groups in batches (their rows stay 'published': see
+// voiceroom.OutboxInFlightValues) and sets the rows of spoiled groups
+// back to pending, one group a transaction. After flush it writes what is
+// left and returns. A failure leaves the in-flight rows to the relay,
+// which sets their rows back to pending after its in-flight grace.
+func (f *FastPath) groupLoop() {
+	released := make([]int64, 0, f.cfg.MarkBatch)
+	settle := func(d groupDone) {
+		if d.repend {
+			f.repend(d.group)
+			return
+		}
+		released = append(released, d.group.FirstID)
+		if len(released) == f.cfg.MarkBatch {
+			f.release(released)
+			released = released[:0]
+		}
+	}
+	for {
+		select {
+		case d := <-f.groups:
+			settle(d)
+		case <-f.flush:
+			for {
+				select {
+				case d := <-f.groups:
+					settle(d)
+					continue
+				default:
+				}
+				break
+			}
+			if len(released) > 0 {
+				f.release(released)
+			}
+			return
+		}
+	fill:
+		for len(released) < f.cfg.MarkBatch {
+			select {
+			case d := <-f.groups:
+				settle(d)
+			default:
+				break fill
+			}
+		}
+		if len(released) > 0 {
+			f.release(released)
+			released = released[:0]
+		}
+	}
+}
+
+// release deletes the in-flight rows of groups whose every event the
+// stream acked: their outbox rows, written 'published', are now so.
+func (f *FastPath) release(firstIDs []int64) {
+	ctx, cancel := context.WithTimeout(context.Background(), f.cfg.StatementTimeout)
+	defer cancel()
+	n := f.cfg.MarkBatch
+	st, err := f.stmts.prepared(ctx, releaseInFlightSQL(n))
+	if err == nil {
+		_, err = st.ExecContext(ctx, padded(firstIDs, n)...)
+	}
+	if err != nil {
+		f.m.dbFailed("fast_release")
+		f.log.Warn("outbox fast path could not release in-flight groups; the relay will set their rows back to pending and publish them again (de-duplicated)",
+			"groups", len(firstIDs), "error", err)
+	}
+}
+
+// repend sets the rows of an in-flight group back to pending (those the
+// relay has not published since) and deletes its in-flight row, so that
+// the relay publishes them: one of its events was left to the relay.
+func (f *FastPath) repend(g voiceroom.OutboxGroup) {
+	ctx, cancel := context.WithTimeout(context.Background(), f.cfg.StatementTimeout)
+	defer cancel()
+	if err := rependGroups(ctx, f.db, []voiceroom.OutboxGroup{g}); err != nil {
+		f.m.dbFailed("fast_repend")
+		f.log.Warn("outbox fast path could not set an in-flight group back to pending; the relay will after its in-flight grace",
+			"first_id", g.FirstID, "last_id", g.LastID, "error", err)
+	}
+}
+
+// checkInFlight decides whether group commits may write their rows in
+// flight: only when one multi-row INSERT takes consecutive ids
+// (innodb_autoinc_lock_mode 0 or 1), which the in-flight range relies on.
+// Otherwise every row is written pending and marked by event_id, as
+// before in-flight groups existed.
+func (f *FastPath) checkInFlight(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, f.cfg.StatementTimeout)
+	defer cancel()
+	var mode int
+	err := f.db.QueryRowContext(ctx, "SELECT @@innodb_autoinc_lock_mode").Scan(&mode)
+	switch {
+	case err != nil:
+		f.log.Warn("outbox fast path cannot read innodb_autoinc_lock_mode; outbox rows are marked one by one", "error", err)
+	case mode > 1:
+		f.log.Warn("innodb_autoinc_lock_mode is 2 (interleaved): a multi-row insert may not take consecutive ids, so outbox rows are marked one by one",
+			"innodb_autoinc_lock_mode", mode)
+	default:
+		f.inFlight.Store(true)
 	}
 }
 

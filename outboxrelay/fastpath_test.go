@@ -8,6 +8,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"voiceroom"
 	"voiceroom/bus"
 	"voiceroom/internal/testenv"
 	"voiceroom/outboxrelay"
@@ -33,7 +34,7 @@ func TestFastPathPublishesAndMarks(t *testing.T) {
 			envs = append(envs, testenv.NewEnvelope(testApp, fmt.Sprintf("room%d", r), int64(v+1), "user_joined"))
 		}
 		msgs := testenv.InsertOutbox(t, db, envs...)
-		fp.Committed(msgs, time.Now())
+		fp.Committed(msgs, voiceroom.OutboxGroup{}, time.Now())
 		all = append(all, msgs...)
 	}
 	testenv.Eventually(t, 10*time.Second, func() error {
@@ -97,7 +98,7 @@ func TestFastPathJetStreamDown(t *testing.T) {
 			js.Stop()
 			v1 := testenv.InsertOutbox(t, db, testenv.NewEnvelope(testApp, "room1", 1, "gift_sent"))
 			start := time.Now()
-			fp.Committed(v1, time.Now())
+			fp.Committed(v1, voiceroom.OutboxGroup{}, time.Now())
 			if time.Since(start) > 500*time.Millisecond { // it takes microseconds; the margin is for a loaded machine
 				t.Fatalf("Committed blocked for %v", time.Since(start))
 			}
@@ -123,7 +124,7 @@ func TestFastPathJetStreamDown(t *testing.T) {
 
 			js.Start()
 			v2 := testenv.InsertOutbox(t, db, testenv.NewEnvelope(testApp, "room1", 2, "gift_sent"))
-			fp.Committed(v2, time.Now())
+			fp.Committed(v2, voiceroom.OutboxGroup{}, time.Now())
 			if got := testenv.MetricValue(t, reg, "voiceroom_outbox_fastpath_handed_over_total", "reason", "room_blocked"); got != 1 {
 				t.Fatalf("room 1's next event must go to the relay behind the first: handed over %v", got)
 			}
@@ -137,7 +138,7 @@ func TestFastPathJetStreamDown(t *testing.T) {
 				return nil
 			})
 			v3 := testenv.InsertOutbox(t, db, testenv.NewEnvelope(testApp, "room1", 3, "gift_sent"))
-			fp.Committed(v3, time.Now())
+			fp.Committed(v3, voiceroom.OutboxGroup{}, time.Now())
 			testenv.Eventually(t, 5*time.Second, func() error {
 				if st := testenv.OutboxState(t, db, v3[0].ID); st.Status != "published" {
 					return fmt.Errorf("v3 %s", st.Status)
@@ -175,8 +176,8 @@ func TestFastPathQueueFullHandsOver(t *testing.T) {
 	}
 	a := testenv.InsertOutbox(t, db, testenv.NewEnvelope(testApp, "roomA", 1, "t"))
 	b := testenv.InsertOutbox(t, db, testenv.RoomEnvelopes(testApp, "roomB", 1, 2)...)
-	fp.Committed(a, time.Now())
-	fp.Committed(b, time.Now())
+	fp.Committed(a, voiceroom.OutboxGroup{}, time.Now())
+	fp.Committed(b, voiceroom.OutboxGroup{}, time.Now())
 	if got := testenv.MetricValue(t, reg, "voiceroom_outbox_fastpath_handed_over_total", "reason", "queue_full"); got != 1 {
 		t.Fatalf("queue_full %v", got)
 	}
@@ -209,11 +210,11 @@ func TestFastPathShutdown(t *testing.T) {
 	}
 	run := runInBackground(t, fp.Run)
 	msgs := testenv.InsertOutbox(t, db, testenv.RoomEnvelopes(testApp, "room1", 1, 3)...)
-	fp.Committed(msgs, time.Now())
+	fp.Committed(msgs, voiceroom.OutboxGroup{}, time.Now())
 	took := run.stop(t, fp.Config().DrainBound()+time.Second)
 	t.Logf("stopped in %v", took)
 	late := testenv.InsertOutbox(t, db, testenv.NewEnvelope(testApp, "room1", 4, "t"))
-	fp.Committed(late, time.Now())
+	fp.Committed(late, voiceroom.OutboxGroup{}, time.Now())
 	if got := testenv.MetricValue(t, reg, "voiceroom_outbox_fastpath_handed_over_total", "reason", "stopped"); got < 1 {
 		t.Fatalf("stopped hand-overs %v", got)
 	}

@@ -65,11 +65,18 @@ type RowInfo struct {
 }
 
 const (
-	countPendingSQL = `SELECT COUNT(*) FROM (
+	// Pending rows are those marked pending and those of in-flight groups
+	// (a fast path's, for milliseconds unless it stopped: see
+	// voiceroom.OutboxGroup).
+	inFlightRowsSQL = `FROM room_outbox_inflight f JOIN room_outbox o ON o.id BETWEEN f.first_id AND f.last_id WHERE o.app_code = ?`
+	countPendingSQL = `SELECT (SELECT COUNT(*) FROM (
   SELECT 1 FROM room_outbox FORCE INDEX (idx_room_outbox_pending)
-  WHERE status = 'pending' AND app_code = ? LIMIT ?) t`
-	oldestPendingSQL = `SELECT event_id, created_at_ms FROM room_outbox FORCE INDEX (idx_room_outbox_pending)
-WHERE status = 'pending' AND app_code = ? ORDER BY id LIMIT 1`
+  WHERE status = 'pending' AND app_code = ? LIMIT ?) t) + (SELECT COUNT(*) ` + inFlightRowsSQL + `)`
+	oldestPendingSQL = `SELECT event_id, created_at_ms FROM (
+  (SELECT id, event_id, created_at_ms FROM room_outbox FORCE INDEX (idx_room_outbox_pending)
+    WHERE status = 'pending' AND app_code = ? ORDER BY id LIMIT 1)
+  UNION ALL
+  (SELECT o.id, o.event_id, o.created_at_ms ` + inFlightRowsSQL + ` ORDER BY o.id LIMIT 1)) t ORDER BY id LIMIT 1`
 	rowColumns     = `id, event_id, room_id, room_version, event_type, retry_count, COALESCE(last_error, '') AS last_error, created_at_ms`
 	oldestScanSQL  = `SELECT ` + rowColumns + ` FROM room_outbox FORCE INDEX (idx_room_outbox_pending) WHERE status = 'pending' AND app_code = ? ORDER BY id LIMIT ?`
 	topRetriesSQL  = `SELECT * FROM (` + oldestScanSQL + `) t WHERE retry_count > 0 ORDER BY retry_count DESC, id LIMIT ?`
@@ -80,14 +87,14 @@ WHERE status = 'pending' AND app_code = ? ORDER BY id LIMIT 1`
 func (i *Inspector) Report(ctx context.Context, appCode string) (Report, error) {
 	s := Report{AppCode: appCode, TopRetries: []RowInfo{}, Undecodable: []RowInfo{}}
 	now := i.now()
-	if err := i.db.QueryRowContext(ctx, countPendingSQL, appCode, countLimit+1).Scan(&s.PendingCount); err != nil {
+	if err := i.db.QueryRowContext(ctx, countPendingSQL, appCode, countLimit+1, appCode).Scan(&s.PendingCount); err != nil {
 		return s, fmt.Errorf("count pending outbox rows: %w", err)
 	}
 	if s.PendingCount > countLimit {
 		s.PendingCount, s.PendingCountCapped = countLimit, true
 	}
 	var oldest int64
-	err := i.db.QueryRowContext(ctx, oldestPendingSQL, appCode).Scan(&s.OldestPendingEventID, &oldest)
+	err := i.db.QueryRowContext(ctx, oldestPendingSQL, appCode, appCode).Scan(&s.OldestPendingEventID, &oldest)
 	switch {
 	case err == sql.ErrNoRows:
 	case err != nil:

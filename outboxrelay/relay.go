@@ -190,6 +190,7 @@ type batch struct {
 func (r *Relay) Pass(ctx context.Context) PassResult {
 	start := r.cfg.Now()
 	r.warm(ctx)
+	r.expireInFlight(ctx)
 	p := &pass{failedRooms: make(map[voiceroom.RoomKey]struct{})}
 	slots := make(chan struct{}, r.cfg.Pipeline) // one per batch holding a transaction
 	toPublish := make(chan *batch, r.cfg.Pipeline)
@@ -660,17 +661,86 @@ func (r *Relay) retainWindow(ctx context.Context, cursor, cutoff int64) (deleted
 func (r *Relay) refreshStats(ctx context.Context) {
 	sctx, cancel := context.WithTimeout(ctx, r.cfg.StatementTimeout)
 	defer cancel()
-	var count, oldest int64
-	if err := r.db.QueryRowContext(sctx, pendingStatsSQL).Scan(&count, &oldest); err != nil {
+	var count, oldest, inFlight, oldestInFlight int64
+	if err := r.db.QueryRowContext(sctx, pendingStatsSQL).Scan(&count, &oldest, &inFlight, &oldestInFlight); err != nil {
 		if ctx.Err() == nil {
 			r.m.dbFailed("stats")
 			r.log.Warn("outbox stats failed", "error", err)
 		}
 		return
 	}
+	if inFlight > 0 && (count == 0 || oldestInFlight < oldest) {
+		oldest = oldestInFlight
+	}
+	count += inFlight
 	var age time.Duration
 	if count > 0 {
 		age = max(0, r.cfg.Now().Sub(time.UnixMilli(oldest)))
 	}
 	r.m.setPending(count, age)
+}
+
+// expireInFlight sets the rows of in-flight groups older than
+// InFlightGrace back to pending, so that this pass publishes them: the
+// fast path that wrote them did not settle them (its process stopped, or
+// it could not reach MySQL). A group a fast path is settling right now is
+// locked and skipped.
+func (r *Relay) expireInFlight(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, r.cfg.StatementTimeout)
+	defer cancel()
+	err := func() error {
+		cutoff := r.cfg.Now().Add(-r.cfg.InFlightGrace).UnixMilli()
+		tx, err := r.db.BeginTx(ctx, txOptions)
+		if err != nil {
+			return fmt.Errorf("begin: %w", err)
+		}
+		defer rollback(tx)
+		rs, err := tx.QueryContext(ctx, staleInFlightSQL, cutoff)
+		if err != nil {
+			return err
+		}
+		var groups []voiceroom.OutboxGroup
+		for rs.Next() {
+			var g voiceroom.OutboxGroup
+			if err := rs.Scan(&g.FirstID, &g.LastID); err != nil {
+				rs.Close()
+				return err
+			}
+			groups = append(groups, g)
+		}
+		rs.Close()
+		if err := rs.Err(); err != nil || len(groups) == 0 {
+			return err
+		}
+		rows := 0
+		for _, g := range groups {
+			res, err := tx.ExecContext(ctx, rependInFlightSQL, g.FirstID, g.LastID)
+			if err != nil {
+				return fmt.Errorf("set in-flight rows pending: %w", err)
+			}
+			k, _ := res.RowsAffected()
+			rows += int(k)
+		}
+		st, err := r.stmts.get(ctx, tx, releaseInFlightSQL(len(groups)))
+		if err != nil {
+			return err
+		}
+		ids := make([]any, len(groups))
+		for i, g := range groups {
+			ids[i] = g.FirstID
+		}
+		if _, err := st.ExecContext(ctx, ids...); err != nil {
+			return fmt.Errorf("delete in-flight rows: %w", err)
+		}
+		if err := tx.Commit(); err != nil {
+			return err
+		}
+		r.log.Warn("outbox in-flight groups older than the grace set back to pending; this pass publishes them (a fast path did not settle them: its process stopped?)",
+			"groups", len(groups), "rows", rows, "in_flight_grace", r.cfg.InFlightGrace)
+		return nil
+	}()
+	if err != nil && ctx.Err() == nil {
+		r.m.dbFailed("in_flight")
+		r.log.Warn("outbox in-flight expiry failed; retrying next pass", "error", err)
+	}
 }

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"sync"
+
+	"voiceroom"
 )
 
 // The relay's and the fast path's SQL. Every statement that locks rows runs
@@ -166,9 +168,42 @@ func lockPendingByEventSQL(n int) string {
 	return `SELECT id FROM room_outbox WHERE event_id IN (` + placeholders(n) + `) AND status = 'pending' FOR UPDATE SKIP LOCKED`
 }
 
-// pendingEventsSQL returns which of up to n event_ids are still pending.
+// pendingEventsSQL returns which of up to n event_ids are still pending
+// (marked so, or in an in-flight group).
 func pendingEventsSQL(n int) string {
-	return `SELECT event_id FROM room_outbox WHERE event_id IN (` + placeholders(n) + `) AND status = 'pending'`
+	return `SELECT o.event_id FROM room_outbox o WHERE o.event_id IN (` + placeholders(n) + `) AND ` + voiceroom.OutboxPendingCond
+}
+
+// releaseInFlightSQL deletes the in-flight rows of up to n groups (by
+// first_id): their outbox rows are published.
+func releaseInFlightSQL(n int) string {
+	return `DELETE FROM room_outbox_inflight WHERE first_id IN (` + placeholders(n) + `)`
+}
+
+// rependInFlightSQL sets the rows of one in-flight group (first_id,
+// last_id) that no relay has published since back to pending: a relay's
+// mark sets published_at_ms, the in-flight write leaves it NULL.
+const rependInFlightSQL = `UPDATE room_outbox SET status = 'pending'
+WHERE id BETWEEN ? AND ? AND status = 'published' AND published_at_ms IS NULL`
+
+// rependGroups sets the rows of in-flight groups that are not published
+// by a relay since (published_at_ms is set only by a relay's mark) back
+// to pending and deletes the groups' in-flight rows, in one transaction.
+func rependGroups(ctx context.Context, db *sql.DB, groups []voiceroom.OutboxGroup) error {
+	tx, err := db.BeginTx(ctx, txOptions)
+	if err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	defer rollback(tx)
+	for _, g := range groups {
+		if _, err := tx.ExecContext(ctx, rependInFlightSQL, g.FirstID, g.LastID); err != nil {
+			return fmt.Errorf("set in-flight rows pending: %w", err)
+		}
+		if _, err := tx.ExecContext(ctx, `DELETE FROM room_outbox_inflight WHERE first_id = ?`, g.FirstID); err != nil {
+			return fmt.Errorf("delete in-flight row: %w", err)
+		}
+	}
+	return tx.Commit()
 }
 
 // publishedWindowSQL reads the next window of published rows in id order
@@ -176,22 +211,35 @@ func pendingEventsSQL(n int) string {
 // rows this way instead of through an index on published_at_ms: that index
 // would cost every command's insert and every mark about a fifth more MySQL
 // time (measured), while rows are published in nearly id order anyway.
-const publishedWindowSQL = `SELECT id, published_at_ms FROM room_outbox FORCE INDEX (idx_room_outbox_pending)
+const publishedWindowSQL = `SELECT id, COALESCE(published_at_ms, created_at_ms) FROM room_outbox FORCE INDEX (idx_room_outbox_pending)
 WHERE status = 'published' AND id > ?
 ORDER BY id
 LIMIT ?`
 
 // deletePublishedSQL deletes up to n of the rows publishedWindowSQL found;
-// published is final, the status check only makes that explicit.
+// published is final (the status check only makes that explicit), except
+// for a row of an in-flight group, which is pending and never deleted.
+// A fast-path row has no published_at_ms: its age is its created_at_ms.
 func deletePublishedSQL(n int) string {
-	return `DELETE FROM room_outbox WHERE status = 'published' AND id IN (` + placeholders(n) + `)`
+	return `DELETE FROM room_outbox WHERE status = 'published' AND id IN (` + placeholders(n) + `) AND NOT ` +
+		voiceroom.OutboxInFlightCovers("room_outbox.id")
 }
 
-// pendingStatsSQL counts the pending rows of every app and finds the
-// oldest; an index-only walk of idx_room_outbox_pending plus one row.
-const pendingStatsSQL = `SELECT COUNT(*),
-  COALESCE((SELECT created_at_ms FROM room_outbox FORCE INDEX (idx_room_outbox_pending) WHERE status = 'pending' ORDER BY id LIMIT 1), 0)
-FROM room_outbox FORCE INDEX (idx_room_outbox_pending) WHERE status = 'pending'`
+// pendingStatsSQL counts the pending rows of every app (marked pending,
+// or in an in-flight group) and finds when the oldest was created: an
+// index-only walk of idx_room_outbox_pending plus one row, and the small
+// in-flight table.
+const pendingStatsSQL = `SELECT
+  (SELECT COUNT(*) FROM room_outbox FORCE INDEX (idx_room_outbox_pending) WHERE status = 'pending'),
+  COALESCE((SELECT created_at_ms FROM room_outbox FORCE INDEX (idx_room_outbox_pending) WHERE status = 'pending' ORDER BY id LIMIT 1), 0),
+  (SELECT COALESCE(SUM(last_id - first_id + 1), 0) FROM room_outbox_inflight),
+  COALESCE((SELECT MIN(created_at_ms) FROM room_outbox_inflight), 0)`
+
+// staleInFlightSQL locks in-flight groups older than a cutoff: a fast
+// path that did not settle them (its process stopped, or its release
+// failed).
+const staleInFlightSQL = `SELECT first_id, last_id FROM room_outbox_inflight WHERE created_at_ms < ?
+ORDER BY first_id LIMIT 1000 FOR UPDATE SKIP LOCKED`
 
 // rollback ends tx, ignoring the error: it only fails when the
 // transaction is already over, or the connection is gone, which rolls

@@ -9,7 +9,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"voiceroom"
 	"voiceroom/apperr"
+	"voiceroom/bus"
 	"voiceroom/mysqldb"
 )
 
@@ -31,6 +33,7 @@ import (
 // once; one whose deadline passes while it is still queued is never written.
 type committer struct {
 	db       *sql.DB
+	fast     FastPath // nil: the relay publishes every event
 	log      *slog.Logger
 	metrics  *metrics
 	now      func() time.Time
@@ -62,8 +65,8 @@ type pendingWrite struct {
 	done  chan error // buffered: the committer never blocks on it
 }
 
-func newCommitter(db *sql.DB, log *slog.Logger, m *metrics, now func() time.Time, workers, maxBatch int, maxWait time.Duration) *committer {
-	c := &committer{db: db, log: log, metrics: m, now: now, in: make(chan *pendingWrite, workers*maxBatch),
+func newCommitter(db *sql.DB, fast FastPath, log *slog.Logger, m *metrics, now func() time.Time, workers, maxBatch int, maxWait time.Duration) *committer {
+	c := &committer{db: db, fast: fast, log: log, metrics: m, now: now, in: make(chan *pendingWrite, workers*maxBatch),
 		maxBatch: maxBatch, workers: workers, maxWait: maxWait, quit: make(chan struct{})}
 	for range workers {
 		c.wg.Add(1)
@@ -195,14 +198,17 @@ func (c *committer) write(ctx context.Context, batch []*pendingWrite) {
 		ms[i] = p.m
 	}
 	var short []bool
+	var group voiceroom.OutboxGroup
+	inFlight := c.fast != nil && c.fast.Taking()
 	err := mysqldb.Update(ctx, c.db, func(tx *sql.Tx) error {
 		var err error
-		short, err = writeGroup(ctx, tx, ms, c.now().UnixMilli())
+		short, group, err = writeGroup(ctx, tx, ms, c.now().UnixMilli(), inFlight)
 		return err
 	})
 	c.metrics.commitBatch.Observe(float64(len(batch)))
 	c.metrics.commitSeconds.Observe(c.now().Sub(start).Seconds())
 	if err == nil {
+		c.handOver(ms, short, group)
 		for i, p := range batch {
 			if short[i] {
 				p.done <- errInsufficientBalance
@@ -236,5 +242,24 @@ func (c *committer) write(ctx context.Context, batch []*pendingWrite) {
 	c.log.Info("group write refused; writing its commands one by one", "commands", len(batch), "error", err)
 	for _, p := range batch {
 		c.write(ctx, []*pendingWrite{p})
+	}
+}
+
+// handOver gives the fast path the messages of a committed group, before
+// its commands are answered: a room's next command, and so its next
+// group, comes only after that answer, so each room's events reach the
+// fast path in room_version order.
+func (c *committer) handOver(ms []*mutation, short []bool, group voiceroom.OutboxGroup) {
+	if c.fast == nil {
+		return
+	}
+	var msgs []bus.Message
+	for i, m := range ms {
+		if !short[i] {
+			msgs = append(msgs, m.msgs...)
+		}
+	}
+	if len(msgs) > 0 {
+		c.fast.Committed(msgs, group, c.now())
 	}
 }

@@ -80,8 +80,16 @@ func (u *testUsers) CheckRegion(_ context.Context, _ string, regionID int64) err
 type recordingFastPath struct {
 	mu      sync.Mutex
 	msgs    []bus.Message
+	groups  []voiceroom.OutboxGroup
 	discard bool
+	taking  bool // Taking's answer: rows are written in flight
 	behind  map[voiceroom.RoomKey]string
+}
+
+func (f *recordingFastPath) Taking() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.taking
 }
 
 func (f *recordingFastPath) Behind(key voiceroom.RoomKey, newestEventID string) {
@@ -93,10 +101,11 @@ func (f *recordingFastPath) Behind(key voiceroom.RoomKey, newestEventID string) 
 	f.behind[key] = newestEventID
 }
 
-func (f *recordingFastPath) Committed(msgs []bus.Message, _ time.Time) {
+func (f *recordingFastPath) Committed(msgs []bus.Message, group voiceroom.OutboxGroup, _ time.Time) {
 	f.mu.Lock()
 	if !f.discard {
 		f.msgs = append(f.msgs, msgs...)
+		f.groups = append(f.groups, group)
 	}
 	f.mu.Unlock()
 }

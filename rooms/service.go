@@ -38,12 +38,19 @@ type Regions interface {
 	CheckRegion(ctx context.Context, appCode string, regionID int64) error
 }
 
-// FastPath is handed the outbox messages of each committed command, in
-// commit order and, for each room, in room_version order. It must return
-// quickly and never fail the command: the relay publishes whatever it
-// does not.
+// FastPath is handed the outbox messages of each group commit, in commit
+// order and, for each room, in room_version order. It must return quickly
+// and never fail a command: the relay publishes whatever it does not.
 type FastPath interface {
-	Committed(msgs []bus.Message, committedAt time.Time)
+	// Taking reports whether the fast path takes new events now. When it
+	// does, a group commit writes its outbox rows in flight
+	// (voiceroom.OutboxGroup) instead of pending, and Committed must
+	// settle the group: release it once every event is in the stream, or
+	// set its rows back to pending.
+	Taking() bool
+	// Committed hands over the messages of one committed group, whose
+	// rows group covers when it is in flight.
+	Committed(msgs []bus.Message, group voiceroom.OutboxGroup, committedAt time.Time)
 	// Behind is told, when a room loads with events still pending in the
 	// outbox (committed by another process: a node the room was taken
 	// from, or this one before a restart), the newest of them, so that
@@ -111,7 +118,7 @@ func New(db *sql.DB, users Users, regions Regions, fast FastPath, cfg Config, lo
 	if s.moderation, err = NewModerationCounter(reg); err != nil {
 		return nil, err
 	}
-	s.committer = newCommitter(db, s.log, s.metrics, now, cfg.CommitWorkers, cfg.CommitBatch, cfg.CommandTimeout)
+	s.committer = newCommitter(db, fast, s.log, s.metrics, now, cfg.CommitWorkers, cfg.CommitBatch, cfg.CommandTimeout)
 	return s, nil
 }
 
@@ -475,7 +482,7 @@ func (s *Service) execLocked(ctx context.Context, c *cell, cmd *Command) (Result
 		next.UpdatedAtMs = now
 	}
 
-	m, msgs, view, err := s.mutation(c, cmd, next, events)
+	m, view, err := s.mutation(c, cmd, next, events)
 	if err != nil {
 		return Result{}, err
 	}
@@ -503,9 +510,6 @@ func (s *Service) execLocked(ctx context.Context, c *cell, cmd *Command) (Result
 	c.committed(next, m.snapshot != nil, cmd, now)
 	if m.roomAudit != nil {
 		s.CountModeration(m.roomAudit.Action)
-	}
-	if s.fast != nil && len(msgs) > 0 {
-		s.fast.Committed(msgs, s.now())
 	}
 	epoch, err := s.serving(key)
 	if err != nil {
@@ -555,20 +559,20 @@ func decodeResult(stored []byte, cur *State) (Result, error) {
 	return Result{View: snap, Replayed: true}, nil
 }
 
-// mutation builds what an accepted command writes, and the messages the
+// mutation builds what an accepted command writes, with the messages the
 // fast path gets after the commit.
-func (s *Service) mutation(c *cell, cmd *Command, next *State, events []Event) (*mutation, []bus.Message, View, error) {
+func (s *Service) mutation(c *cell, cmd *Command, next *State, events []Event) (*mutation, View, error) {
 	view := next.View()
 	var result []byte
 	var err error
 	if cmd.ClientKey {
 		if result, err = json.Marshal(view); err != nil {
-			return nil, nil, View{}, apperr.Wrap(apperr.Internal, "encode result", err)
+			return nil, View{}, apperr.Wrap(apperr.Internal, "encode result", err)
 		}
 	}
 	command, err := json.Marshal(cmd)
 	if err != nil {
-		return nil, nil, View{}, apperr.Wrap(apperr.Internal, "encode command", err)
+		return nil, View{}, apperr.Wrap(apperr.Internal, "encode command", err)
 	}
 	m := &mutation{
 		appCode:     cmd.AppCode,
@@ -591,7 +595,7 @@ func (s *Service) mutation(c *cell, cmd *Command, next *State, events []Event) (
 		cmd.Kind == KindBanRoom || cmd.Kind == KindRestoreRoom
 	if always || next.Version-c.snapshotVersion >= int64(s.cfg.SnapshotEvery) {
 		if m.snapshot, err = json.Marshal(next); err != nil {
-			return nil, nil, View{}, apperr.Wrap(apperr.Internal, "encode snapshot", err)
+			return nil, View{}, apperr.Wrap(apperr.Internal, "encode snapshot", err)
 		}
 	}
 	m.writeRoom = m.create || m.snapshot != nil || roomRowChanged(c.state.Load(), next)
@@ -606,13 +610,13 @@ func (s *Service) mutation(c *cell, cmd *Command, next *State, events []Event) (
 		m.audit = &regionAudit{oldRegionID: old, newRegionID: next.VisibleRegionID, operator: cmd.Actor.Operator, reason: cmd.Args.Reason}
 	}
 	if m.roomAudit, err = roomAuditOf(cmd, c.state.Load(), next); err != nil {
-		return nil, nil, View{}, apperr.Wrap(apperr.Internal, "encode audit", err)
+		return nil, View{}, apperr.Wrap(apperr.Internal, "encode audit", err)
 	}
 	card, err := json.Marshal(next.Card())
 	if err != nil {
-		return nil, nil, View{}, apperr.Wrap(apperr.Internal, "encode card", err)
+		return nil, View{}, apperr.Wrap(apperr.Internal, "encode card", err)
 	}
-	msgs := make([]bus.Message, 0, len(events))
+	m.msgs = make([]bus.Message, 0, len(events))
 	for _, ev := range events {
 		env := bus.Envelope{
 			EventID:      uuid.Must(uuid.NewV7()).String(),
@@ -625,17 +629,17 @@ func (s *Service) mutation(c *cell, cmd *Command, next *State, events []Event) (
 			OccurredAtMs: cmd.NowMs,
 		}
 		if env.Payload, err = roomevent.EncodePayload(card, ev.Body); err != nil {
-			return nil, nil, View{}, apperr.Wrap(apperr.Internal, "encode event", err)
+			return nil, View{}, apperr.Wrap(apperr.Internal, "encode event", err)
 		}
 		msg, err := env.Message()
 		if err != nil {
-			return nil, nil, View{}, apperr.Wrap(apperr.Internal, "encode event", err)
+			return nil, View{}, apperr.Wrap(apperr.Internal, "encode event", err)
 		}
 		m.outbox = append(m.outbox, voiceroom.OutboxRow{AppCode: cmd.AppCode, EventID: env.EventID, RoomID: cmd.RoomID,
 			RoomVersion: next.Version, EventType: ev.Type, Envelope: msg.Data, CreatedAtMs: cmd.NowMs})
-		msgs = append(msgs, msg)
+		m.msgs = append(m.msgs, msg)
 	}
-	return m, msgs, view, nil
+	return m, view, nil
 }
 
 // roomRowChanged says whether next differs from prev in a column of the

@@ -8,7 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"voiceroom"
 	"voiceroom/apperr"
+	"voiceroom/bus"
 	"voiceroom/internal/testenv"
 	"voiceroom/roomevent"
 )
@@ -736,5 +738,45 @@ func TestRoomsRowWrittenOnlyWhenReadColumnsChange(t *testing.T) {
 	}
 	if view.RoomVersion != 6 {
 		t.Fatalf("read of the unloaded room: v%d, want v6", view.RoomVersion)
+	}
+}
+
+// With a fast path taking events, a group commit writes its outbox rows in
+// flight: 'published' with one room_outbox_inflight row covering exactly
+// the messages handed over, which stay pending for a room's load.
+func TestGroupCommitWritesOutboxInFlight(t *testing.T) {
+	e := newTestEnv(t, Config{})
+	e.fast.mu.Lock()
+	e.fast.taking = true
+	e.fast.mu.Unlock()
+	room := e.create(t, "app1", 1).RoomID
+	e.mustDo(t, "app1", room, KindJoinRoom, 2, Args{})
+	e.fast.mu.Lock()
+	groups, msgs := append([]voiceroom.OutboxGroup(nil), e.fast.groups...), append([]bus.Message(nil), e.fast.msgs...)
+	e.fast.mu.Unlock()
+	if len(groups) != 2 || len(msgs) != 2 {
+		t.Fatalf("%d groups, %d messages handed over; want 2 and 2", len(groups), len(msgs))
+	}
+	for i, g := range groups {
+		if !g.InFlight() || g.Rows() != 1 {
+			t.Fatalf("group %d: %+v, want one in-flight row", i, g)
+		}
+		var eventID, status string
+		if err := e.db.QueryRow("SELECT event_id, status FROM room_outbox WHERE id = ?", g.FirstID).Scan(&eventID, &status); err != nil {
+			t.Fatal(err)
+		}
+		if eventID != msgs[i].ID || status != voiceroom.OutboxPublished {
+			t.Fatalf("row %d: %s %s, want %s written published (in flight)", g.FirstID, eventID, status, msgs[i].ID)
+		}
+	}
+	if n := count(t, e.db, "SELECT COUNT(*) FROM room_outbox_inflight"); n != 2 {
+		t.Fatalf("%d in-flight rows, want 2", n)
+	}
+	id, err := e.svc.store.newestPending(context.Background(), "app1", room, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if id != msgs[1].ID {
+		t.Fatalf("newest pending %q, want the in-flight %s", id, msgs[1].ID)
 	}
 }

@@ -10,6 +10,7 @@ import (
 
 	"voiceroom"
 	"voiceroom/apperr"
+	"voiceroom/bus"
 	"voiceroom/mysqldb"
 	"voiceroom/wallet"
 )
@@ -160,6 +161,7 @@ type mutation struct {
 	// client can repeat.
 	result []byte
 	outbox []voiceroom.OutboxRow
+	msgs   []bus.Message // outbox's envelopes, for the fast path
 	// room is the rooms row; writeRoom says whether this command writes it.
 	// The row holds what other queries read (status, visible region,
 	// owner and short id, whether anyone is online), so it is written
@@ -193,8 +195,10 @@ type regionAudit struct {
 
 // writeGroup writes the mutations in tx. Gift debits go first: a mutation
 // whose payer lacks coins is left out of everything else and reported in
-// short[i]. An error means the transaction must be rolled back.
-func writeGroup(ctx context.Context, tx *sql.Tx, ms []*mutation, nowMs int64) (short []bool, err error) {
+// short[i]. With inFlight the outbox rows are written in flight and group
+// covers them (see voiceroom.OutboxGroup); else they are pending and group
+// is zero. An error means the transaction must be rolled back.
+func writeGroup(ctx context.Context, tx *sql.Tx, ms []*mutation, nowMs int64, inFlight bool) (short []bool, group voiceroom.OutboxGroup, err error) {
 	short = make([]bool, len(ms))
 	var debits []wallet.Debit
 	var debitOf []int
@@ -207,13 +211,17 @@ func writeGroup(ctx context.Context, tx *sql.Tx, ms []*mutation, nowMs int64) (s
 	if len(debits) > 0 {
 		paid, err := wallet.DebitTx(ctx, tx, debits, nowMs)
 		if err != nil {
-			return nil, err
+			return nil, group, err
 		}
 		for j, ok := range paid {
 			short[debitOf[j]] = !ok
 		}
 	}
 	var creates, updates, logs, outbox, snaps, audits, roomAudits rowsBuilder
+	outboxValues := voiceroom.OutboxInsertValues
+	if inFlight {
+		outboxValues = voiceroom.OutboxInFlightValues
+	}
 	for i, m := range ms {
 		if short[i] {
 			continue
@@ -231,7 +239,7 @@ func writeGroup(ctx context.Context, tx *sql.Tx, ms []*mutation, nowMs int64) (s
 		logs.add("(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", m.appCode, m.roomID, m.version, m.commandID, string(m.kind),
 			m.actorUserID, m.requestID, m.command, m.result, m.nowMs)
 		for _, o := range m.outbox {
-			outbox.add(voiceroom.OutboxInsertValues, o.InsertArgs()...)
+			outbox.add(outboxValues, o.InsertArgs()...)
 		}
 		if m.snapshot != nil {
 			snaps.add("(?, ?, ?, ?, ?)", m.appCode, m.roomID, m.version, m.snapshot, m.nowMs)
@@ -271,11 +279,24 @@ func writeGroup(ctx context.Context, tx *sql.Tx, ms []*mutation, nowMs int64) (s
 		if s.values.n == 0 {
 			continue
 		}
-		if _, err := tx.ExecContext(ctx, s.head+s.values.sql.String()+s.tail, s.values.args...); err != nil {
-			return nil, err
+		res, err := tx.ExecContext(ctx, s.head+s.values.sql.String()+s.tail, s.values.args...)
+		if err != nil {
+			return nil, group, err
+		}
+		if s.values == &outbox && inFlight {
+			// One multi-row INSERT takes consecutive ids from the first
+			// (innodb_autoinc_lock_mode 0 or 1: checked at start).
+			first, err := res.LastInsertId()
+			if err != nil {
+				return nil, group, err
+			}
+			group = voiceroom.OutboxGroup{FirstID: first, LastID: first + int64(outbox.n) - 1}
+			if _, err := tx.ExecContext(ctx, voiceroom.OutboxInFlightInsertSQL, group.FirstID, group.LastID, nowMs); err != nil {
+				return nil, group, err
+			}
 		}
 	}
-	return short, nil
+	return short, group, nil
 }
 
 // rowsBuilder accumulates the VALUES of a multi-row insert.
@@ -327,12 +348,13 @@ func (st *store) writeSnapshot(ctx context.Context, s *State, nowMs int64) error
 }
 
 // newestPending returns the event_id of the room's newest outbox row still
-// pending with a room_version above after, or "".
+// pending (marked so, or in an in-flight group) with a room_version above
+// after, or "".
 func (st *store) newestPending(ctx context.Context, appCode, roomID string, after int64) (string, error) {
 	var id string
-	err := st.db.QueryRowContext(ctx, `SELECT event_id FROM room_outbox
-		WHERE app_code = ? AND room_id = ? AND room_version > ? AND status = 'pending'
-		ORDER BY room_version DESC, id DESC LIMIT 1`, appCode, roomID, after).Scan(&id)
+	err := st.db.QueryRowContext(ctx, `SELECT o.event_id FROM room_outbox o
+		WHERE o.app_code = ? AND o.room_id = ? AND o.room_version > ? AND `+voiceroom.OutboxPendingCond+`
+		ORDER BY o.room_version DESC, o.id DESC LIMIT 1`, appCode, roomID, after).Scan(&id)
 	if errors.Is(err, sql.ErrNoRows) {
 		return "", nil
 	}

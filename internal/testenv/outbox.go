@@ -72,12 +72,39 @@ func InsertOutbox(tb testing.TB, db *sql.DB, envs ...bus.Envelope) []bus.Message
 // transaction, multi-row INSERTs of up to 1000 rows, created_at_ms from
 // createdAt.
 func InsertOutboxTx(ctx context.Context, db *sql.DB, createdAt time.Time, envs ...bus.Envelope) ([]bus.Message, error) {
+	msgs, _, err := insertOutbox(ctx, db, createdAt, false, envs)
+	return msgs, err
+}
+
+// InsertOutboxInFlight writes the envelopes' rows in flight, as a group
+// commit whose events the fast path takes does (one multi-row INSERT of at
+// most 1000 rows, written 'published', and the room_outbox_inflight row
+// covering them), created createdAt; it returns the messages and the
+// group to hand to FastPath.Committed.
+func InsertOutboxInFlight(tb testing.TB, db *sql.DB, createdAt time.Time, envs ...bus.Envelope) ([]bus.Message, voiceroom.OutboxGroup) {
+	tb.Helper()
+	if len(envs) > 1000 {
+		tb.Fatalf("in-flight group of %d rows: at most 1000", len(envs))
+	}
+	msgs, g, err := insertOutbox(context.Background(), db, createdAt, true, envs)
+	if err != nil {
+		tb.Fatalf("insert in-flight outbox rows: %v", err)
+	}
+	return msgs, g
+}
+
+func insertOutbox(ctx context.Context, db *sql.DB, createdAt time.Time, inFlight bool, envs []bus.Envelope) ([]bus.Message, voiceroom.OutboxGroup, error) {
+	var group voiceroom.OutboxGroup
 	msgs := make([]bus.Message, len(envs))
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
-		return nil, err
+		return nil, group, err
 	}
 	defer tx.Rollback()
+	values := voiceroom.OutboxInsertValues
+	if inFlight {
+		values = voiceroom.OutboxInFlightValues
+	}
 	for lo := 0; lo < len(envs); lo += 1000 {
 		part := envs[lo:min(lo+1000, len(envs))]
 		var q strings.Builder
@@ -86,24 +113,35 @@ func InsertOutboxTx(ctx context.Context, db *sql.DB, createdAt time.Time, envs .
 		for i, env := range part {
 			data, err := env.Marshal()
 			if err != nil {
-				return nil, err
+				return nil, group, err
 			}
 			subject, err := bus.Subject(env.AppCode, env.RoomID, env.EventType)
 			if err != nil {
-				return nil, err
+				return nil, group, err
 			}
 			msgs[lo+i] = bus.Message{Subject: subject, ID: env.EventID, Data: data}
 			if i > 0 {
 				q.WriteString(",")
 			}
-			q.WriteString(voiceroom.OutboxInsertValues)
+			q.WriteString(values)
 			args = append(args, outboxRow(env, data, createdAt).InsertArgs()...)
 		}
-		if _, err := tx.ExecContext(ctx, q.String(), args...); err != nil {
-			return nil, err
+		res, err := tx.ExecContext(ctx, q.String(), args...)
+		if err != nil {
+			return nil, group, err
+		}
+		if inFlight {
+			first, err := res.LastInsertId()
+			if err != nil {
+				return nil, group, err
+			}
+			group = voiceroom.OutboxGroup{FirstID: first, LastID: first + int64(len(part)) - 1}
+			if _, err := tx.ExecContext(ctx, voiceroom.OutboxInFlightInsertSQL, group.FirstID, group.LastID, createdAt.UnixMilli()); err != nil {
+				return nil, group, err
+			}
 		}
 	}
-	return msgs, tx.Commit()
+	return msgs, group, tx.Commit()
 }
 
 // outboxRow is the row a room command writes for env.
@@ -156,8 +194,13 @@ func OutboxState(tb testing.TB, db *sql.DB, eventID string) OutboxRowState {
 // OutboxCount returns the number of outbox rows with status ("" counts all rows).
 func OutboxCount(tb testing.TB, db *sql.DB, status string) int {
 	tb.Helper()
-	if status == "" {
+	switch status {
+	case "":
 		return Scalar[int](tb, db, `SELECT COUNT(*) FROM room_outbox`)
+	case voiceroom.OutboxPending: // marked so, or in an in-flight group
+		return Scalar[int](tb, db, `SELECT COUNT(*) FROM room_outbox o WHERE `+voiceroom.OutboxPendingCond)
+	case voiceroom.OutboxPublished:
+		return Scalar[int](tb, db, `SELECT COUNT(*) FROM room_outbox o WHERE NOT `+voiceroom.OutboxPendingCond)
 	}
 	return Scalar[int](tb, db, `SELECT COUNT(*) FROM room_outbox WHERE status = ?`, status)
 }
