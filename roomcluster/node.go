@@ -85,7 +85,8 @@ type Node struct {
 	buckets *buckets
 
 	start      time.Time
-	startClock time.Duration          // bootClock at start
+	clock      *nodeClock             // bootClock, read cheaply
+	startClock time.Duration          // clock at start
 	slots      []atomic.Pointer[slot] // by partition
 
 	owners *owners // the lease bucket as watched
@@ -119,10 +120,11 @@ func NewNode(ctx context.Context, js jetstream.JetStream, cfg Config, hostName s
 	}
 	n := &Node{
 		cfg: cfg, id: id, host: hostName, log: log.With("component", "roomcluster", "node", id), metrics: m,
-		svc: svc, cells: cells, buckets: b, start: time.Now(), startClock: bootClock(),
+		svc: svc, cells: cells, buckets: b, start: time.Now(), clock: newNodeClock(),
 		slots: make([]atomic.Pointer[slot], cfg.Partitions), live: []string{id},
 		nudge: make(chan struct{}, 1), ready: make(chan struct{}),
 	}
+	n.startClock = n.clock.now()
 	n.owners = newOwners(cfg.Partitions, n.poke)
 	return n, nil
 }
@@ -149,7 +151,7 @@ func partitionOfKey(key string) (int, bool) {
 // now is the node's clock: time since start that also runs while the
 // machine is suspended (bootClock), so a node resumed after a suspended
 // VM finds its leases past due like one resumed after SIGSTOP.
-func (n *Node) now() time.Duration { return bootClock() - n.startClock }
+func (n *Node) now() time.Duration { return n.clock.now() - n.startClock }
 
 // Serving implements rooms.Ownership: the node serves key's partition
 // while it holds its lease, is not handing it over, and its own clock is
@@ -201,6 +203,7 @@ func (n *Node) Fenced(key rooms.RoomKey) {
 // every partition over (graceful shutdown) and leaves.
 func (n *Node) Run(ctx context.Context) error {
 	var watchers sync.WaitGroup
+	watchers.Go(func() { n.clock.run(ctx) })
 	watchers.Go(func() { n.owners.follow(ctx, n.buckets) })
 	watchers.Go(func() { n.followMembers(ctx) })
 	select {

@@ -42,7 +42,11 @@ type syncPublisher struct {
 // Behind: these tests start with no pending outbox rows of other processes.
 func (syncPublisher) Behind(voiceroom.RoomKey, string) {}
 
-func (s syncPublisher) Committed(msgs []bus.Message, _ time.Time) {
+// Taking is false: rows are written pending (these tests read the list,
+// not the outbox).
+func (syncPublisher) Taking() bool { return false }
+
+func (s syncPublisher) Committed(msgs []bus.Message, _ voiceroom.OutboxGroup, _ time.Time) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	for _, m := range msgs {
