@@ -2,10 +2,12 @@ package listprojector_test
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"log/slog"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -29,6 +31,11 @@ import (
 //	VOICEROOM_BENCH_CONC     concurrent command workers (64)
 //	VOICEROOM_BENCH_EVENTS   backlog of the drain benchmark (200000)
 //	VOICEROOM_BENCH_FETCH_BATCH  the drain's projector FetchBatch (the default)
+//
+// Each timed phase also reports the server's rows written (Handler_write,
+// Handler_update), write statements and InnoDB redo bytes per event,
+// command or card: SHOW GLOBAL STATUS deltas, so only on a server the
+// benchmark has to itself.
 //
 // The list's benchmarks (BenchmarkListHTTP, BenchmarkListerPage,
 // BenchmarkBanToGone) are package roomlist's.
@@ -162,6 +169,7 @@ func BenchmarkProjectionLag(b *testing.B) {
 			// At a fixed rate, command k is due at start + k/rate: a paced
 			// schedule that a starved ticker cannot thin out.
 			var slot atomic.Int64
+			before := mustServerStatus(b, db)
 			paceStart := time.Now()
 			recordOn.Store(true)
 			deadline := time.Now().Add(time.Duration(secs) * time.Second)
@@ -224,6 +232,7 @@ func BenchmarkProjectionLag(b *testing.B) {
 				return nil
 			})
 			recordOn.Store(false)
+			reportServerStatus(b, before, mustServerStatus(b, db), cmds.Load(), "cmd")
 			mu.Lock()
 			all := slices.Clone(lags)
 			mu.Unlock()
@@ -239,9 +248,11 @@ func BenchmarkProjectionLag(b *testing.B) {
 
 // BenchmarkBacklogDrain measures the projector on a backlog of 200,000
 // events (10,000 rooms, 20 events each, interleaved so that one pull holds
-// many rooms) against a ceiling measured in the same run: the same 200,000
-// cards written with the projector's multi-row upsert alone, in
-// statements of the projector's batch size.
+// many rooms) against ceilings measured in the same run: the same 200,000
+// cards written over existing rows in statements of the projector's batch
+// size, with the multi-row upsert alone (upsert_ceiling), then as the
+// projector writes cards of rooms that have a row (write_ceiling: its
+// UPDATE).
 func BenchmarkBacklogDrain(b *testing.B) {
 	nEvents := testenv.EnvInt("VOICEROOM_BENCH_EVENTS", 200000)
 	const nRooms = 10000
@@ -302,6 +313,7 @@ func BenchmarkBacklogDrain(b *testing.B) {
 	b.Run("projector", func(b *testing.B) {
 		pctx, stop := context.WithCancel(ctx)
 		done := make(chan struct{})
+		before := mustServerStatus(b, db)
 		start := time.Now()
 		go func() { p.Run(pctx); close(done) }()
 		testenv.Eventually(b, 10*time.Minute, func() error {
@@ -319,14 +331,17 @@ func BenchmarkBacklogDrain(b *testing.B) {
 			return nil
 		})
 		elapsed := time.Since(start)
+		reportServerStatus(b, before, mustServerStatus(b, db), int64(nEvents), "event")
 		stop()
 		<-done
 		b.ReportMetric(float64(nEvents)/elapsed.Seconds(), "events/s")
 		b.ReportMetric(elapsed.Seconds(), "s")
 		b.ReportMetric(0, "ns/op")
 	})
-	b.Run("upsert_ceiling", func(b *testing.B) {
+	// The ceilings write over the rows the drain left: every room has one.
+	ceiling := func(b *testing.B, write func([]*listprojector.Card) error) {
 		batch := cfg.WithDefaults().FetchBatch
+		before := mustServerStatus(b, db)
 		start := time.Now()
 		for i := 0; i < len(cards); i += batch {
 			chunk := cards[i:min(i+batch, len(cards))]
@@ -339,13 +354,76 @@ func BenchmarkBacklogDrain(b *testing.B) {
 					rows = append(rows, c)
 				}
 			}
-			if err := listprojector.UpsertCards(ctx, db, rows); err != nil {
+			if err := write(rows); err != nil {
 				b.Fatal(err)
 			}
 		}
 		elapsed := time.Since(start)
+		reportServerStatus(b, before, mustServerStatus(b, db), int64(len(cards)), "card")
 		b.ReportMetric(float64(len(cards))/elapsed.Seconds(), "rows/s")
 		b.ReportMetric(elapsed.Seconds(), "s")
 		b.ReportMetric(0, "ns/op")
+	}
+	b.Run("upsert_ceiling", func(b *testing.B) {
+		ceiling(b, func(rows []*listprojector.Card) error { return listprojector.UpsertCards(ctx, db, rows) })
 	})
+	b.Run("write_ceiling", func(b *testing.B) {
+		for _, c := range cards {
+			c.RoomVersion += 1000 // newer than the upsert's
+		}
+		stored := func(string, string) bool { return true }
+		ceiling(b, func(rows []*listprojector.Card) error { return listprojector.WriteCards(ctx, db, rows, stored) })
+	})
+}
+
+// serverStatus are the SHOW GLOBAL STATUS counters a benchmark reports:
+// rows written (MariaDB counts temporary tables apart, in Handler_tmp_*),
+// statements and InnoDB redo bytes.
+var serverStatus = []string{"Handler_write", "Handler_update", "Com_insert", "Com_update", "Com_update_multi", "Innodb_os_log_written"}
+
+// mustServerStatus reads serverStatus. Global: every client of the server
+// counts, so the figures hold on a server the benchmark has to itself.
+func mustServerStatus(tb testing.TB, db *sql.DB) map[string]int64 {
+	tb.Helper()
+	rows, err := db.Query("SHOW GLOBAL STATUS")
+	if err != nil {
+		tb.Fatalf("show global status: %v", err)
+	}
+	defer rows.Close()
+	out := map[string]int64{}
+	for rows.Next() {
+		var name, val string
+		if err := rows.Scan(&name, &val); err != nil {
+			tb.Fatalf("show global status: %v", err)
+		}
+		if slices.Contains(serverStatus, name) {
+			if out[name], err = strconv.ParseInt(val, 10, 64); err != nil {
+				tb.Fatalf("show global status %s: %v", name, err)
+			}
+		}
+	}
+	if err := rows.Err(); err != nil {
+		tb.Fatalf("show global status: %v", err)
+	}
+	return out
+}
+
+// reportServerStatus reports each counter's growth from before to after
+// per unit (n of them): rows written, statements and redo bytes per event,
+// command or card.
+func reportServerStatus(b *testing.B, before, after map[string]int64, n int64, unit string) {
+	if n == 0 {
+		return
+	}
+	per := func(names ...string) float64 {
+		var d int64
+		for _, name := range names {
+			d += after[name] - before[name]
+		}
+		return float64(d) / float64(n)
+	}
+	b.ReportMetric(per("Handler_write"), "handler_write/"+unit)
+	b.ReportMetric(per("Handler_update"), "handler_update/"+unit)
+	b.ReportMetric(per("Com_insert", "Com_update", "Com_update_multi"), "writes/"+unit)
+	b.ReportMetric(per("Innodb_os_log_written"), "redo_B/"+unit)
 }

@@ -10,7 +10,8 @@ import (
 // fields take the defaults given; Validate never changes c.
 type Config struct {
 	// FetchBatch is the most events one projector batch handles: the events
-	// of one pull, coalesced by room and written in one multi-row upsert.
+	// of one pull, coalesced by room and written in at most two multi-row
+	// statements (see writeCards).
 	// Default 500.
 	FetchBatch int
 	// WriteTimeout bounds one batch's MySQL and Redis writes. Default 10s.

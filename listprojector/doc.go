@@ -14,7 +14,9 @@
 // duplicates, redeliveries and out-of-order events leave the newest card in
 // place. Within one batch (the events that arrive together, see
 // bus.NewBatchConsumer) it coalesces the events of a room into its newest card
-// and writes all rooms in one multi-row upsert, MySQL first; Redis second,
+// and writes all rooms in at most two statements, MySQL first (one
+// multi-row UPDATE of the rooms that have a row, one multi-row upsert of the
+// others, each in key order); Redis second,
 // whose failure never holds MySQL back or fails a delivery. A MySQL
 // failure naks the batch (retried with the consumer's delays); an event
 // of a known type without a readable card is dead-lettered; an event type

@@ -12,7 +12,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"voiceroom/bus"
-	"voiceroom/mysqldb"
 	"voiceroom/roomevent"
 )
 
@@ -128,8 +127,9 @@ func (p *Projector) writeMirror(ctx context.Context) {
 	}
 }
 
-// handle applies one batch: the newest card of each room, written in one
-// statement over older cards only, then handed to the Redis writer (which
+// handle applies one batch: the newest card of each room, written over
+// older cards only (one UPDATE for the rooms that have a row, one upsert
+// for the others: writeCards), then handed to the Redis writer (which
 // runs while the next batch is written to MySQL). A MySQL failure
 // fails every delivery (retried); a Redis failure fails none (the
 // reconcile job repairs Redis). A known event without a decodable card is
@@ -207,10 +207,11 @@ func (p *Projector) handle(ctx context.Context, ds []bus.Delivery) []error {
 		as = append(as, applied{card: c, oldRegion: old})
 	}
 	// Batches of several workers hold disjoint rooms, but their locks on
-	// the secondary indexes may still cross: the upsert (one autocommit
-	// statement, so no BEGIN and COMMIT round trips) runs again after a
-	// deadlock; it writes over older versions only, so it is safe to repeat.
-	if err := mysqldb.Retry(wctx, func() error { return upsertCards(wctx, p.db, write) }); err != nil {
+	// the secondary indexes may still cross: each statement (autocommit,
+	// so no BEGIN and COMMIT round trips) runs again after a deadlock; it
+	// writes over older versions only, so it is safe to repeat.
+	stored := func(k roomKey) bool { _, ok := priors[k]; return ok }
+	if err := writeCards(wctx, p.db, write, stored); err != nil {
 		return fail(err)
 	}
 	now := p.cfg.Now()

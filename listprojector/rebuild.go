@@ -69,12 +69,17 @@ func Rebuild(ctx context.Context, db *sql.DB, rdb redis.UniversalClient, cfg Con
 				return res, fmt.Errorf("rebuild room %s of %s: %w", k.room, k.app, err)
 			}
 			c.SortScore, c.UpdatedAtMs = sortScore(c, nowMs), nowMs
-			if p, ok := priors[k]; !ok || p.version < c.RoomVersion {
+			p, ok := priors[k]
+			if ok && p.version > c.RoomVersion {
+				continue // the guard would keep the stored card
+			}
+			if !ok || p.version < c.RoomVersion {
 				res.Written++
 			}
 			cards = append(cards, c)
 		}
-		if err := upsertCards(ctx, db, cards); err != nil {
+		stored := func(k roomKey) bool { _, ok := priors[k]; return ok }
+		if err := writeCards(ctx, db, cards, stored); err != nil {
 			return res, err
 		}
 		res.Rooms += len(keys)

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"voiceroom/mysqldb"
 )
 
 // roomKey names a room across apps.
@@ -92,13 +94,15 @@ func readPriors(ctx context.Context, db *sql.DB, keys []roomKey) (map[roomKey]pr
 	return out, nil
 }
 
-// upsertSQL writes cards over older ones only. MySQL applies the
-// assignments left to right, each seeing the ones before: room_version
-// must come last, so every IF compares with the stored version.
-var upsertSQL = func() string {
-	cols := strings.Fields(strings.ReplaceAll(cardCols, ",", " "))
+// guardSet is the SET list that writes a card over an older one only: in
+// names a column's value in the card, at its stored value. Every IF
+// compares with the stored version: room_version comes last, as MariaDB
+// applies the assignments of an upsert, and of an UPDATE that writes rows
+// as it reads them (updateStatement's), left to right, each seeing the
+// ones before.
+func guardSet(in, at func(col string) string) string {
 	var set []string
-	for _, c := range cols {
+	for _, c := range strings.Fields(strings.ReplaceAll(cardCols, ",", " ")) {
 		if c == "app_code" || c == "room_id" || c == "room_version" {
 			continue
 		}
@@ -108,22 +112,62 @@ var upsertSQL = func() string {
 			// boost (or its formula) may differ, so recompute it.
 			cmp = ">="
 		}
-		set = append(set, fmt.Sprintf("%s = IF(VALUES(room_version) %s room_version, VALUES(%s), %s)", c, cmp, c, c))
+		set = append(set, fmt.Sprintf("%s = IF(%s %s %s, %s, %s)", at(c), in("room_version"), cmp, at("room_version"), in(c), at(c)))
 	}
-	set = append(set, "room_version = GREATEST(room_version, VALUES(room_version))")
-	return " ON DUPLICATE KEY UPDATE " + strings.Join(set, ", ")
-}()
+	set = append(set, fmt.Sprintf("%s = GREATEST(%s, %s)", at("room_version"), at("room_version"), in("room_version")))
+	return strings.Join(set, ", ")
+}
+
+// upsertSQL writes cards over older ones only.
+var upsertSQL = " ON DUPLICATE KEY UPDATE " + guardSet(func(c string) string { return "VALUES(" + c + ")" },
+	func(c string) string { return c })
+
+// updateSQL is the SET of writeExisting: cards v over rows e.
+var updateSQL = " SET " + guardSet(func(c string) string { return "v." + c }, func(c string) string { return "e." + c })
 
 const cardTuple = "(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
 
-// upsertCards writes cards in one statement, in key order (so two
-// projectors lock rows in the same order), each only over an older card.
-func upsertCards(ctx context.Context, db interface {
+// execer runs a statement: the pool, or a connection a test holds.
+type execer interface {
 	ExecContext(context.Context, string, ...any) (sql.Result, error)
-}, cards []*Card) error {
-	if len(cards) == 0 {
-		return nil
+}
+
+// writeCards writes cards, each only over an older card, in at most two
+// statements, each locking rows in key order (so two writers lock them in
+// the same order) and run again after a deadlock: first the cards of the
+// rooms stored says have a row, with one UPDATE, then the others with the
+// upsert. An upsert that finds its row counts two rows written
+// (Handler_write and Handler_update), the UPDATE one; both write the same
+// redo. Should the UPDATE change fewer rows than it has cards, a row is
+// missing (deleted, or the table truncated, since stored was read) or was
+// meanwhile written by another writer: the upsert then takes every card,
+// inserting the missing and leaving the others as they are.
+func writeCards(ctx context.Context, db execer, cards []*Card, stored func(roomKey) bool) error {
+	cards = byKey(cards)
+	var existing, fresh []*Card
+	for _, c := range cards {
+		if stored(roomKey{c.AppCode, c.RoomID}) {
+			existing = append(existing, c)
+		} else {
+			fresh = append(fresh, c)
+		}
 	}
+	var changed int64
+	err := mysqldb.Retry(ctx, func() (err error) {
+		changed, err = writeExisting(ctx, db, existing)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if changed < int64(len(existing)) {
+		fresh = cards
+	}
+	return mysqldb.Retry(ctx, func() error { return upsertCards(ctx, db, fresh) })
+}
+
+// byKey returns cards sorted by app and room.
+func byKey(cards []*Card) []*Card {
 	cards = slices.Clone(cards)
 	slices.SortFunc(cards, func(a, b *Card) int {
 		if c := strings.Compare(a.AppCode, b.AppCode); c != 0 {
@@ -131,6 +175,98 @@ func upsertCards(ctx context.Context, db interface {
 		}
 		return strings.Compare(a.RoomID, b.RoomID)
 	})
+	return cards
+}
+
+// cardArgs appends c's columns in cardCols order to args.
+func cardArgs(args []any, c *Card) []any {
+	return append(args, c.AppCode, c.RoomID, c.RoomShortID, c.IMGroupID, c.OwnerUserID, c.HostUserID, c.VisibleRegionID,
+		c.Title, c.CoverURL, c.Mode, c.Status, c.Locked, c.Heat, c.OnlineCount, c.SeatCount, c.OccupiedSeatCount,
+		c.CreatedAtMs, c.RoomVersion, c.SortScore, c.UpdatedAtMs)
+}
+
+// writeExisting writes cards (sorted by key, one per room) over the older
+// cards of their rows in one statement and returns how many rows it
+// changed; a card without a row is not written.
+func writeExisting(ctx context.Context, db execer, cards []*Card) (int64, error) {
+	if len(cards) == 0 {
+		return 0, nil
+	}
+	q, args := updateStatement(cards)
+	res, err := db.ExecContext(ctx, q, args...)
+	if err != nil {
+		return 0, fmt.Errorf("update %d list entries: %w", len(cards), err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return 0, fmt.Errorf("update %d list entries: %w", len(cards), err)
+	}
+	return n, nil
+}
+
+// updateStatement is writeExisting's UPDATE of cards and its arguments.
+// The rows are read first (STRAIGHT_JOIN), by primary key ranges (FORCE
+// INDEX, or the optimizer scans a table of a few rows, locking every row),
+// so they are locked in key order, and only they; MariaDB then writes
+// each row as it reads it, as a one-table UPDATE does. Each row finds its
+// card in a derived table (a SELECT naming the columns, then a table value
+// constructor) by the key MariaDB builds on it, which it builds only when
+// the key columns have the table's collation: TestUpdateStatementPlan.
+func updateStatement(cards []*Card) (string, []any) {
+	var q strings.Builder
+	q.WriteString("UPDATE room_list_entries e FORCE INDEX (PRIMARY) STRAIGHT_JOIN (SELECT ")
+	for i, c := range strings.Split(cardCols, ",") {
+		if i > 0 {
+			q.WriteByte(',')
+		}
+		c = strings.TrimSpace(c)
+		if c == "app_code" || c == "room_id" {
+			q.WriteString("CONVERT(? USING utf8mb4) COLLATE utf8mb4_unicode_ci AS " + c)
+		} else {
+			q.WriteString("? AS " + c)
+		}
+	}
+	if len(cards) > 1 {
+		q.WriteString(" UNION ALL VALUES ")
+		for i := 1; i < len(cards); i++ {
+			if i > 1 {
+				q.WriteByte(',')
+			}
+			q.WriteString(cardTuple)
+		}
+	}
+	q.WriteString(") v ON e.app_code = v.app_code AND e.room_id = v.room_id" + updateSQL + " WHERE ")
+	args := make([]any, 0, 22*len(cards))
+	for _, c := range cards {
+		args = cardArgs(args, c)
+	}
+	// One app's rooms, an IN list on the primary key, per app (as
+	// readPriors: row-constructor IN lists are not always indexed).
+	for i := 0; i < len(cards); {
+		j := i + 1
+		for j < len(cards) && cards[j].AppCode == cards[i].AppCode {
+			j++
+		}
+		if i > 0 {
+			q.WriteString(" OR ")
+		}
+		q.WriteString("(e.app_code = ? AND e.room_id IN (" + placeholders(j-i) + "))")
+		args = append(args, cards[i].AppCode)
+		for _, c := range cards[i:j] {
+			args = append(args, c.RoomID)
+		}
+		i = j
+	}
+	return q.String(), args
+}
+
+// upsertCards writes cards in one statement, in key order (so two
+// projectors lock rows in the same order), each only over an older card.
+func upsertCards(ctx context.Context, db execer, cards []*Card) error {
+	if len(cards) == 0 {
+		return nil
+	}
+	cards = byKey(cards)
 	var q strings.Builder
 	q.WriteString("INSERT INTO room_list_entries (" + cardCols + ") VALUES ")
 	args := make([]any, 0, 20*len(cards))
@@ -139,9 +275,7 @@ func upsertCards(ctx context.Context, db interface {
 			q.WriteByte(',')
 		}
 		q.WriteString(cardTuple)
-		args = append(args, c.AppCode, c.RoomID, c.RoomShortID, c.IMGroupID, c.OwnerUserID, c.HostUserID, c.VisibleRegionID,
-			c.Title, c.CoverURL, c.Mode, c.Status, c.Locked, c.Heat, c.OnlineCount, c.SeatCount, c.OccupiedSeatCount,
-			c.CreatedAtMs, c.RoomVersion, c.SortScore, c.UpdatedAtMs)
+		args = cardArgs(args, c)
 	}
 	q.WriteString(upsertSQL)
 	if _, err := db.ExecContext(ctx, q.String(), args...); err != nil {
