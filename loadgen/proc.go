@@ -209,7 +209,7 @@ func procCPUSeconds(pid int) (float64, bool) {
 var statusCounters = []string{
 	"Innodb_rows_inserted", "Innodb_rows_updated", "Innodb_rows_deleted", // MySQL; MariaDB 10.11 has none
 	"Handler_write", "Handler_update", "Handler_delete", // rows written, both servers (temporary tables too)
-	"Com_insert", "Com_update", "Com_delete", "Com_select", "Com_commit", "Com_begin", "Com_rollback",
+	"Com_insert", "Com_update", "Com_update_multi", "Com_delete", "Com_delete_multi", "Com_select", "Com_commit", "Com_begin", "Com_rollback",
 	"Com_stmt_execute", "Questions", "Innodb_data_fsyncs",
 	"Innodb_os_log_written", // redo bytes
 	"Bytes_received",        // bytes the server read from its clients

@@ -147,7 +147,8 @@ func mysqlFigures(a, b map[string]int64, durable int64) MySQL {
 	if durable > 0 {
 		d := m.Deltas
 		m.RowsWrittenPerCmd = float64(d["Handler_write"]+d["Handler_update"]+d["Handler_delete"]) / float64(durable)
-		m.StatementsPerCmd = float64(d["Com_insert"]+d["Com_update"]+d["Com_delete"]+d["Com_select"]+d["Com_commit"]+d["Com_begin"]) / float64(durable)
+		m.StatementsPerCmd = float64(d["Com_insert"]+d["Com_update"]+d["Com_update_multi"]+d["Com_delete"]+d["Com_delete_multi"]+
+			d["Com_select"]+d["Com_commit"]+d["Com_begin"]) / float64(durable)
 		m.FsyncsPerCmd = float64(d["Innodb_data_fsyncs"]) / float64(durable)
 		m.RedoBytesPerCmd = float64(d["Innodb_os_log_written"]) / float64(durable)
 		m.BytesInPerCmd = float64(d["Bytes_received"]) / float64(durable)
