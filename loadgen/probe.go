@@ -2,7 +2,6 @@ package loadgen
 
 import (
 	"context"
-	"encoding/json"
 	"net/http"
 	"net/url"
 	"sync"
@@ -78,7 +77,7 @@ func (p *listProbe) poll(ctx context.Context, b *Bench, token string, pr probeRo
 					OnlineCount int    `json:"online_count"`
 				} `json:"rooms"`
 			}
-			if json.Unmarshal(a.data, &page) == nil {
+			if a.decode(&page) == nil {
 				for _, r := range page.Rooms {
 					if r.RoomID == pr.id && r.OnlineCount == want {
 						return now, true

@@ -2,7 +2,6 @@ package loadgen
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
@@ -181,8 +180,8 @@ func (b *Bench) setup(ctx context.Context) (*world, error) {
 				RoomID      string `json:"room_id"`
 				RoomShortID string `json:"room_short_id"`
 			}
-			if err := json.Unmarshal(a.data, &snap); err != nil || snap.RoomID == "" {
-				return fmt.Errorf("create room of %d: unexpected answer %s", o.u.id, a.data)
+			if err := a.decode(&snap); err != nil || snap.RoomID == "" {
+				return fmt.Errorf("create room of %d: unexpected answer %s", o.u.id, a.raw)
 			}
 			mu.Lock()
 			rooms[i] = room{app: o.u.app, id: snap.RoomID, shortID: snap.RoomShortID}
