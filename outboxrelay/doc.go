@@ -1,16 +1,32 @@
 // Package outboxrelay moves room events from the MySQL room_outbox table
 // into the JetStream stream ROOM_EVENTS (the README's "The outbox"). A row
 // is pending until the stream has stored its event, then published; status
-// says nothing about what any consumer did.
+// says nothing about what any consumer did. A row is pending when its
+// status says so or when it lies in an in-flight group (below).
 //
 // Two components do it:
 //
 //   - [FastPath] is the synchronous publish. The rooms package hands
-//     it the outbox messages of each transaction right after the commit;
-//     it publishes them at once and marks their rows published in batches.
-//     Whatever it cannot do quickly (a failed or slow publish, a full
-//     queue, a down connection, a failed mark) it leaves to the relay. It
-//     never fails a command and never touches retry_count.
+//     it the outbox messages of each group commit right after the commit;
+//     it publishes them at once. Whatever it cannot do quickly (a failed
+//     or slow publish, a full queue, a down connection) it leaves to the
+//     relay. It never fails a command and never touches retry_count.
+//
+// # In-flight groups
+//
+// While the fast path takes events (FastPath.Taking), a group commit
+// writes its outbox rows in flight: status 'published' with no
+// published_at_ms, and one room_outbox_inflight row covering their ids
+// (consecutive: one multi-row INSERT under innodb_autoinc_lock_mode 0 or
+// 1, which Run checks). Every reader counts them as pending
+// (voiceroom.OutboxPendingCond). When the stream has acked every event
+// of the group, the fast path deletes the in-flight row, in batches: two
+// rows written per group instead of one UPDATE per event. When it leaves
+// one of the group's events to the relay it sets the group's rows back to
+// pending at once; a group nobody settles (its process died after the
+// commit) is set back to pending by a relay pass once it is older than
+// Config.InFlightGrace. Rows written pending (no fast path, or it was not
+// taking) are marked by event_id in batches, as before.
 //   - [Relay] is the compensation worker. Every PollInterval it makes a
 //     pass over the pending rows, oldest first, and publishes them.
 //
