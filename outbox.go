@@ -1,5 +1,7 @@
 package voiceroom
 
+import "strconv"
+
 // OutboxRow is one row of room_outbox: one event of a committed room
 // command. The rooms package writes it in the command's own transaction
 // (pending, no retries); the outbox fast path and relay (package
@@ -57,16 +59,31 @@ const OutboxInFlightValues = `(?, ?, ?, ?, ?, ?, 'published', 0, ?)`
 // flight: arguments first_id, last_id, created_at_ms.
 const OutboxInFlightInsertSQL = `INSERT INTO room_outbox_inflight (first_id, last_id, created_at_ms) VALUES (?, ?, ?)`
 
+// OutboxMaxGroupRows bounds the rows of one in-flight group; a group
+// commit with more writes them pending. It keeps OutboxInFlightCovers a
+// short primary-key range read.
+const OutboxMaxGroupRows = 10000
+
 // OutboxInFlightCovers is an SQL condition true when the room_outbox row
-// whose id is the expression idExpr lies in an in-flight group.
+// whose id is the expression idExpr lies in an in-flight group: a read of
+// the in-flight groups that start at most OutboxMaxGroupRows before it.
+// Use it on a few rows (an IN list, one room's newest); to count or list
+// an app's in-flight rows join from the in-flight table
+// (OutboxInFlightJoin).
 func OutboxInFlightCovers(idExpr string) string {
-	return `EXISTS (SELECT 1 FROM room_outbox_inflight f WHERE f.first_id = (SELECT MAX(g.first_id) FROM room_outbox_inflight g
-  WHERE g.first_id <= ` + idExpr + `) AND f.last_id >= ` + idExpr + `)`
+	return `EXISTS (SELECT 1 FROM room_outbox_inflight f WHERE f.first_id BETWEEN ` + idExpr + ` - ` +
+		strconv.Itoa(OutboxMaxGroupRows-1) + ` AND ` + idExpr + ` AND f.last_id >= ` + idExpr + `)`
 }
 
 // OutboxPendingCond is an SQL condition true for a pending room_outbox row
-// (alias o): marked pending, or in an in-flight group.
+// (alias o): marked pending, or in an in-flight group. For a few rows:
+// see OutboxInFlightCovers.
 var OutboxPendingCond = `(o.status = 'pending' OR ` + OutboxInFlightCovers("o.id") + `)`
+
+// OutboxInFlightJoin is the FROM clause of the rows of in-flight groups,
+// room_outbox as o: it reads the small in-flight table and a primary-key
+// range of room_outbox per group.
+const OutboxInFlightJoin = `room_outbox_inflight f JOIN room_outbox o ON o.id BETWEEN f.first_id AND f.last_id`
 
 // OutboxGroup is the id range of one group commit's outbox rows, written
 // in flight (OutboxInFlightValues); the zero OutboxGroup means the rows

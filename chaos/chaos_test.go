@@ -365,8 +365,10 @@ func (c *cluster) pendingUpTo(ctx context.Context, top int64) (n, maxID int64, e
 	if top < 0 {
 		top = math.MaxInt64
 	}
-	err = c.db.QueryRowContext(ctx, "SELECT COUNT(*), COALESCE(MAX(o.id), 0) FROM room_outbox o WHERE o.app_code = ? AND "+
-		voiceroom.OutboxPendingCond+" AND o.id <= ?", app, top).Scan(&n, &maxID)
+	// Marked pending, or in an in-flight group (read from the small
+	// in-flight table: a per-row check over the whole outbox is slow).
+	err = c.db.QueryRowContext(ctx, "SELECT COUNT(*), COALESCE(MAX(id), 0) FROM (SELECT id FROM room_outbox WHERE app_code = ? AND status = 'pending' AND id <= ? "+
+		"UNION ALL SELECT o.id FROM "+voiceroom.OutboxInFlightJoin+" WHERE o.app_code = ? AND o.id <= ?) t", app, top, app, top).Scan(&n, &maxID)
 	return n, maxID, err
 }
 

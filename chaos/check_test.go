@@ -159,24 +159,31 @@ func (c *cluster) check(ctx context.Context, outs, all []outcome) (account, erro
 
 	// The stream against the outbox.
 	committed := map[string]bool{}
-	rows, err = c.db.QueryContext(ctx, "SELECT o.event_id, "+voiceroom.OutboxPendingCond+" FROM room_outbox o WHERE o.app_code = ?", app)
-	if err != nil {
-		return a, fmt.Errorf("read outbox: %w", err)
-	}
-	for rows.Next() {
-		var id string
-		var pending bool // marked pending, or in an in-flight group
-		if err := rows.Scan(&id, &pending); err != nil {
-			rows.Close()
+	// Pending: marked so, or in an in-flight group (the second query, from
+	// the small in-flight table: a per-row check over the outbox is slow).
+	for _, q := range []string{
+		"SELECT event_id, status = 'pending' FROM room_outbox WHERE app_code = ?",
+		"SELECT o.event_id, TRUE FROM " + voiceroom.OutboxInFlightJoin + " WHERE o.app_code = ?",
+	} {
+		rows, err = c.db.QueryContext(ctx, q, app)
+		if err != nil {
 			return a, fmt.Errorf("read outbox: %w", err)
 		}
-		committed[id] = true
-		if pending {
-			a.pending++
+		for rows.Next() {
+			var id string
+			var pending bool
+			if err := rows.Scan(&id, &pending); err != nil {
+				rows.Close()
+				return a, fmt.Errorf("read outbox: %w", err)
+			}
+			committed[id] = true
+			if pending {
+				a.pending++
+			}
 		}
-	}
-	if err := closeRows(rows); err != nil {
-		return a, fmt.Errorf("read outbox: %w", err)
+		if err := closeRows(rows); err != nil {
+			return a, fmt.Errorf("read outbox: %w", err)
+		}
 	}
 	a.committed = len(committed)
 	seen, dups, ooo, err := c.readStream(ctx, bus.StreamName, bus.SubjectPrefix+"."+app+".>")

@@ -160,10 +160,14 @@ func (b *Bench) concurrently(ctx context.Context, n int, d time.Duration, fn fun
 // pending counts the outbox rows of the apps still waiting for the stream
 // (marked pending, or in a fast path's in-flight group).
 func (b *Bench) pending(ctx context.Context, apps []string) (int64, error) {
-	q := "SELECT COUNT(*) FROM room_outbox o WHERE " + voiceroom.OutboxPendingCond + " AND o.app_code IN (?" + strings.Repeat(", ?", len(apps)-1) + ")"
-	args := make([]any, len(apps))
-	for i, a := range apps {
-		args[i] = a
+	in := "(?" + strings.Repeat(", ?", len(apps)-1) + ")"
+	q := "SELECT (SELECT COUNT(*) FROM room_outbox WHERE status = 'pending' AND app_code IN " + in + ") + (SELECT COUNT(*) FROM " +
+		voiceroom.OutboxInFlightJoin + " WHERE o.app_code IN " + in + ")"
+	args := make([]any, 0, 2*len(apps))
+	for range 2 {
+		for _, a := range apps {
+			args = append(args, a)
+		}
 	}
 	var n int64
 	err := b.db.QueryRowContext(ctx, q, args...).Scan(&n)

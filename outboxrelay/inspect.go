@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"fmt"
 	"time"
+
+	"voiceroom"
 )
 
 // Inspector reads the outbox for operators (GET /admin/v1/outbox). Every
@@ -68,7 +70,7 @@ const (
 	// Pending rows are those marked pending and those of in-flight groups
 	// (a fast path's, for milliseconds unless it stopped: see
 	// voiceroom.OutboxGroup).
-	inFlightRowsSQL = `FROM room_outbox_inflight f JOIN room_outbox o ON o.id BETWEEN f.first_id AND f.last_id WHERE o.app_code = ?`
+	inFlightRowsSQL = `FROM ` + voiceroom.OutboxInFlightJoin + ` WHERE o.app_code = ?`
 	countPendingSQL = `SELECT (SELECT COUNT(*) FROM (
   SELECT 1 FROM room_outbox FORCE INDEX (idx_room_outbox_pending)
   WHERE status = 'pending' AND app_code = ? LIMIT ?) t) + (SELECT COUNT(*) ` + inFlightRowsSQL + `)`

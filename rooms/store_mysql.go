@@ -218,6 +218,15 @@ func writeGroup(ctx context.Context, tx *sql.Tx, ms []*mutation, nowMs int64, in
 		}
 	}
 	var creates, updates, logs, outbox, snaps, audits, roomAudits rowsBuilder
+	if inFlight {
+		rows := 0
+		for i, m := range ms {
+			if !short[i] {
+				rows += len(m.outbox)
+			}
+		}
+		inFlight = rows <= voiceroom.OutboxMaxGroupRows
+	}
 	outboxValues := voiceroom.OutboxInsertValues
 	if inFlight {
 		outboxValues = voiceroom.OutboxInFlightValues

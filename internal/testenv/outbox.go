@@ -198,9 +198,11 @@ func OutboxCount(tb testing.TB, db *sql.DB, status string) int {
 	case "":
 		return Scalar[int](tb, db, `SELECT COUNT(*) FROM room_outbox`)
 	case voiceroom.OutboxPending: // marked so, or in an in-flight group
-		return Scalar[int](tb, db, `SELECT COUNT(*) FROM room_outbox o WHERE `+voiceroom.OutboxPendingCond)
+		return Scalar[int](tb, db, `SELECT (SELECT COUNT(*) FROM room_outbox WHERE status = 'pending') + (SELECT COUNT(*) FROM `+
+			voiceroom.OutboxInFlightJoin+`)`)
 	case voiceroom.OutboxPublished:
-		return Scalar[int](tb, db, `SELECT COUNT(*) FROM room_outbox o WHERE NOT `+voiceroom.OutboxPendingCond)
+		return Scalar[int](tb, db, `SELECT (SELECT COUNT(*) FROM room_outbox WHERE status = 'published') - (SELECT COUNT(*) FROM `+
+			voiceroom.OutboxInFlightJoin+` WHERE o.status = 'published')`)
 	}
 	return Scalar[int](tb, db, `SELECT COUNT(*) FROM room_outbox WHERE status = ?`, status)
 }
