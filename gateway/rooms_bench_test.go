@@ -29,9 +29,9 @@ const benchRoomClientsPerCPU = 8
 // newBenchRoom serves a room API on a real listener and fills one room the
 // size of a busy one: 10 seats, 9 of them taken, 30 users present and a gift
 // rank of 5. It returns the base URL, the room's path and a client.
-func newBenchRoom(b *testing.B) (base, roomPath string, client *http.Client, a *roomAPI) {
+func newBenchRoom(b *testing.B) (base, roomPath string, client *http.Client) {
 	b.Helper()
-	a = newRoomAPI(b)
+	a := newRoomAPI(b)
 	var room rooms.View
 	a.mustOK("POST", "/api/v1/rooms/create", "1", `{"room_name":"Evening chat & music","seat_count":10,"room_description":"Late-night talk, everyone welcome"}`, &room)
 	roomPath = "/api/v1/rooms/" + room.RoomID
@@ -53,7 +53,7 @@ func newBenchRoom(b *testing.B) (base, roomPath string, client *http.Client, a *
 	public, _ := mustServe(b, a.srv)
 	client = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256}, Timeout: 30 * time.Second}
 	b.Cleanup(client.CloseIdleConnections)
-	return public, roomPath, client, a
+	return public, roomPath, client
 }
 
 // benchHTTP runs next (which returns the method, path and body of the n-th
@@ -61,7 +61,7 @@ func newBenchRoom(b *testing.B) (base, roomPath string, client *http.Client, a *
 // user (firstUser + its index). It reports requests/s, the latency
 // percentiles and the process's CPU time per request (server and the
 // in-process clients together: comparable between runs, not a server cost).
-func benchHTTP(b *testing.B, a *roomAPI, base string, client *http.Client, firstUser int, next func(n int) (method, path, body string)) {
+func benchHTTP(b *testing.B, base string, client *http.Client, firstUser int, next func(n int) (method, path, body string)) {
 	clients := benchRoomClientsPerCPU * runtime.GOMAXPROCS(0)
 	tokens := make([]string, clients)
 	for i := range tokens {
@@ -171,12 +171,12 @@ func processCPU(tb testing.TB) time.Duration {
 }
 
 // BenchmarkGetRoomHTTP measures GET /api/v1/rooms/{room_id} over real HTTP:
-// the room is loaded, so each answer is the room view (about 2.5 KB of
+// the room is loaded, so each answer is the room view (about 2.6 KB of
 // JSON) read from memory, and the cost is the HTTP edge's: parsing,
 // authentication, rate limit, metrics and encoding.
 func BenchmarkGetRoomHTTP(b *testing.B) {
-	base, roomPath, client, a := newBenchRoom(b)
-	benchHTTP(b, a, base, client, 100, func(int) (string, string, string) { return "GET", roomPath, "" })
+	base, roomPath, client := newBenchRoom(b)
+	benchHTTP(b, base, client, 100, func(int) (string, string, string) { return "GET", roomPath, "" })
 }
 
 // BenchmarkGetRoomHTTPPipelined is BenchmarkGetRoomHTTP with HTTP/1.1
@@ -185,7 +185,7 @@ func BenchmarkGetRoomHTTP(b *testing.B) {
 // is waiting in its read buffer, so the answers to a batch leave in fewer
 // writes (as many as its write buffer needs).
 func BenchmarkGetRoomHTTPPipelined(b *testing.B) {
-	base, roomPath, _, _ := newBenchRoom(b)
+	base, roomPath, _ := newBenchRoom(b)
 	addr := strings.TrimPrefix(base, "http://")
 	for _, depth := range []int{1, 4, 16} {
 		b.Run(fmt.Sprintf("depth-%d", depth), func(b *testing.B) {
@@ -256,8 +256,8 @@ func BenchmarkGetRoomHTTPPipelined(b *testing.B) {
 // request is a durable command on the one room (a MySQL transaction); a
 // join answers the room view, a leave null data.
 func BenchmarkJoinLeaveHTTP(b *testing.B) {
-	base, roomPath, client, a := newBenchRoom(b)
-	benchHTTP(b, a, base, client, 100, func(n int) (string, string, string) {
+	base, roomPath, client := newBenchRoom(b)
+	benchHTTP(b, base, client, 100, func(n int) (string, string, string) {
 		if n%2 == 0 {
 			return "POST", roomPath + "/join", `{"password":""}`
 		}
@@ -265,8 +265,9 @@ func BenchmarkJoinLeaveHTTP(b *testing.B) {
 	})
 }
 
-// benchView is the view of a busy room, as BenchmarkGetRoomHTTP's room
-// answers it: 10 seats (9 taken), 30 users present, a gift rank of 10.
+// benchView is the envelope of a busy room's view, the size of the one
+// BenchmarkGetRoomHTTP's room answers: 10 seats (9 taken), 30 users
+// present, a gift rank of 5.
 func benchView() Envelope {
 	v := rooms.View{
 		RoomID: "app1_0f8fad5b-d9cb-469f-a165-70867728950e", RoomShortID: "app1123456", IMGroupID: "app1_0f8fad5b-d9cb-469f-a165-70867728950e",
@@ -282,7 +283,7 @@ func benchView() Envelope {
 		v.OnlineUsers = append(v.OnlineUsers, rooms.OnlineUser{UserID: int64(1001 + i), JoinedAtMs: 1_800_000_000_000 + int64(i)*1234})
 	}
 	v.OnlineCount = len(v.OnlineUsers)
-	for i := range 10 {
+	for i := range 5 {
 		v.GiftRank = append(v.GiftRank, roomevent.Contribution{UserID: int64(1002 + i), Value: int64(1000 - i*37)})
 	}
 	return Envelope{Code: "OK", Message: "ok", RequestID: "req_db166fa4de0e60bf495e2c64", Data: v}
