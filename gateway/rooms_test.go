@@ -36,11 +36,11 @@ func (roomUsers) CheckRegion(_ context.Context, _ string, id int64) error {
 }
 
 type roomAPI struct {
-	t   *testing.T
+	t   testing.TB
 	srv *Server
 }
 
-func newRoomAPI(t *testing.T) *roomAPI {
+func newRoomAPI(t testing.TB) *roomAPI {
 	t.Helper()
 	db := testenv.NewDB(t)
 	reg := prometheus.NewRegistry()
@@ -49,7 +49,7 @@ func newRoomAPI(t *testing.T) *roomAPI {
 		t.Fatal(err)
 	}
 	t.Cleanup(svc.Close)
-	srv, err := New(Config{JWTSecret: testSecret, RatePerUser: 10000, RateBurst: 10000}, testenv.Logger(t), reg, reg, nil, RoomRoutes(svc), WalletRoutes(svc.Wallet()))
+	srv, err := New(Config{Addr: "127.0.0.1:0", JWTSecret: testSecret, RatePerUser: 10000, RateBurst: 10000}, testenv.Logger(t), reg, reg, nil, RoomRoutes(svc), WalletRoutes(svc.Wallet()))
 	if err != nil {
 		t.Fatal(err)
 	}
