@@ -83,10 +83,10 @@ func TestJSONEncoderMatchesEncodingJSON(t *testing.T) {
 	}
 }
 
-// TestAnswersCarryNoFloat: encodeJSON differs from encoding/json on floats
-// only (see encodeJSON), so no answer may carry a float, nor a value whose
-// type only running shows (any), but Envelope.Data, whose values are the
-// other answer types.
+// TestAnswersCarryNoFloat: the one output in which encodeJSON differs from
+// encoding/json is a float's exponent (1e-07 for 1e-7), so no answer may
+// carry a float, nor a value whose type only running shows (any), but
+// Envelope.Data, whose values are the other answer types.
 func TestAnswersCarryNoFloat(t *testing.T) {
 	seen := map[reflect.Type]bool{}
 	var walk func(path string, typ reflect.Type)
@@ -97,7 +97,7 @@ func TestAnswersCarryNoFloat(t *testing.T) {
 		seen[typ] = true
 		switch typ.Kind() {
 		case reflect.Float32, reflect.Float64, reflect.Complex64, reflect.Complex128:
-			t.Errorf("%s is a %s: encodeJSON writes some floats unlike encoding/json", path, typ)
+			t.Errorf("%s is a %s: encodeJSON writes some floats unlike encoding/json (see encodeJSON)", path, typ)
 		case reflect.Interface:
 			if path != "Envelope.Data" {
 				t.Errorf("%s is an interface: its values are not checked here", path)
