@@ -22,8 +22,6 @@ func (s *Server) newOpsApp(gatherer prometheus.Gatherer) *fiber.App {
 		IdleTimeout:           s.cfg.IdleTimeout,
 		DisableStartupMessage: true,
 		ErrorHandler:          s.handleError,
-		JSONEncoder:           encodeJSON,
-		JSONDecoder:           decodeJSON,
 	})
 	app.Use(opsAnswerHeaders, requestIDMiddleware, s.recoverMiddleware)
 	app.Get("/healthz", handleAlive)

@@ -216,8 +216,6 @@ func New(cfg Config, log *slog.Logger, reg prometheus.Registerer, gatherer prome
 		DisableStartupMessage: true,
 		Immutable:             true, // values taken from a request outlive it (room ids in cells)
 		ErrorHandler:          s.handleError,
-		JSONEncoder:           encodeJSON,
-		JSONDecoder:           decodeJSON,
 	})
 	auth := newAuthenticator(cfg.JWTSecret, time.Now)
 
