@@ -46,7 +46,7 @@ type FastPath struct {
 
 	work    chan fastItem
 	marks   chan string
-	groups  chan groupDone
+	groups  chan groupOp
 	done    chan struct{} // closed when Run's ctx ends
 	flush   chan struct{} // closed when the workers have stopped
 	running atomic.Bool
@@ -58,22 +58,27 @@ type fastItem struct {
 	msg         bus.Message
 	committedAt time.Time
 	group       *groupState // nil: its row was written pending and is marked by event_id
+	rowID       int64       // its room_outbox id when group is set
 }
 
 // groupState tracks the events of one in-flight group commit (see
 // voiceroom.OutboxGroup) until each is either acked by the stream or left
 // to the relay. Guarded by FastPath.mu.
 type groupState struct {
-	group   voiceroom.OutboxGroup
-	left    int  // events not yet settled
-	spoiled bool // one was left to the relay: the group's rows go back to pending
+	group voiceroom.OutboxGroup
+	left  int // events not yet settled
 }
 
-// groupDone is a settled group: released (every event in the stream) or
-// to be set back to pending (repend) for the relay.
-type groupDone struct {
-	group  voiceroom.OutboxGroup
-	repend bool
+// groupOp is the fast path's MySQL work for in-flight groups, done in the
+// order queued: set one row back to pending (an event left to the relay),
+// or release a group (every event settled). Order matters: a room's rows
+// go back to pending in room_version order, so the relay, which publishes
+// pending rows in id order, never publishes a later event of a room
+// before an earlier one; and a group is released only after its rows
+// left to the relay are pending.
+type groupOp struct {
+	id      int64 // the row's id (repend) or the group's first_id (release)
+	release bool
 }
 
 // roomQueue holds a room's events that wait for its in-flight publish.
@@ -111,7 +116,7 @@ func NewFastPath(db *sql.DB, pub Publisher, log *slog.Logger, m *Metrics, cfg Fa
 		blocked: make(map[voiceroom.RoomKey]string),
 		work:    make(chan fastItem, cfg.QueueSize),
 		marks:   make(chan string, cfg.MarkQueueSize),
-		groups:  make(chan groupDone, cfg.MarkQueueSize),
+		groups:  make(chan groupOp, cfg.MarkQueueSize),
 		done:    make(chan struct{}),
 		flush:   make(chan struct{}),
 	}, nil
@@ -149,21 +154,26 @@ func (f *FastPath) Committed(msgs []bus.Message, group voiceroom.OutboxGroup, co
 	defer f.mu.Unlock()
 	var g *groupState
 	if group.InFlight() {
-		g = &groupState{group: group, left: len(msgs)}
 		if group.Rows() != len(msgs) {
-			// Never expected: the group's rows are these messages'. Let the
-			// relay publish them rather than release rows never seen.
-			f.log.Error("outbox fast path: in-flight group does not match its messages; leaving it to the relay",
+			// Never expected: the group's rows are these messages', in
+			// order. Leave them to the relay's in-flight grace rather
+			// than release or repend rows never seen.
+			f.log.Error("outbox fast path: in-flight group does not match its messages; the relay will publish it after its in-flight grace",
 				"first_id", group.FirstID, "last_id", group.LastID, "messages", len(msgs))
-			g.spoiled = true
+			f.m.handOver("group_mismatch", len(msgs))
+			return
 		}
+		g = &groupState{group: group, left: len(msgs)}
 	}
-	for _, m := range msgs {
+	for i, m := range msgs {
 		key, ok := bus.RoomKeyOf(m.Subject)
 		if !ok {
 			key = voiceroom.RoomKey{RoomID: m.Subject} // never from rooms; still one queue per subject
 		}
 		it := fastItem{key: key, msg: m, committedAt: committedAt, group: g}
+		if g != nil {
+			it.rowID = group.FirstID + int64(i)
+		}
 		switch {
 		case f.stopped:
 			f.m.handOver("stopped", 1)
@@ -195,12 +205,13 @@ func (f *FastPath) Committed(msgs []bus.Message, group voiceroom.OutboxGroup, co
 }
 
 // settleLocked records that it was published (acked by the stream) or
-// left to the relay. A pending row's event_id is queued for its mark; an
-// in-flight group is queued for release or repend once all its events
-// are settled. Either queue being full leaves the work to the relay: an
-// unmarked row is published again (de-duplicated by the stream), an
-// unreleased group is set back to pending after the relay's in-flight
-// grace.
+// left to the relay. A pending row's event_id is queued for its mark. An
+// in-flight row left to the relay is queued to go back to pending, and a
+// group whose events are all settled is queued for release (groupLoop).
+// A full queue leaves the work to the relay: an unmarked row is published
+// again (de-duplicated by the stream); an in-flight group is set back to
+// pending after the relay's in-flight grace (a room's order may then
+// suffer, as when the queue of events overflows: see the package doc).
 func (f *FastPath) settleLocked(it fastItem, published bool) {
 	g := it.group
 	if g == nil {
@@ -214,15 +225,17 @@ func (f *FastPath) settleLocked(it fastItem, published bool) {
 		}
 		return
 	}
-	g.left--
 	if !published {
-		g.spoiled = true
+		f.queueGroupOp(groupOp{id: it.rowID})
 	}
-	if g.left > 0 {
-		return
+	if g.left--; g.left == 0 {
+		f.queueGroupOp(groupOp{id: g.group.FirstID, release: true})
 	}
+}
+
+func (f *FastPath) queueGroupOp(op groupOp) {
 	select {
-	case f.groups <- groupDone{group: g.group, repend: g.spoiled}:
+	case f.groups <- op:
 	default:
 		f.m.handOver("mark_queue_full", 0)
 	}
@@ -487,88 +500,86 @@ func (f *FastPath) mark(ids []string) {
 	}
 }
 
-// groupLoop settles in-flight groups: it deletes the in-flight rows of
-// released groups in batches (their rows stay 'published': see
-// voiceroom.OutboxInFlightValues) and sets the rows of spoiled groups
-// back to pending, one group a transaction. After flush it writes what is
-// left and returns. A failure leaves the in-flight rows to the relay,
-// which sets their rows back to pending after its in-flight grace.
+// groupLoop does the queued groupOps in order, each run of repends in one
+// UPDATE and each run of releases in one DELETE. A failed statement is
+// tried again (with what queued since behind it) every CheckInterval: no
+// later op overtakes it. After flush it does what is left, once, and
+// returns; what still fails is the relay's, after its in-flight grace.
 func (f *FastPath) groupLoop() {
-	released := make([]int64, 0, f.cfg.MarkBatch)
-	settle := func(d groupDone) {
-		if d.repend {
-			f.repend(d.group)
-			return
-		}
-		released = append(released, d.group.FirstID)
-		if len(released) == f.cfg.MarkBatch {
-			f.release(released)
-			released = released[:0]
+	var queue []groupOp
+	retry := time.NewTicker(f.cfg.CheckInterval)
+	defer retry.Stop()
+	take := func() {
+		for len(queue) < 4*f.cfg.MarkBatch {
+			select {
+			case op := <-f.groups:
+				queue = append(queue, op)
+			default:
+				return
+			}
 		}
 	}
 	for {
 		select {
-		case d := <-f.groups:
-			settle(d)
+		case op := <-f.groups:
+			queue = append(queue, op)
+		case <-retry.C:
 		case <-f.flush:
 			for {
-				select {
-				case d := <-f.groups:
-					settle(d)
-					continue
-				default:
+				take()
+				if len(queue) == 0 || !f.doGroupOps(&queue) {
+					return
 				}
-				break
-			}
-			if len(released) > 0 {
-				f.release(released)
-			}
-			return
-		}
-	fill:
-		for len(released) < f.cfg.MarkBatch {
-			select {
-			case d := <-f.groups:
-				settle(d)
-			default:
-				break fill
 			}
 		}
-		if len(released) > 0 {
-			f.release(released)
-			released = released[:0]
-		}
+		take()
+		f.doGroupOps(&queue)
 	}
 }
 
-// release deletes the in-flight rows of groups whose every event the
-// stream acked: their outbox rows, written 'published', are now so.
-func (f *FastPath) release(firstIDs []int64) {
+// doGroupOps does the ops at the head of queue, run by run, and removes
+// those done. It stops at the first failure and reports whether all were
+// done.
+func (f *FastPath) doGroupOps(queue *[]groupOp) bool {
+	for len(*queue) > 0 {
+		q := *queue
+		n := 1
+		for n < len(q) && n < f.cfg.MarkBatch && q[n].release == q[0].release {
+			n++
+		}
+		ids := make([]int64, n)
+		for i, op := range q[:n] {
+			ids[i] = op.id
+		}
+		if !f.groupStatement(q[0].release, ids) {
+			return false
+		}
+		*queue = q[n:]
+	}
+	return true
+}
+
+// groupStatement sets rows back to pending or deletes groups' in-flight
+// rows; false when MySQL failed.
+func (f *FastPath) groupStatement(release bool, ids []int64) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), f.cfg.StatementTimeout)
 	defer cancel()
 	n := f.cfg.MarkBatch
-	st, err := f.stmts.prepared(ctx, releaseInFlightSQL(n))
+	query, what := rependRowsSQL(n), "fast_repend"
+	if release {
+		query, what = releaseInFlightSQL(n), "fast_release"
+	}
+	st, err := f.stmts.prepared(ctx, query)
 	if err == nil {
-		_, err = st.ExecContext(ctx, padded(firstIDs, n)...)
+		_, err = st.ExecContext(ctx, padded(ids, n)...)
 	}
 	if err != nil {
-		f.m.dbFailed("fast_release")
-		f.log.Warn("outbox fast path could not release in-flight groups; the relay will set their rows back to pending and publish them again (de-duplicated)",
-			"groups", len(firstIDs), "error", err)
+		f.m.dbFailed(what)
+		f.log.Warn("outbox fast path could not settle in-flight rows; trying again (rooms left to the relay wait meanwhile)",
+			"release", release, "rows", len(ids), "error", err)
+		return false
 	}
-}
-
-// repend sets the rows of an in-flight group back to pending (those the
-// relay has not published since) and deletes its in-flight row, so that
-// the relay publishes them: one of its events was left to the relay.
-func (f *FastPath) repend(g voiceroom.OutboxGroup) {
-	ctx, cancel := context.WithTimeout(context.Background(), f.cfg.StatementTimeout)
-	defer cancel()
-	if err := rependGroups(ctx, f.db, []voiceroom.OutboxGroup{g}); err != nil {
-		f.m.dbFailed("fast_repend")
-		f.log.Warn("outbox fast path could not set an in-flight group back to pending; the relay will after its in-flight grace",
-			"first_id", g.FirstID, "last_id", g.LastID, "error", err)
-	}
+	return true
 }
 
 // checkInFlight decides whether group commits may write their rows in

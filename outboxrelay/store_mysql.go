@@ -180,31 +180,18 @@ func releaseInFlightSQL(n int) string {
 	return `DELETE FROM room_outbox_inflight WHERE first_id IN (` + placeholders(n) + `)`
 }
 
+// rependRowsSQL sets up to n rows of in-flight groups back to pending,
+// by id, unless a relay has published them since.
+func rependRowsSQL(n int) string {
+	return `UPDATE room_outbox SET status = 'pending'
+WHERE id IN (` + placeholders(n) + `) AND status = 'published' AND published_at_ms IS NULL`
+}
+
 // rependInFlightSQL sets the rows of one in-flight group (first_id,
 // last_id) that no relay has published since back to pending: a relay's
 // mark sets published_at_ms, the in-flight write leaves it NULL.
 const rependInFlightSQL = `UPDATE room_outbox SET status = 'pending'
 WHERE id BETWEEN ? AND ? AND status = 'published' AND published_at_ms IS NULL`
-
-// rependGroups sets the rows of in-flight groups that are not published
-// by a relay since (published_at_ms is set only by a relay's mark) back
-// to pending and deletes the groups' in-flight rows, in one transaction.
-func rependGroups(ctx context.Context, db *sql.DB, groups []voiceroom.OutboxGroup) error {
-	tx, err := db.BeginTx(ctx, txOptions)
-	if err != nil {
-		return fmt.Errorf("begin: %w", err)
-	}
-	defer rollback(tx)
-	for _, g := range groups {
-		if _, err := tx.ExecContext(ctx, rependInFlightSQL, g.FirstID, g.LastID); err != nil {
-			return fmt.Errorf("set in-flight rows pending: %w", err)
-		}
-		if _, err := tx.ExecContext(ctx, `DELETE FROM room_outbox_inflight WHERE first_id = ?`, g.FirstID); err != nil {
-			return fmt.Errorf("delete in-flight row: %w", err)
-		}
-	}
-	return tx.Commit()
-}
 
 // publishedWindowSQL reads the next window of published rows in id order
 // through idx_room_outbox_pending (status, id). Retention walks published

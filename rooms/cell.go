@@ -177,6 +177,10 @@ func (s *Service) load(ctx context.Context, c *cell) error {
 	if s.fast != nil {
 		// Events of the room another process committed and the relay has
 		// not published yet must reach the stream before this node's.
+		if err := s.store.rependInFlight(ctx, c.key.AppCode, c.key.RoomID, st.Version-pendingLookback); err != nil {
+			s.log.Warn("in-flight outbox rows not set back to pending at load; the room's next events may overtake them in the stream",
+				"app_code", c.key.AppCode, "room_id", c.key.RoomID, "error", err)
+		}
 		if id, err := s.store.newestPending(ctx, c.key.AppCode, c.key.RoomID, st.Version-pendingLookback); err != nil {
 			s.log.Warn("pending outbox rows not read at load; the room's next events may overtake them in the stream",
 				"app_code", c.key.AppCode, "room_id", c.key.RoomID, "error", err)

@@ -779,4 +779,19 @@ func TestGroupCommitWritesOutboxInFlight(t *testing.T) {
 	if id != msgs[1].ID {
 		t.Fatalf("newest pending %q, want the in-flight %s", id, msgs[1].ID)
 	}
+	// Loaded anew (another node, or after a restart), the room sets its
+	// in-flight rows back to pending and its next events wait behind them.
+	e.svc.drop(e.svc.loadedCell(roomKey{AppCode: "app1", RoomID: room}))
+	if _, err := e.svc.Get(context.Background(), "app1", room); err != nil {
+		t.Fatal(err)
+	}
+	if n := count(t, e.db, "SELECT COUNT(*) FROM room_outbox WHERE room_id = ? AND status = 'pending'", room); n != 2 {
+		t.Fatalf("%d of the room's rows pending after its load, want 2", n)
+	}
+	e.fast.mu.Lock()
+	behind := e.fast.behind[roomKey{AppCode: "app1", RoomID: room}]
+	e.fast.mu.Unlock()
+	if behind != msgs[1].ID {
+		t.Fatalf("fast path told the room is behind %q, want %s", behind, msgs[1].ID)
+	}
 }

@@ -356,6 +356,19 @@ func (st *store) writeSnapshot(ctx context.Context, s *State, nowMs int64) error
 	return err
 }
 
+// rependInFlight sets the room's outbox rows with a room_version above
+// after that lie in in-flight groups back to pending: the fast path that
+// wrote them is another process's, perhaps a dead one's, and this node's
+// next events of the room go to the relay behind them (FastPath.Behind),
+// which publishes pending rows in id order. Left in flight, they would
+// wait for the relay's in-flight grace while the later ones went out.
+func (st *store) rependInFlight(ctx context.Context, appCode, roomID string, after int64) error {
+	_, err := st.db.ExecContext(ctx, `UPDATE room_outbox o SET o.status = 'pending'
+		WHERE o.app_code = ? AND o.room_id = ? AND o.room_version > ? AND o.status = 'published' AND o.published_at_ms IS NULL
+		AND `+voiceroom.OutboxInFlightCovers("o.id"), appCode, roomID, after)
+	return err
+}
+
 // newestPending returns the event_id of the room's newest outbox row still
 // pending (marked so, or in an in-flight group) with a room_version above
 // after, or "".
