@@ -179,3 +179,34 @@ func TestRelayExpiresStaleInFlightGroups(t *testing.T) {
 		t.Fatalf("stream %+v: want room1 v1, v2", got)
 	}
 }
+
+// TestRelayHoldsBackRoomsWithEventsInFlight: a room's pending row waits
+// while an earlier event of the room is in a fast path's in-flight group,
+// so the relay never publishes the room out of order; once that group is
+// settled (here: expired) both go out, in order.
+func TestRelayHoldsBackRoomsWithEventsInFlight(t *testing.T) {
+	db := testenv.NewDB(t)
+	conn := testenv.NewJetStream(t)
+	m := newTestMetrics(t, prometheus.NewRegistry())
+	testenv.InsertOutboxInFlight(t, db, time.Now(), testenv.NewEnvelope(testApp, "room1", 1, "user_joined"))
+	testenv.InsertOutbox(t, db, testenv.NewEnvelope(testApp, "room1", 2, "user_left"), testenv.NewEnvelope(testApp, "room2", 1, "user_joined"))
+	r := newTestRelay(t, db, testenv.NewPublisher(t, conn), m, outboxrelay.Config{})
+	if res := r.Pass(context.Background()); res.Published != 1 || res.HeldBack != 1 {
+		t.Fatalf("pass %+v: want room2's row published and room1's held back", res)
+	}
+	if _, err := db.Exec("UPDATE room_outbox_inflight SET created_at_ms = 0"); err != nil {
+		t.Fatal(err)
+	}
+	if res := r.Pass(context.Background()); res.Published != 2 {
+		t.Fatalf("pass %+v: want room1's two rows published", res)
+	}
+	var versions []int64
+	for _, sm := range testenv.StreamMessages(t, conn.JetStream()) {
+		if sm.Envelope.RoomID == "room1" {
+			versions = append(versions, sm.Envelope.RoomVersion)
+		}
+	}
+	if len(versions) != 2 || versions[0] != 1 || versions[1] != 2 {
+		t.Fatalf("room1 in the stream: versions %v, want [1 2]", versions)
+	}
+}

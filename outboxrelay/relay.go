@@ -444,6 +444,7 @@ func (r *Relay) publish(ctx context.Context, p *pass, b *batch) {
 		b.skip = true // claimed but not started: leave it as it was
 		return
 	}
+	inFlight := r.inFlightRooms(ctx)
 	rows := b.rows[:0]
 	msgs := make([]bus.Message, 0, len(b.rows))
 	for _, rw := range b.rows {
@@ -452,7 +453,14 @@ func (r *Relay) publish(ctx context.Context, p *pass, b *batch) {
 			r.undecodable(ctx, b, rw, err)
 			continue
 		}
-		if _, ok := p.failedRooms[voiceroom.RoomKey{AppCode: rw.AppCode, RoomID: rw.RoomID}]; ok {
+		key := voiceroom.RoomKey{AppCode: rw.AppCode, RoomID: rw.RoomID}
+		if _, ok := p.failedRooms[key]; ok {
+			b.heldBack++
+			continue
+		}
+		if first, ok := inFlight[key]; ok && first < rw.ID {
+			// An earlier event of the room is in a fast path's in-flight
+			// group: it goes first (published, or back to pending).
 			b.heldBack++
 			continue
 		}
@@ -743,4 +751,28 @@ func (r *Relay) expireInFlight(ctx context.Context) {
 		r.m.dbFailed("in_flight")
 		r.log.Warn("outbox in-flight expiry failed; retrying next pass", "error", err)
 	}
+}
+
+// inFlightRooms returns, for each room with rows in in-flight groups, its
+// lowest such id: a later pending row of the room waits for it. A failed
+// read returns nil (nothing held back: the stream's order may then suffer,
+// never its content).
+func (r *Relay) inFlightRooms(ctx context.Context) map[voiceroom.RoomKey]int64 {
+	ctx, cancel := context.WithTimeout(ctx, r.cfg.StatementTimeout)
+	defer cancel()
+	rs, err := r.db.QueryContext(ctx, inFlightRoomsSQL)
+	if err != nil {
+		return nil
+	}
+	defer rs.Close()
+	out := map[voiceroom.RoomKey]int64{}
+	for rs.Next() {
+		var k voiceroom.RoomKey
+		var first int64
+		if err := rs.Scan(&k.AppCode, &k.RoomID, &first); err != nil {
+			return nil
+		}
+		out[k] = first
+	}
+	return out
 }

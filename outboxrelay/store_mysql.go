@@ -222,6 +222,11 @@ const pendingStatsSQL = `SELECT
   (SELECT COALESCE(SUM(last_id - first_id + 1), 0) FROM room_outbox_inflight),
   COALESCE((SELECT MIN(created_at_ms) FROM room_outbox_inflight), 0)`
 
+// inFlightRoomsSQL lists the rooms with rows in in-flight groups and the
+// lowest such id of each.
+const inFlightRoomsSQL = `SELECT o.app_code, o.room_id, MIN(o.id) FROM ` + voiceroom.OutboxInFlightJoin + `
+GROUP BY o.app_code, o.room_id`
+
 // staleInFlightSQL locks in-flight groups older than a cutoff: a fast
 // path that did not settle them (its process stopped, or its release
 // failed).
