@@ -55,7 +55,7 @@ type Config struct {
 	// see voiceroom.OutboxGroup) must be before a pass sets its rows back
 	// to pending and publishes them: a fast path settles its groups within
 	// its publish timeout, so an older one was left by a process that
-	// stopped. Default 10s.
+	// stopped. Default 5s: above the fast path's publish timeout (3s).
 	InFlightGrace time.Duration
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
@@ -72,7 +72,7 @@ const (
 	DefaultStatementTimeout  = 5 * time.Second
 	DefaultPipeline          = 8
 	DefaultStatsInterval     = 5 * time.Second
-	DefaultInFlightGrace     = 10 * time.Second
+	DefaultInFlightGrace     = 5 * time.Second
 )
 
 // WithDefaults returns c with every zero or negative field set to its
