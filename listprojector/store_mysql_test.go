@@ -300,47 +300,13 @@ func TestUpdateStatementPlan(t *testing.T) {
 		}
 		for _, cards := range [][]*Card{few, most} {
 			q, args := updateStatement(cards)
-			plan := mustExplain(t, db, q, args...)
+			plan := testenv.Explain(t, db, q, args...)
 			if len(plan) < 2 || plan[0]["table"] != "e" || plan[0]["type"] != "range" || plan[0]["key"] != "PRIMARY" ||
 				plan[1]["table"] == "e" || (plan[1]["type"] != "ref" && plan[1]["type"] != "eq_ref") {
 				t.Errorf("%d rows, %d cards: plan %v: want e by a range of PRIMARY, then the cards by key", rows, len(cards), plan)
 			}
 		}
 	}
-}
-
-// mustExplain returns the rows of EXPLAIN q, each by column name.
-func mustExplain(tb testing.TB, db *sql.DB, q string, args ...any) []map[string]string {
-	tb.Helper()
-	rows, err := db.Query("EXPLAIN "+q, args...)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer rows.Close()
-	cols, err := rows.Columns()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	var plan []map[string]string
-	for rows.Next() {
-		vals := make([]sql.NullString, len(cols))
-		ptrs := make([]any, len(cols))
-		for i := range vals {
-			ptrs[i] = &vals[i]
-		}
-		if err := rows.Scan(ptrs...); err != nil {
-			tb.Fatal(err)
-		}
-		row := map[string]string{}
-		for i, c := range cols {
-			row[c] = vals[i].String
-		}
-		plan = append(plan, row)
-	}
-	if err := rows.Err(); err != nil {
-		tb.Fatal(err)
-	}
-	return plan
 }
 
 // TestRebuildOverExistingRows: a rebuild writes each recovered card with

@@ -2,7 +2,6 @@ package outboxrelay_test
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"strings"
@@ -84,41 +83,12 @@ func TestQueryPlansUseTheOutboxIndexes(t *testing.T) {
 		{"retention", outboxrelay.PublishedWindowSQL, []any{0, 500}, "idx_room_outbox_pending"},
 		{"stats", outboxrelay.PendingStatsSQL, nil, "idx_room_outbox_pending"},
 	} {
-		rows, err := db.Query("EXPLAIN "+tt.query, tt.args...)
-		if err != nil {
-			t.Fatalf("%s: %v", tt.name, err)
-		}
-		cols, err := rows.Columns()
-		if err != nil {
-			t.Fatalf("%s: %v", tt.name, err)
-		}
 		var keys []string // of the room_outbox accesses
-		for rows.Next() {
-			vals := make([]sql.NullString, len(cols))
-			ptrs := make([]any, len(cols))
-			for i := range vals {
-				ptrs[i] = &vals[i]
-			}
-			if err := rows.Scan(ptrs...); err != nil {
-				t.Fatal(err)
-			}
-			var table, key string
-			for i, c := range cols {
-				switch c {
-				case "table":
-					table = vals[i].String
-				case "key":
-					key = vals[i].String
-				}
-			}
-			if table == "room_outbox" {
-				keys = append(keys, key)
+		for _, row := range testenv.Explain(t, db, tt.query, tt.args...) {
+			if row["table"] == "room_outbox" {
+				keys = append(keys, row["key"])
 			}
 		}
-		if err := rows.Err(); err != nil {
-			t.Fatalf("%s: %v", tt.name, err)
-		}
-		rows.Close()
 		t.Logf("%s: EXPLAIN keys %v", tt.name, keys)
 		if len(keys) == 0 {
 			t.Errorf("%s reads no room_outbox rows", tt.name)
