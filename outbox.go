@@ -1,6 +1,11 @@
 package voiceroom
 
-import "strconv"
+import (
+	"context"
+	"database/sql"
+	"strconv"
+	"strings"
+)
 
 // OutboxRow is one row of room_outbox: one event of a committed room
 // command. The rooms package writes it in the command's own transaction
@@ -97,3 +102,45 @@ func (g OutboxGroup) InFlight() bool { return g.FirstID > 0 }
 
 // Rows is the number of rows g covers.
 func (g OutboxGroup) Rows() int { return int(g.LastID - g.FirstID + 1) }
+
+// InsertOutbox writes rows into room_outbox with one multi-row INSERT in
+// tx: pending, or with inFlight in flight, together with the
+// room_outbox_inflight row covering them, which group returns (one
+// INSERT takes consecutive ids from the first under
+// innodb_autoinc_lock_mode 0 or 1; the outbox fast path checks the mode
+// before it takes groups). More than OutboxMaxGroupRows rows, or none,
+// are written pending and group is zero.
+func InsertOutbox(ctx context.Context, tx interface {
+	ExecContext(context.Context, string, ...any) (sql.Result, error)
+}, rows []OutboxRow, inFlight bool, nowMs int64) (group OutboxGroup, err error) {
+	if len(rows) == 0 {
+		return group, nil
+	}
+	inFlight = inFlight && len(rows) <= OutboxMaxGroupRows
+	values := OutboxInsertValues
+	if inFlight {
+		values = OutboxInFlightValues
+	}
+	var q strings.Builder
+	q.Grow(len(OutboxInsertSQL) + len(rows)*(len(values)+1))
+	q.WriteString(OutboxInsertSQL)
+	args := make([]any, 0, 7*len(rows))
+	for i, r := range rows {
+		if i > 0 {
+			q.WriteByte(',')
+		}
+		q.WriteString(values)
+		args = append(args, r.InsertArgs()...)
+	}
+	res, err := tx.ExecContext(ctx, q.String(), args...)
+	if err != nil || !inFlight {
+		return group, err
+	}
+	first, err := res.LastInsertId()
+	if err != nil {
+		return group, err
+	}
+	group = OutboxGroup{FirstID: first, LastID: first + int64(len(rows)) - 1}
+	_, err = tx.ExecContext(ctx, OutboxInFlightInsertSQL, group.FirstID, group.LastID, nowMs)
+	return group, err
+}

@@ -347,9 +347,7 @@ func (b *Bench) drain(ctx context.Context) (Drain, error) {
 		const per = 500
 		for done := 0; done < b.cfg.DrainRows; done += per {
 			n := min(per, b.cfg.DrainRows-done)
-			q := "INSERT INTO room_outbox (app_code, event_id, room_id, room_version, event_type, envelope, status, retry_count, created_at_ms) VALUES " +
-				strings.Repeat("(?, ?, ?, ?, ?, ?, 'pending', 0, ?),", n-1) + "(?, ?, ?, ?, ?, ?, 'pending', 0, ?)"
-			args := make([]any, 0, n*7)
+			rows := make([]voiceroom.OutboxRow, 0, n)
 			for i := range n {
 				k := done + i
 				env := bus.Envelope{EventID: uuid.NewString(), AppCode: app, RoomID: fmt.Sprintf("%s_drain%d", app, k%100),
@@ -358,9 +356,10 @@ func (b *Bench) drain(ctx context.Context) (Drain, error) {
 				if err != nil {
 					return err
 				}
-				args = append(args, app, env.EventID, env.RoomID, env.RoomVersion, env.EventType, raw, now.UnixMilli())
+				rows = append(rows, voiceroom.OutboxRow{AppCode: app, EventID: env.EventID, RoomID: env.RoomID,
+					RoomVersion: env.RoomVersion, EventType: env.EventType, Envelope: raw, CreatedAtMs: now.UnixMilli()})
 			}
-			if _, err := tx.ExecContext(ctx, q, args...); err != nil {
+			if _, err := voiceroom.InsertOutbox(ctx, tx, rows, false, now.UnixMilli()); err != nil {
 				return err
 			}
 		}

@@ -217,20 +217,8 @@ func writeGroup(ctx context.Context, tx *sql.Tx, ms []*mutation, nowMs int64, in
 			short[debitOf[j]] = !ok
 		}
 	}
-	var creates, updates, logs, outbox, snaps, audits, roomAudits rowsBuilder
-	if inFlight {
-		rows := 0
-		for i, m := range ms {
-			if !short[i] {
-				rows += len(m.outbox)
-			}
-		}
-		inFlight = rows <= voiceroom.OutboxMaxGroupRows
-	}
-	outboxValues := voiceroom.OutboxInsertValues
-	if inFlight {
-		outboxValues = voiceroom.OutboxInFlightValues
-	}
+	var creates, updates, logs, snaps, audits, roomAudits rowsBuilder
+	var outbox []voiceroom.OutboxRow
 	for i, m := range ms {
 		if short[i] {
 			continue
@@ -247,9 +235,7 @@ func writeGroup(ctx context.Context, tx *sql.Tx, ms []*mutation, nowMs int64, in
 		}
 		logs.add("(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", m.appCode, m.roomID, m.version, m.commandID, string(m.kind),
 			m.actorUserID, m.requestID, m.command, m.result, m.nowMs)
-		for _, o := range m.outbox {
-			outbox.add(outboxValues, o.InsertArgs()...)
-		}
+		outbox = append(outbox, m.outbox...)
 		if m.snapshot != nil {
 			snaps.add("(?, ?, ?, ?, ?)", m.appCode, m.roomID, m.version, m.snapshot, m.nowMs)
 		}
@@ -277,7 +263,6 @@ func writeGroup(ctx context.Context, tx *sql.Tx, ms []*mutation, nowMs int64, in
 		// writer of the same room: its insert of a taken version fails.
 		{`INSERT INTO room_command_log (app_code, room_id, room_version, command_id, command_type, actor_user_id,
 			request_id, command, result, created_at_ms) VALUES `, &logs, ``},
-		{voiceroom.OutboxInsertSQL, &outbox, ``},
 		{`INSERT INTO room_snapshots (app_code, room_id, room_version, state, updated_at_ms) VALUES `, &snaps,
 			` ON DUPLICATE KEY UPDATE room_version = VALUES(room_version), state = VALUES(state), updated_at_ms = VALUES(updated_at_ms)`},
 		{`INSERT INTO room_region_audit (app_code, room_id, room_version, old_region_id, new_region_id, operator,
@@ -288,22 +273,12 @@ func writeGroup(ctx context.Context, tx *sql.Tx, ms []*mutation, nowMs int64, in
 		if s.values.n == 0 {
 			continue
 		}
-		res, err := tx.ExecContext(ctx, s.head+s.values.sql.String()+s.tail, s.values.args...)
-		if err != nil {
+		if _, err := tx.ExecContext(ctx, s.head+s.values.sql.String()+s.tail, s.values.args...); err != nil {
 			return nil, group, err
 		}
-		if s.values == &outbox && inFlight {
-			// One multi-row INSERT takes consecutive ids from the first
-			// (innodb_autoinc_lock_mode 0 or 1: checked at start).
-			first, err := res.LastInsertId()
-			if err != nil {
-				return nil, group, err
-			}
-			group = voiceroom.OutboxGroup{FirstID: first, LastID: first + int64(outbox.n) - 1}
-			if _, err := tx.ExecContext(ctx, voiceroom.OutboxInFlightInsertSQL, group.FirstID, group.LastID, nowMs); err != nil {
-				return nil, group, err
-			}
-		}
+	}
+	if group, err = voiceroom.InsertOutbox(ctx, tx, outbox, inFlight, nowMs); err != nil {
+		return nil, group, err
 	}
 	return short, group, nil
 }

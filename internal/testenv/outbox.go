@@ -19,7 +19,6 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
-	"strings"
 	"testing"
 	"time"
 
@@ -96,49 +95,27 @@ func InsertOutboxInFlight(tb testing.TB, db *sql.DB, createdAt time.Time, envs .
 func insertOutbox(ctx context.Context, db *sql.DB, createdAt time.Time, inFlight bool, envs []bus.Envelope) ([]bus.Message, voiceroom.OutboxGroup, error) {
 	var group voiceroom.OutboxGroup
 	msgs := make([]bus.Message, len(envs))
+	rows := make([]voiceroom.OutboxRow, len(envs))
+	for i, env := range envs {
+		data, err := env.Marshal()
+		if err != nil {
+			return nil, group, err
+		}
+		subject, err := bus.Subject(env.AppCode, env.RoomID, env.EventType)
+		if err != nil {
+			return nil, group, err
+		}
+		msgs[i] = bus.Message{Subject: subject, ID: env.EventID, Data: data}
+		rows[i] = outboxRow(env, data, createdAt)
+	}
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
 		return nil, group, err
 	}
 	defer tx.Rollback()
-	values := voiceroom.OutboxInsertValues
-	if inFlight {
-		values = voiceroom.OutboxInFlightValues
-	}
-	for lo := 0; lo < len(envs); lo += 1000 {
-		part := envs[lo:min(lo+1000, len(envs))]
-		var q strings.Builder
-		q.WriteString(voiceroom.OutboxInsertSQL)
-		args := make([]any, 0, 7*len(part))
-		for i, env := range part {
-			data, err := env.Marshal()
-			if err != nil {
-				return nil, group, err
-			}
-			subject, err := bus.Subject(env.AppCode, env.RoomID, env.EventType)
-			if err != nil {
-				return nil, group, err
-			}
-			msgs[lo+i] = bus.Message{Subject: subject, ID: env.EventID, Data: data}
-			if i > 0 {
-				q.WriteString(",")
-			}
-			q.WriteString(values)
-			args = append(args, outboxRow(env, data, createdAt).InsertArgs()...)
-		}
-		res, err := tx.ExecContext(ctx, q.String(), args...)
-		if err != nil {
+	for lo := 0; lo < len(rows); lo += 1000 {
+		if group, err = voiceroom.InsertOutbox(ctx, tx, rows[lo:min(lo+1000, len(rows))], inFlight, createdAt.UnixMilli()); err != nil {
 			return nil, group, err
-		}
-		if inFlight {
-			first, err := res.LastInsertId()
-			if err != nil {
-				return nil, group, err
-			}
-			group = voiceroom.OutboxGroup{FirstID: first, LastID: first + int64(len(part)) - 1}
-			if _, err := tx.ExecContext(ctx, voiceroom.OutboxInFlightInsertSQL, group.FirstID, group.LastID, createdAt.UnixMilli()); err != nil {
-				return nil, group, err
-			}
 		}
 	}
 	return msgs, group, tx.Commit()
