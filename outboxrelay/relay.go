@@ -756,12 +756,13 @@ func (r *Relay) expireInFlight(ctx context.Context) {
 // inFlightRooms returns, for each room with rows in in-flight groups, its
 // lowest such id: a later pending row of the room waits for it. A failed
 // read returns nil (nothing held back: the stream's order may then suffer,
-// never its content).
+// never its content) and is counted in the MySQL failures metric.
 func (r *Relay) inFlightRooms(ctx context.Context) map[voiceroom.RoomKey]int64 {
 	ctx, cancel := context.WithTimeout(ctx, r.cfg.StatementTimeout)
 	defer cancel()
 	rs, err := r.db.QueryContext(ctx, inFlightRoomsSQL)
 	if err != nil {
+		r.m.dbFailed("in_flight")
 		return nil
 	}
 	defer rs.Close()
@@ -770,6 +771,7 @@ func (r *Relay) inFlightRooms(ctx context.Context) map[voiceroom.RoomKey]int64 {
 		var k voiceroom.RoomKey
 		var first int64
 		if err := rs.Scan(&k.AppCode, &k.RoomID, &first); err != nil {
+			r.m.dbFailed("in_flight")
 			return nil
 		}
 		out[k] = first
