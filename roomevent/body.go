@@ -91,6 +91,81 @@ type (
 		Reason   string `json:"reason"`
 		Operator string `json:"operator"`
 	}
+	// AdminChanged is RoomAdminAdded and RoomAdminRemoved.
+	AdminChanged struct {
+		UserID   int64 `json:"user_id"`
+		ByUserID int64 `json:"by_user_id"`
+	}
+	// SeatMuteChanged is RoomSeatMuteChanged: the host's (or a room
+	// admin's) mute of a seat, which stays on the seat until lifted.
+	SeatMuteChanged struct {
+		SeatIndex int   `json:"seat_index"`
+		Muted     bool  `json:"muted"`
+		ByUserID  int64 `json:"by_user_id"`
+	}
+	// SelfMuteChanged is RoomSelfMuteChanged: a speaker's own mute.
+	SelfMuteChanged struct {
+		UserID    int64 `json:"user_id"`
+		SeatIndex int   `json:"seat_index"`
+		Muted     bool  `json:"muted"`
+	}
+	// SeatModeChanged is RoomSeatModeChanged.
+	SeatModeChanged struct {
+		SeatMode string `json:"seat_mode"`
+	}
+	// MicRequested is RoomMicRequested; SeatIndex is -1 for any seat.
+	MicRequested struct {
+		UserID      int64 `json:"user_id"`
+		SeatIndex   int   `json:"seat_index"`
+		ExpiresAtMs int64 `json:"expires_at_ms"`
+	}
+	// MicRequestEnded is RoomMicRequestCancelled (by the user: ByUserID is
+	// theirs), RoomMicRequestApproved (SeatIndex is the seat taken; a
+	// RoomMicUp follows) and RoomMicRequestRejected.
+	MicRequestEnded struct {
+		UserID    int64 `json:"user_id"`
+		ByUserID  int64 `json:"by_user_id"`
+		SeatIndex int   `json:"seat_index"`
+	}
+	// MicInvited is RoomMicInvited; SeatIndex is -1 for any seat.
+	MicInvited struct {
+		UserID      int64 `json:"user_id"`
+		ByUserID    int64 `json:"by_user_id"`
+		SeatIndex   int   `json:"seat_index"`
+		ExpiresAtMs int64 `json:"expires_at_ms"`
+	}
+	// MicInvitationEnded is RoomMicInvitationAccepted (SeatIndex is the seat
+	// taken; a RoomMicUp follows) and RoomMicInvitationDeclined (-1).
+	MicInvitationEnded struct {
+		UserID    int64 `json:"user_id"`
+		SeatIndex int   `json:"seat_index"`
+	}
+	// InfoChanged is RoomInfoChanged: the room's information after the
+	// change, all of it.
+	InfoChanged struct {
+		Title       string `json:"title"`
+		Notice      string `json:"notice"`
+		CoverURL    string `json:"cover_url"`
+		Description string `json:"description"`
+		ByUserID    int64  `json:"by_user_id"`
+	}
+	// ChatMuted is RoomChatMuted; UntilMs 0 lifts the mute, Seconds is how
+	// long it was set for (0: lifted).
+	ChatMuted struct {
+		UserID   int64 `json:"user_id"`
+		ByUserID int64 `json:"by_user_id"`
+		UntilMs  int64 `json:"until_ms"`
+		Seconds  int64 `json:"seconds"`
+	}
+)
+
+// Seat modes.
+const (
+	// SeatModeFree: anyone present takes a free seat.
+	SeatModeFree = "free"
+	// SeatModeApply: a seat needs an approved request or an accepted
+	// invitation (the owner, the host and room admins take seats freely).
+	SeatModeApply = "apply"
 )
 
 // Contribution is a user's gift value in a room.

@@ -57,6 +57,8 @@ func TestREADMETableMatchesSpecs(t *testing.T) {
 			}
 		case roomevent.IMCloseGroup:
 			want = "destroyed"
+		case roomevent.IMMuteChat:
+			want = "forbid_send_msg"
 		}
 		if !strings.Contains(im, want) {
 			t.Errorf("%s: the README says %q, the spec %q", typ, strings.TrimSpace(im), want)

@@ -19,6 +19,23 @@ const (
 	RoomVisibleRegionChanged = "RoomVisibleRegionChanged"
 	RoomBanned               = "RoomBanned"
 	RoomRestored             = "RoomRestored"
+
+	// Hosts' tools (roles, seats, requests to speak, invitations, room
+	// information, chat mute).
+	RoomAdminAdded            = "RoomAdminAdded"
+	RoomAdminRemoved          = "RoomAdminRemoved"
+	RoomSeatMuteChanged       = "RoomSeatMuteChanged"
+	RoomSelfMuteChanged       = "RoomSelfMuteChanged"
+	RoomSeatModeChanged       = "RoomSeatModeChanged"
+	RoomMicRequested          = "RoomMicRequested"
+	RoomMicRequestCancelled   = "RoomMicRequestCancelled"
+	RoomMicRequestApproved    = "RoomMicRequestApproved"
+	RoomMicRequestRejected    = "RoomMicRequestRejected"
+	RoomMicInvited            = "RoomMicInvited"
+	RoomMicInvitationAccepted = "RoomMicInvitationAccepted"
+	RoomMicInvitationDeclined = "RoomMicInvitationDeclined"
+	RoomInfoChanged           = "RoomInfoChanged"
+	RoomChatMuted             = "RoomChatMuted"
 )
 
 // IMAction is what the Tencent IM bridge does with an event type.
@@ -33,6 +50,9 @@ const (
 	IMMessage
 	// IMCloseGroup: the message, then destroy the group.
 	IMCloseGroup
+	// IMMuteChat: apply the chat mute in the room's group (Tencent's
+	// forbid_send_msg, MuteTime 0 lifts it), then the message.
+	IMMuteChat
 )
 
 // Spec says what each sink does with one event type. The room list
@@ -83,6 +103,20 @@ var specs = []Spec{
 	// A ban can be undone: the group stays.
 	{Type: RoomBanned, IM: IMMessage, IMHigh: true, body: body[Moderated]()},
 	{Type: RoomRestored, IM: IMMessage, IMHigh: true, body: body[Moderated]()},
+	{Type: RoomAdminAdded, IM: IMMessage, IMHigh: true, body: body[AdminChanged]()},
+	{Type: RoomAdminRemoved, IM: IMMessage, IMHigh: true, body: body[AdminChanged]()},
+	{Type: RoomSeatMuteChanged, IM: IMMessage, IMHigh: true, body: body[SeatMuteChanged]()},
+	{Type: RoomSelfMuteChanged, IM: IMMessage, IMHigh: true, body: body[SelfMuteChanged]()},
+	{Type: RoomSeatModeChanged, IM: IMMessage, IMHigh: true, body: body[SeatModeChanged]()},
+	{Type: RoomMicRequested, IM: IMMessage, IMHigh: true, body: body[MicRequested]()},
+	{Type: RoomMicRequestCancelled, IM: IMMessage, IMHigh: true, body: body[MicRequestEnded]()},
+	{Type: RoomMicRequestApproved, IM: IMMessage, IMHigh: true, body: body[MicRequestEnded]()},
+	{Type: RoomMicRequestRejected, IM: IMMessage, IMHigh: true, body: body[MicRequestEnded]()},
+	{Type: RoomMicInvited, IM: IMMessage, IMHigh: true, body: body[MicInvited]()},
+	{Type: RoomMicInvitationAccepted, IM: IMMessage, IMHigh: true, body: body[MicInvitationEnded]()},
+	{Type: RoomMicInvitationDeclined, IM: IMMessage, IMHigh: true, body: body[MicInvitationEnded]()},
+	{Type: RoomInfoChanged, IM: IMMessage, body: body[InfoChanged]()},
+	{Type: RoomChatMuted, IM: IMMuteChat, IMHigh: true, body: body[ChatMuted]()},
 }
 
 var specOf = func() map[string]Spec {

@@ -20,6 +20,23 @@ const (
 	KindCloseRoom               Kind = "CloseRoom"
 	KindChangeRoomVisibleRegion Kind = "ChangeRoomVisibleRegion"
 	KindSweepStale              Kind = "SweepStale"
+
+	// Hosts' tools: roles, seats, requests to speak, invitations, the
+	// room's information and chat mute.
+	KindAddRoomAdmin         Kind = "AddRoomAdmin"
+	KindRemoveRoomAdmin      Kind = "RemoveRoomAdmin"
+	KindMuteSeat             Kind = "MuteSeat"
+	KindSelfMute             Kind = "SelfMute"
+	KindSetSeatMode          Kind = "SetSeatMode"
+	KindRequestMic           Kind = "RequestMic"
+	KindCancelMicRequest     Kind = "CancelMicRequest"
+	KindApproveMicRequest    Kind = "ApproveMicRequest"
+	KindRejectMicRequest     Kind = "RejectMicRequest"
+	KindInviteToMic          Kind = "InviteToMic"
+	KindAcceptMicInvitation  Kind = "AcceptMicInvitation"
+	KindDeclineMicInvitation Kind = "DeclineMicInvitation"
+	KindUpdateRoomInfo       Kind = "UpdateRoomInfo"
+	KindMuteChat             Kind = "MuteChat"
 )
 
 // Actor is who issues a command. AppCode and UserID come from the token.
@@ -64,11 +81,27 @@ type Args struct {
 	// region (ChangeRoomVisibleRegion).
 	RegionID int64 `json:"region_id,omitempty"`
 
-	// MicUp, ChangeMicSeat, SetSeatLock
+	// MicUp, ChangeMicSeat, SetSeatLock, MuteSeat; RequestMic,
+	// ApproveMicRequest and InviteToMic, where AnySeat (-1) lets the room
+	// pick the lowest free seat.
 	SeatIndex int  `json:"seat_index,omitempty"`
 	Locked    bool `json:"locked,omitempty"`
+	// MuteSeat, SelfMute
+	Muted bool `json:"muted,omitempty"`
+	// SetSeatMode, and CreateRoom's seat mode ("" is free).
+	SeatMode string `json:"seat_mode,omitempty"`
+	// RequestMic, InviteToMic: when the request or invitation lapses, set
+	// by the service from its configuration before the command applies.
+	ExpiresAtMs int64 `json:"expires_at_ms,omitempty"`
+	// UpdateRoomInfo: the fields to change (nil: unchanged), checked by the
+	// service.
+	Info *RoomInfo `json:"info,omitempty"`
+	// MuteChat: how long (0 lifts the mute).
+	MuteSeconds int64 `json:"mute_seconds,omitempty"`
 
-	// TransferRoomHost, KickUser, SendGift (the receiver)
+	// TransferRoomHost, KickUser, SendGift (the receiver), AddRoomAdmin,
+	// RemoveRoomAdmin, ApproveMicRequest, RejectMicRequest, InviteToMic,
+	// MuteChat
 	TargetUserID int64 `json:"target_user_id,omitempty"`
 	BanSeconds   int64 `json:"ban_seconds,omitempty"`
 
@@ -92,4 +125,15 @@ type Args struct {
 
 	// SweepStale: the users whose heartbeats stopped.
 	UserIDs []int64 `json:"user_ids,omitempty"`
+}
+
+// AnySeat as a SeatIndex lets the room pick the lowest free seat.
+const AnySeat = -1
+
+// RoomInfo is UpdateRoomInfo's change: the fields given, the rest nil.
+type RoomInfo struct {
+	Title       *string `json:"title,omitempty"`
+	Notice      *string `json:"notice,omitempty"`
+	CoverURL    *string `json:"cover_url,omitempty"`
+	Description *string `json:"description,omitempty"`
 }

@@ -46,6 +46,9 @@ type Config struct {
 	// RecoverLimit bounds how many rooms with users are loaded at start.
 	// Default 100000.
 	RecoverLimit int
+	// MicRequestTTL is how long a request to speak waits for the host
+	// before it lapses. 10s..24h, default 5m.
+	MicRequestTTL time.Duration
 }
 
 // WithDefaults returns c with every zero field set to its default.
@@ -62,6 +65,7 @@ func (c Config) WithDefaults() Config {
 	setDefault(&c.BcryptCost, bcrypt.DefaultCost)
 	setDefault(&c.DefaultCoverURL, "https://cdn.voiceroom.example/default-room-cover.png")
 	setDefault(&c.RecoverLimit, 100000)
+	setDefault(&c.MicRequestTTL, 5*time.Minute)
 	return c
 }
 
@@ -93,6 +97,8 @@ func (c Config) Validate() error {
 		return apperr.BadConfig("BcryptCost", "bcrypt cost %d: want %d..%d", c.BcryptCost, bcrypt.MinCost, bcrypt.MaxCost)
 	case checkURL("default_cover_url", c.DefaultCoverURL) != nil: // the rule of a client's cover_url
 		return apperr.BadConfig("DefaultCoverURL", "default cover url %q: want an http(s) URL of at most %d bytes", c.DefaultCoverURL, maxURL)
+	case c.MicRequestTTL < 10*time.Second || c.MicRequestTTL > 24*time.Hour:
+		return apperr.BadConfig("MicRequestTTL", "mic request ttl %v: want 10s..24h", c.MicRequestTTL)
 	case c.RecoverLimit < 0:
 		return apperr.BadConfig("RecoverLimit", "recover limit %d: must be positive", c.RecoverLimit)
 	}

@@ -89,6 +89,9 @@ var allKinds = []Kind{
 	KindCreateRoom, KindJoinRoom, KindLeaveRoom, KindHeartbeat, KindMicUp, KindMicDown, KindChangeMicSeat,
 	KindSetSeatLock, KindTransferRoomHost, KindSendGift, KindSetRoomPassword, KindKickUser, KindCloseRoom,
 	KindChangeRoomVisibleRegion, KindSweepStale, KindBanRoom, KindRestoreRoom,
+	KindAddRoomAdmin, KindRemoveRoomAdmin, KindMuteSeat, KindSelfMute, KindSetSeatMode, KindRequestMic,
+	KindCancelMicRequest, KindApproveMicRequest, KindRejectMicRequest, KindInviteToMic, KindAcceptMicInvitation,
+	KindDeclineMicInvitation, KindUpdateRoomInfo, KindMuteChat,
 }
 
 // alertOutcomes are the outcomes of voiceroom_rooms_commands_total that alerts and

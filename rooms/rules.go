@@ -32,6 +32,8 @@ const (
 // replay, where the command was already accepted under the limits of its day).
 type limits struct {
 	maxOnline int
+	// micRequestTTLMs is how long a new request to speak stands.
+	micRequestTTLMs int64
 }
 
 // apply applies c to s (a clone) and returns the events it emits. changed
@@ -44,6 +46,20 @@ func apply(s *State, c *Command, lim limits, replay bool) (events []Event, chang
 	if err := s.admits(c); err != nil {
 		return nil, false, err
 	}
+	if c.Kind == KindRequestMic && !replay {
+		c.Args.ExpiresAtMs = c.NowMs + lim.micRequestTTLMs
+	}
+	events, changed, err = applyKind(s, c, lim, replay)
+	if changed {
+		// Lapsed requests, invitations and chat mutes leave with the
+		// next change; readers skip them meanwhile.
+		s.dropExpired(c.NowMs)
+	}
+	return events, changed, err
+}
+
+// applyKind is apply's dispatch to each kind's method.
+func applyKind(s *State, c *Command, lim limits, replay bool) (events []Event, changed bool, err error) {
 	switch c.Kind {
 	case KindJoinRoom:
 		return s.join(c, lim, replay)
@@ -77,6 +93,34 @@ func apply(s *State, c *Command, lim limits, replay bool) (events []Event, chang
 		return s.restore(c)
 	case KindSweepStale:
 		return s.sweepStale(c)
+	case KindAddRoomAdmin:
+		return s.addAdmin(c)
+	case KindRemoveRoomAdmin:
+		return s.removeAdmin(c)
+	case KindMuteSeat:
+		return s.muteSeat(c)
+	case KindSelfMute:
+		return s.selfMute(c)
+	case KindSetSeatMode:
+		return s.setSeatMode(c)
+	case KindRequestMic:
+		return s.requestMic(c)
+	case KindCancelMicRequest:
+		return s.cancelMicRequest(c)
+	case KindApproveMicRequest:
+		return s.approveMicRequest(c)
+	case KindRejectMicRequest:
+		return s.rejectMicRequest(c)
+	case KindInviteToMic:
+		return s.inviteToMic(c)
+	case KindAcceptMicInvitation:
+		return s.acceptMicInvitation(c)
+	case KindDeclineMicInvitation:
+		return s.declineMicInvitation(c)
+	case KindUpdateRoomInfo:
+		return s.updateInfo(c)
+	case KindMuteChat:
+		return s.muteChat(c)
 	}
 	return nil, false, apperr.New(apperr.InvalidArgument, "unknown command %q", c.Kind)
 }
@@ -93,7 +137,7 @@ func (s *State) join(c *Command, lim limits, replay bool) ([]Event, bool, error)
 	if s.isPresent(actor) {
 		return nil, false, nil // joining again only refreshes presence (the cell's)
 	}
-	if s.Locked() && !s.isManager(actor) && a.PasswordHash != s.PasswordHash {
+	if s.Locked() && !s.isManager(actor) && !s.isAdmin(actor) && a.PasswordHash != s.PasswordHash {
 		if !a.PasswordGiven {
 			return nil, false, apperr.New(apperr.PermissionDenied, "room is locked: password required")
 		}
@@ -115,7 +159,8 @@ func (s *State) leaveRoom(c *Command) ([]Event, bool, error) {
 	return []Event{s.leave(actor, roomevent.LeaveReasonLeave)}, true, nil
 }
 
-// micUp is MicUp: a present user takes a free, unlocked seat.
+// micUp is MicUp: a present user takes a free, unlocked seat (in a room
+// whose seats need approval, only the host's powers do).
 func (s *State) micUp(c *Command) ([]Event, bool, error) {
 	a := &c.Args
 	actor := c.Actor.UserID
@@ -125,10 +170,13 @@ func (s *State) micUp(c *Command) ([]Event, bool, error) {
 	if cur := s.seatOf(actor); cur >= 0 {
 		return nil, false, apperr.New(apperr.FailedPrecondition, "already on seat %d: change seats instead", cur)
 	}
+	if err := s.mayTakeSeat(c.Actor); err != nil {
+		return nil, false, err
+	}
 	if err := s.mustBeFreeSeat(a.SeatIndex); err != nil {
 		return nil, false, err
 	}
-	s.Seats[a.SeatIndex].UserID = actor
+	s.sit(actor, a.SeatIndex, false)
 	return []Event{{roomevent.RoomMicUp, roomevent.MicMoved{UserID: actor, SeatIndex: a.SeatIndex}}}, true, nil
 }
 
@@ -139,7 +187,7 @@ func (s *State) micDown(c *Command) ([]Event, bool, error) {
 	if cur < 0 {
 		return nil, false, apperr.New(apperr.FailedPrecondition, "not on a seat")
 	}
-	s.Seats[cur].UserID = 0
+	s.vacate(cur)
 	return []Event{{roomevent.RoomMicDown, roomevent.MicMoved{UserID: actor, SeatIndex: cur}}}, true, nil
 }
 
@@ -160,15 +208,17 @@ func (s *State) changeMicSeat(c *Command) ([]Event, bool, error) {
 	if err := s.mustBeFreeSeat(a.SeatIndex); err != nil {
 		return nil, false, err
 	}
-	s.Seats[cur].UserID = 0
-	s.Seats[a.SeatIndex].UserID = actor
+	selfMuted := s.Seats[cur].SelfMuted
+	s.vacate(cur)
+	s.sit(actor, a.SeatIndex, selfMuted)
 	return []Event{{roomevent.RoomMicChanged, roomevent.MicChanged{UserID: actor, FromSeatIndex: cur, ToSeatIndex: a.SeatIndex}}}, true, nil
 }
 
-// setSeatLock is SetSeatLock; locking an occupied seat takes its user down first.
+// setSeatLock is SetSeatLock, by the host's powers; locking an occupied
+// seat takes its user down first.
 func (s *State) setSeatLock(c *Command) ([]Event, bool, error) {
 	a := &c.Args
-	if err := s.mustManage(c.Actor); err != nil {
+	if err := s.mustModerate(c.Actor); err != nil {
 		return nil, false, err
 	}
 	if err := s.mustBeSeat(a.SeatIndex); err != nil {
@@ -181,7 +231,7 @@ func (s *State) setSeatLock(c *Command) ([]Event, bool, error) {
 	var events []Event
 	if a.Locked && seat.UserID != 0 {
 		events = append(events, Event{roomevent.RoomMicDown, roomevent.MicMoved{UserID: seat.UserID, SeatIndex: a.SeatIndex}})
-		seat.UserID = 0
+		s.vacate(a.SeatIndex)
 	}
 	seat.Locked = a.Locked
 	return append(events, Event{roomevent.RoomSeatLockChanged, roomevent.SeatLockChanged{SeatIndex: a.SeatIndex, Locked: a.Locked}}), true, nil
@@ -246,12 +296,14 @@ func (s *State) setPassword(c *Command) ([]Event, bool, error) {
 	return []Event{{roomevent.RoomPasswordChanged, roomevent.PasswordChanged{Locked: s.Locked()}}}, true, nil
 }
 
-// kick is KickUser, with an optional ban; the owner cannot be kicked.
+// kick is KickUser by the host's powers, with an optional ban; the owner
+// cannot be kicked, nor the host or an admin by a room admin. A kicked
+// admin stays an admin, but acts only once back in the room.
 func (s *State) kick(c *Command) ([]Event, bool, error) {
 	a := &c.Args
 	actor := c.Actor.UserID
 	now := c.NowMs
-	if err := s.mustManage(c.Actor); err != nil {
+	if err := s.mustModerate(c.Actor); err != nil {
 		return nil, false, err
 	}
 	target := a.TargetUserID
@@ -260,6 +312,9 @@ func (s *State) kick(c *Command) ([]Event, bool, error) {
 		return nil, false, apperr.Invalid("user_id", "you cannot kick yourself")
 	case target == s.OwnerUserID:
 		return nil, false, apperr.New(apperr.PermissionDenied, "the owner cannot be kicked")
+	}
+	if err := s.mustOutrank(c.Actor, target); err != nil {
+		return nil, false, err
 	}
 	present := s.isPresent(target)
 	if !present && a.BanSeconds == 0 {
@@ -322,13 +377,16 @@ func (s *State) sweepStale(c *Command) ([]Event, bool, error) {
 
 }
 
-// leave removes userID's presence and seat and returns the RoomUserLeft event.
+// leave removes userID's presence, seat, request to speak and invitation
+// and returns the RoomUserLeft event (which tells clients all of that).
 func (s *State) leave(userID int64, reason string) Event {
 	seat := s.seatOf(userID)
 	if seat >= 0 {
-		s.Seats[seat].UserID = 0
+		s.vacate(seat)
 	}
 	s.removePresence(userID)
+	s.dropRequest(userID)
+	s.dropInvitation(userID)
 	return Event{roomevent.RoomUserLeft, roomevent.UserLeft{UserID: userID, Reason: reason, SeatIndex: seat}}
 }
 
@@ -395,6 +453,7 @@ func newRoom(c *Command) (*State, []Event) {
 		VisibleRegionID: a.RegionID,
 		Status:          roomevent.StatusActive,
 		Mode:            a.Mode,
+		SeatMode:        a.SeatMode,
 		Title:           a.Title,
 		CoverURL:        a.CoverURL,
 		Description:     a.Description,

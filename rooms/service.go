@@ -149,6 +149,8 @@ type CreateRequest struct {
 	Description string `json:"description,omitempty"`
 	SeatCount   int    `json:"seat_count,omitempty"`
 	Mode        string `json:"mode,omitempty"`
+	// SeatMode is "free" (the default) or "apply".
+	SeatMode string `json:"seat_mode,omitempty"`
 	// RoomID is the new room's id when the caller already chose it (a
 	// router must know it to find the room's partition); empty: NewRoomID.
 	RoomID string `json:"room_id,omitempty"`
@@ -250,7 +252,14 @@ func (s *Service) createArgs(req CreateRequest) (Args, error) {
 	if !modePattern.MatchString(mode) {
 		return Args{}, apperr.Invalid("mode", "must be 1..32 of [a-z0-9_], starting with a letter")
 	}
-	return Args{Title: title, CoverURL: cover, Description: desc, SeatCount: seats, Mode: mode}, nil
+	seatMode := req.SeatMode
+	if seatMode == "" {
+		seatMode = roomevent.SeatModeFree
+	}
+	if err := validSeatMode(seatMode); err != nil {
+		return Args{}, err
+	}
+	return Args{Title: title, CoverURL: cover, Description: desc, SeatCount: seats, Mode: mode, SeatMode: seatMode}, nil
 }
 
 func (s *Service) ownerHasNoRoom(ctx context.Context, appCode string, owner int64) error {
@@ -272,7 +281,94 @@ func (s *Service) Execute(ctx context.Context, cmd *Command) (Result, error) {
 	if cmd.Kind == KindCreateRoom {
 		return Result{}, apperr.New(apperr.InvalidArgument, "use Create")
 	}
+	if err := s.checkArgs(cmd); err != nil {
+		return Result{}, err
+	}
 	return s.run(ctx, cmd, nil)
+}
+
+// checkArgs checks and normalizes what a client sent with a command the
+// router hands over as is (the HTTP edge checks the shapes too): a room's
+// new information is trimmed and bounded, a seat mode and a mute's length
+// are in range.
+func (s *Service) checkArgs(cmd *Command) error {
+	a := &cmd.Args
+	switch cmd.Kind {
+	case KindUpdateRoomInfo:
+		return CheckRoomInfo(a.Info)
+	case KindSetSeatMode:
+		return validSeatMode(a.SeatMode)
+	case KindMuteChat:
+		if a.MuteSeconds < 0 || a.MuteSeconds > MaxMuteSeconds {
+			return apperr.Invalid("seconds", "must be 0..%d", MaxMuteSeconds)
+		}
+	case KindRequestMic, KindApproveMicRequest, KindInviteToMic:
+		if a.SeatIndex < AnySeat || a.SeatIndex >= MaxSeatCount {
+			return apperr.Invalid("seat_index", "must be 0..%d", MaxSeatCount-1)
+		}
+	}
+	if a.TargetUserID < 0 {
+		return apperr.Invalid("user_id", "must be a positive number")
+	}
+	return nil
+}
+
+// Bounds of a room's information.
+const (
+	// MaxNotice bounds a room's notice (announcement).
+	MaxNotice = 500
+)
+
+// CheckRoomInfo trims and checks an UpdateRoomInfo change in place: a name
+// of 1..64 characters, a notice and a description of at most 500, a cover
+// that is an http(s) URL; at least one field.
+func CheckRoomInfo(info *RoomInfo) error {
+	if info == nil || (info.Title == nil && info.Notice == nil && info.CoverURL == nil && info.Description == nil) {
+		return apperr.Invalid("room_name", "give at least one of room_name, notice, room_avatar, room_description")
+	}
+	check := func(v *string, field string, minLen, maxLen int) error {
+		if v == nil {
+			return nil
+		}
+		*v = strings.TrimSpace(*v)
+		return checkText(field, *v, minLen, maxLen)
+	}
+	if err := check(info.Title, "room_name", 1, maxTitle); err != nil {
+		return err
+	}
+	if err := check(info.Notice, "notice", 0, MaxNotice); err != nil {
+		return err
+	}
+	if err := check(info.Description, "room_description", 0, maxDescription); err != nil {
+		return err
+	}
+	if info.CoverURL != nil {
+		*info.CoverURL = strings.TrimSpace(*info.CoverURL)
+		if err := checkURL("room_avatar", *info.CoverURL); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// MicRequests returns a room's requests to speak that stand now, in order
+// of arrival, to the host's powers (the owner, the host, a room admin in
+// the room, an operator).
+func (s *Service) MicRequests(ctx context.Context, appCode, roomID string, actor Actor) ([]MicRequest, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.CommandTimeout)
+	defer cancel()
+	key := roomKey{AppCode: appCode, RoomID: roomID}
+	if _, err := s.serving(key); err != nil {
+		return nil, err
+	}
+	st, err := s.current(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	if err := st.mustModerate(actor); err != nil {
+		return nil, err
+	}
+	return st.LiveRequests(s.now().UnixMilli()), nil
 }
 
 // Join runs JoinRoom. A password, when given, is checked against the room's
@@ -466,7 +562,7 @@ func (s *Service) execLocked(ctx context.Context, c *cell, cmd *Command) (Result
 		next = cur.Clone()
 		var changed bool
 		var err error
-		events, changed, err = apply(next, cmd, limits{maxOnline: s.cfg.MaxOnline}, false)
+		events, changed, err = apply(next, cmd, limits{maxOnline: s.cfg.MaxOnline, micRequestTTLMs: s.cfg.MicRequestTTL.Milliseconds()}, false)
 		if err != nil {
 			return Result{}, err
 		}

@@ -24,6 +24,10 @@ type State struct {
 	Title           string `json:"title"`
 	CoverURL        string `json:"cover_url"`
 	Description     string `json:"description,omitempty"`
+	Notice          string `json:"notice,omitempty"`
+	// SeatMode is roomevent.SeatModeFree or SeatModeApply ("" in rooms
+	// created before seat modes: free).
+	SeatMode string `json:"seat_mode,omitempty"`
 	// PasswordHash is a bcrypt hash, "" when the room is unlocked. It is
 	// kept in snapshots and the command log, never in events or responses.
 	PasswordHash string                   `json:"password_hash,omitempty"`
@@ -32,15 +36,48 @@ type State struct {
 	Bans         []Ban                    `json:"bans,omitempty"`
 	Heat         int64                    `json:"heat"`
 	Contrib      []roomevent.Contribution `json:"contrib,omitempty"`
-	Version      int64                    `json:"room_version"`
-	CreatedAtMs  int64                    `json:"created_at_ms"`
-	UpdatedAtMs  int64                    `json:"updated_at_ms"`
+	// Admins are the room admins the owner named, in the order named.
+	Admins []int64 `json:"admins,omitempty"`
+	// Requests are the requests to speak, in order of arrival; Invitations
+	// the host's invitations to a seat, one per user. Both may hold
+	// entries past their expiry until the next command that changes the
+	// room drops them; every reader skips them.
+	Requests    []MicRequest `json:"mic_requests,omitempty"`
+	Invitations []Invitation `json:"mic_invitations,omitempty"`
+	// ChatMutes are the users whose chat in the room is muted, sorted by
+	// user id, each until a time.
+	ChatMutes   []Ban `json:"chat_mutes,omitempty"`
+	Version     int64 `json:"room_version"`
+	CreatedAtMs int64 `json:"created_at_ms"`
+	UpdatedAtMs int64 `json:"updated_at_ms"`
 }
 
-// Seat is one mic seat.
+// Seat is one mic seat. Muted is the host's mute and stays on the seat
+// whoever sits on it; SelfMuted is its speaker's own, and goes with them.
 type Seat struct {
-	UserID int64 `json:"user_id,omitempty"`
-	Locked bool  `json:"locked,omitempty"`
+	UserID    int64 `json:"user_id,omitempty"`
+	Locked    bool  `json:"locked,omitempty"`
+	Muted     bool  `json:"muted,omitempty"`
+	SelfMuted bool  `json:"self_muted,omitempty"`
+}
+
+// MicRequest is a user's request to speak; SeatIndex is AnySeat or the
+// seat asked for.
+type MicRequest struct {
+	UserID        int64 `json:"user_id"`
+	SeatIndex     int   `json:"seat_index"`
+	RequestedAtMs int64 `json:"requested_at_ms"`
+	ExpiresAtMs   int64 `json:"expires_at_ms"`
+}
+
+// Invitation is the host's (or a room admin's) invitation of a user to a
+// seat; SeatIndex is AnySeat or the seat offered.
+type Invitation struct {
+	UserID      int64 `json:"user_id"`
+	ByUserID    int64 `json:"by_user_id"`
+	SeatIndex   int   `json:"seat_index"`
+	InvitedAtMs int64 `json:"invited_at_ms"`
+	ExpiresAtMs int64 `json:"expires_at_ms"`
 }
 
 // Presence is a user in the room. When the user was last heard from is soft
@@ -63,6 +100,10 @@ func (s *State) Clone() *State {
 	c.Online = slices.Clone(s.Online)
 	c.Bans = slices.Clone(s.Bans)
 	c.Contrib = slices.Clone(s.Contrib)
+	c.Admins = slices.Clone(s.Admins)
+	c.Requests = slices.Clone(s.Requests)
+	c.Invitations = slices.Clone(s.Invitations)
+	c.ChatMutes = slices.Clone(s.ChatMutes)
 	return &c
 }
 
@@ -119,20 +160,33 @@ func (s *State) occupiedSeats() int {
 }
 
 // banUntil returns when userID's ban ends, 0 if not banned.
-func (s *State) banUntil(userID int64) int64 {
-	i, ok := sort.Find(len(s.Bans), func(i int) int { return cmpInt(userID, s.Bans[i].UserID) })
-	if !ok {
-		return 0
-	}
-	return s.Bans[i].UntilMs
-}
+func (s *State) banUntil(userID int64) int64 { return until(s.Bans, userID) }
 
 // setBan bans userID until untilMs and drops bans that ended before nowMs,
 // so the list holds only live bans.
 func (s *State) setBan(userID, untilMs, nowMs int64) {
-	s.Bans = slices.DeleteFunc(s.Bans, func(b Ban) bool { return b.UntilMs <= nowMs || b.UserID == userID })
-	i, _ := sort.Find(len(s.Bans), func(i int) int { return cmpInt(userID, s.Bans[i].UserID) })
-	s.Bans = slices.Insert(s.Bans, i, Ban{UserID: userID, UntilMs: untilMs})
+	s.Bans = setUntil(s.Bans, userID, untilMs, nowMs)
+}
+
+// until returns when userID's entry in list (sorted by user id) ends, 0 if
+// none.
+func until(list []Ban, userID int64) int64 {
+	i, ok := sort.Find(len(list), func(i int) int { return cmpInt(userID, list[i].UserID) })
+	if !ok {
+		return 0
+	}
+	return list[i].UntilMs
+}
+
+// setUntil returns list with userID's entry ending at untilMs (none when
+// untilMs is 0) and without the entries that ended before nowMs.
+func setUntil(list []Ban, userID, untilMs, nowMs int64) []Ban {
+	list = slices.DeleteFunc(list, func(b Ban) bool { return b.UntilMs <= nowMs || b.UserID == userID })
+	if untilMs == 0 {
+		return list
+	}
+	i, _ := sort.Find(len(list), func(i int) int { return cmpInt(userID, list[i].UserID) })
+	return slices.Insert(list, i, Ban{UserID: userID, UntilMs: untilMs})
 }
 
 // addContribution adds value to userID's gift total and keeps Contrib sorted

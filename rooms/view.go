@@ -15,7 +15,9 @@ type View struct {
 	Title           string                   `json:"title"`
 	CoverURL        string                   `json:"cover_url"`
 	Description     string                   `json:"description"`
+	Notice          string                   `json:"notice"`
 	Mode            string                   `json:"mode"`
+	SeatMode        string                   `json:"seat_mode"`
 	Status          string                   `json:"status"`
 	Locked          bool                     `json:"locked"`
 	Heat            int64                    `json:"heat"`
@@ -25,15 +27,28 @@ type View struct {
 	OnlineCount     int                      `json:"online_count"`
 	OnlineUsers     []OnlineUser             `json:"online_users"`
 	GiftRank        []roomevent.Contribution `json:"gift_rank"`
-	CreatedAtMs     int64                    `json:"created_at_ms"`
-	UpdatedAtMs     int64                    `json:"updated_at_ms"`
+	// AdminUserIDs are the room admins, in the order the owner named them.
+	AdminUserIDs []int64 `json:"admin_user_ids"`
+	// MicRequestCount is how many requests to speak wait (the queue
+	// itself is for the host's powers: GET .../mic/requests).
+	MicRequestCount int `json:"mic_request_count"`
+	// MicInvitations are the open invitations to a seat.
+	MicInvitations []Invitation `json:"mic_invitations"`
+	// ChatMutes are the users whose chat in the room is muted, and until
+	// when.
+	ChatMutes   []Ban `json:"chat_mutes"`
+	CreatedAtMs int64 `json:"created_at_ms"`
+	UpdatedAtMs int64 `json:"updated_at_ms"`
 }
 
-// SeatView is a seat in a View; UserID 0 is a free seat.
+// SeatView is a seat in a View; UserID 0 is a free seat. Muted is the
+// host's mute of the seat, SelfMuted its speaker's own.
 type SeatView struct {
-	Index  int   `json:"index"`
-	UserID int64 `json:"user_id"`
-	Locked bool  `json:"locked"`
+	Index     int   `json:"index"`
+	UserID    int64 `json:"user_id"`
+	Locked    bool  `json:"locked"`
+	Muted     bool  `json:"muted"`
+	SelfMuted bool  `json:"self_muted"`
 }
 
 // OnlineUser is a present user in a View.
@@ -42,7 +57,9 @@ type OnlineUser struct {
 	JoinedAtMs int64 `json:"joined_at_ms"`
 }
 
-// View returns the client view of s.
+// View returns the client view of s. Requests, invitations and chat mutes
+// are as of the room's last change: one that lapsed since is shown until
+// the next change drops it, and each carries its expiry.
 func (s *State) View() View {
 	v := View{
 		RoomID:          s.RoomID,
@@ -54,7 +71,9 @@ func (s *State) View() View {
 		Title:           s.Title,
 		CoverURL:        s.CoverURL,
 		Description:     s.Description,
+		Notice:          s.Notice,
 		Mode:            s.Mode,
+		SeatMode:        s.seatMode(),
 		Status:          s.Status,
 		Locked:          s.Locked(),
 		Heat:            s.Heat,
@@ -64,11 +83,15 @@ func (s *State) View() View {
 		OnlineCount:     len(s.Online),
 		OnlineUsers:     make([]OnlineUser, len(s.Online)),
 		GiftRank:        s.rank(),
+		AdminUserIDs:    append([]int64{}, s.Admins...), // never nil: JSON []
+		MicRequestCount: len(s.Requests),
+		MicInvitations:  append([]Invitation{}, s.Invitations...),
+		ChatMutes:       append([]Ban{}, s.ChatMutes...),
 		CreatedAtMs:     s.CreatedAtMs,
 		UpdatedAtMs:     s.UpdatedAtMs,
 	}
 	for i, seat := range s.Seats {
-		v.Seats[i] = SeatView{Index: i, UserID: seat.UserID, Locked: seat.Locked}
+		v.Seats[i] = SeatView{Index: i, UserID: seat.UserID, Locked: seat.Locked, Muted: seat.Muted, SelfMuted: seat.SelfMuted}
 	}
 	for i, p := range s.Online {
 		v.OnlineUsers[i] = OnlineUser{UserID: p.UserID, JoinedAtMs: p.JoinedAtMs}
