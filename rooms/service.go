@@ -307,8 +307,11 @@ func (s *Service) checkArgs(cmd *Command) error {
 			return apperr.Invalid("seat_index", "must be 0..%d", MaxSeatCount-1)
 		}
 	}
-	if a.TargetUserID < 0 {
-		return apperr.Invalid("user_id", "must be a positive number")
+	switch cmd.Kind {
+	case KindAddRoomAdmin, KindRemoveRoomAdmin, KindApproveMicRequest, KindRejectMicRequest, KindInviteToMic, KindMuteChat:
+		if a.TargetUserID <= 0 {
+			return apperr.Invalid("user_id", "must be a positive number")
+		}
 	}
 	return nil
 }
