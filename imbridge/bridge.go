@@ -222,6 +222,7 @@ type lane struct {
 	out      *outMsg          // built, not yet accepted: sent again unchanged
 	single   int              // events to send one by one (after a batch was refused)
 	closed   bool             // the head RoomClosed's message was accepted; destroy next
+	muted    bool             // the head RoomChatMuted's mute was applied; its message next
 	attempts int              // failed attempts of the current step
 	queued   bool             // in ready, held by a sender or waiting to retry
 	busy     bool             // held by a sender
@@ -394,9 +395,9 @@ func (b *Bridge) sender(ctx context.Context) {
 	}
 }
 
-// serve runs one step of a lane: create its group, send one message, or
-// destroy its group. Then it queues the lane again (more to do), arms its
-// retry timer (a retryable failure), or lets it rest.
+// serve runs one step of a lane: create its group, apply a chat mute, send
+// one message, or destroy its group. Then it queues the lane again (more
+// to do), arms its retry timer (a retryable failure), or lets it rest.
 func (b *Bridge) serve(ctx context.Context, l *lane) {
 	b.mu.Lock()
 	if b.stopping || len(l.queue) == 0 {
@@ -406,7 +407,7 @@ func (b *Bridge) serve(ctx context.Context, l *lane) {
 	}
 	l.busy = true
 	head := l.queue[0]
-	closed := l.closed
+	closed, muted := l.closed, l.muted
 	b.mu.Unlock()
 
 	var err error
@@ -421,6 +422,8 @@ func (b *Bridge) serve(ctx context.Context, l *lane) {
 		if err == nil {
 			b.settle(l, 1, nil)
 		}
+	case head.kind == roomevent.IMMuteChat && !muted:
+		err = b.muteChat(ctx, l, head.env)
 	default:
 		err = b.send(ctx, l)
 	}
@@ -527,6 +530,9 @@ func (b *Bridge) settleQuiet(l *lane, n int) {
 func (b *Bridge) takeLocked(l *lane, n int) []*item {
 	done := append([]*item(nil), l.queue[:n]...)
 	l.queue = l.queue[n:]
+	if n > 0 {
+		l.muted = false // the head's mute went with it
+	}
 	for _, it := range done {
 		delete(l.held, it.env.EventID)
 	}
@@ -571,7 +577,7 @@ func (b *Bridge) failLocked(l *lane) {
 	for _, it := range l.queue {
 		it.done(errShutdown)
 	}
-	l.queue, l.out, l.closed, l.single = nil, nil, false, 0
+	l.queue, l.out, l.closed, l.muted, l.single = nil, nil, false, false, 0
 	clear(l.held)
 }
 
@@ -691,20 +697,7 @@ func (b *Bridge) send(ctx context.Context, l *lane) error {
 	err = b.call(ctx, l.client, APISendGroupMsg, out.body, &resp)
 	var ae *APIError
 	if errors.As(err, &ae) && ae.Code == CodeGroupNotFound {
-		first := b.peek(l, 1)[0]
-		if cardOf(first.env).Status == roomevent.StatusClosed {
-			// Late events of a closed room whose group is gone: nobody is
-			// there to show them to, and a new group would outlive the room.
-			b.mu.Lock()
-			l.out = nil
-			b.mu.Unlock()
-			for _, it := range b.peek(l, out.n) {
-				b.metrics.event(it.env.EventType, outcomeSkipped, 1)
-			}
-			b.settleQuiet(l, out.n)
-			return nil
-		}
-		if err := b.createGroup(ctx, l, first.env); err != nil {
+		if skipped, err := b.groupMissing(ctx, l, out.n); skipped || err != nil {
 			return err
 		}
 		if err := b.apiLimit(ctx, l.client, APISendGroupMsg); err != nil {
@@ -735,7 +728,29 @@ func (b *Bridge) send(ctx context.Context, l *lane) error {
 	return nil
 }
 
-// message returns the lane's pending message, building it if needed.
+// groupMissing answers 10010 for the first n events of l: in a closed
+// room they are acked as skipped (skipped true): late events whose group
+// is gone, nobody is there to show them to, and a new group would outlive
+// the room. Otherwise the group is created and the caller calls again.
+func (b *Bridge) groupMissing(ctx context.Context, l *lane, n int) (skipped bool, err error) {
+	first := b.peek(l, 1)[0]
+	if cardOf(first.env).Status != roomevent.StatusClosed {
+		return false, b.createGroup(ctx, l, first.env)
+	}
+	b.mu.Lock()
+	l.out = nil
+	b.mu.Unlock()
+	for _, it := range b.peek(l, n) {
+		b.metrics.event(it.env.EventType, outcomeSkipped, 1)
+	}
+	b.settleQuiet(l, n)
+	return true, nil
+}
+
+// message returns the lane's pending message, building it if needed. A
+// message stops before a RoomCreated (its own step) and before a
+// RoomChatMuted that is not its first event (its mute goes first), and
+// ends with a RoomClosed.
 func (b *Bridge) message(l *lane) (*outMsg, error) {
 	b.mu.Lock()
 	if l.out != nil {
@@ -748,8 +763,8 @@ func (b *Bridge) message(l *lane) (*outMsg, error) {
 		limit = 1
 	}
 	var evs []bus.Envelope
-	for _, it := range l.queue {
-		if len(evs) == limit || it.kind == roomevent.IMCreateGroup {
+	for i, it := range l.queue {
+		if len(evs) == limit || it.kind == roomevent.IMCreateGroup || (i > 0 && it.kind == roomevent.IMMuteChat) {
 			break
 		}
 		evs = append(evs, it.env)

@@ -173,20 +173,7 @@ func TestPermanentErrorIsDeadLettered(t *testing.T) {
 	}
 	bad := r.joined(2)
 	publish(t, js, bad)
-	var letters []bus.DeadLetter
-	testenv.Eventually(t, 10*time.Second, func() error {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		var err error
-		letters, err = bus.ReadDeadLetters(ctx, js, 10)
-		if err != nil {
-			return err
-		}
-		if len(letters) != 1 {
-			return fmt.Errorf("%d dead letters", len(letters))
-		}
-		return nil
-	})
+	letters := waitDeadLetters(t, js, 1)
 	if l := letters[0]; l.Consumer != bus.DurableIMBridge || !strings.Contains(l.Reason, "80001") {
 		t.Fatalf("letter %+v", l)
 	}

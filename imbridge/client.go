@@ -22,6 +22,8 @@ const (
 	APICreateGroup  = "group_open_http_svc/create_group"
 	APISendGroupMsg = "group_open_http_svc/send_group_msg"
 	APIDestroyGroup = "group_open_http_svc/destroy_group"
+	// APIForbidSendMsg mutes and unmutes members' messages in a group.
+	APIForbidSendMsg = "group_open_http_svc/forbid_send_msg"
 )
 
 // ClientConfig configures a Client.

@@ -75,7 +75,15 @@
 // is the event type and whose Data is the event JSON (event_id,
 // event_type, room_id, room_version, occurred_at_ms, payload); a message
 // for a group that is missing (10010) creates the group first. RoomClosed
-// is sent, then the group destroyed. What each type becomes, and which go
+// is sent, then the group destroyed. RoomChatMuted first sets the user's
+// mute in the group with forbid_send_msg (Members_Account the user id in
+// decimal, the account the bridge names users by everywhere; MuteTime the
+// seconds left until the event's until_ms at that call, rounded up, 0 to
+// lift it or when it is already over), then its message is sent: a
+// message starts with a RoomChatMuted or holds none, so the events before
+// it are shown first. A mute that fails is retried or dead-lettered like
+// a message, holding the room's later events; a dead-lettered one is not
+// shown. What each type becomes, and which go
 // with MsgPriority High, is the event contract's (roomevent.Spec): types
 // whose IM action is IMSkip (RoomHeatChanged, RoomRankChanged,
 // RoomVisibleRegionChanged) and unknown types are acked without a call and

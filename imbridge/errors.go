@@ -27,6 +27,10 @@ var (
 	// message limit. Permanent.
 	ErrTooLarge = errors.New("message too large")
 
+	// ErrBadEvent reports an event whose payload lacks what its IM action
+	// needs (a RoomChatMuted without a user). Permanent.
+	ErrBadEvent = errors.New("event unusable for tencent im")
+
 	// errShutdown settles events the bridge still held when it stopped:
 	// they are redelivered after a restart.
 	errShutdown = errors.New("imbridge stopping")
@@ -48,7 +52,10 @@ func (e *APIError) Error() string {
 
 // Tencent error codes the bridge acts on.
 const (
+	CodeNoPermission      = 10007 // the operation is not allowed (forbid_send_msg in a Private group)
 	CodeGroupNotFound     = 10010 // the group does not exist or was destroyed
+	CodeInvalidGroupID    = 10015 // the GroupId cannot be a group's
+	CodeSenderMuted       = 10017 // send_group_msg: the sender is muted in the group
 	CodeGroupIDInUse      = 10021 // create_group: the GroupId exists
 	CodeGroupIDInUseByYou = 10025 // create_group: the GroupId exists and is yours
 	CodeSigExpired        = 70001
@@ -74,18 +81,19 @@ var retryableCodes = map[int]bool{
 // permanentCodes are Tencent errors another try cannot fix: bad requests,
 // bad signatures, a wrong identifier, content refused.
 var permanentCodes = map[int]bool{
-	10003: true, 10004: true, 10007: true, 10015: true, 10016: true, 10017: true,
+	10003: true, 10004: true, CodeNoPermission: true, CodeInvalidGroupID: true, 10016: true, CodeSenderMuted: true,
 	60002: true, 60003: true, 60004: true, 60005: true, 60006: true, 60010: true,
 	80001: true, 80002: true,
 }
 
 // Permanent reports whether err cannot succeed on another try: an
-// APIError with a permanent code (the list above, and 70002 to 70020), or
-// ErrTooLarge. Everything else is retryable: transport errors, timeouts,
-// HTTP 5xx, dropped messages, the retryable codes, and codes the bridge
-// does not know (an event is never dropped on a guess).
+// APIError with a permanent code (the list above, and 70002 to 70020),
+// ErrTooLarge, ErrBadEvent or ErrNoApplication. Everything else is
+// retryable: transport errors, timeouts, HTTP 5xx, dropped messages, the
+// retryable codes, and codes the bridge does not know (an event is never
+// dropped on a guess).
 func Permanent(err error) bool {
-	if errors.Is(err, ErrTooLarge) || errors.Is(err, ErrNoApplication) {
+	if errors.Is(err, ErrTooLarge) || errors.Is(err, ErrBadEvent) || errors.Is(err, ErrNoApplication) {
 		return true
 	}
 	var ae *APIError

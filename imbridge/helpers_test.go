@@ -121,6 +121,12 @@ func runBridge(tb testing.TB, js jetstream.JetStream, apps imbridge.Apps, cfg im
 // runBridgeMetrics is runBridge recording into m.
 func runBridgeMetrics(tb testing.TB, js jetstream.JetStream, apps imbridge.Apps, cfg imbridge.Config, m *imbridge.Metrics) (stop func() time.Duration) {
 	tb.Helper()
+	return runBridgeClock(tb, js, apps, cfg, m, time.Now)
+}
+
+// runBridgeClock is runBridgeMetrics on the clock now.
+func runBridgeClock(tb testing.TB, js jetstream.JetStream, apps imbridge.Apps, cfg imbridge.Config, m *imbridge.Metrics, now func() time.Time) (stop func() time.Duration) {
+	tb.Helper()
 	if cfg.StatsInterval == 0 {
 		cfg.StatsInterval = time.Second
 	}
@@ -130,7 +136,7 @@ func runBridgeMetrics(tb testing.TB, js jetstream.JetStream, apps imbridge.Apps,
 	if cfg.Client.CallTimeout == 0 {
 		cfg.Client.CallTimeout = 500 * time.Millisecond
 	}
-	b, err := imbridge.New(js, apps, cfg, testenv.Logger(tb), m, nil, time.Now)
+	b, err := imbridge.New(js, apps, cfg, testenv.Logger(tb), m, nil, now)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -207,4 +213,23 @@ func waitDrained(tb testing.TB, js jetstream.JetStream) {
 		}
 		return nil
 	})
+}
+
+// waitDeadLetters waits until the DLQ holds n letters and returns them.
+func waitDeadLetters(tb testing.TB, js jetstream.JetStream, n int) []bus.DeadLetter {
+	tb.Helper()
+	var letters []bus.DeadLetter
+	testenv.Eventually(tb, 10*time.Second, func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		var err error
+		if letters, err = bus.ReadDeadLetters(ctx, js, n+1); err != nil {
+			return err
+		}
+		if len(letters) != n {
+			return fmt.Errorf("%d dead letters, want %d", len(letters), n)
+		}
+		return nil
+	})
+	return letters
 }

@@ -82,7 +82,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			m.events.WithLabelValues(t, o)
 		}
 	}
-	for _, api := range []string{APICreateGroup, APISendGroupMsg, APIDestroyGroup} {
+	for _, api := range []string{APICreateGroup, APISendGroupMsg, APIDestroyGroup, APIForbidSendMsg} {
 		m.calls.WithLabelValues(api, "0")
 	}
 	for _, r := range []string{"allow", "deny", "bad_sign", "stale", "unknown_app"} {

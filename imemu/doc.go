@@ -12,7 +12,7 @@
 //
 // # What it emulates
 //
-//   - POST /v4/group_open_http_svc/{create_group,send_group_msg,destroy_group}
+//   - POST /v4/group_open_http_svc/{create_group,send_group_msg,destroy_group,forbid_send_msg}
 //     with the query parameters sdkappid, identifier and usersig. An unknown
 //     sdkappid answers 70014, an identifier other than the application's
 //     admin 70013; the UserSig (v2: zlib-compressed JSON with an
@@ -30,22 +30,37 @@
 //     the group within the last 5 minutes is a duplicate: answered OK with
 //     MsgSeq 0 and not shown again. Above 40 messages in a second per group
 //     the answer is OK with MsgDropReason "MsgFreqLimit" and the message is
-//     not shown. Every answer but an injected HTTP 500 is HTTP 200 with
-//     ActionStatus, ErrorCode and ErrorInfo; an accepted message's also has
-//     MsgTime and MsgSeq.
+//     not shown. A From_Account muted in the group answers 10017. Every
+//     answer but an injected HTTP 500 is HTTP 200 with ActionStatus,
+//     ErrorCode and ErrorInfo; an accepted message's also has MsgTime and
+//     MsgSeq.
+//   - forbid_send_msg: GroupId required (else 10004) and at most 48 bytes
+//     (else 10015), Members_Account 1..500 non-empty accounts, MuteTime
+//     required and a whole number of seconds in 0..4294967295 (else 10004;
+//     0 lifts the mute, 4294967295 is for ever); a group that does not
+//     exist or was destroyed answers 10010, a Private group 10007 (Tencent
+//     does not mute there; the code is the emulator's choice among its
+//     documented ones). Each account's mute is recorded, whether or not it
+//     is in the group: Tencent lists no error for a non-member, and its
+//     mutes outlast leaving the group. The older name ShutUpTime is not
+//     read (a request with only it lacks MuteTime).
 //   - Faults on request ([Fault]): an ErrorCode answer, an HTTP 500, or no
 //     answer until the caller gives up, for every call or one API, for a
 //     while or until cleared.
 //
 // Everything it received is shown under /_emu/ (groups, messages, events
-// by id, counters; see the README), for tests and the benchmark to check
-// that each event was shown once.
+// by id, members' mutes, counters; see the README), for tests and the
+// benchmark to check that each event was shown once and each mute set.
 //
 // # What it does not
 //
 //   - Any other REST API (group members, group info, message history,
-//     accounts), and the per-application limit on REST calls per second
-//     (Tencent's 200 per API): the bridge keeps under it by itself.
+//     accounts, the list of muted members), and the per-application limit
+//     on REST calls per second (Tencent's 200 per API): the bridge keeps
+//     under it by itself.
+//   - Members and accounts: nobody joins a group and no account is
+//     imported, so any account may be muted and create_group never answers
+//     that an Owner_Account is unknown.
 //   - Delivery to members: no client connects, no message reaches anyone;
 //     a message is "shown" when the emulator kept it.
 //   - Callbacks to the application's server (such as

@@ -48,17 +48,20 @@ type Config struct {
 // Tencent's limits, as the emulator applies them.
 const (
 	groupRate     = 40 // messages per second per group
+	maxGroupID    = 48 // bytes of a GroupId
 	duplicateTTL  = 5 * time.Minute
 	maxBody       = 64 * 1024
 	timeoutCap    = 30 * time.Second
 	defaultListed = 100
 )
 
-// group is a group and the receipts its rate rule counts.
+// group is a group, the receipts its rate rule counts and its members'
+// chat mutes.
 type group struct {
 	Group
 	sdkAppID int64
-	recent   []time.Time // receipts within the last second
+	recent   []time.Time      // receipts within the last second
+	mutes    map[string]*Mute // by account: the last forbid_send_msg naming it
 }
 
 // WithDefaults returns c with zero fields defaulted.
@@ -106,6 +109,7 @@ func New(cfg Config) (*Emulator, error) {
 	mux.HandleFunc("GET /_emu/groups", e.serveGroups)
 	mux.HandleFunc("GET /_emu/messages", e.serveMessages)
 	mux.HandleFunc("GET /_emu/events/{event_id}", e.serveEvent)
+	mux.HandleFunc("GET /_emu/mutes", e.serveMutes)
 	mux.HandleFunc("GET /_emu/stats", e.serveStats)
 	mux.HandleFunc("POST /_emu/faults", e.serveSetFault)
 	mux.HandleFunc("DELETE /_emu/faults", e.serveClearFault)

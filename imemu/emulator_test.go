@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -167,6 +168,20 @@ func TestEmulatorInspectionAPI(t *testing.T) {
 	if ids := msgs[0].(map[string]any)["event_ids"].([]any); len(ids) != 2 || ids[1] != "e2" {
 		t.Fatalf("event_ids %v", ids)
 	}
+	if err := c.Call(ctx, imbridge.APIForbidSendMsg, map[string]any{"GroupId": "g1", "Members_Account": []string{"7"}, "MuteTime": 60}, nil); err != nil {
+		t.Fatal(err)
+	}
+	mutes := get("GET", "/_emu/mutes?group_id=g1", "", 200)["mutes"].([]any)
+	if len(mutes) != 1 {
+		t.Fatalf("mutes %v", mutes)
+	}
+	keys(mutes[0], "group_id", "account", "mute_time", "set_at_ms", "until_ms", "muted")
+	if m := mutes[0].(map[string]any); m["account"] != "7" || m["mute_time"] != 60.0 || m["muted"] != true {
+		t.Fatalf("mute %v", m)
+	}
+	if none := get("GET", "/_emu/mutes?group_id=g2", "", 200)["mutes"].([]any); len(none) != 0 {
+		t.Fatalf("mutes of another group: %v", none)
+	}
 	ev := get("GET", "/_emu/events/e2", "", 200)
 	keys(ev, "event_id", "shown", "group_id", "first_received_at_ms")
 	if ev["shown"] != 1.0 {
@@ -191,41 +206,59 @@ func TestEmulatorInspectionAPI(t *testing.T) {
 	}
 }
 
+// restCaller posts to the emulator at base as the test application's
+// admin, with a sig made on clk.
+type restCaller struct {
+	base   string
+	caller url.Values
+}
+
+func newRESTCaller(tb testing.TB, base string, clk *testenv.Clock) *restCaller {
+	tb.Helper()
+	sig, err := imbridge.UserSig(testKey, testAdmin, testSDKAppID, clk.Now().Unix(), 86400)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return &restCaller{base: base, caller: url.Values{"sdkappid": {fmt.Sprint(testSDKAppID)}, "identifier": {testAdmin}, "usersig": {sig}}}
+}
+
+// call posts body to api as q and checks the answer's ErrorCode.
+func (rc *restCaller) call(tb testing.TB, api string, q url.Values, body any, wantCode int) map[string]any {
+	tb.Helper()
+	b, err := json.Marshal(body)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	resp, err := http.Post(rc.base+"/v4/"+api+"?"+q.Encode(), "application/json", bytes.NewReader(b))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out map[string]any
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+		tb.Fatalf("%s: %v", api, err)
+	}
+	wantStatus := "OK"
+	if wantCode != 0 {
+		wantStatus = "FAIL"
+	}
+	if resp.StatusCode != http.StatusOK || out["ErrorCode"] != float64(wantCode) || out["ActionStatus"] != wantStatus {
+		tb.Fatalf("%s: status %d, answer %v; want ErrorCode %d", api, resp.StatusCode, out, wantCode)
+	}
+	return out
+}
+
 // TestRESTContract walks the answers of Tencent's REST contract that the
 // bridge relies on: the caller's checks, the group rules, the 12 KB limit,
 // the duplicate Random within 5 minutes and the 40 messages/s rule.
 func TestRESTContract(t *testing.T) {
 	clk := testenv.NewClock(time.Unix(1700000000, 0))
 	emu, base := newTestEmulator(t, clk.Now)
-	sig, err := imbridge.UserSig(testKey, testAdmin, testSDKAppID, clk.Now().Unix(), 86400)
-	if err != nil {
-		t.Fatal(err)
-	}
-	caller := url.Values{"sdkappid": {fmt.Sprint(testSDKAppID)}, "identifier": {testAdmin}, "usersig": {sig}}
-	// call posts body to api as q and checks the answer's ErrorCode.
+	rc := newRESTCaller(t, base, clk)
+	caller := rc.caller
 	call := func(api string, q url.Values, body any, wantCode int) map[string]any {
 		t.Helper()
-		b, err := json.Marshal(body)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp, err := http.Post(base+"/v4/"+api+"?"+q.Encode(), "application/json", bytes.NewReader(b))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		var out map[string]any
-		if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
-			t.Fatalf("%s: %v", api, err)
-		}
-		wantStatus := "OK"
-		if wantCode != 0 {
-			wantStatus = "FAIL"
-		}
-		if resp.StatusCode != http.StatusOK || out["ErrorCode"] != float64(wantCode) || out["ActionStatus"] != wantStatus {
-			t.Fatalf("%s: status %d, answer %v; want ErrorCode %d", api, resp.StatusCode, out, wantCode)
-		}
-		return out
+		return rc.call(t, api, q, body, wantCode)
 	}
 	with := func(key, value string) url.Values {
 		q := url.Values{}
@@ -294,4 +327,96 @@ func TestRESTContract(t *testing.T) {
 	call(imbridge.APIDestroyGroup, caller, map[string]string{"GroupId": "g1"}, 0)
 	call(imbridge.APIDestroyGroup, caller, map[string]string{"GroupId": "g1"}, imbridge.CodeGroupNotFound)
 	call(imbridge.APISendGroupMsg, caller, send("g1", 300, `{}`), imbridge.CodeGroupNotFound)
+}
+
+// TestForbidSendMsgContract walks forbid_send_msg as Tencent documents it:
+// the request's checks and their codes, a mute recorded per account with
+// its end, a lift, a mute for ever, a mute ending on the clock, a muted
+// sender refused by send_group_msg (10017), and mutes going with their
+// group.
+func TestForbidSendMsgContract(t *testing.T) {
+	clk := testenv.NewClock(time.Unix(1700000000, 0))
+	emu, base := newTestEmulator(t, clk.Now)
+	rc := newRESTCaller(t, base, clk)
+	forbid := func(groupID string, accounts []string, muteTime int64) map[string]any {
+		return map[string]any{"GroupId": groupID, "Members_Account": accounts, "MuteTime": muteTime}
+	}
+	send := func(from string, random uint32, wantCode int) {
+		t.Helper()
+		rc.call(t, imbridge.APISendGroupMsg, rc.caller, map[string]any{"GroupId": "g1", "Random": random, "From_Account": from,
+			"MsgBody": []map[string]any{{"MsgType": "TIMCustomElem", "MsgContent": map[string]string{"Desc": "T", "Data": "{}"}}}}, wantCode)
+	}
+	createG1 := map[string]any{"Type": "AVChatRoom", "GroupId": "g1", "Name": "room"}
+	rc.call(t, imbridge.APICreateGroup, rc.caller, createG1, 0)
+	rc.call(t, imbridge.APICreateGroup, rc.caller, map[string]any{"Type": "Private", "GroupId": "p1", "Name": "work"}, 0)
+
+	many := make([]string, imbridge.MaxMuteAccounts+1)
+	for i := range many {
+		many[i] = fmt.Sprint(i + 1)
+	}
+	for _, tc := range []struct {
+		name string
+		body map[string]any
+		want int
+	}{
+		{"no GroupId", forbid("", []string{"7"}, 60), imbridge.CodeInvalidRequest},
+		{"GroupId longer than 48 bytes", forbid(strings.Repeat("g", 49), []string{"7"}, 60), imbridge.CodeInvalidGroupID},
+		{"no such group", forbid("g2", []string{"7"}, 60), imbridge.CodeGroupNotFound},
+		{"no account", forbid("g1", []string{}, 60), imbridge.CodeInvalidRequest},
+		{"501 accounts", forbid("g1", many, 60), imbridge.CodeInvalidRequest},
+		{"an empty account", forbid("g1", []string{"7", ""}, 60), imbridge.CodeInvalidRequest},
+		{"accounts not a list", map[string]any{"GroupId": "g1", "Members_Account": "7", "MuteTime": 60}, imbridge.CodeInvalidRequest},
+		{"no MuteTime", map[string]any{"GroupId": "g1", "Members_Account": []string{"7"}}, imbridge.CodeInvalidRequest},
+		{"only the old ShutUpTime", map[string]any{"GroupId": "g1", "Members_Account": []string{"7"}, "ShutUpTime": 60}, imbridge.CodeInvalidRequest},
+		{"negative MuteTime", forbid("g1", []string{"7"}, -1), imbridge.CodeInvalidRequest},
+		{"MuteTime above 0xFFFFFFFF", forbid("g1", []string{"7"}, imbridge.MaxMuteTime+1), imbridge.CodeInvalidRequest},
+		{"MuteTime not whole", map[string]any{"GroupId": "g1", "Members_Account": []string{"7"}, "MuteTime": 1.5}, imbridge.CodeInvalidRequest},
+		{"MuteTime a string", map[string]any{"GroupId": "g1", "Members_Account": []string{"7"}, "MuteTime": "60"}, imbridge.CodeInvalidRequest},
+		{"a Private group", forbid("p1", []string{"7"}, 60), imbridge.CodeNoPermission},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rc.call(t, imbridge.APIForbidSendMsg, rc.caller, tc.body, tc.want)
+		})
+	}
+	if m := emu.Mutes(""); len(m) != 0 {
+		t.Fatalf("refused calls recorded mutes: %+v", m)
+	}
+
+	setAt := clk.Now().UnixMilli()
+	rc.call(t, imbridge.APIForbidSendMsg, rc.caller, forbid("g1", []string{"7", "8"}, 90), 0)
+	rc.call(t, imbridge.APIForbidSendMsg, rc.caller, forbid("g1", []string{"9"}, imbridge.MaxMuteTime), 0)
+	want := []imemu.Mute{
+		{GroupID: "g1", Account: "7", MuteTime: 90, SetAtMs: setAt, UntilMs: setAt + 90_000, Muted: true},
+		{GroupID: "g1", Account: "8", MuteTime: 90, SetAtMs: setAt, UntilMs: setAt + 90_000, Muted: true},
+		{GroupID: "g1", Account: "9", MuteTime: imbridge.MaxMuteTime, SetAtMs: setAt, Muted: true},
+	}
+	if got := emu.Mutes("g1"); !slices.Equal(got, want) {
+		t.Fatalf("mutes %+v, want %+v", got, want)
+	}
+	send("7", 1, imbridge.CodeSenderMuted)
+	send(testAdmin, 2, 0)
+
+	clk.Advance(10 * time.Second)
+	rc.call(t, imbridge.APIForbidSendMsg, rc.caller, forbid("g1", []string{"8"}, 0), 0)
+	want[1] = imemu.Mute{GroupID: "g1", Account: "8", SetAtMs: setAt + 10_000}
+	if got := emu.Mutes("g1"); !slices.Equal(got, want) {
+		t.Fatalf("after the lift: mutes %+v, want %+v", got, want)
+	}
+	send("8", 3, 0)
+
+	clk.Advance(80 * time.Second) // 7's mute ends; 9's lasts
+	want[0].Muted = false
+	if got := emu.Mutes("g1"); !slices.Equal(got, want) {
+		t.Fatalf("at the end: mutes %+v, want %+v", got, want)
+	}
+	send("7", 4, 0)
+	send("9", 5, imbridge.CodeSenderMuted)
+
+	rc.call(t, imbridge.APIDestroyGroup, rc.caller, map[string]string{"GroupId": "g1"}, 0)
+	rc.call(t, imbridge.APIForbidSendMsg, rc.caller, forbid("g1", []string{"7"}, 60), imbridge.CodeGroupNotFound)
+	rc.call(t, imbridge.APICreateGroup, rc.caller, createG1, 0)
+	if got := emu.Mutes(""); len(got) != 0 {
+		t.Fatalf("mutes of a destroyed group: %+v", got)
+	}
+	send("9", 6, 0)
 }

@@ -5,6 +5,9 @@ import (
 	"net/http"
 	"sort"
 	"strconv"
+	"time"
+
+	"voiceroom/imbridge"
 )
 
 // Group is a group as /_emu/groups shows it.
@@ -37,6 +40,28 @@ type Event struct {
 	Shown             int    `json:"shown"`
 	GroupID           string `json:"group_id"`
 	FirstReceivedAtMs int64  `json:"first_received_at_ms"`
+}
+
+// Mute is a member's chat mute in a group as /_emu/mutes shows it: what
+// the last forbid_send_msg naming the account set.
+type Mute struct {
+	GroupID string `json:"group_id"`
+	Account string `json:"account"`
+	// MuteTime is the call's, in seconds: 0 lifted the mute,
+	// imbridge.MaxMuteTime set it for ever.
+	MuteTime int64 `json:"mute_time"`
+	// SetAtMs is when the call arrived.
+	SetAtMs int64 `json:"set_at_ms"`
+	// UntilMs is when the mute ends, SetAtMs + MuteTime seconds; 0 when
+	// lifted or for ever.
+	UntilMs int64 `json:"until_ms"`
+	// Muted is whether the account is muted now, on the emulator's clock.
+	Muted bool `json:"muted"`
+}
+
+// activeAt reports whether m mutes its account at now.
+func (m *Mute) activeAt(now time.Time) bool {
+	return m.MuteTime == imbridge.MaxMuteTime || (m.MuteTime > 0 && now.UnixMilli() < m.UntilMs)
 }
 
 // Stats is what /_emu/stats shows.
@@ -109,6 +134,34 @@ func (e *Emulator) Messages(groupID string, limit int) []Message {
 	return out
 }
 
+// Mutes returns the chat mutes in the live groups called groupID (all
+// groups when empty), by group and account: for each account the last
+// forbid_send_msg naming it, lifted and ended ones included. A destroyed
+// group's mutes went with it.
+func (e *Emulator) Mutes(groupID string) []Mute {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	now := e.now()
+	var out []Mute
+	for _, g := range e.groups {
+		if g.Destroyed || (groupID != "" && g.GroupID != groupID) {
+			continue
+		}
+		for _, m := range g.mutes {
+			c := *m
+			c.Muted = m.activeAt(now)
+			out = append(out, c)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].GroupID != out[j].GroupID {
+			return out[i].GroupID < out[j].GroupID
+		}
+		return out[i].Account < out[j].Account
+	})
+	return out
+}
+
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
@@ -143,6 +196,14 @@ func (e *Emulator) serveEvent(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, ev)
+}
+
+func (e *Emulator) serveMutes(w http.ResponseWriter, r *http.Request) {
+	mutes := e.Mutes(r.URL.Query().Get("group_id"))
+	if mutes == nil {
+		mutes = []Mute{}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"mutes": mutes})
 }
 
 func (e *Emulator) serveStats(w http.ResponseWriter, _ *http.Request) {
