@@ -92,7 +92,7 @@ func TestBatchConsumer(t *testing.T) {
 	if !failedYet {
 		t.Error("the retryable failure never happened")
 	}
-	mustDeadLetters(t, conn.JetStream(), 1)
+	testenv.WaitDeadLetters(t, conn.JetStream(), 1)
 }
 
 // TestBatchConsumerWithinMaxAckPending: the consumer holds no more

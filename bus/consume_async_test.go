@@ -71,7 +71,7 @@ func TestAsyncConsumer(t *testing.T) {
 	}
 	last := held[3]
 	mu.Unlock()
-	mustDeadLetters(t, js, 1)
+	testenv.WaitDeadLetters(t, js, 1)
 
 	cancel()
 	select {

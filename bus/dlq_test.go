@@ -382,7 +382,7 @@ func TestGapCheckDeadLettersUnheardMaxDeliveries(t *testing.T) {
 	ctx, stop := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- gc.Run(ctx) }()
-	l := mustDeadLetters(t, js, 1)[0]
+	l := testenv.WaitDeadLetters(t, js, 1)[0]
 	stop()
 	if err := <-done; err != nil {
 		t.Fatalf("run: %v", err)

@@ -161,26 +161,6 @@ func settled(js jetstream.JetStream, durable string, seq uint64) func() error {
 	}
 }
 
-// mustDeadLetters polls until the DLQ holds want letters and returns them.
-func mustDeadLetters(tb testing.TB, js jetstream.JetStream, want int) []bus.DeadLetter {
-	tb.Helper()
-	var got []bus.DeadLetter
-	testenv.Eventually(tb, 10*time.Second, func() error {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		var err error
-		got, err = bus.ReadDeadLetters(ctx, js, 100)
-		if err != nil {
-			return err
-		}
-		if len(got) != want {
-			return fmt.Errorf("%d dead letters, want %d", len(got), want)
-		}
-		return nil
-	})
-	return got
-}
-
 var errRetry = errors.New("downstream unavailable")
 
 // newTestMetrics returns bus metrics registered on reg.

@@ -236,7 +236,7 @@ func testPermanentDeadLetters(t *testing.T, m consumerMode) {
 
 	env := newTestEnvelope("r1", 1)
 	ack := mustPublish(t, p, env)
-	l := mustDeadLetters(t, js, 1)[0]
+	l := testenv.WaitDeadLetters(t, js, 1)[0]
 	if l.Consumer != "perm" || l.OriginalSubject != "room.events.app1.r1.seat_changed" ||
 		l.Subject != "dlq.perm.room.events.app1.r1.seat_changed" || l.OriginalStreamSeq != ack.Sequence || l.Deliveries != 1 {
 		t.Fatalf("letter %+v", l)
@@ -284,7 +284,7 @@ func testUndecodableDeadLetters(t *testing.T, m consumerMode) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := mustDeadLetters(t, js, 1)[0]
+	l := testenv.WaitDeadLetters(t, js, 1)[0]
 	if !strings.Contains(l.Reason, "invalid envelope") || string(l.Data) != "not json" || l.Header.Get("Trace-Id") != "t-1" {
 		t.Fatalf("letter %+v", l)
 	}
@@ -303,7 +303,7 @@ func testClassify(t *testing.T, m consumerMode) {
 		return fmt.Errorf("send: %w", errBadRequest)
 	}}, nil)
 	mustPublish(t, p, newTestEnvelope("r1", 1))
-	if l := mustDeadLetters(t, js, 1)[0]; !strings.Contains(l.Reason, "400 bad request") || l.Deliveries != 1 {
+	if l := testenv.WaitDeadLetters(t, js, 1)[0]; !strings.Contains(l.Reason, "400 bad request") || l.Deliveries != 1 {
 		t.Fatalf("letter %+v", l)
 	}
 }
@@ -319,7 +319,7 @@ func testMaxDeliverDeadLetters(t *testing.T, m consumerMode) {
 		testSink{handle: counted(&calls, errRetry)}, nil)
 
 	ack := mustPublish(t, p, newTestEnvelope("r1", 1))
-	l := mustDeadLetters(t, js, 1)[0]
+	l := testenv.WaitDeadLetters(t, js, 1)[0]
 	if l.Deliveries != 3 || !strings.Contains(l.Reason, "delivery 3 of 3") || !strings.Contains(l.Reason, errRetry.Error()) {
 		t.Fatalf("letter %+v", l)
 	}
@@ -354,7 +354,7 @@ func testMaxDeliveriesAdvisory(t *testing.T, m consumerMode) {
 	if info := mustConsumerInfo(t, js, durable); info.NumAckPending != 1 {
 		t.Fatalf("the delivery expired before the consumer subscribed (ack pending %d); ack wait too short for this machine", info.NumAckPending)
 	}
-	l := mustDeadLetters(t, js, 1)[0]
+	l := testenv.WaitDeadLetters(t, js, 1)[0]
 	if l.Reason != bus.ReasonMaxDeliveries || l.OriginalStreamSeq != ack.Sequence || l.Consumer != durable {
 		t.Fatalf("letter %+v", l)
 	}
@@ -377,7 +377,7 @@ func testLastDeliveryMarksRemoved(t *testing.T, m consumerMode) {
 		}}, nil)
 	mustPublish(t, p, newTestEnvelope("good", 1))
 	last := mustPublish(t, p, newTestEnvelope("bad", 1))
-	mustDeadLetters(t, js, 1)
+	testenv.WaitDeadLetters(t, js, 1)
 	testenv.Eventually(t, 5*time.Second, settled(js, durable, last.Sequence))
 	gc, err := bus.NewGapChecker(js, bus.GapCheckConfig{Durable: durable}, testenv.Logger(t), nil)
 	if err != nil {
@@ -386,7 +386,7 @@ func testLastDeliveryMarksRemoved(t *testing.T, m consumerMode) {
 	if n, err := gc.Check(context.Background()); err != nil || n != 0 {
 		t.Fatalf("gap check: %d letters, %v", n, err)
 	}
-	mustDeadLetters(t, js, 1)
+	testenv.WaitDeadLetters(t, js, 1)
 }
 
 // A replay is handled by its own sink alone, and its letter is removed;

@@ -11,8 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"voiceroom/bus"
 	"voiceroom/imbridge"
 	"voiceroom/imemu"
@@ -173,7 +171,7 @@ func TestPermanentErrorIsDeadLettered(t *testing.T) {
 	}
 	bad := r.joined(2)
 	publish(t, js, bad)
-	letters := waitDeadLetters(t, js, 1)
+	letters := testenv.WaitDeadLetters(t, js, 1)
 	if l := letters[0]; l.Consumer != bus.DurableIMBridge || !strings.Contains(l.Reason, "80001") {
 		t.Fatalf("letter %+v", l)
 	}
@@ -332,11 +330,7 @@ func TestNoApplicationDoesNotConsume(t *testing.T) {
 	js := newTestJetStream(t)
 	r := newTestRoom("demo")
 	publish(t, js, r.event(roomevent.RoomCreated, nil), r.joined(2))
-	reg := prometheus.NewRegistry()
-	m, err := imbridge.NewMetrics(reg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	reg, m := newTestMetrics(t)
 	b, err := imbridge.New(js, imbridge.Apps{}, imbridge.Config{}, testenv.Logger(t), m, nil, time.Now)
 	if err != nil {
 		t.Fatal(err)

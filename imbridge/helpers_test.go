@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"voiceroom/bus"
 	"voiceroom/imbridge"
@@ -215,21 +216,13 @@ func waitDrained(tb testing.TB, js jetstream.JetStream) {
 	})
 }
 
-// waitDeadLetters waits until the DLQ holds n letters and returns them.
-func waitDeadLetters(tb testing.TB, js jetstream.JetStream, n int) []bus.DeadLetter {
+// newTestMetrics is the bridge's metrics on a registry of their own.
+func newTestMetrics(tb testing.TB) (*prometheus.Registry, *imbridge.Metrics) {
 	tb.Helper()
-	var letters []bus.DeadLetter
-	testenv.Eventually(tb, 10*time.Second, func() error {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		var err error
-		if letters, err = bus.ReadDeadLetters(ctx, js, n+1); err != nil {
-			return err
-		}
-		if len(letters) != n {
-			return fmt.Errorf("%d dead letters, want %d", len(letters), n)
-		}
-		return nil
-	})
-	return letters
+	reg := prometheus.NewRegistry()
+	m, err := imbridge.NewMetrics(reg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return reg, m
 }

@@ -12,8 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"voiceroom/bus"
 	"voiceroom/imbridge"
 	"voiceroom/imemu"
@@ -78,11 +76,7 @@ func TestChatMuteAppliedBeforeItsMessage(t *testing.T) {
 	}))
 	t.Cleanup(srv.Close)
 	js := newTestJetStream(t)
-	reg := prometheus.NewRegistry()
-	m, err := imbridge.NewMetrics(reg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	reg, m := newTestMetrics(t)
 	publish(t, js, envs...) // a backlog: the events before the mute may go in one message
 	runBridgeClock(t, js, testApps(srv.URL), imbridge.Config{}, m, clk.Now)
 	waitShown(t, emu, envs...)
@@ -155,11 +149,7 @@ func TestChatMuteRefusedIsDeadLettered(t *testing.T) {
 	skipShort(t)
 	emu, url := newTestEmulator(t)
 	js := newTestJetStream(t)
-	reg := prometheus.NewRegistry()
-	m, err := imbridge.NewMetrics(reg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	reg, m := newTestMetrics(t)
 	clk := testenv.NewClock(time.Now())
 	r := newTestRoom("demo")
 	created := r.event(roomevent.RoomCreated, nil)
@@ -179,7 +169,7 @@ func TestChatMuteRefusedIsDeadLettered(t *testing.T) {
 	later := r.joined(8)
 	publish(t, js, refused, noUser, later)
 	waitShown(t, emu, later)
-	letters := waitDeadLetters(t, js, 2)
+	letters := testenv.WaitDeadLetters(t, js, 2)
 	for i, want := range []struct {
 		id, reason string
 	}{{refused.EventID, "error 10007"}, {noUser.EventID, imbridge.ErrBadEvent.Error()}} {
@@ -214,11 +204,7 @@ func TestChatMuteRetriedHoldsTheRoom(t *testing.T) {
 	skipShort(t)
 	emu, url := newTestEmulator(t)
 	js := newTestJetStream(t)
-	reg := prometheus.NewRegistry()
-	m, err := imbridge.NewMetrics(reg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	reg, m := newTestMetrics(t)
 	clk := testenv.NewClock(time.Now())
 	r, other := newTestRoom("demo"), newTestRoom("demo")
 	publish(t, js, r.event(roomevent.RoomCreated, nil), other.event(roomevent.RoomCreated, nil))

@@ -61,11 +61,7 @@ func TestAcceptedEventDeliveredAgainIsNotShownTwice(t *testing.T) {
 	r := newTestRoom("demo")
 	created, first := r.event(roomevent.RoomCreated, nil), r.joined(2)
 	publish(t, js, created, first)
-	reg := prometheus.NewRegistry()
-	m, err := imbridge.NewMetrics(reg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	reg, m := newTestMetrics(t)
 	if n := duplicates(t, reg, roomevent.RoomUserJoined); n != 0 {
 		t.Fatalf("duplicates at start %v, want a series at 0", n)
 	}
@@ -244,11 +240,7 @@ func TestEventAcceptedBeforeARestartIsNotShownTwice(t *testing.T) {
 	waitShown(t, emu, first)
 	stopA() // graceful: its queued bucket writes are made
 
-	reg := prometheus.NewRegistry()
-	m, err := imbridge.NewMetrics(reg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	reg, m := newTestMetrics(t)
 	b, err := imbridge.New(js, testApps(url), slowGroups, testenv.Logger(t), m, nil, time.Now)
 	if err != nil {
 		t.Fatal(err)

@@ -19,6 +19,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"fmt"
 	"testing"
 	"time"
 
@@ -246,4 +247,24 @@ func roomEvents(ctx context.Context, tb testing.TB, js jetstream.JetStream) jets
 		tb.Fatalf("stream %s: %v", bus.StreamName, err)
 	}
 	return s
+}
+
+// WaitDeadLetters polls until ROOM_EVENTS_DLQ holds want letters and
+// returns them, oldest first.
+func WaitDeadLetters(tb testing.TB, js jetstream.JetStream, want int) []bus.DeadLetter {
+	tb.Helper()
+	var got []bus.DeadLetter
+	Eventually(tb, 10*time.Second, func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		var err error
+		if got, err = bus.ReadDeadLetters(ctx, js, max(100, want+1)); err != nil {
+			return err
+		}
+		if len(got) != want {
+			return fmt.Errorf("%d dead letters, want %d", len(got), want)
+		}
+		return nil
+	})
+	return got
 }
