@@ -50,7 +50,11 @@ type Config struct {
 	MaxBatchEvents int
 	// RetryDelays is the wait before the next attempt after a retryable
 	// failure of a room's message: RetryDelays[n-1] after attempt n, the
-	// last value repeating, forever. Default 1s, 5s, 30s, 2m, 5m.
+	// last value repeating, forever. Default a fixed 1s, the outbox
+	// spec's interval: a room's messages are its live state, and a short
+	// failure at Tencent must not hold them for minutes (the rate limits
+	// bound the calls meanwhile). A list is a backoff; each delay is at
+	// most MaxRetryDelay.
 	RetryDelays []time.Duration
 	// StatsInterval is how often rooms idle for that long are forgotten.
 	// (The durable's pending counts are the bus monitor's:
@@ -68,6 +72,13 @@ type Config struct {
 	// about 1,700 events/s per application.
 	AcceptedEvents int
 }
+
+// The retry interval of a room's failed message: DefaultRetryDelay unless
+// configured, and never longer than MaxRetryDelay.
+const (
+	DefaultRetryDelay = time.Second
+	MaxRetryDelay     = 5 * time.Minute
+)
 
 // WithDefaults returns c with zero fields defaulted.
 func (c Config) WithDefaults() Config {
@@ -101,7 +112,7 @@ func (c Config) WithDefaults() Config {
 		c.MaxBatchEvents = 64
 	}
 	if len(c.RetryDelays) == 0 {
-		c.RetryDelays = []time.Duration{time.Second, 5 * time.Second, 30 * time.Second, 2 * time.Minute, 5 * time.Minute}
+		c.RetryDelays = []time.Duration{DefaultRetryDelay}
 	}
 	if c.StatsInterval == 0 {
 		c.StatsInterval = 10 * time.Second
@@ -152,8 +163,8 @@ func (c Config) Validate() error {
 		return bad("AcceptedEvents", "accepted events %d: must be at least 1", c.AcceptedEvents)
 	}
 	for i, d := range c.RetryDelays {
-		if d <= 0 {
-			return bad("RetryDelays", "retry delays[%d] %s: must be positive", i, d)
+		if d <= 0 || d > MaxRetryDelay {
+			return bad("RetryDelays", "retry delays[%d] %s: must be more than 0 and at most %s", i, d, MaxRetryDelay)
 		}
 	}
 	return nil

@@ -11,8 +11,9 @@
 //
 //   - A retryable failure (a transport error, a timeout, an HTTP status
 //     other than 200, a retryable ErrorCode, a message Tencent dropped with
-//     MsgDropReason) is retried forever, after 1 s, 5 s, 30 s, 2 min, then
-//     every 5 min (Config.RetryDelays, VOICEROOM_IMBRIDGE_BACKOFF). The
+//     MsgDropReason) is retried forever, every second (the outbox spec's
+//     fixed interval; Config.RetryDelays, VOICEROOM_IMBRIDGE_BACKOFF, takes
+//     a backoff list instead, each delay at most 5 min). The
 //     bridge holds the room's events meanwhile (the consumer keeps telling
 //     the server they are in progress) rather than nakking them, so later
 //     events of the room cannot overtake them; the durable has no delivery

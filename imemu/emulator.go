@@ -26,9 +26,11 @@ type Emulator struct {
 	randoms  map[string]time.Time // "<sdkappid>/<group_id>/<random>" → when shown
 	stats    Stats
 	fault    *Fault
-	faultEnd time.Time
-	seq      int64
-	mux      *http.ServeMux
+	// faultCalls counts the calls the fault failed (Fault.Calls).
+	faultCalls int
+	faultEnd   time.Time
+	seq        int64
+	mux        *http.ServeMux
 }
 
 // Config configures an Emulator.

@@ -420,3 +420,26 @@ func TestForbidSendMsgContract(t *testing.T) {
 	}
 	send("9", 6, 0)
 }
+
+// TestFaultCalls: a fault with Calls fails that many matching calls, then
+// clears itself; calls to other APIs are not counted.
+func TestFaultCalls(t *testing.T) {
+	clk := testenv.NewClock(time.Unix(1700000000, 0))
+	emu, base := newTestEmulator(t, clk.Now)
+	rc := newRESTCaller(t, base, clk)
+	if err := emu.SetFault(imemu.Fault{Mode: "error", ErrorCode: 10002, API: imbridge.APISendGroupMsg, Calls: -1}); err == nil {
+		t.Fatal("a negative calls was accepted")
+	}
+	if err := emu.SetFault(imemu.Fault{Mode: "error", ErrorCode: 10002, API: imbridge.APISendGroupMsg, Calls: 3}); err != nil {
+		t.Fatal(err)
+	}
+	rc.call(t, imbridge.APICreateGroup, rc.caller, map[string]any{"Type": "AVChatRoom", "GroupId": "g1", "Name": "room"}, 0)
+	send := func(random uint32) map[string]any {
+		return map[string]any{"GroupId": "g1", "Random": random, "MsgBody": []map[string]any{
+			{"MsgType": "TIMCustomElem", "MsgContent": map[string]string{"Desc": "T", "Data": fmt.Sprintf(`{"event_id":"e%d"}`, random)}}}}
+	}
+	for i := range 3 {
+		rc.call(t, imbridge.APISendGroupMsg, rc.caller, send(uint32(i+1)), 10002)
+	}
+	rc.call(t, imbridge.APISendGroupMsg, rc.caller, send(4), 0)
+}

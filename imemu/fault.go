@@ -9,7 +9,7 @@ import (
 )
 
 // Fault is an injected failure: every matching call fails until it is
-// cleared or DurationMs has passed.
+// cleared, DurationMs has passed or Calls calls have failed.
 type Fault struct {
 	// Mode is "error" (answer ErrorCode), "timeout" (answer nothing until
 	// the caller gives up) or "http500".
@@ -20,6 +20,9 @@ type Fault struct {
 	DurationMs int64 `json:"duration_ms"`
 	// API limits the fault to one "service/command"; empty: all.
 	API string `json:"api"`
+	// Calls is how many matching calls fail before the fault clears
+	// itself; 0: no limit.
+	Calls int `json:"calls,omitempty"`
 }
 
 // Validate reports a mode it does not know, a mode error without a code
@@ -37,6 +40,9 @@ func (f Fault) Validate() error {
 	if f.DurationMs < 0 {
 		return fmt.Errorf("fault: duration_ms %d: must not be negative", f.DurationMs)
 	}
+	if f.Calls < 0 {
+		return fmt.Errorf("fault: calls %d: must not be negative", f.Calls)
+	}
 	return nil
 }
 
@@ -49,6 +55,7 @@ func (e *Emulator) SetFault(f Fault) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.fault = &f
+	e.faultCalls = 0
 	e.faultEnd = time.Time{}
 	if f.DurationMs > 0 {
 		e.faultEnd = e.now().Add(time.Duration(f.DurationMs) * time.Millisecond)
@@ -75,7 +82,13 @@ func (e *Emulator) activeFaultLocked(api string) *Fault {
 	if e.fault.API != "" && e.fault.API != api {
 		return nil
 	}
-	return e.fault
+	f := e.fault
+	if f.Calls > 0 {
+		if e.faultCalls++; e.faultCalls >= f.Calls {
+			e.fault = nil // this call is the last that fails
+		}
+	}
+	return f
 }
 
 func (e *Emulator) serveSetFault(w http.ResponseWriter, r *http.Request) {

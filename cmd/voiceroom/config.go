@@ -80,7 +80,7 @@ type config struct {
 	DLQMaxAge             time.Duration `env:"VOICEROOM_DLQ_MAX_AGE" envDefault:"720h"`
 
 	IMBridgeAckWait       time.Duration   `env:"VOICEROOM_IMBRIDGE_ACK_WAIT" envDefault:"30s"`
-	IMBridgeBackOff       []time.Duration `env:"VOICEROOM_IMBRIDGE_BACKOFF" envDefault:"1s,5s,30s,2m,5m" envSeparator:","`
+	IMBridgeBackOff       []time.Duration `env:"VOICEROOM_IMBRIDGE_BACKOFF" envDefault:"1s" envSeparator:","`
 	IMBridgeMaxDeliver    int             `env:"VOICEROOM_IMBRIDGE_MAX_DELIVER" envDefault:"-1"`
 	IMBridgeMaxAckPending int             `env:"VOICEROOM_IMBRIDGE_MAX_ACK_PENDING" envDefault:"20000"`
 	IMBridgeConcurrency   int             `env:"VOICEROOM_IMBRIDGE_CONCURRENCY" envDefault:"8"`
