@@ -110,12 +110,12 @@ return 'uncached'
 
 // gift is what the ranks need of one RoomGiftSent event.
 type gift struct {
-	app, room          string
-	version            int64
-	sender, receiver   int64
-	value              int64
-	atMs               int64 // the command's time: occurred_at_ms
-	day, week          Window
+	app, room        string
+	version          int64
+	sender, receiver int64
+	value            int64
+	atMs             int64 // the command's time: occurred_at_ms
+	day, week        Window
 }
 
 // apply runs applyScript for g and returns its outcome.
