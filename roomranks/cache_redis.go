@@ -280,6 +280,3 @@ func parseScore(s string) (int64, error) {
 	}
 	return int64(f), nil
 }
-
-// ping checks that Redis answers.
-func (c *cache) ping(ctx context.Context) error { return c.rdb.Ping(ctx).Err() }

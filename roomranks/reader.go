@@ -7,14 +7,13 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
-	"sync/atomic"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 	"golang.org/x/sync/singleflight"
 
 	"voiceroom"
 	"voiceroom/apperr"
+	"voiceroom/internal/redisgate"
 )
 
 // Limits of a read.
@@ -74,16 +73,8 @@ type Reader struct {
 	metrics *Metrics
 
 	loads singleflight.Group // one MySQL read (and fill) at a time per set
-
-	redisDownUntil atomic.Int64 // unix ms: 0 while Redis is up; after an error, when it may be probed
-	redisProbing   atomic.Bool  // a probe of a failed Redis is in flight
+	redis *redisgate.Gate    // whether a read may use Redis now (nil without Redis)
 }
-
-// redisBackoff is how long reads leave Redis alone after an error, so a
-// stopped Redis costs one failed round trip per backoff, not one per
-// request: then one probe (a PING in the background) decides whether
-// reads use Redis again, and until it succeeds they read MySQL.
-const redisBackoff = time.Second
 
 // NewReader returns a Reader over db and rdb; rdb may be nil (MySQL
 // only), m may be nil.
@@ -102,7 +93,9 @@ func NewReader(db *sql.DB, rdb redis.UniversalClient, cfg Config, log *slog.Logg
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Reader{db: db, cache: newCache(rdb, cfg), cal: cal, cfg: cfg, log: log.With("component", "roomranks"), metrics: m}, nil
+	log = log.With("component", "roomranks")
+	return &Reader{db: db, cache: newCache(rdb, cfg), cal: cal, cfg: cfg, log: log, metrics: m,
+		redis: redisgate.New(rdb, cfg.RedisTimeout, "ranks", log, func() { m.redisFailed(opRead) })}, nil
 }
 
 // Read answers q for the period holding now. Errors: INVALID_ARGUMENT
@@ -190,44 +183,9 @@ func (r *Reader) load(ctx context.Context, app, room string, by By, w Window) (l
 	return v.(loaded), nil
 }
 
-// redisUp reports whether a read may use Redis: not without one, and not
-// after an error until a probe succeeded. The first read to find the
-// backoff over starts the probe; it and every other read go on without
-// Redis meanwhile, so a dead Redis never holds reads up.
-func (r *Reader) redisUp() bool {
-	if r.cache == nil {
-		return false
-	}
-	until := r.redisDownUntil.Load()
-	if until == 0 {
-		return true
-	}
-	if time.Now().UnixMilli() >= until && r.redisProbing.CompareAndSwap(false, true) {
-		go r.probeRedis()
-	}
-	return false
-}
+// redisUp reports whether a read may use Redis (see redisgate).
+func (r *Reader) redisUp() bool { return r.redis.Up() }
 
-// probeRedis pings Redis, bounded by RedisTimeout: success lets reads use
-// it again, failure starts another backoff.
-func (r *Reader) probeRedis() {
-	defer r.redisProbing.Store(false)
-	ctx, cancel := context.WithTimeout(context.Background(), r.cfg.RedisTimeout)
-	defer cancel()
-	if err := r.cache.ping(ctx); err != nil {
-		r.metrics.redisFailed(opRead)
-		r.redisDownUntil.Store(time.Now().Add(redisBackoff).UnixMilli())
-		return
-	}
-	r.redisDownUntil.Store(0)
-	r.log.Info("redis answers again; reading ranks from it")
-}
-
-// redisFailed notes a Redis error: reads leave Redis alone for
-// redisBackoff, then probe it (see redisUp).
-func (r *Reader) redisFailed(err error) {
-	r.metrics.redisFailed(opRead)
-	if r.redisDownUntil.Swap(time.Now().Add(redisBackoff).UnixMilli()) == 0 {
-		r.log.Warn("redis read failed; reading ranks from MySQL", "retry_in", redisBackoff, "error", err)
-	}
-}
+// redisFailed notes a Redis error: reads leave Redis alone for a while,
+// then probe it (see redisgate).
+func (r *Reader) redisFailed(err error) { r.redis.Failed(err) }
