@@ -13,11 +13,13 @@
 // A gift of price 0 writes no ledger row and counts in no rank.
 //
 // Redis holds one sorted set per room, side (sender or receiver), period
-// and period start, with a mark that says it was filled. A read answers
-// from the set when its mark is there, else from MySQL ([Reader]), and
-// then fills the set; with Redis down it reads MySQL (after one failed
-// call, Redis is left alone for a second and then probed). Both answer
-// the same: more coins first, then the smaller user id.
+// and period start, which always holds its fill member: the version its
+// MySQL sums were read at. A read answers from the set when it is there,
+// else from MySQL ([Reader]), and then fills the set; with Redis down it
+// reads MySQL (after one failed call, Redis is left alone for a second
+// and then probed: package redisgate). Both answer the same: more coins
+// first, then the smaller user id. Every api and projector process must
+// have the same time zones (Config.TimeZones).
 //
 // Every gift is counted once in a set, never twice, never lost:
 //
@@ -47,7 +49,7 @@
 //
 // A Redis failure makes the projector retry the event (its consumer never
 // gives up by default), so a set that survives an outage misses nothing;
-// a Redis that lost its data has no marks, and sets are filled again from
+// a Redis that lost its data has no sets, and they are filled again from
 // MySQL. A Redis restored from an older snapshot, or a gift event
 // dead-lettered, leaves sets behind MySQL until they expire: `voiceroom
 // ranks rebuild` ([Rebuild]) replaces them, safely while projectors run.
@@ -57,11 +59,11 @@
 //
 // All keys of a room share the hash tag {app:room} (one cluster slot per
 // room): rank:{app:room}:<sender|receiver>:<day|week>:<start_ms> (ZSET
-// of users by coins; members are 19 digits, MaxInt64 - user id, so ties
-// order by user id), the same with :mark (the fill version),
-// rank:{app:room}:journal and rank:{app:room}:floor. A set and its mark
-// expire Config.ExpireAfter after the period ends; the journal outlives
-// every set of its room. Redis must not evict these keys on its own (run
-// it with noeviction, or with room to spare): a set evicted without its
-// mark reads short.
+// of users by coins, members of 19 digits, MaxInt64 - user id, so that
+// ties order by user id; and the fill member "fill:<version>" at score
+// -inf), rank:{app:room}:journal (ZSET of gift entries by version) and
+// rank:{app:room}:floor. A set expires Config.ExpireAfter after its
+// period ends; the journal outlives every set of its room. Redis must not
+// evict these keys on its own (run it with noeviction, or with room to
+// spare): a journal evicted under its sets forgets which gifts they hold.
 package roomranks
