@@ -27,7 +27,7 @@ type RanksSettings struct {
 	RanksExpireAfter  time.Duration   `env:"VOICEROOM_RANKS_EXPIRE_AFTER" envDefault:"24h"`
 	RanksRedisTimeout time.Duration   `env:"VOICEROOM_RANKS_REDIS_TIMEOUT" envDefault:"100ms"`
 	RanksAckWait      time.Duration   `env:"VOICEROOM_RANKS_ACK_WAIT" envDefault:"30s"`
-	RanksBackOff      []time.Duration `env:"VOICEROOM_RANKS_BACKOFF" envDefault:"1s,5s,30s" envSeparator:","`
+	RanksBackOff      []time.Duration `env:"VOICEROOM_RANKS_BACKOFF" envDefault:"1s" envSeparator:","`
 	RanksMaxDeliver   int             `env:"VOICEROOM_RANKS_MAX_DELIVER" envDefault:"-1"`
 	RanksMaxAckPend   int             `env:"VOICEROOM_RANKS_MAX_ACK_PENDING" envDefault:"5000"`
 	RanksConcurrency  int             `env:"VOICEROOM_RANKS_CONCURRENCY" envDefault:"4"`
