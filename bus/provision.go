@@ -17,6 +17,8 @@ const (
 	DurableIMBridge = "imbridge"
 	// DurableListProjector projects room events into the room-list read model.
 	DurableListProjector = "listprojector"
+	// DurableRoomRanks keeps the rooms' contribution ranks in Redis.
+	DurableRoomRanks = "roomranks"
 )
 
 // StreamConfig holds the tunables of ROOM_EVENTS and ROOM_EVENTS_DLQ. Zero
@@ -227,11 +229,12 @@ func (c ConsumerConfig) consumer() jetstream.ConsumerConfig {
 }
 
 // DefaultConsumers returns the product's sinks with default settings:
-// imbridge and listprojector.
+// imbridge, listprojector and roomranks.
 func DefaultConsumers() []ConsumerConfig {
 	return []ConsumerConfig{
 		ConsumerConfig{Durable: DurableIMBridge}.WithDefaults(),
 		ConsumerConfig{Durable: DurableListProjector}.WithDefaults(),
+		ConsumerConfig{Durable: DurableRoomRanks}.WithDefaults(),
 	}
 }
 

@@ -36,7 +36,7 @@ func TestProvisionIdempotent(t *testing.T) {
 	if c := dlq.CachedInfo().Config; c.MaxAge != 30*24*time.Hour || !slices.Equal(c.Subjects, []string{"dlq.>"}) {
 		t.Fatalf("dlq config %+v", c)
 	}
-	for _, d := range []string{bus.DurableIMBridge, bus.DurableListProjector} {
+	for _, d := range []string{bus.DurableIMBridge, bus.DurableListProjector, bus.DurableRoomRanks} {
 		c := mustConsumerInfo(t, js, d).Config
 		if c.AckWait != 30*time.Second || c.MaxDeliver != 10 || c.MaxAckPending != 1000 ||
 			c.FilterSubject != "" || len(c.FilterSubjects) != 0 { // the whole stream, replays included

@@ -27,8 +27,8 @@ const HeaderReplayOf = "Voiceroom-Replay-Of"
 // WithDefaults).
 type DLQConfig struct {
 	// Sinks are the durables whose dead letters may be listed and
-	// replayed; any other name is ErrUnknownSink. Default imbridge and
-	// listprojector.
+	// replayed; any other name is ErrUnknownSink. Default imbridge,
+	// listprojector and roomranks.
 	Sinks []string
 	// DefaultLimit is the page size of List when the caller gives none.
 	// Default 50.
@@ -49,7 +49,7 @@ type DLQConfig struct {
 // WithDefaults returns c with zero fields set to their defaults.
 func (c DLQConfig) WithDefaults() DLQConfig {
 	if len(c.Sinks) == 0 {
-		c.Sinks = []string{DurableIMBridge, DurableListProjector}
+		c.Sinks = []string{DurableIMBridge, DurableListProjector, DurableRoomRanks}
 	}
 	if c.DefaultLimit == 0 {
 		c.DefaultLimit = 50

@@ -8,11 +8,11 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
 	"voiceroom/apperr"
+	"voiceroom/internal/redisgate"
 	"voiceroom/listprojector"
 	"voiceroom/roomevent"
 )
@@ -73,17 +73,9 @@ type Lister struct {
 	// frozenLog keeps the warnings of frozen orders in Redis sparse.
 	frozenLog sparse
 
-	redisDownUntil atomic.Int64 // unix ms: 0 while Redis is up; after an error, when it may be probed
-	redisProbing   atomic.Bool  // a probe of a failed Redis is in flight
-	repairing      sync.Map     // "app\x00region" -> struct{}: region repairs in flight
+	redis     *redisgate.Gate // whether a request may use Redis now (nil without Redis)
+	repairing sync.Map        // "app\x00region" -> struct{}: region repairs in flight
 }
-
-// redisBackoff is how long the list query leaves Redis alone after an
-// error, so a stopped Redis costs one failed round trip per backoff, not
-// one per request: then one probe (a PING in the background) decides
-// whether requests use Redis again, and until it succeeds they read
-// MySQL.
-const redisBackoff = time.Second
 
 // NewLister returns the list query service over the read model in db and
 // its Redis mirror. mirror may be nil (MySQL only); m may be nil.
@@ -109,6 +101,7 @@ func NewLister(db *sql.DB, mirror *listprojector.Mirror, cfg Config, log *slog.L
 		sign: signer{key: cfg.CursorSecret}, frozen: newFreezer(cfg), log: log, metrics: m}
 	if c != nil {
 		l.frozen.save = l.saveFrozen
+		l.redis = redisgate.New(c.rdb, cfg.RedisTimeout, "the list", log, func() { l.count(func(m *Metrics) { m.cacheErr.Inc() }) })
 	}
 	return l, nil
 }
@@ -330,48 +323,12 @@ func (l *Lister) count(f func(*Metrics)) {
 	}
 }
 
-// redisUp reports whether a request may use Redis: not after an error
-// until a probe succeeded. The first request to find the backoff over
-// starts the probe; it and every other request go on without Redis
-// meanwhile, so a dead Redis never holds requests up (a dial that hangs
-// or is retried included).
-func (l *Lister) redisUp() bool {
-	if l.cache == nil {
-		return false
-	}
-	until := l.redisDownUntil.Load()
-	if until == 0 {
-		return true
-	}
-	if time.Now().UnixMilli() >= until && l.redisProbing.CompareAndSwap(false, true) {
-		go l.probeRedis()
-	}
-	return false
-}
+// redisUp reports whether a request may use Redis (see redisgate).
+func (l *Lister) redisUp() bool { return l.redis.Up() }
 
-// probeRedis pings Redis, bounded by RedisTimeout: success lets requests
-// use it again, failure starts another backoff.
-func (l *Lister) probeRedis() {
-	defer l.redisProbing.Store(false)
-	ctx, cancel := context.WithTimeout(context.Background(), l.cfg.RedisTimeout)
-	defer cancel()
-	if err := l.cache.rdb.Ping(ctx).Err(); err != nil {
-		l.count(func(m *Metrics) { m.cacheErr.Inc() })
-		l.redisDownUntil.Store(time.Now().Add(redisBackoff).UnixMilli())
-		return
-	}
-	l.redisDownUntil.Store(0)
-	l.log.Info("redis answers again; reading the list from it")
-}
-
-// redisFailed notes a Redis error: requests leave Redis alone for
-// redisBackoff, then probe it (see redisUp).
-func (l *Lister) redisFailed(err error) {
-	l.count(func(m *Metrics) { m.cacheErr.Inc() })
-	if l.redisDownUntil.Swap(time.Now().Add(redisBackoff).UnixMilli()) == 0 {
-		l.log.Warn("redis read failed; serving the list from MySQL", "retry_in", redisBackoff, "error", err)
-	}
-}
+// redisFailed notes a Redis error: requests leave Redis alone for a
+// while, then probe it (see redisgate).
+func (l *Lister) redisFailed(err error) { l.redis.Failed(err) }
 
 // repairRegion fills a region's Redis sets from MySQL, once at a time per
 // region, bounded by WriteTimeout, in the background: the request that

@@ -9,8 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"voiceroom/internal/testenv"
 	"voiceroom/listprojector"
 )
@@ -81,66 +79,4 @@ func TestFreezerRebuildsBehind(t *testing.T) {
 	if _, err := z.current(ctx, failing, func(context.Context) (*frozenOrder, error) { return nil, errors.New("down") }); err == nil {
 		t.Error("a failed first build gave an order")
 	}
-}
-
-// TestRedisProbedOnce: after a Redis error, requests skip Redis; once the
-// backoff is over one probe runs, and requests use Redis again only after
-// it succeeded.
-func TestRedisProbedOnce(t *testing.T) {
-	db := testenv.NewDB(t)
-	rdb, prefix := testenv.NewRedis(t)
-	var pings atomic.Int64
-	counted := redis.NewClient(&redis.Options{Addr: rdb.Options().Addr, DB: rdb.Options().DB})
-	counted.AddHook(pingCounter{&pings})
-	t.Cleanup(func() { counted.Close() })
-	mirror, err := listprojector.NewMirror(db, counted, listprojector.Config{KeyPrefix: prefix}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := NewLister(db, mirror, Config{CursorSecret: []byte("0123456789abcdef0123")}, testenv.Logger(t), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !l.redisUp() {
-		t.Fatal("a new lister skips redis")
-	}
-	l.redisFailed(errors.New("boom"))
-	l.redisDownUntil.Store(time.Now().Add(-time.Millisecond).UnixMilli()) // the backoff is over
-	var wg sync.WaitGroup
-	var up atomic.Int64
-	for range 16 {
-		wg.Go(func() {
-			if l.redisUp() {
-				up.Add(1)
-			}
-		})
-	}
-	wg.Wait()
-	if up.Load() != 0 {
-		t.Errorf("%d requests used redis before the probe answered", up.Load())
-	}
-	testenv.Eventually(t, 10*time.Second, func() error {
-		if !l.redisUp() {
-			return errors.New("redis still skipped after the probe's time")
-		}
-		return nil
-	})
-	if n := pings.Load(); n != 1 {
-		t.Errorf("%d probes, want 1", n)
-	}
-}
-
-type pingCounter struct{ n *atomic.Int64 }
-
-func (pingCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
-func (p pingCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		if cmd.Name() == "ping" {
-			p.n.Add(1)
-		}
-		return next(ctx, cmd)
-	}
-}
-func (pingCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next
 }

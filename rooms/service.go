@@ -701,7 +701,8 @@ func (s *Service) mutation(c *cell, cmd *Command, next *State, events []Event) (
 	if cmd.Kind == KindSendGift {
 		if amount := cmd.Args.Price * cmd.Args.Count; amount > 0 {
 			m.debit = &wallet.Debit{AppCode: cmd.AppCode, UserID: cmd.Actor.UserID, Amount: amount,
-				EntryKey: wallet.GiftEntryKey(cmd.RoomID, cmd.CommandID), RoomID: cmd.RoomID}
+				EntryKey: wallet.GiftEntryKey(cmd.RoomID, cmd.CommandID), RoomID: cmd.RoomID,
+				ReceiverUserID: cmd.Args.TargetUserID, AtMs: cmd.NowMs}
 		}
 	}
 	if cmd.Kind == KindChangeRoomVisibleRegion {

@@ -280,6 +280,20 @@ func TestGiftDebitsInTheCommandTransaction(t *testing.T) {
 	if b := e.mustBalance(t, "app1", 2); b != 5 {
 		t.Fatalf("balance %d, want 5", b)
 	}
+	// The ledger row names the receiver and carries the command's time,
+	// the event's occurred_at_ms (package roomranks puts both in the same
+	// day and week).
+	var sent int64
+	for _, m := range e.fast.all() {
+		if env := mustPayload(t, m.Data, &struct{}{}); env.EventType == roomevent.RoomGiftSent && env.RoomVersion == res.View.RoomVersion {
+			sent = env.OccurredAtMs
+		}
+	}
+	var peer, at int64
+	if err := e.db.QueryRow(`SELECT peer_user_id, created_at_ms FROM wallet_ledger WHERE app_code = 'app1' AND room_id = ? AND kind = 'gift'
+		ORDER BY created_at_ms DESC LIMIT 1`, room).Scan(&peer, &at); err != nil || peer != 3 || sent == 0 || at != sent {
+		t.Fatalf("ledger row: receiver %d at %d (%v), want 3 at the event's %d", peer, at, err, sent)
+	}
 	rows := rowCounts(t, e.db, room)
 	if _, err := gift(1); !apperr.Is(err, apperr.InsufficientBalance) {
 		t.Fatalf("gift beyond balance: %v", err)

@@ -112,6 +112,12 @@ type Debit struct {
 	// EntryKey identifies the ledger row: "gift:<room_id>:<command_id>".
 	EntryKey string
 	RoomID   string
+	// ReceiverUserID is who got the gift (the row's peer_user_id).
+	ReceiverUserID int64
+	// AtMs is the gift command's time, the ledger row's created_at_ms, so
+	// the row falls in the same day and week as the command's event
+	// (package roomranks); 0 takes the transaction's time.
+	AtMs int64
 }
 
 // GiftEntryKey is the ledger key of a gift command.
@@ -142,7 +148,7 @@ func DebitTx(ctx context.Context, tx *sql.Tx, debits []Debit, nowMs int64) (ok [
 		return 0
 	})
 	var ledger strings.Builder
-	args := make([]any, 0, len(debits)*7)
+	args := make([]any, 0, len(debits)*8)
 	for _, i := range order {
 		d := debits[i]
 		res, err := tx.ExecContext(ctx, `UPDATE wallets SET balance = balance - ?, updated_at_ms = ?
@@ -161,11 +167,15 @@ func DebitTx(ctx context.Context, tx *sql.Tx, debits []Debit, nowMs int64) (ok [
 		if ledger.Len() > 0 {
 			ledger.WriteString(",")
 		}
-		ledger.WriteString("(?, ?, ?, ?, 'gift', ?, ?)")
-		args = append(args, d.AppCode, d.EntryKey, d.UserID, -d.Amount, d.RoomID, nowMs)
+		ledger.WriteString("(?, ?, ?, ?, ?, 'gift', ?, ?)")
+		at := d.AtMs
+		if at == 0 {
+			at = nowMs
+		}
+		args = append(args, d.AppCode, d.EntryKey, d.UserID, d.ReceiverUserID, -d.Amount, d.RoomID, at)
 	}
 	if len(args) > 0 {
-		if _, err := tx.ExecContext(ctx, `INSERT INTO wallet_ledger (app_code, entry_key, user_id, delta, kind, room_id, created_at_ms) VALUES `+
+		if _, err := tx.ExecContext(ctx, `INSERT INTO wallet_ledger (app_code, entry_key, user_id, peer_user_id, delta, kind, room_id, created_at_ms) VALUES `+
 			ledger.String(), args...); err != nil {
 			return nil, fmt.Errorf("write gift ledger: %w", err)
 		}

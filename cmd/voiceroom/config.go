@@ -134,8 +134,9 @@ type config struct {
 	LogFormat       string        `env:"VOICEROOM_LOG_FORMAT" envDefault:"json"`
 	LogLevel        string        `env:"VOICEROOM_LOG_LEVEL" envDefault:"info"`
 
-	DLQSettings // VOICEROOM_DLQ_GAP_CHECK_INTERVAL, _MAX_REPLAY, VOICEROOM_BUS_MONITOR_INTERVAL (dlq.go)
-	IMConfig    // Tencent IM (imbridge.go)
+	DLQSettings   // VOICEROOM_DLQ_GAP_CHECK_INTERVAL, _MAX_REPLAY, VOICEROOM_BUS_MONITOR_INTERVAL (dlq.go)
+	IMConfig      // Tencent IM (imbridge.go)
+	RanksSettings // VOICEROOM_APP_TIMEZONES, VOICEROOM_RANKS_* (ranks.go)
 }
 
 // configError is a bad setting; its message names the variable.
@@ -280,6 +281,7 @@ func (c config) validate() error {
 	check(c.ProjectorAckWait >= time.Second, "VOICEROOM_PROJECTOR_ACK_WAIT", "want at least 1s, got %v", c.ProjectorAckWait)
 	check(c.RegionsCacheTTL >= 100*time.Millisecond, "VOICEROOM_REGIONS_CACHE_TTL", "want at least 100ms, got %v", c.RegionsCacheTTL)
 	c.DLQSettings.validate(&errs)
+	c.RanksSettings.validate(&errs)
 	check(c.IMBridgeMaxDeliver == -1 || c.IMBridgeMaxDeliver > 0, "VOICEROOM_IMBRIDGE_MAX_DELIVER", "want -1 (no limit) or a positive count, got %d", c.IMBridgeMaxDeliver)
 	imErrs, _ := c.IMConfig.apps()
 	for _, err := range imErrs {
@@ -370,8 +372,11 @@ var (
 // sinkVars are the variables of a sink's consumer and consume loop.
 func sinkVars(durable string) map[string]string {
 	prefix := "VOICEROOM_PROJECTOR_"
-	if durable == bus.DurableIMBridge {
+	switch durable {
+	case bus.DurableIMBridge:
 		prefix = "VOICEROOM_IMBRIDGE_"
+	case bus.DurableRoomRanks:
+		prefix = "VOICEROOM_RANKS_"
 	}
 	return map[string]string{
 		"AckWait": prefix + "ACK_WAIT", "BackOff": prefix + "BACKOFF", "NakDelays": prefix + "BACKOFF",
@@ -391,6 +396,7 @@ var zeroOK = map[string]bool{
 	"VOICEROOM_OUTBOX_PUBLISH_TIMEOUT": true,
 	"VOICEROOM_OUTBOX_RETENTION":       true,
 	"VOICEROOM_IMBRIDGE_MAX_DELIVER":   true, // -1: no delivery limit
+	"VOICEROOM_RANKS_MAX_DELIVER":      true, // -1: no delivery limit
 	"VOICEROOM_TIM_SDKAPPID":           true, // 0: no default Tencent application
 }
 
@@ -501,14 +507,19 @@ func (c *config) consumers() []bus.ConsumerConfig {
 	return []bus.ConsumerConfig{
 		{Durable: bus.DurableIMBridge, AckWait: c.IMBridgeAckWait, MaxDeliver: c.IMBridgeMaxDeliver, MaxAckPending: c.IMBridgeMaxAckPending},
 		{Durable: bus.DurableListProjector, AckWait: c.ProjectorAckWait, MaxDeliver: c.ProjectorMaxDeliver, MaxAckPending: c.ProjectorMaxAckPending},
+		{Durable: bus.DurableRoomRanks, AckWait: c.RanksAckWait, MaxDeliver: c.RanksMaxDeliver, MaxAckPending: c.RanksMaxAckPend},
 	}
 }
 
 // consumerRun is the consume-loop configuration of a sink's durable.
 func (c *config) consumerRun(durable string) bus.ConsumerRunConfig {
-	if durable == bus.DurableIMBridge {
+	switch durable {
+	case bus.DurableIMBridge:
 		return bus.ConsumerRunConfig{Durable: durable, Concurrency: c.IMBridgeConcurrency, NakDelays: c.IMBridgeBackOff,
 			MaxDeliver: c.IMBridgeMaxDeliver, ShutdownTimeout: c.ShutdownTimeout}
+	case bus.DurableRoomRanks:
+		return bus.ConsumerRunConfig{Durable: durable, Concurrency: c.RanksConcurrency, NakDelays: c.RanksBackOff,
+			MaxDeliver: c.RanksMaxDeliver, ShutdownTimeout: c.ShutdownTimeout}
 	}
 	return bus.ConsumerRunConfig{Durable: durable, Concurrency: c.ProjectorConcurrency, NakDelays: c.ProjectorBackOff,
 		MaxDeliver: c.ProjectorMaxDeliver, ShutdownTimeout: c.ShutdownTimeout}

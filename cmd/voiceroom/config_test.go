@@ -4,9 +4,12 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"voiceroom/bus"
 )
 
 // TestBadValuesNameTheVariable checks that every kind of bad value stops
@@ -109,8 +112,15 @@ func TestDefaultsAreValid(t *testing.T) {
 	if len(cfg.Roles) != 5 || cfg.NodeID == "" {
 		t.Fatalf("roles %v node %q", cfg.Roles, cfg.NodeID)
 	}
-	if len(cfg.consumers()) != 2 {
-		t.Fatal("want one consumer per sink")
+	var durables, sinks []string
+	for _, c := range cfg.consumers() {
+		durables = append(durables, c.Durable)
+	}
+	for _, c := range bus.DefaultConsumers() {
+		sinks = append(sinks, c.Durable)
+	}
+	if !slices.Equal(durables, sinks) {
+		t.Fatalf("consumers %v, want one per sink: %v", durables, sinks)
 	}
 }
 

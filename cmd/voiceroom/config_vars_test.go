@@ -1,6 +1,7 @@
 package main
 
 import (
+	"maps"
 	"strings"
 	"testing"
 
@@ -33,6 +34,14 @@ func TestPackageRulesNameTheVariable(t *testing.T) {
 		{"VOICEROOM_TIM_CALLBACK_MAX_SKEW", "2h"},
 		{"VOICEROOM_DLQ_MAX_REPLAY", "100001"},
 		{"VOICEROOM_DLQ_GAP_CHECK_INTERVAL", "2h"},
+		{"VOICEROOM_APP_TIMEZONES", "demo=Mars/Olympus"},
+		{"VOICEROOM_APP_TIMEZONES", "demo"},
+		{"VOICEROOM_APP_TIMEZONES", "demo=UTC,demo=Asia/Shanghai"},
+		{"VOICEROOM_APP_TIMEZONES", "bad.app=UTC"},
+		{"VOICEROOM_RANKS_EXPIRE_AFTER", "10s"},
+		{"VOICEROOM_RANKS_CONCURRENCY", "1000"},
+		{"VOICEROOM_RANKS_MAX_DELIVER", "-2"},
+		{"VOICEROOM_RANKS_BACKOFF", "1s,-1s"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name+"="+tt.value, func(t *testing.T) {
@@ -74,5 +83,22 @@ func TestProjectorConcurrencySetsTheWorkers(t *testing.T) {
 	}
 	if got := cfg.consumerRun(bus.DurableIMBridge).Concurrency; got != 8 {
 		t.Fatalf("imbridge workers %d, want its own default 8", got)
+	}
+	if got := cfg.consumerRun(bus.DurableRoomRanks).Concurrency; got != 4 {
+		t.Fatalf("ranks workers %d, want their own default 4", got)
+	}
+}
+
+// TestAppTimeZones: VOICEROOM_APP_TIMEZONES names each app's zone, spaces
+// aside; the ranks get them.
+func TestAppTimeZones(t *testing.T) {
+	t.Setenv("VOICEROOM_APP_TIMEZONES", " demo = Asia/Shanghai , other=Europe/Berlin,")
+	cfg, err := loadConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"demo": "Asia/Shanghai", "other": "Europe/Berlin"}
+	if got := cfg.ranks().TimeZones; !maps.Equal(got, want) {
+		t.Fatalf("zones %v, want %v", got, want)
 	}
 }

@@ -55,7 +55,8 @@ func (s DLQSettings) gapCheck(durable string) bus.GapCheckConfig {
 
 // wireDLQ adds the dead-letter components of the roles serve runs:
 //
-//   - imbridge, projector: the gap check of that sink's durable, a worker
+//   - imbridge, projector: the gap check of each sink's durable the role
+//     consumes (projector: listprojector and roomranks), a worker
 //     that dead-letters messages the server gave up on while no instance
 //     heard its advisory;
 //   - api: GET /admin/v1/dlq and POST /admin/v1/dlq/replay;
@@ -69,7 +70,7 @@ func wireDLQ(d *deps) error {
 		gapSinks = append(gapSinks, bus.DurableIMBridge)
 	}
 	if d.cfg.hasRole(roleProjector) {
-		gapSinks = append(gapSinks, bus.DurableListProjector)
+		gapSinks = append(gapSinks, bus.DurableListProjector, bus.DurableRoomRanks)
 	}
 	if !api && len(gapSinks) == 0 {
 		return nil

@@ -24,7 +24,7 @@ type client struct {
 
 // call sends a request as a user id ("11") or as "admin" and decodes the
 // envelope's data into out.
-func (c *client) call(method, path, as, body string, out any) (int, string) {
+func (c *client) call(method, path, as, body string, out any, headers ...string) (int, string) {
 	c.t.Helper()
 	var user int64
 	role := ""
@@ -43,6 +43,9 @@ func (c *client) call(method, path, as, body string, out any) (int, string) {
 	}
 	req.Header.Set("Authorization", "Bearer "+tok)
 	req.Header.Set("Content-Type", "application/json")
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		c.t.Fatal(err)

@@ -2,7 +2,8 @@
 // every role in one process (or the subset VOICEROOM_ROLES names), migrate
 // applies the SQL migrations, token mints a JWT for development and
 // operators, seed creates a development app's regions, countries and users,
-// nodes prints the rooms nodes and their partitions, demo walks a newcomer through a running server, version prints the build.
+// nodes prints the rooms nodes and their partitions, ranks rebuilds the
+// rooms' ranks in Redis, demo walks a newcomer through a running server, version prints the build.
 //
 // Configuration comes only from environment variables (see
 // deploy/voiceroom.env.example); a bad value stops the process with a message
@@ -39,6 +40,8 @@ commands:
              [--ops-url URL] [--app demo] [--wait 20s]
   projector  rebuild room_list_entries (and the Redis cache) from MySQL alone:
              projector rebuild [--app APP]
+  ranks      rebuild the rooms' day and week ranks in Redis from MySQL:
+             ranks rebuild --app APP [--room ROOM]
   nodes      print the live rooms nodes and the partitions each holds (from
              JetStream): nodes [--partitions] [--json] [--timeout 15s]
   version    print the version
@@ -82,6 +85,8 @@ func run(args []string) int {
 		err = demo(ctx, args[1:])
 	case "projector":
 		err = projectorCmd(ctx, args[1:])
+	case "ranks":
+		err = ranksCmd(ctx, args[1:])
 	case "nodes":
 		err = nodes(ctx, args[1:])
 	case "version", "--version", "-v":

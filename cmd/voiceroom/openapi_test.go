@@ -502,6 +502,7 @@ func (a *apiDriver) rooms() {
 	a.fail("POST", A+"/gift", "23", `{"gift_id":0,"count":1,"receiver_user_id":22}`, bad, inv, true)
 	a.fail("POST", A+"/gift", "23", `{"gift_id":7,"count":1,"receiver_user_id":24}`, conflict, fp, false)
 	a.fail("POST", nope+"/gift", "23", `{"gift_id":7,"count":1,"receiver_user_id":22}`, notFound, "NOT_FOUND", false)
+	a.ranks(A, nope)
 
 	a.ok("POST", A+"/password", "21", `{"password":"open sesame"}`, nil)
 	a.fail("POST", A+"/password", "23", `{"password":""}`, denied, "PERMISSION_DENIED", false)
@@ -649,10 +650,47 @@ func (a *apiDriver) hides(roomID string) {
 func (a *apiDriver) operations() {
 	a.ok("GET", "/admin/v1/outbox", "admin", "", nil)
 	a.ok("GET", "/admin/v1/dlq?sink=imbridge&limit=10", "admin", "", nil)
+	a.ok("GET", "/admin/v1/dlq?sink=roomranks", "admin", "", nil)
 	a.fail("GET", "/admin/v1/dlq?sink=nope", "admin", "", 400, "INVALID_ARGUMENT", true)
 	a.ok("POST", "/admin/v1/dlq/replay", "admin", `{"sink":"listprojector"}`, nil)
 	a.ok("POST", "/admin/v1/dlq/replay", "admin", `{"sink":"imbridge","seqs":[1,2]}`, nil)
 	a.fail("POST", "/admin/v1/dlq/replay", "admin", `{"sink":"nope"}`, 400, "INVALID_ARGUMENT", true)
 	a.do(call{method: "POST", path: "/im/callback?SdkAppid=1400000000&CallbackCommand=Group.CallbackBeforeApplyJoinGroup&Sign=x&RequestTime=1",
 		body: `{"CallbackCommand":"Group.CallbackBeforeApplyJoinGroup","GroupId":"g","Requestor_Account":"21"}`, want: 200})
+}
+
+// ranks reads room's ranks after user 23's gift of 300 coins to user 22
+// (the caller's place, the receiver's side, the default limit) and the
+// errors: bad parameters and a room that does not exist.
+func (a *apiDriver) ranks(room, nope string) {
+	a.t.Helper()
+	var rank struct {
+		Items []struct {
+			UserID int64 `json:"user_id"`
+			Value  int64 `json:"value"`
+			Rank   int   `json:"rank"`
+		} `json:"items"`
+		Me *struct {
+			Rank  int   `json:"rank"`
+			Value int64 `json:"value"`
+		} `json:"me"`
+		TimeZone string `json:"time_zone"`
+	}
+	a.ok("GET", room+"/ranks?by=sender&period=week&limit=10", "23", "", &rank)
+	if len(rank.Items) != 1 || rank.Items[0].UserID != 23 || rank.Items[0].Value != 300 || rank.Me == nil || rank.Me.Rank != 1 || rank.TimeZone != "UTC" {
+		a.t.Errorf("sender week rank after a gift of 300: %+v", rank)
+	}
+	a.ok("GET", room+"/ranks?by=receiver&period=day", "22", "", &rank)
+	if len(rank.Items) != 1 || rank.Items[0].UserID != 22 || rank.Me == nil || rank.Me.Value != 300 {
+		a.t.Errorf("receiver day rank after a gift of 300: %+v", rank)
+	}
+	a.ok("GET", room+"/ranks?by=sender&period=day", "21", "", &rank)
+	if rank.Me != nil {
+		a.t.Errorf("user 21 sent nothing, yet has a place: %+v", rank.Me)
+	}
+	for _, q := range []string{"by=both&period=day", "by=sender&period=month", "by=sender&period=day&limit=0",
+		"by=sender&period=day&limit=101", "period=day"} {
+		a.fail("GET", room+"/ranks?"+q, "23", "", 400, "INVALID_ARGUMENT", true)
+	}
+	a.fail("GET", nope+"/ranks?by=sender&period=day", "23", "", 404, "NOT_FOUND", false)
 }

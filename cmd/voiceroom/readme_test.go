@@ -28,7 +28,7 @@ var readmeBlock = regexp.MustCompile("(?s)<!-- readme-test: ([a-z0-9-]+) -->\n``
 // blocks (they need Docker), "Rooms on several nodes"'s change of P (it
 // deletes the deployment's record) and its `nats kv watch` (it runs until
 // Ctrl-C).
-var readmeBlocks = []string{"token", "regions", "rooms", "moderation", "nats-streams", "rooms-nodes", "dlq-api", "dlq-nats"}
+var readmeBlocks = []string{"token", "regions", "rooms", "moderation", "ranks", "nats-streams", "rooms-nodes", "dlq-api", "dlq-nats"}
 
 // blockLimit bounds one block's run. It is not a speed check: a block that
 // has not ended by then never will (the nats CLI and the binary are built
@@ -97,6 +97,8 @@ func TestREADMEBlocks(t *testing.T) {
 		"VOICEROOM_DATA_DIR="+vars["VOICEROOM_DATA_DIR"],
 		"VOICEROOM_NATS_LISTEN="+vars["VOICEROOM_NATS_LISTEN"],
 		"VOICEROOM_NATS_URL=nats://"+vars["VOICEROOM_NATS_LISTEN"],
+		"VOICEROOM_MYSQL_DSN="+vars["VOICEROOM_MYSQL_DSN"], // voiceroom ranks rebuild
+		"VOICEROOM_REDIS_ADDR="+vars["VOICEROOM_REDIS_ADDR"],
 	)
 	addr := strings.TrimPrefix(base, "http://")
 	run := func(name string) string {
@@ -130,8 +132,16 @@ func TestREADMEBlocks(t *testing.T) {
 			t.Errorf("README block %q: no OK answer", name)
 		}
 	}
+	// A gift, its retry, and the ranks: counted once, on both sides.
+	out := run("ranks")
+	for _, want := range []string{`"items":[{"user_id":`, `"value":30,"rank":1}]`, `"me":{"rank":1,"value":30}`, `"me":null`,
+		`"code":"INVALID_ARGUMENT"`, `"rooms":1,"sets":4,"behind":0`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("README block ranks lacks %q:\n%s", want, out)
+		}
+	}
 	// serve's one rooms node holds every partition, and each command shows it.
-	out := run("rooms-nodes")
+	out = run("rooms-nodes")
 	for _, want := range []string{
 		"256 partitions, lease ttl 5s: 1 node holds 256, 0 free", // voiceroom nodes
 		"\n256\n",                    // P

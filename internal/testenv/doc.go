@@ -8,7 +8,8 @@
 //
 //   - NewDB, NewDBWithDSN: a database of the test's own (cmd/voiceroom's
 //     process tests pass its DSN to the binary);
-//   - NewRedis: a key prefix of the test's own;
+//   - NewRedis: a key prefix of the test's own; RunRedis: a redis-server
+//     of the test's own, which it can Stop and Start;
 //   - NewJetStream, RunJetStream, NewJetStreamServer: an embedded JetStream
 //     (RunJetStream can Stop and Start it); NewPublisher publishes to it,
 //     ConnectJetStream is a plain nats.go client of any server;
