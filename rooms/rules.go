@@ -46,8 +46,16 @@ func apply(s *State, c *Command, lim limits, replay bool) (events []Event, chang
 	if err := s.admits(c); err != nil {
 		return nil, false, err
 	}
-	if c.Kind == KindRequestMic && !replay {
-		c.Args.ExpiresAtMs = c.NowMs + lim.micRequestTTLMs
+	if !replay {
+		// Expiries are part of the logged command, so that replay lapses
+		// a request or an invitation when it first did, whatever the
+		// configuration or the code says later.
+		switch c.Kind {
+		case KindRequestMic:
+			c.Args.ExpiresAtMs = c.NowMs + lim.micRequestTTLMs
+		case KindInviteToMic:
+			c.Args.ExpiresAtMs = c.NowMs + InvitationTTLMs
+		}
 	}
 	events, changed, err = applyKind(s, c, lim, replay)
 	if changed {

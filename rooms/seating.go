@@ -81,7 +81,8 @@ func (s *State) mustBeSeatChoice(i int) error {
 
 // muteSeat is MuteSeat: the host's powers mute or unmute a seat. The mute
 // stays on the seat when its occupant changes, until it is lifted; a
-// speaker cannot lift it.
+// speaker cannot lift it. A room admin may not mute or unmute the seat of
+// the owner, the host or another admin (their own, yes).
 func (s *State) muteSeat(c *Command) ([]Event, bool, error) {
 	a := &c.Args
 	if err := s.mustModerate(c.Actor); err != nil {
@@ -89,6 +90,11 @@ func (s *State) muteSeat(c *Command) ([]Event, bool, error) {
 	}
 	if err := s.mustBeSeat(a.SeatIndex); err != nil {
 		return nil, false, err
+	}
+	if occupant := s.Seats[a.SeatIndex].UserID; occupant != 0 && occupant != c.Actor.UserID {
+		if err := s.mustOutrank(c.Actor, occupant); err != nil {
+			return nil, false, err
+		}
 	}
 	if s.Seats[a.SeatIndex].Muted == a.Muted {
 		return nil, false, nil
@@ -261,8 +267,8 @@ func (s *State) rejectMicRequest(c *Command) ([]Event, bool, error) {
 }
 
 // inviteToMic is InviteToMic: the host's powers invite a present user
-// without a seat to one (a given seat or any), for InvitationTTLMs. A new
-// invitation replaces the user's last.
+// without a seat to one (a given seat or any), until ExpiresAtMs (set by
+// apply: InvitationTTLMs). A new invitation replaces the user's last.
 func (s *State) inviteToMic(c *Command) ([]Event, bool, error) {
 	a := &c.Args
 	target := a.TargetUserID
@@ -284,7 +290,10 @@ func (s *State) inviteToMic(c *Command) ([]Event, bool, error) {
 	if len(s.Invitations) >= MaxMicInvitations {
 		return nil, false, apperr.New(apperr.FailedPrecondition, "too many open invitations (%d)", MaxMicInvitations)
 	}
-	expires := now + InvitationTTLMs
+	if a.ExpiresAtMs <= now {
+		return nil, false, apperr.New(apperr.Internal, "invitation without an expiry")
+	}
+	expires := a.ExpiresAtMs
 	s.Invitations = append(s.Invitations, Invitation{UserID: target, ByUserID: c.Actor.UserID, SeatIndex: a.SeatIndex,
 		InvitedAtMs: now, ExpiresAtMs: expires})
 	return []Event{{roomevent.RoomMicInvited, roomevent.MicInvited{UserID: target, ByUserID: c.Actor.UserID,
