@@ -26,7 +26,7 @@ func TestSnapshotListsAreNeverNull(t *testing.T) {
 			if strings.Contains(string(b), "null") {
 				t.Errorf("snapshot has a null: %s", b)
 			}
-			for _, key := range []string{`"gift_rank":[]`, `"seats":[`, `"online_users":[`} {
+			for _, key := range []string{`"gift_rank":[]`, `"seats":[`, `"online_users":[`, `"admin_user_ids":[]`, `"mic_invitations":[]`, `"chat_mutes":[]`} {
 				if !strings.Contains(string(b), key) {
 					t.Errorf("snapshot lacks %s: %s", key, b)
 				}
