@@ -41,9 +41,11 @@ type Config struct {
 	// command's scheduled start. Default 0 (closed loop).
 	Rate float64
 	// Mix is the command mix: MixMixed (the default: heartbeats, leaves,
-	// seat changes and gifts, below) or MixJoinLeave (a user in no room
+	// seat changes and gifts, below), MixJoinLeave (a user in no room
 	// joins one, a user in a room leaves it: every command answered OK is
-	// durable).
+	// durable) or MixHosts (the hosts' tools: requests to speak,
+	// invitations, seat mutes and self-mutes, room information, chat mutes
+	// and room admins, beside joins, leaves and today's seat commands).
 	Mix string
 	// Duration is the load phase. Default 30s.
 	Duration time.Duration
@@ -139,8 +141,8 @@ func (c Config) Validate() error {
 		return apperr.BadConfig("ListClients", "list clients: want 0..1024, got %d", c.ListClients)
 	case c.Rate < 0 || c.Rate > 1e6:
 		return apperr.BadConfig("Rate", "rate: want 0..1000000, got %g", c.Rate)
-	case c.Mix != MixMixed && c.Mix != MixJoinLeave:
-		return apperr.BadConfig("Mix", "mix: want %s or %s, got %q", MixMixed, MixJoinLeave, c.Mix)
+	case c.Mix != MixMixed && c.Mix != MixJoinLeave && c.Mix != MixHosts:
+		return apperr.BadConfig("Mix", "mix: want %s, %s or %s, got %q", MixMixed, MixJoinLeave, MixHosts, c.Mix)
 	case c.Duration < time.Second:
 		return apperr.BadConfig("Duration", "duration: want at least 1s, got %s", c.Duration)
 	case c.CeilingDuration < 0:

@@ -26,6 +26,7 @@ const (
 const (
 	MixMixed     = "mixed"
 	MixJoinLeave = "joinleave"
+	MixHosts     = "hosts" // hosts.go
 )
 
 // seats is the seat count of the bench's rooms.
@@ -143,6 +144,11 @@ func (b *Bench) step(ctx context.Context, w *world, u *user, rng *rand.Rand) (st
 		}
 		return "join", a
 	}
+	if b.cfg.Mix == MixHosts {
+		op, a := b.hostsStep(ctx, w, u, rng)
+		resync(u, a)
+		return op, a
+	}
 	path := "/api/v1/rooms/" + w.rooms[u.room].id
 	var op string
 	var a answer
@@ -197,7 +203,9 @@ func resync(u *user, a answer) {
 	m := a.message
 	switch {
 	case strings.Contains(m, "not in the room"), strings.Contains(m, "room is closed"):
+		// Gone from the room, and so are its request to speak and invitation.
 		u.room, u.seat = -1, -1
+		u.hosts.requested, u.hosts.invited = false, false
 	case strings.Contains(m, "not on a seat"):
 		u.seat = -1
 	case strings.HasPrefix(m, "already on seat "):

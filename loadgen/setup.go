@@ -30,11 +30,18 @@ type user struct {
 	token string
 	room  int // index into rooms, -1 when in none
 	seat  int // -1 when on none
+	hosts hostsState
 }
 
-// room is one room of the bench.
+func newUser(app string, id int64) *user {
+	return &user{app: app, id: id, room: -1, seat: -1, hosts: newHostsState()}
+}
+
+// room is one room of the bench. hostToken is its owner's, who is its
+// host.
 type room struct {
 	app, id, shortID string
+	hostToken        string
 }
 
 // world is what setup created.
@@ -102,7 +109,7 @@ func (b *Bench) setup(ctx context.Context) (*world, error) {
 		for i := range nRooms {
 			id := ownerID(ai, i)
 			users = append(users, regions.SeedUser{UserID: id, DisplayUserID: fmt.Sprintf("o%d", id), Country: countryCodes[rng.IntN(len(countryCodes))]})
-			owners = append(owners, owner{app: ai, idx: i, u: &user{app: app, id: id, room: -1, seat: -1}})
+			owners = append(owners, owner{app: ai, idx: i, u: newUser(app, id)})
 		}
 		var probeUsers []*user
 		for i := range nUsers {
@@ -114,7 +121,7 @@ func (b *Bench) setup(ctx context.Context) (*world, error) {
 				country = users[0].Country
 			}
 			users = append(users, regions.SeedUser{UserID: id, DisplayUserID: fmt.Sprintf("u%d", id), Country: country})
-			u := &user{app: app, id: id, room: -1, seat: -1}
+			u := newUser(app, id)
 			if i < 4 {
 				probeUsers = append(probeUsers, u)
 			} else {
@@ -167,7 +174,7 @@ func (b *Bench) setup(ctx context.Context) (*world, error) {
 	rooms := make([]room, len(owners))
 	for i, o := range owners {
 		g.Go(func() error {
-			tok, err := authtoken.Issue(cfg.JWTSecret, o.u.app, o.u.id, "", time.Hour, now)
+			tok, err := authtoken.Issue(cfg.JWTSecret, o.u.app, o.u.id, "", 24*time.Hour, now)
 			if err != nil {
 				return err
 			}
@@ -184,7 +191,7 @@ func (b *Bench) setup(ctx context.Context) (*world, error) {
 				return fmt.Errorf("create room of %d: unexpected answer %s", o.u.id, a.raw)
 			}
 			mu.Lock()
-			rooms[i] = room{app: o.u.app, id: snap.RoomID, shortID: snap.RoomShortID}
+			rooms[i] = room{app: o.u.app, id: snap.RoomID, shortID: snap.RoomShortID, hostToken: tok}
 			mu.Unlock()
 			return nil
 		})

@@ -49,7 +49,7 @@ func bench(ctx context.Context, args []string) error {
 	fs.IntVar(&c.Clients, "clients", 64, "concurrent clients (and the ceilings' concurrency)")
 	fs.IntVar(&c.ListClients, "list-clients", 4, "concurrent list readers")
 	fs.Float64Var(&c.Rate, "rate", 0, "open loop: commands started per second (0: closed loop)")
-	fs.StringVar(&c.Mix, "mix", loadgen.MixMixed, "command mix: mixed (heartbeats, leaves, seats, gifts) or joinleave (every command a durable join or leave)")
+	fs.StringVar(&c.Mix, "mix", loadgen.MixMixed, "command mix: mixed (heartbeats, leaves, seats, gifts), joinleave (every command a durable join or leave) or hosts (requests to speak, invitations, seat and self mutes, room info, chat mutes, room admins, beside joins, leaves and seats)")
 	fs.DurationVar(&c.Duration, "duration", 30*time.Second, "load phase")
 	fs.Int64Var(&c.Seed, "seed", 1, "seed of users, rooms and choices")
 	fs.DurationVar(&c.CeilingDuration, "ceiling-duration", 5*time.Second, "length of each ceiling measurement")

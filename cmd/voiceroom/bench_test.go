@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/go-sql-driver/mysql"
@@ -17,6 +18,49 @@ import (
 // own process and reads the JSON report: commands were answered, every
 // committed event reached the stream, the ceilings and the drain ran.
 func TestBenchInProcess(t *testing.T) {
+	rep := runBenchInProcess(t, "--drain-rows", "300")
+	if rep.Ceilings.HTTPHello == nil || rep.Ceilings.TwoInsertTx == nil || rep.Ceilings.JetStreamAsyncPerSec <= 0 {
+		t.Errorf("ceilings missing: %+v", rep.Ceilings)
+	}
+	if rep.Drain == nil || rep.Drain.Rows != 300 {
+		t.Errorf("drain = %+v", rep.Drain)
+	}
+	// Read from the stack's operators' listener: /metrics, and a GC
+	// through /debug/pprof before the heap.
+	if rep.CPU.VoiceroomSec <= 0 {
+		t.Errorf("voiceroom CPU = %+v", rep.CPU)
+	}
+	if !rep.Memory.AfterGC || rep.Memory.HeapInuseBytes <= 0 {
+		t.Errorf("memory = %+v, want heap figures read after a GC", rep.Memory)
+	}
+}
+
+// TestBenchHostsMix runs the hosts mix: every hosts' command is sent,
+// answered OK at least once, and none fails on the server's side or finds
+// its route missing.
+func TestBenchHostsMix(t *testing.T) {
+	rep := runBenchInProcess(t, "--mix", "hosts", "--duration", "4s", "--drain-rows", "100")
+	for _, op := range []string{"mic_request", "mic_cancel", "mic_approve", "mic_reject", "mic_invite", "mic_accept", "mic_decline",
+		"self_mute", "seat_mute", "room_info", "chat_mute", "admin_add", "admin_remove", "mic_up", "mic_down", "join", "leave", "heartbeat"} {
+		if s := rep.Commands[op]; s.OK == 0 {
+			t.Errorf("%s: none answered OK: %+v", op, s)
+		}
+	}
+	for op, s := range rep.Commands {
+		for code, n := range s.Errors {
+			if code == "transport" || code == "INTERNAL" || code == "UNAVAILABLE" || strings.HasPrefix(code, "HTTP_") {
+				t.Errorf("%s: %d answered %s", op, n, code)
+			}
+		}
+	}
+}
+
+// runBenchInProcess runs voiceroom bench --inprocess, small, with args
+// added, and returns its report after checking that commands succeeded,
+// none failed on the server's side and every committed event reached the
+// stream.
+func runBenchInProcess(t *testing.T, args ...string) loadgen.Report {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("needs MySQL and Redis; skipped with -short")
 	}
@@ -25,8 +69,9 @@ func TestBenchInProcess(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := filepath.Join(t.TempDir(), "bench.json")
-	cmd := exec.Command(bin, "bench", "--inprocess", "--quiet", "--rooms", "20", "--users", "60", "--clients", "4",
-		"--list-clients", "1", "--duration", "2s", "--ceiling-duration", "300ms", "--drain-rows", "300", "--json", out)
+	args = append([]string{"bench", "--inprocess", "--quiet", "--rooms", "20", "--users", "60", "--clients", "4",
+		"--list-clients", "1", "--duration", "2s", "--ceiling-duration", "300ms", "--json", out}, args...)
+	cmd := exec.Command(bin, args...)
 	mc, err := mysql.ParseDSN(testenv.MySQLDSN())
 	if err != nil {
 		t.Fatal(err)
@@ -55,18 +100,5 @@ func TestBenchInProcess(t *testing.T) {
 	if rep.StreamAck == nil || rep.StreamAck.Committed == 0 || rep.StreamAck.Missing != 0 {
 		t.Errorf("commit -> stream ack = %+v (n/a: %s)", rep.StreamAck, rep.StreamAckNA)
 	}
-	if rep.Ceilings.HTTPHello == nil || rep.Ceilings.TwoInsertTx == nil || rep.Ceilings.JetStreamAsyncPerSec <= 0 {
-		t.Errorf("ceilings missing: %+v", rep.Ceilings)
-	}
-	if rep.Drain == nil || rep.Drain.Rows != 300 {
-		t.Errorf("drain = %+v", rep.Drain)
-	}
-	// Read from the stack's operators' listener: /metrics, and a GC
-	// through /debug/pprof before the heap.
-	if rep.CPU.VoiceroomSec <= 0 {
-		t.Errorf("voiceroom CPU = %+v", rep.CPU)
-	}
-	if !rep.Memory.AfterGC || rep.Memory.HeapInuseBytes <= 0 {
-		t.Errorf("memory = %+v, want heap figures read after a GC", rep.Memory)
-	}
+	return rep
 }
