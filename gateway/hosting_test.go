@@ -131,6 +131,12 @@ func TestHostsToolsPermissions(t *testing.T) {
 		{"the host sets apply", "POST", b + "/mic/mode", "2", `{"seat_mode":"apply"}`, ok, cOK},
 		{"a member's mic/up in apply mode", "POST", b + "/mic/up", "6", `{"seat_index":3}`, conflict, cFP},
 		{"an admin's mic/up in apply mode", "POST", b + "/mic/up", "3", `{"seat_index":4}`, ok, cOK},
+		{"an admin mutes another admin's seat", "POST", b + "/mic/mute", "4", `{"seat_index":4,"muted":true}`, denied, cDenied},
+		{"an admin mutes their own seat", "POST", b + "/mic/mute", "3", `{"seat_index":4,"muted":true}`, ok, cOK},
+		{"the host lifts the admin's seat mute", "POST", b + "/mic/mute", "2", `{"seat_index":4,"muted":false}`, ok, cOK},
+		{"the host takes seat 0", "POST", b + "/mic/up", "2", `{"seat_index":0}`, ok, cOK},
+		{"an admin mutes the host's seat", "POST", b + "/mic/mute", "3", `{"seat_index":0,"muted":true}`, denied, cDenied},
+		{"the owner mutes the host's seat", "POST", b + "/mic/mute", "1", `{"seat_index":0,"muted":true}`, ok, cOK},
 
 		// Requests to speak: anyone present asks; the host's powers list,
 		// approve and reject.

@@ -81,7 +81,8 @@ func (s *State) mustBeSeatChoice(i int) error {
 
 // muteSeat is MuteSeat: the host's powers mute or unmute a seat. The mute
 // stays on the seat when its occupant changes, until it is lifted; a
-// speaker cannot lift it.
+// speaker cannot lift it. A room admin may not mute or unmute the seat of
+// the owner, the host or another admin (their own, yes).
 func (s *State) muteSeat(c *Command) ([]Event, bool, error) {
 	a := &c.Args
 	if err := s.mustModerate(c.Actor); err != nil {
@@ -89,6 +90,11 @@ func (s *State) muteSeat(c *Command) ([]Event, bool, error) {
 	}
 	if err := s.mustBeSeat(a.SeatIndex); err != nil {
 		return nil, false, err
+	}
+	if occupant := s.Seats[a.SeatIndex].UserID; occupant != 0 && occupant != c.Actor.UserID {
+		if err := s.mustOutrank(c.Actor, occupant); err != nil {
+			return nil, false, err
+		}
 	}
 	if s.Seats[a.SeatIndex].Muted == a.Muted {
 		return nil, false, nil
