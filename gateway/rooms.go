@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"strings"
+	"time"
 
 	"github.com/gofiber/fiber/v2"
 
@@ -16,6 +17,9 @@ type Rooms interface {
 	Create(ctx context.Context, appCode string, actor rooms.Actor, commandID string, clientKey bool, requestID string,
 		req rooms.CreateRequest) (rooms.Result, error)
 	Get(ctx context.Context, appCode, roomID string) (rooms.View, error)
+	// MicRequests is a room's queue of requests to speak, for actor when
+	// they hold the host's powers (else PERMISSION_DENIED).
+	MicRequests(ctx context.Context, appCode, roomID string, actor rooms.Actor) ([]rooms.MicRequest, error)
 	Execute(ctx context.Context, cmd *rooms.Command) (rooms.Result, error)
 	Join(ctx context.Context, cmd *rooms.Command, password string) (rooms.Result, error)
 	SetPassword(ctx context.Context, cmd *rooms.Command, password string) (rooms.Result, error)
@@ -30,11 +34,12 @@ type Rooms interface {
 
 var _ Rooms = (*rooms.Service)(nil)
 
-// RoomRoutes mounts the room commands (docs/openapi.yaml, tag rooms), the gift catalog,
-// ChangeRoomVisibleRegion, and the operators' ban, restore and audit trail
-// (moderation.go). The wallet has its own mount (WalletRoutes).
+// RoomRoutes mounts the room commands (docs/openapi.yaml, tag rooms) with
+// the hosts' tools (hosting.go), the gift catalog, ChangeRoomVisibleRegion,
+// and the operators' ban, restore and audit trail (moderation.go). The
+// wallet has its own mount (WalletRoutes).
 func RoomRoutes(svc Rooms) Mount {
-	h := &roomHandlers{svc: svc}
+	h := &roomHandlers{svc: svc, now: time.Now}
 	return func(r Routers) {
 		r.API.Post("/v1/rooms/create", h.create)
 		r.API.Get("/v1/rooms/:room_id", h.get)
@@ -50,6 +55,7 @@ func RoomRoutes(svc Rooms) Mount {
 		r.API.Post("/v1/rooms/:room_id/password", h.password)
 		r.API.Post("/v1/rooms/:room_id/kick", h.kick)
 		r.API.Post("/v1/rooms/:room_id/close", h.simple(rooms.KindCloseRoom, true))
+		h.hostingRoutes(r)
 
 		r.Admin.Post("/v1/gifts", h.upsertGift)
 		r.Admin.Post("/v1/rooms/:room_id/region", h.changeRegion)
@@ -62,6 +68,8 @@ func RoomRoutes(svc Rooms) Mount {
 
 type roomHandlers struct {
 	svc Rooms
+	// now is the clock a member list hides ended chat mutes by.
+	now func() time.Time
 }
 
 // command starts a command of the caller on the path's room. The room id
@@ -112,6 +120,7 @@ func (h *roomHandlers) create(c *fiber.Ctx) error {
 		RoomDescription string `json:"room_description"`
 		SeatCount       int    `json:"seat_count"`
 		Mode            string `json:"mode"`
+		SeatMode        string `json:"seat_mode"`
 	}
 	if err := Bind(c, &req); err != nil {
 		return err
@@ -122,7 +131,8 @@ func (h *roomHandlers) create(c *fiber.Ctx) error {
 		return err
 	}
 	res, err := h.svc.Create(c.UserContext(), p.AppCode, rooms.Actor{UserID: p.UserID}, id, clientKey, RequestID(c),
-		rooms.CreateRequest{Title: req.RoomName, CoverURL: req.RoomAvatar, Description: req.RoomDescription, SeatCount: req.SeatCount, Mode: req.Mode})
+		rooms.CreateRequest{Title: req.RoomName, CoverURL: req.RoomAvatar, Description: req.RoomDescription, SeatCount: req.SeatCount, Mode: req.Mode,
+			SeatMode: req.SeatMode})
 	return h.respond(c, res, err)
 }
 

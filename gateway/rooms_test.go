@@ -42,9 +42,19 @@ type roomAPI struct {
 
 func newRoomAPI(t testing.TB) *roomAPI {
 	t.Helper()
+	return newRoomAPIClock(t, rooms.Config{}, time.Now)
+}
+
+// newRoomAPIClock is newRoomAPI with the rooms service's configuration
+// (bcrypt cost 4 unless set) and clock.
+func newRoomAPIClock(t testing.TB, cfg rooms.Config, now func() time.Time) *roomAPI {
+	t.Helper()
 	db := testenv.NewDB(t)
 	reg := prometheus.NewRegistry()
-	svc, err := rooms.New(db, roomUsers{}, roomUsers{}, nil, rooms.Config{BcryptCost: 4}, testenv.Logger(t), reg, time.Now)
+	if cfg.BcryptCost == 0 {
+		cfg.BcryptCost = 4
+	}
+	svc, err := rooms.New(db, roomUsers{}, roomUsers{}, nil, cfg, testenv.Logger(t), reg, now)
 	if err != nil {
 		t.Fatal(err)
 	}

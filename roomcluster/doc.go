@@ -50,7 +50,8 @@
 // # Routing
 //
 // Each node runs the NATS micro service voiceroom-rooms with the endpoints
-// voiceroom.rooms.<node>.command, .view and .guard. A Router finds a
+// voiceroom.rooms.<node>.command, .view, .mic_requests (the queue of
+// requests to speak, read by the host's powers) and .guard. A Router finds a
 // room's owner in the lease bucket and sends it the request; it asks again
 // (after a short, growing wait) when nobody holds the partition, when the
 // holder is gone or no longer serves it, or when it did not answer within

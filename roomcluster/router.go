@@ -112,6 +112,19 @@ func (r *Router) Get(ctx context.Context, appCode, roomID string) (rooms.View, e
 	return *rep.View, nil
 }
 
+// MicRequests routes the read of a room's queue of requests to speak,
+// by actor, to its owner (who checks that actor holds the host's powers).
+func (r *Router) MicRequests(ctx context.Context, appCode, roomID string, actor rooms.Actor) ([]rooms.MicRequest, error) {
+	rep, err := r.call(ctx, &request{AppCode: appCode, RoomID: roomID, Read: readMicRequests, Actor: actor})
+	if err != nil {
+		return nil, err
+	}
+	if rep.Requests == nil {
+		return []rooms.MicRequest{}, nil // omitted on the wire when empty
+	}
+	return rep.Requests, nil
+}
+
 // Execute routes a room command.
 func (r *Router) Execute(ctx context.Context, cmd *rooms.Command) (rooms.Result, error) {
 	return r.command(ctx, commandRequest(callExecute, cmd))

@@ -31,6 +31,7 @@ const SubjectPrefix = "voiceroom.rooms"
 type Rooms interface {
 	Create(ctx context.Context, appCode string, actor rooms.Actor, commandID string, clientKey bool, requestID string, req rooms.CreateRequest) (rooms.Result, error)
 	Get(ctx context.Context, appCode, roomID string) (rooms.View, error)
+	MicRequests(ctx context.Context, appCode, roomID string, actor rooms.Actor) ([]rooms.MicRequest, error)
 	Execute(ctx context.Context, cmd *rooms.Command) (rooms.Result, error)
 	Join(ctx context.Context, cmd *rooms.Command, password string) (rooms.Result, error)
 	SetPassword(ctx context.Context, cmd *rooms.Command, password string) (rooms.Result, error)
@@ -72,7 +73,7 @@ type endpointStats struct {
 func Serve(nc *nats.Conn, node *Node, svc Rooms, log *slog.Logger, m *Metrics) (*Server, error) {
 	s := &Server{node: node, svc: svc, log: log.With("component", "roomcluster", "node", node.id), metrics: m,
 		sem: make(chan struct{}, node.cfg.MaxInFlight), stats: map[string]*endpointStats{}}
-	for _, op := range []string{opCommand, opView, opGuard} {
+	for _, op := range ops {
 		s.stats[op] = &endpointStats{}
 	}
 	ms, err := micro.AddService(nc, micro.Config{
@@ -97,7 +98,7 @@ func Serve(nc *nats.Conn, node *Node, svc Rooms, log *slog.Logger, m *Metrics) (
 	}
 	s.ms = ms
 	g := ms.AddGroup(SubjectPrefix + "." + node.id)
-	for _, op := range []string{opCommand, opView, opGuard} {
+	for _, op := range ops {
 		if err := g.AddEndpoint(op, micro.HandlerFunc(s.handle)); err != nil {
 			_ = ms.Stop()
 			return nil, fmt.Errorf("roomcluster: endpoint %s: %w", op, err)

@@ -16,7 +16,16 @@ const (
 	opCommand = "command" // every room command (its kind in the request)
 	opView    = "view"    // the room's view (GET /api/v1/rooms/{id})
 	opGuard   = "guard"   // the IM join-group callback's membership check
+	// opMicRequests is the room's queue of requests to speak (GET
+	// /api/v1/rooms/{id}/mic/requests), for the host's powers.
+	opMicRequests = "mic_requests"
 )
+
+// ops are every endpoint of a node's micro service.
+var ops = []string{opCommand, opView, opGuard, opMicRequests}
+
+// Live reads other than the view: a request's Read.
+const readMicRequests = "mic_requests"
 
 // Command variants carried by opCommand: which Rooms method runs it.
 const (
@@ -51,7 +60,10 @@ type request struct {
 	Reason    string               `json:"reason,omitempty"`
 	Create    *rooms.CreateRequest `json:"create,omitempty"`
 	GroupID   string               `json:"group,omitempty"`
-	UserID    int64                `json:"user,omitempty"`
+	// Read names a live read other than the view (readMicRequests), by
+	// Actor; "" with no Call is the view.
+	Read   string `json:"read,omitempty"`
+	UserID int64  `json:"user,omitempty"`
 	// TimeoutMs is what is left of the caller's deadline.
 	TimeoutMs int64 `json:"t"`
 }
@@ -63,6 +75,8 @@ type reply struct {
 	Epoch    uint64      `json:"epoch,omitempty"`
 	Node     string      `json:"node"`
 	Err      *wireError  `json:"err,omitempty"`
+	// Requests answers readMicRequests (never nil then).
+	Requests []rooms.MicRequest `json:"requests,omitempty"`
 	// The guard's answer.
 	GuardApp string `json:"gapp,omitempty"`
 	Found    bool   `json:"found,omitempty"`
@@ -121,6 +135,12 @@ func (r *request) run(ctx context.Context, svc Rooms) (reply, error) {
 	case opGuard:
 		app, found, present := svc.IMGroupMember(r.GroupID, r.UserID)
 		return reply{GuardApp: app, Found: found, Present: present}, nil
+	case opMicRequests:
+		reqs, err := svc.MicRequests(ctx, r.AppCode, r.RoomID, r.Actor)
+		if err != nil {
+			return reply{}, err
+		}
+		return reply{Requests: reqs}, nil
 	}
 	cmd := &rooms.Command{Kind: r.Kind, AppCode: r.AppCode, RoomID: r.RoomID, CommandID: r.CommandID, ClientKey: r.ClientKey,
 		RequestID: r.RequestID, Actor: r.Actor, Args: r.Args}
@@ -162,6 +182,8 @@ func (r *request) opOf() string {
 	switch {
 	case r.GroupID != "":
 		return opGuard
+	case r.Call == "" && r.Read == readMicRequests:
+		return opMicRequests
 	case r.Call == "":
 		return opView
 	}

@@ -34,12 +34,17 @@ func (s *State) isAdmin(userID int64) bool {
 
 // roleOf is userID's role in the room, the highest it holds.
 func (s *State) roleOf(userID int64) string {
+	return role(s.OwnerUserID, s.HostUserID, s.Admins, userID)
+}
+
+// role is userID's role in a room of that owner, host and admins.
+func role(owner, host int64, admins []int64, userID int64) string {
 	switch {
-	case userID == s.OwnerUserID:
+	case userID == owner:
 		return RoleOwner
-	case userID == s.HostUserID:
+	case userID == host:
 		return RoleHost
-	case s.isAdmin(userID):
+	case userID != 0 && slices.Contains(admins, userID):
 		return RoleAdmin
 	}
 	return RoleMember

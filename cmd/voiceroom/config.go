@@ -113,6 +113,7 @@ type config struct {
 	RoomsCommandTimeout   time.Duration `env:"VOICEROOM_ROOMS_COMMAND_TIMEOUT" envDefault:"5s"`
 	RoomsPasswordAttempts int           `env:"VOICEROOM_ROOMS_PASSWORD_ATTEMPTS" envDefault:"5"`
 	RoomsDefaultCoverURL  string        `env:"VOICEROOM_ROOMS_DEFAULT_COVER_URL" envDefault:"https://cdn.voiceroom.example/default-room-cover.png"`
+	RoomsMicRequestTTL    time.Duration `env:"VOICEROOM_ROOMS_MIC_REQUEST_TTL" envDefault:"5m"`
 	RoomsPartitions       int           `env:"VOICEROOM_ROOMS_PARTITIONS" envDefault:"256"`
 	RoomsLeaseTTL         time.Duration `env:"VOICEROOM_ROOMS_LEASE_TTL" envDefault:"5s"`
 	OutboxEnabled         bool          `env:"VOICEROOM_OUTBOX_ENABLED" envDefault:"true"`
@@ -360,6 +361,7 @@ var (
 		"MaxOnline": "VOICEROOM_ROOMS_MAX_ONLINE", "CommitWorkers": "VOICEROOM_ROOMS_COMMIT_WORKERS",
 		"CommitBatch": "VOICEROOM_ROOMS_COMMIT_BATCH", "CommandTimeout": "VOICEROOM_ROOMS_COMMAND_TIMEOUT",
 		"PasswordAttempts": "VOICEROOM_ROOMS_PASSWORD_ATTEMPTS", "DefaultCoverURL": "VOICEROOM_ROOMS_DEFAULT_COVER_URL",
+		"MicRequestTTL": "VOICEROOM_ROOMS_MIC_REQUEST_TTL",
 	}
 	roomClusterVars = map[string]string{
 		"Partitions": "VOICEROOM_ROOMS_PARTITIONS", "LeaseTTL": "VOICEROOM_ROOMS_LEASE_TTL", "Replicas": "VOICEROOM_STREAM_REPLICAS",
@@ -640,6 +642,7 @@ func (c *config) rooms() rooms.Config {
 		CommandTimeout:   c.RoomsCommandTimeout,
 		PasswordAttempts: c.RoomsPasswordAttempts,
 		DefaultCoverURL:  c.RoomsDefaultCoverURL,
+		MicRequestTTL:    c.RoomsMicRequestTTL,
 	}
 }
 

@@ -57,6 +57,7 @@ func TestBadValuesNameTheVariable(t *testing.T) {
 		// Rules a package's Config holds, reported under the variable of the field.
 		{"VOICEROOM_ROOMS_MAX_ONLINE", "200000"},
 		{"VOICEROOM_ROOMS_IDLE_EVICT", "500ms"},
+		{"VOICEROOM_ROOMS_MIC_REQUEST_TTL", "5s"},
 		{"VOICEROOM_STREAM_REPLICAS", "4"},
 		{"VOICEROOM_REGIONS_CACHE_SIZE", "20000000"},
 		{"VOICEROOM_HTTP_BODY_LIMIT", "100000000"},

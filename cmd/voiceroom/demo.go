@@ -85,7 +85,7 @@ func (c demoConfig) Validate() error {
 }
 
 // demo walks a newcomer through the running product: users, rooms, seats,
-// gifts, region lists, an operator's pin, hide and ban, the IM system
+// gifts, the hosts' tools, region lists, an operator's pin, hide and ban, the IM system
 // messages, and where to look next. Every run makes fresh users and rooms
 // and undoes what operators did; a step whose feature this server lacks is
 // skipped. It fails only on an unexpected answer.
@@ -226,6 +226,7 @@ func (d *demoRun) run(ctx context.Context) (err error) {
 		{"Users in SG, MY and SA (the server computes each one's region)", d.stepUsers},
 		{"Rooms, joins, seats and heartbeats", d.stepRooms},
 		{"Gifts and coins", d.stepGifts},
+		{"Hosts' tools: a room admin, apply mode, a request approved, a muted seat, the member list", d.stepHosts},
 		{"Region lists: SG and MY see one list, SA another", d.stepLists},
 		{"An operator pins a room, then unpins it", d.stepPin},
 		{"An operator hides a room, then unhides it", d.stepHide},
@@ -324,7 +325,11 @@ func (d *demoRun) showRoom(r demoRoom) {
 	var seats, rank []string
 	for _, s := range r.Seats {
 		if s.UserID != 0 {
-			seats = append(seats, fmt.Sprintf("%d:%s", s.Index, d.name(s.UserID)))
+			seat := fmt.Sprintf("%d:%s", s.Index, d.name(s.UserID))
+			if s.Muted {
+				seat += "(muted)"
+			}
+			seats = append(seats, seat)
 		}
 	}
 	for _, c := range r.GiftRank {

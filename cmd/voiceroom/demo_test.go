@@ -108,13 +108,19 @@ func TestDemoRunsAgainAndAgain(t *testing.T) {
 		if code != 0 {
 			t.Fatalf("run %d: exit %d\n%s", run, code, out)
 		}
-		steps := []string{"1. Users in SG, MY and SA", "2. Rooms, joins", "3. Gifts and coins", "4. Region lists",
-			"5. An operator pins", "6. An operator hides", "7. An operator bans", "8. The IM emulator",
-			"9. The owners close", "10. Where to look next", "demo finished"}
+		steps := []string{"1. Users in SG, MY and SA", "2. Rooms, joins", "3. Gifts and coins", "4. Hosts' tools", "5. Region lists",
+			"6. An operator pins", "7. An operator hides", "8. An operator bans", "9. The IM emulator",
+			"10. The owners close", "11. Where to look next", "demo finished"}
 		mustLogInOrder(t, out, steps)
 		for _, want := range []string{
 			"region SEA", "region MENA", // the server computed the regions
 			"INSUFFICIENT_BALANCE", "replayed true", // coins
+			// the hosts' tools
+			`notice "Be kind. Ask for a seat, the hosts approve.", seat_mode apply`,
+			"FAILED_PRECONDITION: seats in this room need the host's approval",
+			"PERMISSION_DENIED", "2:demo_sa_", "(muted)",
+			"-> page 1: demo_sg_", "(owner, seat 0), demo_my_", "(admin, seat 1); 3 online",
+			"-> page 2: demo_sa_", "(member, seat 2, seat muted); 3 online",
 			imStep,
 			"task nats -- stream info ROOM_EVENTS",
 			opsURL(vars) + "/metrics", // read where the operators' listener is

@@ -156,18 +156,22 @@ func (c *demoClient) getPlain(ctx context.Context, url string, limit int64) (int
 
 // demoRoom is the part of a room snapshot the demo shows.
 type demoRoom struct {
-	RoomID          string `json:"room_id"`
-	RoomShortID     string `json:"room_short_id"`
-	IMGroupID       string `json:"im_group_id"`
-	OwnerUserID     int64  `json:"owner_user_id"`
-	VisibleRegionID int64  `json:"visible_region_id"`
-	Title           string `json:"title"`
-	Status          string `json:"status"`
-	Heat            int64  `json:"heat"`
-	RoomVersion     int64  `json:"room_version"`
+	RoomID          string  `json:"room_id"`
+	RoomShortID     string  `json:"room_short_id"`
+	IMGroupID       string  `json:"im_group_id"`
+	OwnerUserID     int64   `json:"owner_user_id"`
+	VisibleRegionID int64   `json:"visible_region_id"`
+	Title           string  `json:"title"`
+	Notice          string  `json:"notice"`
+	SeatMode        string  `json:"seat_mode"`
+	AdminUserIDs    []int64 `json:"admin_user_ids"`
+	Status          string  `json:"status"`
+	Heat            int64   `json:"heat"`
+	RoomVersion     int64   `json:"room_version"`
 	Seats           []struct {
 		Index  int   `json:"index"`
 		UserID int64 `json:"user_id"`
+		Muted  bool  `json:"muted"`
 	} `json:"seats"`
 	OnlineCount int `json:"online_count"`
 	GiftRank    []struct {

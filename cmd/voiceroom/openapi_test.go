@@ -525,6 +525,8 @@ func (a *apiDriver) rooms() {
 	a.fail("POST", A+"/kick", "21", `{"user_id":25}`, conflict, fp, false)
 	a.fail("POST", nope+"/kick", "21", `{"user_id":22}`, notFound, "NOT_FOUND", false)
 
+	a.hostsTools(A, nope)
+
 	a.ok("POST", A+"/leave", "23", "", nil)
 	a.fail("POST", nope+"/leave", "23", "", notFound, "NOT_FOUND", false)
 
@@ -580,6 +582,7 @@ func (a *apiDriver) rooms() {
 	} {
 		a.fail("POST", B+c.path, "22", c.body, conflict, fp, false)
 	}
+	a.hostsToolsClosed(B)
 	for _, c := range []struct{ path, body string }{
 		{"/region", `{"visible_region_id":0,"reason":"closed"}`}, {"/ban", `{"reason":"closed"}`},
 		{"/restore", `{"reason":"closed"}`}, {"/close", `{"reason":"closed"}`},

@@ -91,8 +91,8 @@ func TestServeSplitsPublicAndOperatorsListeners(t *testing.T) {
 	if status != 204 || hdr.Get("Access-Control-Allow-Origin") != eventsOrigin {
 		t.Fatalf("preflight from %s: %d %v", eventsOrigin, status, hdr)
 	}
-	if got := hdr.Get("Access-Control-Allow-Methods"); got != "GET,POST,PUT" {
-		t.Errorf("Access-Control-Allow-Methods %q, want the API's GET,POST,PUT", got)
+	if got := hdr.Get("Access-Control-Allow-Methods"); got != "DELETE,GET,PATCH,POST,PUT" {
+		t.Errorf("Access-Control-Allow-Methods %q, want the API's DELETE,GET,PATCH,POST,PUT", got)
 	}
 	if got := hdr.Get("Access-Control-Allow-Headers"); got != "Authorization,Content-Type,Idempotency-Key,X-Request-Id" {
 		t.Errorf("Access-Control-Allow-Headers %q", got)
