@@ -412,6 +412,30 @@ func (d *demoRun) stepRooms(ctx context.Context) error {
 	return nil
 }
 
+// showRanks prints the room's ranks of the day, by sender and by
+// receiver (kept from the gift ledger, in the app's time zone).
+func (d *demoRun) showRanks(ctx context.Context) error {
+	for _, by := range []string{"sender", "receiver"} {
+		var rank struct {
+			TimeZone string `json:"time_zone"`
+			Items    []struct {
+				UserID int64 `json:"user_id"`
+				Value  int64 `json:"value"`
+				Rank   int   `json:"rank"`
+			} `json:"items"`
+		}
+		if err := d.c.call(ctx, http.MethodGet, roomPath(d.sg.room, "/ranks?by="+by+"&period=day&limit=3"), d.sg.demoActor, nil, &rank); err != nil {
+			return err
+		}
+		var items []string
+		for _, it := range rank.Items {
+			items = append(items, fmt.Sprintf("#%d user %d: %d coins", it.Rank, it.UserID, it.Value))
+		}
+		d.say("-> today's %s rank (%s): [%s]", by, rank.TimeZone, strings.Join(items, ", "))
+	}
+	return nil
+}
+
 func (d *demoRun) stepGifts(ctx context.Context) error {
 	d.say("gifts come from the app's catalog, and the sender pays price x count coins:")
 	gift := map[string]any{"gift_id": demoGiftID, "name": "Demo rose", "price": 10, "heat": 10}
@@ -439,6 +463,9 @@ func (d *demoRun) stepGifts(ctx context.Context) error {
 		return err
 	}
 	d.showRoom(d.sg.room)
+	if err := d.showRanks(ctx); err != nil {
+		return err
+	}
 	if err := d.c.call(ctx, http.MethodGet, "/api/v1/wallet", d.sg.demoActor, nil, &w); err != nil {
 		return err
 	}

@@ -115,6 +115,7 @@ func TestDemoRunsAgainAndAgain(t *testing.T) {
 		for _, want := range []string{
 			"region SEA", "region MENA", // the server computed the regions
 			"INSUFFICIENT_BALANCE", "replayed true", // coins
+			"-> today's sender rank (UTC): [#1 user ", "-> today's receiver rank (UTC): [#1 user ", ": 30 coins]", // ranks
 			// the hosts' tools
 			`notice "Be kind. Ask for a seat, the hosts approve.", seat_mode apply`,
 			"FAILED_PRECONDITION: seats in this room need the host's approval",
