@@ -36,7 +36,11 @@ func BenchmarkHostsCommands(b *testing.B) {
 	none := func(int) Args { return Args{} }
 	fixed := func(a Args) func(int) Args { return func(int) Args { return a } }
 	toMember := func(a Args) func(int) Args {
-		return func(i int) Args { a.TargetUserID = member + int64(i); return a }
+		return func(i int) Args {
+			c := a // a is every room's: change a copy
+			c.TargetUserID = member + int64(i)
+			return c
+		}
 	}
 	info := func(title, notice *string) func(int) Args {
 		return func(int) Args { return Args{Info: &RoomInfo{Title: title, Notice: notice}} }
