@@ -174,3 +174,20 @@ func ReadDeadLetters(ctx context.Context, js jetstream.JetStream, limit int) ([]
 func deadLetterFrom(raw *jetstream.RawStreamMsg) DeadLetter {
 	return deadLetterOf(raw.Sequence, raw.Subject, raw.Time, raw.Header, raw.Data)
 }
+
+// StoreDeadLetter stores a dead letter of durable for the message at
+// streamSeq in ROOM_EVENTS, with the subject, data and headers it was
+// read with there (a replay's too: the letter names the original
+// subject), for a sink that read it outside its consume loop (webhooks
+// reads a paused endpoint's backlog back from the stream). The letter is
+// the consume loop's: listed and replayed by DLQ as any other, with
+// Nats-Msg-Id "<durable>:<stream seq>", so one of the loop's and one of
+// this for the same message within the duplicate window store one letter.
+func StoreDeadLetter(ctx context.Context, js jetstream.JetStream, durable, subject string, streamSeq, deliveries uint64, reason string, data []byte, header nats.Header) error {
+	if err := checkToken("durable", durable); err != nil {
+		return fmt.Errorf("%w: dead-letter: %w", ErrInvalidConfig, err)
+	}
+	original, _ := eventSubjectOf(subject)
+	l := letter{durable: durable, subject: original, streamSeq: streamSeq, deliveries: deliveries, reason: reason, data: data, header: header}
+	return l.publish(ctx, js)
+}

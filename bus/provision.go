@@ -19,6 +19,8 @@ const (
 	DurableListProjector = "listprojector"
 	// DurableRoomRanks keeps the rooms' contribution ranks in Redis.
 	DurableRoomRanks = "roomranks"
+	// DurableWebhooks delivers room events to the apps' webhook endpoints.
+	DurableWebhooks = "webhooks"
 )
 
 // StreamConfig holds the tunables of ROOM_EVENTS and ROOM_EVENTS_DLQ. Zero
@@ -229,12 +231,14 @@ func (c ConsumerConfig) consumer() jetstream.ConsumerConfig {
 }
 
 // DefaultConsumers returns the product's sinks with default settings:
-// imbridge, listprojector and roomranks.
+// imbridge, listprojector, roomranks and webhooks (which never gives up
+// on an event for a retry count: MaxDeliver -1).
 func DefaultConsumers() []ConsumerConfig {
 	return []ConsumerConfig{
 		ConsumerConfig{Durable: DurableIMBridge}.WithDefaults(),
 		ConsumerConfig{Durable: DurableListProjector}.WithDefaults(),
 		ConsumerConfig{Durable: DurableRoomRanks}.WithDefaults(),
+		ConsumerConfig{Durable: DurableWebhooks, MaxDeliver: -1}.WithDefaults(),
 	}
 }
 

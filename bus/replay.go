@@ -28,7 +28,7 @@ const HeaderReplayOf = "Voiceroom-Replay-Of"
 type DLQConfig struct {
 	// Sinks are the durables whose dead letters may be listed and
 	// replayed; any other name is ErrUnknownSink. Default imbridge,
-	// listprojector and roomranks.
+	// listprojector, roomranks and webhooks.
 	Sinks []string
 	// DefaultLimit is the page size of List when the caller gives none.
 	// Default 50.
@@ -49,7 +49,7 @@ type DLQConfig struct {
 // WithDefaults returns c with zero fields set to their defaults.
 func (c DLQConfig) WithDefaults() DLQConfig {
 	if len(c.Sinks) == 0 {
-		c.Sinks = []string{DurableIMBridge, DurableListProjector, DurableRoomRanks}
+		c.Sinks = []string{DurableIMBridge, DurableListProjector, DurableRoomRanks, DurableWebhooks}
 	}
 	if c.DefaultLimit == 0 {
 		c.DefaultLimit = 50

@@ -1,0 +1,4 @@
+package webhooks
+
+// Signature is signature, for the Standard Webhooks test vector.
+var Signature = signature

@@ -1,0 +1,336 @@
+package webhooks
+
+import (
+	"context"
+	"time"
+)
+
+// refreshLoop runs refresh every RefreshInterval, and at once when kicked,
+// until ctx ends.
+func (w *worker) refreshLoop(ctx context.Context) {
+	t := time.NewTicker(w.cfg.RefreshInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-w.wake:
+		}
+		w.refresh(ctx)
+	}
+}
+
+// refresh reads the endpoints (an admin's change), moves endpoints to
+// backlog mode (paused, failing too long, holding too much), stores the
+// cursors that moved, and sets the gauges. MySQL failing leaves
+// everything as it is until the next turn: nothing is released before
+// its cursor is stored.
+func (w *worker) refresh(ctx context.Context) {
+	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	recs, err := loadRecords(rctx, w.s.db)
+	if err != nil {
+		w.s.log.Warn("webhook endpoints not read; keeping the last ones", "error", err)
+	} else {
+		w.apply(recs)
+	}
+	for _, p := range w.plans() {
+		w.move(rctx, p)
+	}
+	w.syncCursors(rctx)
+	w.gauges()
+}
+
+// apply brings the endpoints in line with recs: new ones start as their
+// row says (live, or in backlog mode from cursor_seq), deleted ones drop
+// what they hold, a resumed one reads its backlog, a paused one stops
+// sending (refresh then stores its cursor and releases what it holds).
+func (w *worker) apply(recs []record) {
+	type opened struct{ secret, old []byte }
+	keys := make([]opened, len(recs))
+	for i, r := range recs {
+		var err error
+		if keys[i].secret, err = w.s.sealer.open(r.appCode, r.secret); err != nil {
+			w.s.log.Error("webhook secret does not open: check VOICEROOM_WEBHOOKS_SECRET_KEY; not delivering to it", "webhook_id", r.ID, "error", err)
+			continue
+		}
+		if r.oldSecret != nil {
+			keys[i].old, _ = w.s.sealer.open(r.appCode, r.oldSecret)
+		}
+	}
+	var dones []func()
+	w.mu.Lock()
+	defer func() {
+		w.mu.Unlock()
+		for _, d := range dones {
+			d()
+		}
+	}()
+	seen := make(map[int64]bool, len(recs))
+	for i, r := range recs {
+		seen[r.ID] = true
+		if keys[i].secret == nil {
+			// Cannot sign: sends nothing, keeps its backlog (as paused,
+			// without saying so in its row) until a process with the
+			// right key delivers.
+			r.Enabled = false
+		}
+		ep := w.eps[r.ID]
+		if ep == nil {
+			w.addLocked(r, keys[i].secret, keys[i].old)
+			continue
+		}
+		if keys[i].secret != nil {
+			ep.secret, ep.old = keys[i].secret, keys[i].old
+		}
+		ep.rec = r
+		switch {
+		case r.Enabled && !ep.enabled:
+			w.resumeLocked(ep)
+		case !r.Enabled && ep.enabled:
+			ep.enabled = false // refresh stores its cursor and releases what it holds
+			w.stopReaderLocked(ep)
+		}
+	}
+	for id, ep := range w.eps {
+		if !seen[id] {
+			dones = append(dones, w.removeLocked(ep)...)
+		}
+	}
+}
+
+// addLocked adds an endpoint met for the first time in this tenure. With
+// no cursor it is live: every event it has not had is still in the
+// durable, unacked. With one it reads its backlog from there, and must
+// read at least up to what an earlier tenure may have acked.
+func (w *worker) addLocked(r record, secret, old []byte) {
+	ep := &endpoint{rec: r, secret: secret, old: old, enabled: r.Enabled, lanes: map[string]*lane{}}
+	if r.cursor.Valid && r.cursor.Int64 > 0 {
+		c := uint64(r.cursor.Int64)
+		ep.mode, ep.from, ep.stored, ep.readTo, ep.maxSkipped = modeBacklog, c, c, c-1, w.maxSeen
+	}
+	w.eps[r.ID] = ep
+	w.byApp[r.appCode] = append(w.byApp[r.appCode], ep)
+	if ep.enabled && ep.mode == modeBacklog {
+		w.startReaderLocked(ep)
+	}
+}
+
+// resumeLocked enables a paused endpoint: it reads its backlog from its
+// stored cursor (every event it had not had when paused), then goes live.
+func (w *worker) resumeLocked(ep *endpoint) {
+	ep.enabled = true
+	ep.failingSince, ep.lastErr, ep.pauseReason = time.Time{}, "", ""
+	if ep.mode == modeBacklog {
+		ep.from = max(ep.stored, 1)
+		ep.readTo, ep.maxSkipped = ep.from-1, w.maxSeen
+		w.startReaderLocked(ep)
+	}
+	w.s.log.Info("webhook resumed", "webhook_id", ep.rec.ID, "backlog_from", ep.stored)
+	for _, l := range ep.lanes {
+		w.scheduleLocked(l)
+	}
+}
+
+// removeLocked forgets a deleted endpoint: what it held is released. It
+// returns the consumer's done calls to make once w.mu is released.
+func (w *worker) removeLocked(ep *endpoint) []func() {
+	w.stopReaderLocked(ep)
+	dones := w.dropLanesLocked(ep, 0)
+	delete(w.eps, ep.rec.ID)
+	list := w.byApp[ep.rec.appCode]
+	for i, e := range list {
+		if e == ep {
+			w.byApp[ep.rec.appCode] = append(list[:i:i], list[i+1:]...)
+			break
+		}
+	}
+	if len(w.byApp[ep.rec.appCode]) == 0 {
+		delete(w.byApp, ep.rec.appCode)
+	}
+	w.s.metrics.forget(ep.rec.ID)
+	w.s.log.Info("webhook deleted: what it held is released", "webhook_id", ep.rec.ID)
+	return dones
+}
+
+// dropLanesLocked drops ep's lanes, releasing every event at or after
+// from (all of them with from 0) and putting the others (stragglers below
+// a new cursor) back in fresh lanes.
+func (w *worker) dropLanesLocked(ep *endpoint, from uint64) []func() {
+	var dones []func()
+	var keep []*item
+	for _, l := range ep.lanes {
+		l.dead = true
+		if l.timer != nil {
+			l.timer.Stop()
+			l.timer = nil
+		}
+		var drop []*item
+		for _, it := range l.queue {
+			if it.seq >= from {
+				drop = append(drop, it)
+				continue
+			}
+			keep = append(keep, it) // counted again when queued below
+			if it.ev != nil {
+				ep.held--
+				w.held--
+			} else {
+				ep.backlog--
+			}
+		}
+		dones = append(dones, w.releaseLocked(ep, drop, settleReleased, "")...)
+	}
+	ep.lanes, ep.ready = map[string]*lane{}, nil
+	ep.epoch++
+	for _, it := range keep {
+		w.enqueueLocked(ep, it)
+	}
+	return dones
+}
+
+// plan is a move of an endpoint to backlog mode from cursor, stored
+// first: as paused (pause says why when the sink pauses it), or reading.
+type plan struct {
+	ep     *endpoint
+	cursor uint64
+	pause  string
+}
+
+// plans lists the moves refresh makes: a paused endpoint that still
+// holds events or is live, one failing for PauseAfter, one under
+// pressure.
+func (w *worker) plans() []plan {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var out []plan
+	for _, ep := range w.eps {
+		switch {
+		case !ep.enabled:
+			if ep.mode == modeLive || ep.held+ep.backlog > 0 {
+				out = append(out, plan{ep: ep, cursor: w.cursorLocked(ep)})
+			}
+		case ep.pauseReason != "":
+			out = append(out, plan{ep: ep, cursor: w.cursorLocked(ep), pause: ep.pauseReason})
+		case ep.wantBacklog && ep.mode == modeLive:
+			out = append(out, plan{ep: ep, cursor: w.cursorLocked(ep)})
+		}
+	}
+	return out
+}
+
+// cursorLocked is where ep's backlog starts if it stops holding events
+// now: its oldest event held, else the first event the handler has not
+// seen (live) or the reader has not read (backlog mode).
+func (w *worker) cursorLocked(ep *endpoint) uint64 {
+	c := w.maxSeen + 1
+	if ep.mode == modeBacklog {
+		c = ep.readTo + 1
+	}
+	for _, l := range ep.lanes {
+		for _, it := range l.queue {
+			c = min(c, it.seq)
+		}
+	}
+	return c
+}
+
+// move stores p's cursor (and pause), then applies it: ep releases every
+// event from the cursor on, and reads them back from the stream when it
+// is enabled. If storing fails, nothing changes.
+func (w *worker) move(ctx context.Context, p plan) {
+	id := p.ep.rec.ID
+	var err error
+	if p.pause != "" {
+		_, err = storePause(ctx, w.s.db, id, p.pause, w.cfg.Now().UnixMilli(), p.cursor)
+	} else {
+		err = storeCursor(ctx, w.s.db, id, p.cursor)
+	}
+	if err != nil {
+		w.s.log.Warn("webhook cursor not stored; holding its events", "webhook_id", id, "error", err)
+		return
+	}
+	w.mu.Lock()
+	ep := p.ep
+	if w.eps[id] != ep || w.stopping {
+		w.mu.Unlock()
+		return
+	}
+	w.stopReaderLocked(ep)
+	dones := w.dropLanesLocked(ep, p.cursor)
+	ep.mode, ep.from, ep.stored, ep.readTo, ep.maxSkipped = modeBacklog, p.cursor, p.cursor, p.cursor-1, w.maxSeen
+	ep.coveredLo, ep.coveredHi, ep.wantBacklog = 0, 0, false
+	switch {
+	case p.pause != "":
+		ep.enabled, ep.pauseReason, ep.rec.Enabled = false, "", false
+		w.s.log.Warn("webhook paused", "webhook_id", id, "reason", p.pause, "backlog_from", p.cursor)
+	case ep.enabled:
+		w.s.log.Info("webhook reads its backlog from the stream", "webhook_id", id, "from", p.cursor)
+		w.startReaderLocked(ep)
+	}
+	w.mu.Unlock()
+	for _, d := range dones {
+		d()
+	}
+}
+
+// syncCursors stores the cursors that moved: the oldest event an
+// endpoint reading back has not had, or NULL once a live endpoint holds
+// no event read back.
+func (w *worker) syncCursors(ctx context.Context) {
+	type sync struct {
+		ep     *endpoint
+		cursor uint64
+	}
+	var todo []sync
+	w.mu.Lock()
+	for _, ep := range w.eps {
+		if !ep.enabled {
+			continue
+		}
+		c := uint64(0)
+		if ep.mode == modeBacklog {
+			c = ep.readTo + 1
+		}
+		for _, l := range ep.lanes {
+			for _, it := range l.queue {
+				if it.ev == nil && (c == 0 || it.seq < c) {
+					c = it.seq
+				}
+			}
+		}
+		if c != ep.stored && (c == 0 || c > ep.stored) {
+			todo = append(todo, sync{ep, c})
+		}
+	}
+	w.mu.Unlock()
+	for _, t := range todo {
+		if err := storeCursor(ctx, w.s.db, t.ep.rec.ID, t.cursor); err != nil {
+			w.s.log.Warn("webhook cursor not stored", "webhook_id", t.ep.rec.ID, "error", err)
+			continue
+		}
+		w.mu.Lock()
+		t.ep.stored = t.cursor
+		w.mu.Unlock()
+	}
+}
+
+// gauges sets the pending and state gauges.
+func (w *worker) gauges() {
+	if w.s.metrics == nil {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	counts := map[string]int{}
+	for _, ep := range w.eps {
+		counts[ep.state()]++
+		pending := float64(ep.held + ep.backlog)
+		if ep.mode == modeBacklog {
+			pending += float64(ep.streamPending)
+		}
+		w.s.metrics.setPending(ep.rec.ID, pending)
+	}
+	w.s.metrics.setStates(counts)
+}

@@ -1,0 +1,350 @@
+package webhooks
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"voiceroom/bus"
+)
+
+// mode is where an endpoint's events come from during a tenure.
+type mode int
+
+const (
+	// modeLive: the durable's handler hands them over (but for the range
+	// its last reader covered) and holds them until delivered.
+	modeLive mode = iota
+	// modeBacklog: its reader reads them back from ROOM_EVENTS from its
+	// cursor; the handler hands over only stragglers below it.
+	modeBacklog
+)
+
+// endpoint is one endpoint's state in a tenure. The worker's mu guards
+// every field.
+type endpoint struct {
+	rec     record
+	secret  []byte
+	old     []byte // the previous secret, while rec.PreviousSecretUntilMs is ahead
+	enabled bool   // false: paused; nothing is sent, nothing is held for long
+
+	mode       mode
+	from       uint64 // backlog: the reader's start; the handler takes only events below it
+	readTo     uint64 // backlog: every event of the app up to this sequence was read
+	maxSkipped uint64 // backlog: the highest sequence the handler left to the reader
+	coveredLo  uint64 // live: the range the last reader covered, which the handler skips
+	coveredHi  uint64
+	stored     uint64 // the cursor_seq stored in MySQL, 0 for NULL
+
+	lanes   map[string]*lane // by room id
+	ready   []*lane          // waiting for a free delivery slot
+	active  int              // deliveries in flight
+	held    int              // durable events in lanes
+	backlog int              // events read back from the stream, in lanes
+	epoch   uint64           // bumped when the lanes are dropped (a move to backlog mode)
+
+	failingSince time.Time // zero while the last attempt succeeded
+	lastErr      string
+	pauseReason  string // set when it has failed for PauseAfter: the refresh pauses it
+	wantBacklog  bool   // set under pressure: the refresh moves it to backlog mode
+
+	readerStop    context.CancelFunc // nil when no reader runs
+	readerWake    chan struct{}      // a backlog event was settled: the reader may read more
+	streamPending uint64             // events after the reader's position, as of its last read
+}
+
+// signingKeys are the secrets that sign at now: the current one, and the
+// previous one during its rotation window.
+func (ep *endpoint) signingKeys(nowMs int64) [][]byte {
+	if ep.old != nil && nowMs < ep.rec.PreviousSecretUntilMs {
+		return [][]byte{ep.secret, ep.old}
+	}
+	return [][]byte{ep.secret}
+}
+
+// takes reports whether the handler hands the event at seq over to ep,
+// noting the events it leaves to the reader.
+func (ep *endpoint) takes(seq uint64) bool {
+	if ep.mode == modeLive {
+		return seq < ep.coveredLo || seq > ep.coveredHi
+	}
+	if seq < ep.from {
+		return true // a straggler (a redelivery) from before the reader's start
+	}
+	ep.maxSkipped = max(ep.maxSkipped, seq)
+	return false
+}
+
+// state is the "state" label of voiceroom_webhooks_endpoints.
+func (ep *endpoint) state() string {
+	switch {
+	case !ep.enabled:
+		return statePaused
+	case ep.mode == modeBacklog:
+		return stateBacklog
+	}
+	return stateLive
+}
+
+// event is one durable delivery, shared by the endpoints that hold it.
+type event struct {
+	seq      uint64
+	parts    int      // endpoints still holding it
+	rejected []string // endpoints that refused it, with why
+	shutdown bool     // an endpoint gave it back at shutdown
+	done     func(error)
+}
+
+// result is the outcome the consumer is given once no endpoint holds it.
+func (ev *event) result() error {
+	switch {
+	case ev.shutdown:
+		return errShutdown
+	case len(ev.rejected) > 0:
+		return bus.Permanent(errors.New(strings.Join(ev.rejected, "; ")))
+	}
+	return nil
+}
+
+// item is an event an endpoint holds in a lane.
+type item struct {
+	seq     uint64
+	env     bus.Envelope
+	data    []byte      // the envelope as stored (and sent)
+	ev      *event      // the durable delivery; nil for an event read back from the stream
+	subject string      // the room.events subject (a dead letter's)
+	header  nats.Header // the stored message's headers (a dead letter's)
+}
+
+// worker is one tenure of the delivery lease.
+type worker struct {
+	s      *Sink
+	cfg    Config
+	ctx    context.Context // the tenure's
+	stream jetstream.Stream
+
+	mu       sync.Mutex
+	eps      map[int64]*endpoint
+	byApp    map[string][]*endpoint
+	events   map[uint64]*event // durable deliveries held, by stream sequence
+	maxSeen  uint64            // the highest sequence the handler was given (at start, the durable's last delivered)
+	held     int               // durable events held, over every endpoint
+	stopping bool
+
+	wake  chan struct{}  // asks the refresh loop for a turn now
+	tasks sync.WaitGroup // deliveries in flight and readers
+}
+
+// newWorker reads the durable's position and the endpoints.
+func (s *Sink) newWorker(ctx context.Context) (*worker, error) {
+	w := &worker{s: s, cfg: s.cfg, ctx: ctx, eps: map[int64]*endpoint{}, byApp: map[string][]*endpoint{},
+		events: map[uint64]*event{}, wake: make(chan struct{}, 1)}
+	octx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	var err error
+	if w.stream, err = s.js.Stream(octx, bus.StreamName); err != nil {
+		return nil, fmt.Errorf("stream %s: %w", bus.StreamName, err)
+	}
+	cons, err := s.js.Consumer(octx, bus.StreamName, s.cfg.Consumer.Durable)
+	if err != nil {
+		return nil, fmt.Errorf("consumer %s: %w", s.cfg.Consumer.Durable, err)
+	}
+	// Every event up to here may have been acked by an earlier tenure;
+	// the ones after it come to this tenure's handler first.
+	w.maxSeen = cons.CachedInfo().Delivered.Stream
+	recs, err := loadRecords(octx, s.db)
+	if err != nil {
+		return nil, err
+	}
+	w.apply(recs)
+	return w, nil
+}
+
+// run consumes the durable until ctx ends, then gives back what it holds.
+func (w *worker) run(ctx context.Context) error {
+	cons, err := bus.NewAsyncConsumer(w.s.js, w.cfg.Consumer, w.handle, w.s.log, w.s.busM)
+	if err != nil {
+		return fmt.Errorf("webhooks consumer: %w", err)
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	var loops sync.WaitGroup
+	loops.Go(func() { w.refreshLoop(wctx) })
+	loops.Go(func() {
+		<-wctx.Done()
+		w.stop()
+	})
+	loops.Go(func() {
+		select {
+		case <-cons.Running():
+			w.s.servingOnce()
+		case <-wctx.Done():
+		}
+	})
+	err = cons.Run(wctx)
+	cancel()
+	loops.Wait()
+	w.tasks.Wait()
+	w.s.metrics.setStates(nil)
+	return err
+}
+
+// handle takes one event from the durable: each endpoint of its app that
+// wants it and takes it now holds it in the lane of its room; it is acked
+// once every one of them has delivered it (or dead-lettered, or left it to
+// its reader).
+func (w *worker) handle(_ context.Context, d bus.Delivery, done func(error)) {
+	e := d.Envelope
+	w.mu.Lock()
+	if w.stopping {
+		w.mu.Unlock()
+		done(errShutdown)
+		return
+	}
+	w.maxSeen = max(w.maxSeen, d.StreamSeq)
+	if ev := w.events[d.StreamSeq]; ev != nil {
+		// Delivered again while held (the in-progress signals lapsed):
+		// settled together with the delivery held.
+		first := ev.done
+		ev.done = func(err error) { first(err); done(err) }
+		w.mu.Unlock()
+		return
+	}
+	var ev *event
+	var data []byte
+	for _, ep := range w.byApp[e.AppCode] {
+		if !ep.rec.wants(e.EventType) || !ep.takes(d.StreamSeq) {
+			continue
+		}
+		if ev == nil {
+			var err error
+			if data, err = e.Marshal(); err != nil {
+				w.mu.Unlock()
+				done(bus.Permanent(err))
+				return
+			}
+			ev = &event{seq: d.StreamSeq, done: done}
+			w.events[d.StreamSeq] = ev
+		}
+		ev.parts++
+		w.enqueueLocked(ep, &item{seq: d.StreamSeq, env: e, data: data, ev: ev, subject: d.Subject})
+		w.pressureLocked(ep)
+	}
+	w.mu.Unlock()
+	if ev == nil {
+		done(nil)
+	}
+}
+
+// pressureLocked asks for ep, or for the endpoint holding most, to read
+// its backlog from the stream when it holds MaxHeld events, or when all
+// together hold three quarters of what the consumer may have in hand.
+func (w *worker) pressureLocked(ep *endpoint) {
+	target := ep
+	if ep.held < w.cfg.MaxHeld {
+		if w.held < w.cfg.Consumer.FetchBatch*3/4 {
+			return
+		}
+		for _, e := range w.eps {
+			if e.enabled && e.mode == modeLive && !e.wantBacklog && e.held > target.held {
+				target = e
+			}
+		}
+	}
+	if target.enabled && target.mode == modeLive && !target.wantBacklog && target.held > 0 {
+		target.wantBacklog = true
+		w.kick()
+	}
+}
+
+// kick asks the refresh loop for a turn now.
+func (w *worker) kick() {
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+}
+
+// stop gives back, at the end of the tenure, every event not in a
+// delivery in flight; those are settled when their attempt returns.
+func (w *worker) stop() {
+	w.mu.Lock()
+	w.stopping = true
+	var dones []func()
+	for _, ep := range w.eps {
+		w.stopReaderLocked(ep)
+		for _, l := range ep.lanes {
+			if l.timer != nil {
+				l.timer.Stop()
+				l.timer = nil
+			}
+			keep := 0
+			if l.state == laneRunning && l.out != nil {
+				keep = len(l.out.items)
+			}
+			dones = append(dones, w.releaseLocked(ep, l.queue[keep:], settleShutdown, "")...)
+			l.queue = l.queue[:keep]
+		}
+		ep.ready = nil
+	}
+	w.mu.Unlock()
+	for _, d := range dones {
+		d()
+	}
+}
+
+// settle kinds: what happened to an item an endpoint held.
+type settleKind int
+
+const (
+	settleDelivered settleKind = iota // a 2xx
+	settleRejected                    // refused: dead-lettered
+	settleReleased                    // left to the reader (backlog mode) or dropped (endpoint deleted)
+	settleShutdown                    // given back to the durable at shutdown
+)
+
+// releaseLocked settles items (already out of their lane) of ep and
+// returns the consumer's done calls to make once w.mu is released.
+func (w *worker) releaseLocked(ep *endpoint, items []*item, kind settleKind, reason string) []func() {
+	var dones []func()
+	nowMs := w.cfg.Now().UnixMilli()
+	for _, it := range items {
+		switch kind {
+		case settleDelivered:
+			w.s.metrics.event(OutcomeDelivered, 1)
+			w.s.metrics.delivered(float64(nowMs-it.env.OccurredAtMs) / 1000)
+		case settleRejected:
+			w.s.metrics.event(outcomeDeadLettered, 1)
+		}
+		if it.ev == nil {
+			ep.backlog--
+			if ep.readerWake != nil {
+				select {
+				case ep.readerWake <- struct{}{}:
+				default:
+				}
+			}
+			continue
+		}
+		ep.held--
+		w.held--
+		ev := it.ev
+		switch kind {
+		case settleRejected:
+			ev.rejected = append(ev.rejected, reason)
+		case settleShutdown:
+			ev.shutdown = true
+		}
+		if ev.parts--; ev.parts == 0 {
+			delete(w.events, ev.seq)
+			done, err := ev.done, ev.result()
+			dones = append(dones, func() { done(err) })
+		}
+	}
+	return dones
+}
