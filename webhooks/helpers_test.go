@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"voiceroom/bus"
@@ -331,6 +332,16 @@ func newDLQ(t *testing.T, h *harness) *bus.DLQ {
 		t.Fatal(err)
 	}
 	return q
+}
+
+// durableInfo is the webhooks durable's state.
+func durableInfo(t *testing.T, h *harness) *jetstream.ConsumerInfo {
+	t.Helper()
+	c, err := h.js.Conn().JetStream().Consumer(context.Background(), bus.StreamName, bus.DurableWebhooks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c.CachedInfo()
 }
 
 // waitHeld waits until the webhooks durable has n events handed out and

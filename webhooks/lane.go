@@ -45,12 +45,21 @@ type outgoing struct {
 }
 
 // enqueueLocked puts it in the lane of its room, in stream order (never
-// before the delivery being tried), and schedules the lane.
+// before the delivery being tried), and schedules the lane. An event read
+// back that the lane holds already (kept in flight through a move) is
+// not queued twice.
 func (w *worker) enqueueLocked(ep *endpoint, it *item) {
 	l := ep.lanes[it.env.RoomID]
 	if l == nil {
 		l = &lane{ep: ep, room: it.env.RoomID}
 		ep.lanes[l.room] = l
+	}
+	if it.ev == nil {
+		for _, q := range l.queue {
+			if q.seq == it.seq {
+				return
+			}
+		}
 	}
 	sent := 0
 	if l.out != nil {
@@ -76,7 +85,7 @@ func (w *worker) enqueueLocked(ep *endpoint, it *item) {
 // free slot and nobody waits before it, else queues it.
 func (w *worker) scheduleLocked(l *lane) {
 	ep := l.ep
-	if l.dead || l.state != laneIdle || len(l.queue) == 0 || w.stopping || !ep.enabled {
+	if l.dead || l.state != laneIdle || len(l.queue) == 0 || w.stopping || !ep.enabled || ep.busy[l.room] {
 		return
 	}
 	if ep.active < w.cfg.Concurrency && len(ep.ready) == 0 {
@@ -90,6 +99,7 @@ func (w *worker) scheduleLocked(l *lane) {
 // startLocked runs l's next delivery.
 func (w *worker) startLocked(l *lane) {
 	l.ep.active++
+	l.ep.busy[l.room] = true
 	l.state = laneRunning
 	w.tasks.Add(1)
 	go w.deliver(l)
@@ -103,6 +113,10 @@ func (w *worker) startReadyLocked(ep *endpoint) {
 		if l.dead || l.state != laneReady {
 			continue
 		}
+		if ep.busy[l.room] {
+			l.state = laneIdle // scheduled again when the room's delivery returns
+			continue
+		}
 		w.startLocked(l)
 	}
 }
@@ -112,6 +126,17 @@ func (w *worker) deliver(l *lane) {
 	defer w.tasks.Done()
 	w.mu.Lock()
 	ep := l.ep
+	if l.out == nil && (l.dead || len(l.queue) == 0) {
+		// Dropped before it started.
+		ep.active--
+		delete(ep.busy, l.room)
+		if cur := ep.lanes[l.room]; cur != nil && cur != l {
+			w.scheduleLocked(cur)
+		}
+		w.startReadyLocked(ep)
+		w.mu.Unlock()
+		return
+	}
 	if l.out == nil {
 		l.out = w.build(l)
 	}
@@ -141,6 +166,7 @@ func (w *worker) deliver(l *lane) {
 
 	w.mu.Lock()
 	ep.active--
+	delete(ep.busy, l.room)
 	var dones []func()
 	switch {
 	case w.stopping:
@@ -152,7 +178,11 @@ func (w *worker) deliver(l *lane) {
 		dones = w.releaseLocked(ep, l.queue[:n], kind, "")
 		l.queue, l.out, l.dead = l.queue[n:], nil, true
 	case l.dead:
-		// Dropped while in flight: its events were settled then.
+		// Dropped while in flight: its events were settled then. The
+		// room's new lane may start now.
+		if cur := ep.lanes[l.room]; cur != nil {
+			w.scheduleLocked(cur)
+		}
 	default:
 		dones = w.settleAttemptLocked(l, out, res, now)
 	}
@@ -170,6 +200,13 @@ func (w *worker) settleAttemptLocked(l *lane, out *outgoing, res result, now tim
 	switch res.outcome {
 	case OutcomeDelivered:
 		ep.failingSince, ep.lastErr = time.Time{}, ""
+		for _, it := range out.items {
+			// A reader starting at or before it (now, or after a later
+			// move) skips it rather than sending it again.
+			if (ep.mode == modeLive || it.seq > ep.readTo) && len(ep.ahead) < aheadCap(w.cfg) {
+				ep.ahead[it.seq] = true
+			}
+		}
 		dones = w.takeLocked(l, len(out.items), settleDelivered, "")
 		l.single = max(l.single-len(out.items), 0)
 	case OutcomeRejected:

@@ -23,7 +23,7 @@ func (w *worker) startReaderLocked(ep *endpoint) {
 	ep.readerStop = cancel
 	ep.readerWake = make(chan struct{}, 1)
 	w.tasks.Add(1)
-	go w.read(ctx, ep, ep.epoch, ep.from, ep.readerWake)
+	go w.read(ctx, ep, ep.rec.ID, ep.rec.appCode, ep.epoch, ep.from, ep.readerWake)
 }
 
 // stopReaderLocked stops ep's reader; the events it read stay in the
@@ -41,9 +41,8 @@ func (w *worker) stopReaderLocked(ep *endpoint) {
 // it has read every event the handler left to it (readTo ≥ maxSkipped)
 // and the endpoint keeps up, ep goes live and read returns. It returns as
 // well when ctx ends or ep's lanes are dropped (epoch).
-func (w *worker) read(ctx context.Context, ep *endpoint, epoch, from uint64, wake <-chan struct{}) {
+func (w *worker) read(ctx context.Context, ep *endpoint, id int64, app string, epoch, from uint64, wake <-chan struct{}) {
 	defer w.tasks.Done()
-	app := ep.rec.appCode
 	cons, err := w.stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
 		FilterSubjects: []string{
 			bus.SubjectPrefix + "." + app + ".>",
@@ -53,10 +52,10 @@ func (w *worker) read(ctx context.Context, ep *endpoint, epoch, from uint64, wak
 		OptStartSeq:   from,
 	})
 	if err != nil {
-		w.readerFailed(ctx, ep, epoch, err)
+		w.readerFailed(ctx, ep, id, epoch, err)
 		return
 	}
-	w.s.log.Info("webhook backlog: reading", "webhook_id", ep.rec.ID, "from", from)
+	w.s.log.Info("webhook backlog: reading", "webhook_id", id, "from", from)
 	caughtUp := false
 	for ctx.Err() == nil {
 		room, ok := w.readerRoom(ep, epoch)
@@ -86,7 +85,7 @@ func (w *worker) read(ctx context.Context, ep *endpoint, epoch, from uint64, wak
 		batch, err := cons.Fetch(room, jetstream.FetchMaxWait(wait))
 		if err != nil {
 			if ctx.Err() == nil {
-				w.s.log.Warn("webhook backlog: read failed", "webhook_id", ep.rec.ID, "error", err)
+				w.s.log.Warn("webhook backlog: read failed", "webhook_id", id, "error", err)
 				sleep(ctx, time.Second)
 			}
 			continue
@@ -99,7 +98,7 @@ func (w *worker) read(ctx context.Context, ep *endpoint, epoch, from uint64, wak
 			}
 		}
 		if err := batch.Error(); err != nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, jetstream.ErrNoMessages) && ctx.Err() == nil {
-			w.s.log.Warn("webhook backlog: read failed", "webhook_id", ep.rec.ID, "error", err)
+			w.s.log.Warn("webhook backlog: read failed", "webhook_id", id, "error", err)
 			sleep(ctx, time.Second)
 			continue
 		}
@@ -138,6 +137,10 @@ func (w *worker) readOne(ep *endpoint, epoch uint64, m jetstream.Msg) bool {
 	seq := meta.Sequence.Stream
 	ep.readTo = max(ep.readTo, seq)
 	ep.streamPending = meta.NumPending
+	if ep.ahead[seq] {
+		delete(ep.ahead, seq) // delivered already, while in flight when ep moved
+		return true
+	}
 	if derr != nil || !ep.rec.wants(env.EventType) {
 		return true
 	}
@@ -174,11 +177,11 @@ func (w *worker) caughtUp(ep *endpoint, epoch uint64, n int, last uint64) bool {
 }
 
 // readerFailed retries a reader that could not start after a second.
-func (w *worker) readerFailed(ctx context.Context, ep *endpoint, epoch uint64, err error) {
+func (w *worker) readerFailed(ctx context.Context, ep *endpoint, id int64, epoch uint64, err error) {
 	if ctx.Err() != nil {
 		return
 	}
-	w.s.log.Warn("webhook backlog: reader not started; retrying", "webhook_id", ep.rec.ID, "error", err)
+	w.s.log.Warn("webhook backlog: reader not started; retrying", "webhook_id", id, "error", err)
 	sleep(ctx, time.Second)
 	w.mu.Lock()
 	defer w.mu.Unlock()

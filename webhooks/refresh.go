@@ -105,7 +105,7 @@ func (w *worker) apply(recs []record) {
 // durable, unacked. With one it reads its backlog from there, and must
 // read at least up to what an earlier tenure may have acked.
 func (w *worker) addLocked(r record, secret, old []byte) {
-	ep := &endpoint{rec: r, secret: secret, old: old, enabled: r.Enabled, lanes: map[string]*lane{}}
+	ep := &endpoint{rec: r, secret: secret, old: old, enabled: r.Enabled, lanes: map[string]*lane{}, busy: map[string]bool{}, ahead: map[uint64]bool{}}
 	if r.cursor.Valid && r.cursor.Int64 > 0 {
 		c := uint64(r.cursor.Int64)
 		ep.mode, ep.from, ep.stored, ep.readTo, ep.maxSkipped = modeBacklog, c, c, c-1, w.maxSeen
@@ -123,11 +123,10 @@ func (w *worker) resumeLocked(ep *endpoint) {
 	ep.enabled = true
 	ep.failingSince, ep.lastErr, ep.pauseReason = time.Time{}, "", ""
 	if ep.mode == modeBacklog {
-		ep.from = max(ep.stored, 1)
 		ep.readTo, ep.maxSkipped = ep.from-1, w.maxSeen
 		w.startReaderLocked(ep)
 	}
-	w.s.log.Info("webhook resumed", "webhook_id", ep.rec.ID, "backlog_from", ep.stored)
+	w.s.log.Info("webhook resumed", "webhook_id", ep.rec.ID, "backlog_from", ep.from)
 	for _, l := range ep.lanes {
 		w.scheduleLocked(l)
 	}
@@ -137,7 +136,7 @@ func (w *worker) resumeLocked(ep *endpoint) {
 // returns the consumer's done calls to make once w.mu is released.
 func (w *worker) removeLocked(ep *endpoint) []func() {
 	w.stopReaderLocked(ep)
-	dones := w.dropLanesLocked(ep, 0)
+	dones := w.dropLanesLocked(ep, 0, false)
 	delete(w.eps, ep.rec.ID)
 	list := w.byApp[ep.rec.appCode]
 	for i, e := range list {
@@ -155,19 +154,43 @@ func (w *worker) removeLocked(ep *endpoint) []func() {
 }
 
 // dropLanesLocked drops ep's lanes, releasing every event at or after
-// from (all of them with from 0) and putting the others (stragglers below
-// a new cursor) back in fresh lanes.
-func (w *worker) dropLanesLocked(ep *endpoint, from uint64) []func() {
+// from (all of them with from 0); events below it (stragglers the
+// handler gave it since the cursor was chosen) stay. With keepInFlight a
+// lane whose delivery is in flight stays too, with that delivery: its
+// events are released to the durable all the same (from is at or before
+// them) but stay in the lane as events read back, so the attempt settles
+// them as usual, the reader does not queue them again (or skips them once
+// delivered, see ahead), and no second delivery of the room starts
+// meanwhile. Without it such a delivery's outcome is ignored.
+func (w *worker) dropLanesLocked(ep *endpoint, from uint64, keepInFlight bool) []func() {
 	var dones []func()
 	var keep []*item
-	for _, l := range ep.lanes {
-		l.dead = true
+	lanes := map[string]*lane{}
+	for room, l := range ep.lanes {
 		if l.timer != nil {
 			l.timer.Stop()
 			l.timer = nil
 		}
+		sent := 0
+		if keepInFlight && l.state == laneRunning && l.out != nil {
+			sent = len(l.out.items)
+			lanes[room] = l
+			var durable []*item
+			for _, it := range l.queue[:sent] {
+				if it.ev != nil {
+					durable = append(durable, it)
+				}
+			}
+			dones = append(dones, w.releaseLocked(ep, durable, settleReleased, "")...)
+			for _, it := range durable {
+				it.ev = nil
+				ep.backlog++
+			}
+		} else {
+			l.dead = true
+		}
 		var drop []*item
-		for _, it := range l.queue {
+		for _, it := range l.queue[sent:] {
 			if it.seq >= from {
 				drop = append(drop, it)
 				continue
@@ -180,9 +203,10 @@ func (w *worker) dropLanesLocked(ep *endpoint, from uint64) []func() {
 				ep.backlog--
 			}
 		}
+		l.queue = l.queue[:sent]
 		dones = append(dones, w.releaseLocked(ep, drop, settleReleased, "")...)
 	}
-	ep.lanes, ep.ready = map[string]*lane{}, nil
+	ep.lanes, ep.ready = lanes, nil
 	ep.epoch++
 	for _, it := range keep {
 		w.enqueueLocked(ep, it)
@@ -191,11 +215,13 @@ func (w *worker) dropLanesLocked(ep *endpoint, from uint64) []func() {
 }
 
 // plan is a move of an endpoint to backlog mode from cursor, stored
-// first: as paused (pause says why when the sink pauses it), or reading.
+// first: as paused (pause says why when the sink pauses it), or reading
+// (under pressure: its deliveries in flight go on).
 type plan struct {
-	ep     *endpoint
-	cursor uint64
-	pause  string
+	ep       *endpoint
+	cursor   uint64
+	pause    string
+	pressure bool
 }
 
 // plans lists the moves refresh makes: a paused endpoint that still
@@ -214,7 +240,7 @@ func (w *worker) plans() []plan {
 		case ep.pauseReason != "":
 			out = append(out, plan{ep: ep, cursor: w.cursorLocked(ep), pause: ep.pauseReason})
 		case ep.wantBacklog && ep.mode == modeLive:
-			out = append(out, plan{ep: ep, cursor: w.cursorLocked(ep)})
+			out = append(out, plan{ep: ep, cursor: w.cursorLocked(ep), pressure: true})
 		}
 	}
 	return out
@@ -258,15 +284,23 @@ func (w *worker) move(ctx context.Context, p plan) {
 		return
 	}
 	w.stopReaderLocked(ep)
-	dones := w.dropLanesLocked(ep, p.cursor)
-	ep.mode, ep.from, ep.stored, ep.readTo, ep.maxSkipped = modeBacklog, p.cursor, p.cursor, p.cursor-1, w.maxSeen
+	// What was delivered while the cursor was being stored need not be
+	// read back: the reader starts at the oldest event held now, if later.
+	from := max(p.cursor, w.cursorLocked(ep))
+	dones := w.dropLanesLocked(ep, from, p.pressure)
+	ep.mode, ep.from, ep.stored, ep.readTo, ep.maxSkipped = modeBacklog, from, p.cursor, from-1, w.maxSeen
+	for seq := range ep.ahead {
+		if seq < from {
+			delete(ep.ahead, seq)
+		}
+	}
 	ep.coveredLo, ep.coveredHi, ep.wantBacklog = 0, 0, false
 	switch {
 	case p.pause != "":
 		ep.enabled, ep.pauseReason, ep.rec.Enabled = false, "", false
-		w.s.log.Warn("webhook paused", "webhook_id", id, "reason", p.pause, "backlog_from", p.cursor)
+		w.s.log.Warn("webhook paused", "webhook_id", id, "reason", p.pause, "backlog_from", from)
 	case ep.enabled:
-		w.s.log.Info("webhook reads its backlog from the stream", "webhook_id", id, "from", p.cursor)
+		w.s.log.Info("webhook reads its backlog from the stream", "webhook_id", id, "from", from)
 		w.startReaderLocked(ep)
 	}
 	w.mu.Unlock()
@@ -316,15 +350,13 @@ func (w *worker) syncCursors(ctx context.Context) {
 	}
 }
 
-// gauges sets the pending and state gauges.
+// gauges prunes the ahead sets and sets the pending and state gauges.
 func (w *worker) gauges() {
-	if w.s.metrics == nil {
-		return
-	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	counts := map[string]int{}
 	for _, ep := range w.eps {
+		w.pruneAheadLocked(ep)
 		counts[ep.state()]++
 		pending := float64(ep.held + ep.backlog)
 		if ep.mode == modeBacklog {

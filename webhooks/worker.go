@@ -43,6 +43,7 @@ type endpoint struct {
 	stored     uint64 // the cursor_seq stored in MySQL, 0 for NULL
 
 	lanes   map[string]*lane // by room id
+	busy    map[string]bool  // rooms with a delivery in flight (a dropped lane's too)
 	ready   []*lane          // waiting for a free delivery slot
 	active  int              // deliveries in flight
 	held    int              // durable events in lanes
@@ -54,6 +55,7 @@ type endpoint struct {
 	pauseReason  string // set when it has failed for PauseAfter: the refresh pauses it
 	wantBacklog  bool   // set under pressure: the refresh moves it to backlog mode
 
+	ahead         map[uint64]bool    // events delivered that a reader may read again: it skips them (see aheadCap)
 	readerStop    context.CancelFunc // nil when no reader runs
 	readerWake    chan struct{}      // a backlog event was settled: the reader may read more
 	streamPending uint64             // events after the reader's position, as of its last read
@@ -241,26 +243,56 @@ func (w *worker) handle(_ context.Context, d bus.Delivery, done func(error)) {
 	}
 }
 
-// pressureLocked asks for ep, or for the endpoint holding most, to read
-// its backlog from the stream when it holds MaxHeld events, or when all
-// together hold three quarters of what the consumer may have in hand.
+// pressureLocked asks for ep to read its backlog from the stream when it
+// holds MaxHeld events, or, when all endpoints together hold three
+// quarters of what the consumer may have in hand, for the one that holds
+// most (a failing one first).
 func (w *worker) pressureLocked(ep *endpoint) {
 	target := ep
 	if ep.held < w.cfg.MaxHeld {
 		if w.held < w.cfg.Consumer.FetchBatch*3/4 {
 			return
 		}
+		target = nil
 		for _, e := range w.eps {
-			if e.enabled && e.mode == modeLive && !e.wantBacklog && e.held > target.held {
+			if !e.enabled || e.mode != modeLive || e.wantBacklog || e.held == 0 {
+				continue
+			}
+			if target == nil || (e.failing() && !target.failing()) || (e.failing() == target.failing() && e.held > target.held) {
 				target = e
 			}
 		}
+		if target == nil {
+			return
+		}
 	}
-	if target.enabled && target.mode == modeLive && !target.wantBacklog && target.held > 0 {
+	if target.enabled && target.mode == modeLive && !target.wantBacklog {
 		target.wantBacklog = true
 		w.kick()
 	}
 }
+
+// aheadCap bounds an endpoint's ahead set: past it, a move to backlog
+// mode may send some events again.
+func aheadCap(cfg Config) int { return 8 * cfg.MaxHeld }
+
+// pruneAheadLocked forgets the delivered events no reader will read
+// again: those below the oldest event ep holds (live) or below its
+// reader's position (backlog mode).
+func (w *worker) pruneAheadLocked(ep *endpoint) {
+	low := ep.readTo + 1
+	if ep.mode == modeLive {
+		low = w.cursorLocked(ep)
+	}
+	for seq := range ep.ahead {
+		if seq < low {
+			delete(ep.ahead, seq)
+		}
+	}
+}
+
+// failing reports whether ep's last attempt failed.
+func (ep *endpoint) failing() bool { return !ep.failingSince.IsZero() }
 
 // kick asks the refresh loop for a turn now.
 func (w *worker) kick() {
