@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"voiceroom/internal/testenv"
 	"voiceroom/webhooks"
 )
 
@@ -24,5 +25,24 @@ func TestDeliversSignedEventsInOrder(t *testing.T) {
 		if got := r.header.Get(webhooks.HeaderEventIDs); got == "" {
 			t.Errorf("request %s: no %s", r.id, webhooks.HeaderEventIDs)
 		}
+	}
+}
+
+// TestEventTypesFilter: an endpoint gets only the types it names; another
+// app's events never.
+func TestEventTypesFilter(t *testing.T) {
+	h := newHarness(t)
+	rc := newReceiver(t)
+	e := h.create("app1", rc.url(), "RoomClosed")
+	rc.setSecrets(e.Secret)
+	h.startSink(testConfig())
+	joined := testenv.NewEnvelope("app1", "r1", 1, "RoomUserJoined")
+	closed := testenv.NewEnvelope("app1", "r1", 2, "RoomClosed")
+	other := testenv.NewEnvelope("app2", "r1", 1, "RoomClosed")
+	h.publish(joined, closed, other)
+	rc.waitAccepted(map[string][]string{"r1": {closed.EventID}}, 30*time.Second)
+	waitDrained(t, h)
+	if got := rc.accepted()["r1"]; len(got) != 1 {
+		t.Errorf("accepted %v, want only %s", got, closed.EventID)
 	}
 }
