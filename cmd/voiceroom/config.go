@@ -33,9 +33,10 @@ const (
 	roleRelay     = "relay"
 	roleIMBridge  = "imbridge"
 	roleProjector = "projector"
+	roleWebhooks  = "webhooks"
 )
 
-var allRoles = []string{roleAPI, roleRooms, roleRelay, roleIMBridge, roleProjector}
+var allRoles = []string{roleAPI, roleRooms, roleRelay, roleIMBridge, roleProjector, roleWebhooks}
 
 // config is every setting of the process, read from the environment only here.
 // deploy/voiceroom.env.example documents each variable; keep the two in step.
@@ -129,15 +130,16 @@ type config struct {
 	RegionsCacheTTL     time.Duration `env:"VOICEROOM_REGIONS_CACHE_TTL" envDefault:"3s"`
 	RegionsRebuildBatch int           `env:"VOICEROOM_REGIONS_REBUILD_BATCH" envDefault:"500"`
 
-	Roles           []string      `env:"VOICEROOM_ROLES" envDefault:"api,rooms,relay,imbridge,projector" envSeparator:","`
+	Roles           []string      `env:"VOICEROOM_ROLES" envDefault:"api,rooms,relay,imbridge,projector,webhooks" envSeparator:","`
 	NodeID          string        `env:"VOICEROOM_NODE_ID"`
 	ShutdownTimeout time.Duration `env:"VOICEROOM_SHUTDOWN_TIMEOUT" envDefault:"15s"`
 	LogFormat       string        `env:"VOICEROOM_LOG_FORMAT" envDefault:"json"`
 	LogLevel        string        `env:"VOICEROOM_LOG_LEVEL" envDefault:"info"`
 
-	DLQSettings   // VOICEROOM_DLQ_GAP_CHECK_INTERVAL, _MAX_REPLAY, VOICEROOM_BUS_MONITOR_INTERVAL (dlq.go)
-	IMConfig      // Tencent IM (imbridge.go)
-	RanksSettings // VOICEROOM_APP_TIMEZONES, VOICEROOM_RANKS_* (ranks.go)
+	DLQSettings    // VOICEROOM_DLQ_GAP_CHECK_INTERVAL, _MAX_REPLAY, VOICEROOM_BUS_MONITOR_INTERVAL (dlq.go)
+	IMConfig       // Tencent IM (imbridge.go)
+	RanksSettings  // VOICEROOM_APP_TIMEZONES, VOICEROOM_RANKS_* (ranks.go)
+	WebhooksConfig // VOICEROOM_WEBHOOKS_* (webhooks.go)
 }
 
 // configError is a bad setting; its message names the variable.
@@ -325,6 +327,9 @@ func (c config) validate() error {
 	errs.of(c.roomList(c.secretForValidation()).Validate(), "room list", listVars)
 	errs.of(c.imBridgeConfig().Validate(), "imbridge", imBridgeVars())
 	errs.of(c.guardConfig().Validate(), "im callback", imBridgeVars())
+	c.WebhooksConfig.validate(&errs)
+	errs.of(c.webhooksConfig().Validate(), "webhooks", webhooksVars())
+	errs.of(c.endpointsConfig().Validate(), "webhooks", webhooksVars())
 	return errs.join()
 }
 
@@ -379,6 +384,8 @@ func sinkVars(durable string) map[string]string {
 		prefix = "VOICEROOM_IMBRIDGE_"
 	case bus.DurableRoomRanks:
 		prefix = "VOICEROOM_RANKS_"
+	case bus.DurableWebhooks:
+		prefix = "VOICEROOM_WEBHOOKS_"
 	}
 	return map[string]string{
 		"AckWait": prefix + "ACK_WAIT", "BackOff": prefix + "BACKOFF", "NakDelays": prefix + "BACKOFF",
@@ -510,6 +517,7 @@ func (c *config) consumers() []bus.ConsumerConfig {
 		{Durable: bus.DurableIMBridge, AckWait: c.IMBridgeAckWait, MaxDeliver: c.IMBridgeMaxDeliver, MaxAckPending: c.IMBridgeMaxAckPending},
 		{Durable: bus.DurableListProjector, AckWait: c.ProjectorAckWait, MaxDeliver: c.ProjectorMaxDeliver, MaxAckPending: c.ProjectorMaxAckPending},
 		{Durable: bus.DurableRoomRanks, AckWait: c.RanksAckWait, MaxDeliver: c.RanksMaxDeliver, MaxAckPending: c.RanksMaxAckPend},
+		{Durable: bus.DurableWebhooks, AckWait: c.WebhooksAckWait, MaxDeliver: -1, MaxAckPending: c.WebhooksMaxAckPending},
 	}
 }
 
@@ -522,6 +530,10 @@ func (c *config) consumerRun(durable string) bus.ConsumerRunConfig {
 	case bus.DurableRoomRanks:
 		return bus.ConsumerRunConfig{Durable: durable, Concurrency: c.RanksConcurrency, NakDelays: c.RanksBackOff,
 			MaxDeliver: c.RanksMaxDeliver, ShutdownTimeout: c.ShutdownTimeout}
+	case bus.DurableWebhooks:
+		// Retries are the sink's own (it holds a room's events, never
+		// nakking them); a nak is only shutdown's, redelivered at once.
+		return bus.ConsumerRunConfig{Durable: durable, MaxDeliver: -1, ShutdownTimeout: c.ShutdownTimeout}
 	}
 	return bus.ConsumerRunConfig{Durable: durable, Concurrency: c.ProjectorConcurrency, NakDelays: c.ProjectorBackOff,
 		MaxDeliver: c.ProjectorMaxDeliver, ShutdownTimeout: c.ShutdownTimeout}

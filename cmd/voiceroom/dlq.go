@@ -55,8 +55,8 @@ func (s DLQSettings) gapCheck(durable string) bus.GapCheckConfig {
 
 // wireDLQ adds the dead-letter components of the roles serve runs:
 //
-//   - imbridge, projector: the gap check of each sink's durable the role
-//     consumes (projector: listprojector and roomranks), a worker
+//   - imbridge, projector, webhooks: the gap check of each sink's durable
+//     the role consumes (projector: listprojector and roomranks), a worker
 //     that dead-letters messages the server gave up on while no instance
 //     heard its advisory;
 //   - api: GET /admin/v1/dlq and POST /admin/v1/dlq/replay;
@@ -71,6 +71,9 @@ func wireDLQ(d *deps) error {
 	}
 	if d.cfg.hasRole(roleProjector) {
 		gapSinks = append(gapSinks, bus.DurableListProjector, bus.DurableRoomRanks)
+	}
+	if d.cfg.hasRole(roleWebhooks) {
+		gapSinks = append(gapSinks, bus.DurableWebhooks)
 	}
 	if !api && len(gapSinks) == 0 {
 		return nil

@@ -224,7 +224,7 @@ func (a *apiDriver) routeNotFound(route string) bool {
 // fillParams puts harmless values in a path's parameters.
 func fillParams(path string) string {
 	r := strings.NewReplacer("{room_id}", "e2e_00000000-0000-0000-0000-000000000000", "{region_id}", "1", "{user_id}", "1",
-		"{country_code}", "SG", "{pin_id}", "1", "{hide_id}", "1")
+		"{country_code}", "SG", "{pin_id}", "1", "{hide_id}", "1", "{webhook_id}", "1")
 	return r.Replace(path)
 }
 
@@ -482,6 +482,7 @@ func (a *apiDriver) scenario() {
 
 	a.rooms()
 	a.operations()
+	a.webhooks()
 }
 
 // rooms drives the room commands, the room list and the operators' room

@@ -80,6 +80,9 @@ func wireRoles(ctx context.Context, d *deps) error {
 		}
 		d.mounts = append(d.mounts, cb)
 	}
+	if err := wireWebhooks(ctx, d); err != nil {
+		return err
+	}
 	return wireIMBridge(d)
 }
 
