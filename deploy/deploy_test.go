@@ -87,7 +87,10 @@ func goMod(tb testing.TB) (goVersion, natsServer string) {
 	return goVersion, natsServer
 }
 
-const testJWTSecret = "compose-test-secret-0123456789"
+const (
+	testJWTSecret   = "compose-test-secret-0123456789"
+	testWebhooksKey = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff"
+)
 
 func loadCompose(tb testing.TB, env ...string) (*types.Project, error) {
 	tb.Helper()
@@ -118,16 +121,20 @@ var voiceroomRoles = map[string]struct {
 	"relay":     {"relay", 2},
 	"imbridge":  {"imbridge", 2},
 	"projector": {"projector", 2},
+	"webhooks":  {"webhooks", 2},
 }
 
 // serveRoles are the roles `voiceroom serve` knows (VOICEROOM_ROLES).
-var serveRoles = []string{"api", "imbridge", "projector", "relay", "rooms"}
+var serveRoles = []string{"api", "imbridge", "projector", "relay", "rooms", "webhooks"}
 
 func TestComposeLoads(t *testing.T) {
-	if _, err := loadCompose(t); err == nil || !strings.Contains(err.Error(), "VOICEROOM_JWT_SECRET") {
+	if _, err := loadCompose(t, "VOICEROOM_WEBHOOKS_SECRET_KEY="+testWebhooksKey); err == nil || !strings.Contains(err.Error(), "VOICEROOM_JWT_SECRET") {
 		t.Errorf("loaded without VOICEROOM_JWT_SECRET (%v): the deployment must not run on a default key", err)
 	}
-	p, err := loadCompose(t, "VOICEROOM_JWT_SECRET="+testJWTSecret)
+	if _, err := loadCompose(t, "VOICEROOM_JWT_SECRET="+testJWTSecret); err == nil || !strings.Contains(err.Error(), "VOICEROOM_WEBHOOKS_SECRET_KEY") {
+		t.Errorf("loaded without VOICEROOM_WEBHOOKS_SECRET_KEY (%v): the api and webhooks processes must share one key", err)
+	}
+	p, err := loadCompose(t, "VOICEROOM_JWT_SECRET="+testJWTSecret, "VOICEROOM_WEBHOOKS_SECRET_KEY="+testWebhooksKey)
 	if err != nil {
 		t.Fatalf("compose-spec loader: %v", err)
 	}
@@ -137,7 +144,7 @@ func TestComposeLoads(t *testing.T) {
 	}
 	_, natsVersion := goMod(t)
 
-	want := []string{"api", "imbridge", "imemu", "mariadb", "migrate", "projector", "redis", "relay", "rooms"}
+	want := []string{"api", "imbridge", "imemu", "mariadb", "migrate", "projector", "redis", "relay", "rooms", "webhooks"}
 	want = append(want, natsServers...)
 	slices.Sort(want)
 	if got := p.ServiceNames(); !slices.Equal(sortedCopy(got), want) {
@@ -233,6 +240,9 @@ func checkVoiceroomEnv(tb testing.TB, name string, env types.MappingWithEquals) 
 	}
 	if got := value(env, "VOICEROOM_JWT_SECRET"); got != testJWTSecret {
 		tb.Errorf("%s: VOICEROOM_JWT_SECRET %q, want the operator's", name, got)
+	}
+	if got := value(env, "VOICEROOM_WEBHOOKS_SECRET_KEY"); got != testWebhooksKey {
+		tb.Errorf("%s: VOICEROOM_WEBHOOKS_SECRET_KEY %q, want the operator's", name, got)
 	}
 	var hosts []string
 	for _, u := range strings.Split(value(env, "VOICEROOM_NATS_URL"), ",") {

@@ -2,7 +2,8 @@
 # Runs `voiceroom serve` for development (task run). Unless real Tencent IM
 # credentials are configured (VOICEROOM_TIM_SDKAPPID or VOICEROOM_TIM_APPS),
 # it first starts the local IM emulator (`voiceroom imemu`) and points the
-# bridge and the callback guard at it.
+# bridge and the callback guard at it. It lets webhooks go to http:// and
+# loopback URLs (the demo's receiver) unless those variables are set.
 #
 # Usage: deploy/run.sh [--under-task] [BIN]   (BIN default ./bin/voiceroom)
 #
@@ -84,6 +85,11 @@ if [ -z "${VOICEROOM_TIM_SDKAPPID:-}${VOICEROOM_TIM_APPS:-}" ]; then
   export VOICEROOM_TIM_SECRET_KEY=voiceroom-dev-im-secret
   echo "run: Tencent IM emulator on http://$listen (inspect: curl http://$listen/_emu/stats)" >&2
 fi
+
+# Development: the demo's webhook receiver listens on http://127.0.0.1 (the
+# variables, when set, win).
+export VOICEROOM_WEBHOOKS_ALLOW_HTTP=${VOICEROOM_WEBHOOKS_ALLOW_HTTP:-true}
+export VOICEROOM_WEBHOOKS_ALLOW_PRIVATE_ADDRESSES=${VOICEROOM_WEBHOOKS_ALLOW_PRIVATE_ADDRESSES:-true}
 
 status=0
 if [ -z "$stopping" ]; then
