@@ -4,6 +4,8 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
+	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -53,4 +55,30 @@ func sign(h http.Header, keys [][]byte, id string, now time.Time, body []byte) {
 	h.Set(HeaderID, id)
 	h.Set(HeaderTimestamp, strconv.FormatInt(ts, 10))
 	h.Set(HeaderSignature, signature(keys, id, ts, body))
+}
+
+// Verify checks a delivery as a receiver would: a signature in h that
+// secret (whsec_...) makes over webhook-id, webhook-timestamp and body,
+// and a timestamp within tolerance of now. (A receiver in another
+// language uses the Standard Webhooks library of its own; the README
+// shows the same check in a few lines of Go.)
+func Verify(secret string, h http.Header, body []byte, now time.Time, tolerance time.Duration) error {
+	key, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(secret, SecretPrefix))
+	if err != nil {
+		return fmt.Errorf("secret: %w", err)
+	}
+	ts, err := strconv.ParseInt(h.Get(HeaderTimestamp), 10, 64)
+	if err != nil {
+		return fmt.Errorf("%s: %w", HeaderTimestamp, err)
+	}
+	if d := now.Sub(time.Unix(ts, 0)); d > tolerance || d < -tolerance {
+		return fmt.Errorf("%s %d: %v from now", HeaderTimestamp, ts, d)
+	}
+	want := signature([][]byte{key}, h.Get(HeaderID), ts, body)
+	for _, sig := range strings.Fields(h.Get(HeaderSignature)) {
+		if hmac.Equal([]byte(sig), []byte(want)) {
+			return nil
+		}
+	}
+	return errors.New("no signature of this secret")
 }

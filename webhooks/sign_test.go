@@ -86,3 +86,31 @@ func TestREADMEVerifySnippet(t *testing.T) {
 		t.Errorf("README.md does not hold the verify function of verify_example_test.go verbatim:\n%s", fn)
 	}
 }
+
+// TestVerifyAgreesWithREADME: the package's Verify and the README's check
+// accept and refuse the same deliveries.
+func TestVerifyAgreesWithREADME(t *testing.T) {
+	at := time.Unix(stdTimestamp, 0)
+	good := http.Header{}
+	good.Set("webhook-id", stdID)
+	good.Set("webhook-timestamp", "1614265330")
+	good.Set("webhook-signature", "v1,bm90IGl0 "+stdSignature)
+	for _, tc := range []struct {
+		name string
+		h    http.Header
+		body string
+		now  time.Time
+	}{
+		{"good", good, stdPayload, at},
+		{"tampered", good, stdPayload + " ", at},
+		{"stale", good, stdPayload, at.Add(10 * time.Minute)},
+		{"early", good, stdPayload, at.Add(-10 * time.Minute)},
+		{"unsigned", http.Header{"Webhook-Id": {stdID}, "Webhook-Timestamp": {"1614265330"}}, stdPayload, at},
+	} {
+		readme := verify(stdSecret, tc.h, []byte(tc.body), tc.now) == nil
+		pkg := webhooks.Verify(stdSecret, tc.h, []byte(tc.body), tc.now, 5*time.Minute) == nil
+		if readme != pkg || readme != (tc.name == "good") {
+			t.Errorf("%s: README verify %v, package Verify %v", tc.name, readme, pkg)
+		}
+	}
+}

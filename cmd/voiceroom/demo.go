@@ -151,6 +151,7 @@ type demoRun struct {
 	admin demoActor
 
 	sg, my, sa *demoUser
+	receiver   *demoReceiver // the app's backend; nil when the server refused it
 	names      map[int64]string
 	regions    map[int64]string
 	hasList    bool
@@ -233,7 +234,12 @@ func (d *demoRun) run(ctx context.Context) (err error) {
 		{"An operator bans a room, then restores it", d.stepBan},
 		{"The IM emulator holds the rooms' system messages", d.stepIM},
 		{"The owners close the demo rooms", d.stepClose},
+		{"The app's backend got each room's events by webhook: signed, in order", d.stepWebhooks},
 		{"Where to look next", d.stepNext},
+	}
+	fmt.Fprintf(d.out, "\n0. The app's backend: a webhook receiver on this machine\n")
+	if err := d.startReceiver(ctx); err != nil {
+		return fmt.Errorf("demo step 0 (webhook receiver): %w", err)
 	}
 	for i, s := range steps {
 		fmt.Fprintf(d.out, "\n%d. %s\n", i+1, s.title)

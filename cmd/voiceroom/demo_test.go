@@ -93,7 +93,9 @@ func startEmulator(tb testing.TB) (base string, env []string, ok bool) {
 // lacks may say "skipped"), and they leave no room open.
 func TestDemoRunsAgainAndAgain(t *testing.T) {
 	emu, emuEnv, haveEmu := startEmulator(t)
-	p, vars := startServe(t, emuEnv...)
+	// As task run does: the demo's webhook receiver is on http://127.0.0.1.
+	env := append(emuEnv, "VOICEROOM_WEBHOOKS_ALLOW_HTTP=true", "VOICEROOM_WEBHOOKS_ALLOW_PRIVATE_ADDRESSES=true")
+	p, vars := startServe(t, env...)
 	base := p.waitServing(t, vars)
 	waitReady(t, p, base)
 	if code, out := runCommand(t, vars, "seed", "--app", "demo"); code != 0 {
@@ -110,7 +112,7 @@ func TestDemoRunsAgainAndAgain(t *testing.T) {
 		}
 		steps := []string{"1. Users in SG, MY and SA", "2. Rooms, joins", "3. Gifts and coins", "4. Hosts' tools", "5. Region lists",
 			"6. An operator pins", "7. An operator hides", "8. An operator bans", "9. The IM emulator",
-			"10. The owners close", "11. Where to look next", "demo finished"}
+			"10. The owners close", "11. The app's backend got each room's events", "12. Where to look next", "demo finished"}
 		mustLogInOrder(t, out, steps)
 		for _, want := range []string{
 			"region SEA", "region MENA", // the server computed the regions
@@ -123,6 +125,7 @@ func TestDemoRunsAgainAndAgain(t *testing.T) {
 			"-> page 1: demo_sg_", "(owner, seat 0), demo_my_", "(admin, seat 1); 3 online",
 			"-> page 2: demo_sa_", "(member, seat 2, seat muted); 3 online",
 			imStep,
+			"every signature verified", "events in order, room_version 1..", // the webhooks
 			"task nats -- stream info ROOM_EVENTS",
 			opsURL(vars) + "/metrics", // read where the operators' listener is
 		} {

@@ -429,7 +429,7 @@ func (d *demoRun) stepNext(ctx context.Context) error {
 	}
 	d.showMetrics(ctx)
 	d.say("each sink's dead letters in this app (replay: POST /admin/v1/dlq/replay {sink, seqs?}):")
-	for _, sink := range []string{"imbridge", "listprojector", "roomranks"} {
+	for _, sink := range []string{"imbridge", "listprojector", "roomranks", "webhooks"} {
 		var page struct {
 			Items []json.RawMessage `json:"items"`
 		}
