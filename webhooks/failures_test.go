@@ -34,7 +34,7 @@ func TestFailedDeliveriesAreRetriedInOrder(t *testing.T) {
 			// The first attempt of every delivery fails, each way in turn.
 			s := statuses[len(attempts)%len(statuses)]
 			if s == -1 {
-				return answer{status: 500, headers: map[string]string{"Connection": "close"}, body: "dropped"}
+				return answer{drop: true}
 			}
 			return answer{status: s, body: "try again"}
 		}
@@ -251,5 +251,50 @@ func TestRedirectIsNotFollowed(t *testing.T) {
 	}
 	if hist[0].Outcome != webhooks.OutcomeDelivered || hist[0].Attempt != 4 {
 		t.Errorf("last attempt in the history: %+v, want the 4th, delivered", hist[0])
+	}
+}
+
+// TestTimeoutIsRetried: an attempt the endpoint does not answer within
+// the timeout fails and the same delivery goes again; the room's next
+// event waits for it.
+func TestTimeoutIsRetried(t *testing.T) {
+	h := newHarness(t)
+	rc := newReceiver(t)
+	e := h.create("app1", rc.url())
+	rc.setSecrets(e.Secret)
+	envs := roomEvents("app1", []string{"r1"}, 2)
+	slow := make(chan struct{})
+	t.Cleanup(func() { close(slow) })
+	var once sync.Once
+	rc.setAnswer(func(r request) answer {
+		a := answer{}
+		once.Do(func() { a = answer{hold: slow} }) // answered only when the test ends
+		return a
+	})
+	cfg := testConfig()
+	cfg.Timeout = 500 * time.Millisecond
+	h.startSink(cfg)
+	h.publish(envs[0])
+	var hist []webhooks.Delivery
+	testenv.Eventually(t, 30*time.Second, func() error {
+		var err error
+		hist, err = h.endpoints.Deliveries(context.Background(), "app1", e.ID, 10)
+		if err == nil && len(hist) < 2 {
+			return errWaiting
+		}
+		return err
+	})
+	h.publish(envs[1])
+	rc.waitAccepted(idsByRoom(envs), 30*time.Second)
+	hist, err := h.endpoints.Deliveries(context.Background(), "app1", e.ID, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := hist[len(hist)-1]
+	if first.Outcome != webhooks.OutcomeFailed || first.Error != "timeout" || first.Attempt != 1 {
+		t.Errorf("first attempt %+v, want failed by timeout", first)
+	}
+	if first.ID != hist[len(hist)-2].ID {
+		t.Errorf("the retry has id %s, the first attempt %s: want the same", hist[len(hist)-2].ID, first.ID)
 	}
 }

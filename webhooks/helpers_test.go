@@ -150,6 +150,7 @@ type answer struct {
 	headers map[string]string
 	body    string
 	hold    <-chan struct{} // answer once closed
+	drop    bool            // close the connection without an answer
 }
 
 // request is one request a receiver got.
@@ -249,8 +250,17 @@ func (rc *receiver) serve(w http.ResponseWriter, r *http.Request) {
 		a.status = 200
 	}
 	req.status = a.status
+	if a.drop {
+		req.status = 0
+	}
 	rc.reqs = append(rc.reqs, req)
 	rc.mu.Unlock()
+	if a.drop {
+		if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
+			conn.Close()
+		}
+		return
+	}
 	for k, v := range a.headers {
 		w.Header().Set(k, v)
 	}
