@@ -110,7 +110,7 @@ func TestDefaultsAreValid(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(cfg.Roles) != 5 || cfg.NodeID == "" {
+	if len(cfg.Roles) != 6 || cfg.NodeID == "" {
 		t.Fatalf("roles %v node %q", cfg.Roles, cfg.NodeID)
 	}
 	var durables, sinks []string
