@@ -192,7 +192,11 @@ func (w *worker) run(ctx context.Context) error {
 	cancel()
 	loops.Wait()
 	w.tasks.Wait()
+	// A standby exports no endpoint's state.
 	w.s.metrics.setStates(nil)
+	for id := range w.eps {
+		w.s.metrics.forget(id)
+	}
 	return err
 }
 
