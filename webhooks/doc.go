@@ -99,8 +99,11 @@
 // revision, TTL Config.LeaseTTL): the holder delivers, the others stand
 // by and take over once it stops renewing. The holder stops delivering
 // when half the TTL has passed since its last renewal, before anyone else
-// can take it; the events it held come back to the next holder after the
-// durable's ack wait, ahead of newer ones. A delivery in flight when the
+// can take it. A holder that stops gracefully gives back what it held
+// (nakked, so the next holder gets it first) and releases the lease; one
+// that dies leaves its events unacked until the durable's ack wait
+// passes, and the next holder may deliver later events of those rooms
+// before them (room_version orders them). A delivery in flight when the
 // lease changes hands may be repeated.
 //
 // # History and metrics
