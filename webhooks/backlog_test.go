@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"fmt"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -19,19 +18,9 @@ import (
 // resumed it gets all of them, each room's in order.
 func TestFailingEndpointIsPausedAndResumed(t *testing.T) {
 	h := newHarness(t)
-	down, other := newReceiver(t), newReceiver(t)
-	e := h.create("app1", down.url())
-	o := h.create("app1", other.url())
-	down.setSecrets(e.Secret)
-	other.setSecrets(o.Secret)
-	var failing atomic.Bool
-	failing.Store(true)
-	down.setAnswer(func(request) answer {
-		if failing.Load() {
-			return answer{status: 503, body: "maintenance"}
-		}
-		return answer{}
-	})
+	down, e := h.newEndpoint("app1")
+	other, _ := h.newEndpoint("app1")
+	failing := down.failWith(answer{status: 503, body: "maintenance"})
 	cfg := testConfig()
 	cfg.PauseAfter = 500 * time.Millisecond
 	h.startSink(cfg)
@@ -61,10 +50,7 @@ func TestFailingEndpointIsPausedAndResumed(t *testing.T) {
 		t.Fatalf("the failing endpoint accepted %d events", n)
 	}
 	failing.Store(false)
-	on := true
-	if _, err := h.endpoints.Update(context.Background(), "app1", "admin:7", e.ID, webhooks.Patch{Enabled: &on}); err != nil {
-		t.Fatal(err)
-	}
+	h.setEnabled("app1", e.ID, true)
 	down.waitAccepted(all, 30*time.Second)
 	down.checkVerified()
 	waitCursor(t, h, e.ID, false)
@@ -77,19 +63,9 @@ func TestFailingEndpointIsPausedAndResumed(t *testing.T) {
 // order, and goes live again.
 func TestSlowEndpointDoesNotHoldOthers(t *testing.T) {
 	h := newHarness(t)
-	slow, fast := newReceiver(t), newReceiver(t)
-	s := h.create("app1", slow.url())
-	f := h.create("app2", fast.url())
-	slow.setSecrets(s.Secret)
-	fast.setSecrets(f.Secret)
-	var failing atomic.Bool
-	failing.Store(true)
-	slow.setAnswer(func(request) answer {
-		if failing.Load() {
-			return answer{status: 500}
-		}
-		return answer{}
-	})
+	slow, s := h.newEndpoint("app1")
+	fast, _ := h.newEndpoint("app2")
+	failing := slow.failWith(answer{status: 500})
 	cfg := testConfig()
 	cfg.MaxHeld = 5
 	cfg.Consumer.FetchBatch = 20 // the endpoints' events together pass 3/4 of it: the fast one may move too
@@ -121,13 +97,8 @@ func TestSlowEndpointDoesNotHoldOthers(t *testing.T) {
 // resumed.
 func TestRestartReadsBacklogFromCursor(t *testing.T) {
 	h := newHarness(t)
-	rc := newReceiver(t)
-	e := h.create("app1", rc.url())
-	rc.setSecrets(e.Secret)
-	off := false
-	if _, err := h.endpoints.Update(context.Background(), "app1", "admin:7", e.ID, webhooks.Patch{Enabled: &off}); err != nil {
-		t.Fatal(err)
-	}
+	rc, e := h.newEndpoint("app1")
+	h.setEnabled("app1", e.ID, false)
 	first := h.newSink("first", testConfig())
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -144,10 +115,7 @@ func TestRestartReadsBacklogFromCursor(t *testing.T) {
 	if n := len(rc.requests()); n != 0 {
 		t.Fatalf("a paused endpoint got %d requests", n)
 	}
-	on := true
-	if _, err := h.endpoints.Update(context.Background(), "app1", "admin:7", e.ID, webhooks.Patch{Enabled: &on}); err != nil {
-		t.Fatal(err)
-	}
+	h.setEnabled("app1", e.ID, true)
 	h.startSink(testConfig())
 	rc.waitAccepted(idsByRoom(envs), 30*time.Second)
 }

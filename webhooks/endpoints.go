@@ -162,12 +162,7 @@ func (s *Endpoints) Update(ctx context.Context, appCode, operator string, id int
 		p.EventTypes = &types
 	}
 	now := s.cfg.Now()
-	var out record
-	err := mysqldb.Update(ctx, s.db, func(tx *sql.Tx) error {
-		r, err := lockRecord(ctx, tx, appCode, id)
-		if err != nil {
-			return err
-		}
+	out, err := s.change(ctx, appCode, id, now, func(r *record) {
 		if p.URL != nil {
 			r.URL = *p.URL
 		}
@@ -181,15 +176,9 @@ func (s *Endpoints) Update(ctx context.Context, appCode, operator string, id int
 				r.PausedReason, r.PausedAtMs = "paused by "+clip(operator, 64), msOf(now)
 			}
 		}
-		r.UpdatedAtMs = msOf(now)
-		_, err = tx.ExecContext(ctx, `UPDATE webhook_endpoints SET url = ?, event_types = ?, enabled = ?, paused_reason = ?,
-			paused_at_ms = ?, updated_at_ms = ? WHERE endpoint_id = ?`,
-			r.URL, joinTypes(r.EventTypes), r.Enabled, r.PausedReason, r.PausedAtMs, r.UpdatedAtMs, id)
-		out = r
-		return err
 	})
 	if err != nil {
-		return Endpoint{}, storage(err)
+		return Endpoint{}, err
 	}
 	return out.public(msOf(now)), nil
 }
@@ -233,26 +222,38 @@ func (s *Endpoints) RotateSecret(ctx context.Context, appCode string, id int64, 
 	key := newSecret()
 	sealed := s.sealer.seal(appCode, key)
 	now := s.cfg.Now()
+	out, err := s.change(ctx, appCode, id, now, func(r *record) {
+		old, until := r.secret, msOf(now.Add(keep))
+		if keep == 0 {
+			old, until = nil, 0
+		}
+		r.secret, r.oldSecret, r.PreviousSecretUntilMs = sealed, old, until
+	})
+	if err != nil {
+		return WithSecret{}, err
+	}
+	return WithSecret{Endpoint: out.public(msOf(now)), Secret: formatSecret(key)}, nil
+}
+
+// change applies fn to appCode's endpoint id, locked, and stores what an
+// admin may change (URL, types, pause, secrets) with updated_at_ms now.
+func (s *Endpoints) change(ctx context.Context, appCode string, id int64, now time.Time, fn func(r *record)) (record, error) {
 	var out record
 	err := mysqldb.Update(ctx, s.db, func(tx *sql.Tx) error {
 		r, err := lockRecord(ctx, tx, appCode, id)
 		if err != nil {
 			return err
 		}
-		old, until := r.secret, msOf(now.Add(keep))
-		if keep == 0 {
-			old, until = nil, 0
-		}
-		r.secret, r.oldSecret, r.PreviousSecretUntilMs, r.UpdatedAtMs = sealed, old, until, msOf(now)
-		_, err = tx.ExecContext(ctx, `UPDATE webhook_endpoints SET secret = ?, old_secret = ?, old_secret_until_ms = ?,
-			updated_at_ms = ? WHERE endpoint_id = ?`, r.secret, r.oldSecret, r.PreviousSecretUntilMs, r.UpdatedAtMs, id)
+		fn(&r)
+		r.UpdatedAtMs = msOf(now)
+		_, err = tx.ExecContext(ctx, `UPDATE webhook_endpoints SET url = ?, event_types = ?, enabled = ?, paused_reason = ?,
+			paused_at_ms = ?, secret = ?, old_secret = ?, old_secret_until_ms = ?, updated_at_ms = ? WHERE endpoint_id = ?`,
+			r.URL, joinTypes(r.EventTypes), r.Enabled, r.PausedReason, r.PausedAtMs, r.secret, r.oldSecret,
+			r.PreviousSecretUntilMs, r.UpdatedAtMs, id)
 		out = r
 		return err
 	})
-	if err != nil {
-		return WithSecret{}, storage(err)
-	}
-	return WithSecret{Endpoint: out.public(msOf(now)), Secret: formatSecret(key)}, nil
+	return out, storage(err)
 }
 
 // Deliveries returns the last deliveries to appCode's endpoint id, newest

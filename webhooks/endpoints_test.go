@@ -166,15 +166,7 @@ func TestPrivateAddressRefusedWhenDialled(t *testing.T) {
 	cfg.Policy = webhooks.Policy{AllowHTTP: true} // the sink does not
 	h.startSink(cfg)
 	h.publish(roomEvents("app1", []string{"r1"}, 1)...)
-	var hist []webhooks.Delivery
-	testenv.Eventually(t, 30*time.Second, func() error {
-		var err error
-		hist, err = h.endpoints.Deliveries(context.Background(), "app1", e.ID, 10)
-		if err == nil && len(hist) < 3 {
-			return errWaiting
-		}
-		return err
-	})
+	hist := h.waitHistory("app1", e.ID, 3)
 	for _, d := range hist {
 		if d.Outcome != webhooks.OutcomeFailed || d.Status != 0 || !strings.Contains(d.Error, "refused") || !strings.Contains(d.Error, "loopback") {
 			t.Errorf("attempt %+v: want failed, refused, loopback", d)

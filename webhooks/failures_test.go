@@ -20,9 +20,7 @@ import (
 // is accepted once, in order.
 func TestFailedDeliveriesAreRetriedInOrder(t *testing.T) {
 	h := newHarness(t)
-	rc := newReceiver(t)
-	e := h.create("app1", rc.url())
-	rc.setSecrets(e.Secret)
+	rc, _ := h.newEndpoint("app1")
 	var mu sync.Mutex
 	attempts := map[string][]request{}
 	statuses := []int{500, 503, 408, 429, -1}
@@ -62,9 +60,7 @@ func TestFailedDeliveriesAreRetriedInOrder(t *testing.T) {
 // endpoint's concurrency, never two deliveries of one room at once.
 func TestConcurrencyAcrossRooms(t *testing.T) {
 	h := newHarness(t)
-	rc := newReceiver(t)
-	e := h.create("app1", rc.url())
-	rc.setSecrets(e.Secret)
+	rc, _ := h.newEndpoint("app1")
 	const limit = 4
 	release := make(chan struct{})
 	var mu sync.Mutex
@@ -104,9 +100,7 @@ func TestConcurrencyAcrossRooms(t *testing.T) {
 // delivered, and a replay of the letter delivers it.
 func TestRejectedEventIsDeadLettered(t *testing.T) {
 	h := newHarness(t)
-	rc := newReceiver(t)
-	e := h.create("app1", rc.url())
-	rc.setSecrets(e.Secret)
+	rc, _ := h.newEndpoint("app1")
 	envs := roomEvents("app1", []string{"r1"}, 6)
 	bad := envs[2].EventID
 	var refuse sync.Mutex
@@ -189,9 +183,7 @@ func TestRejectedEventIsDeadLettered(t *testing.T) {
 // far longer than the retry delay.
 func Test429HonoursRetryAfter(t *testing.T) {
 	h := newHarness(t)
-	rc := newReceiver(t)
-	e := h.create("app1", rc.url())
-	rc.setSecrets(e.Secret)
+	rc, _ := h.newEndpoint("app1")
 	var once sync.Once
 	rc.setAnswer(func(r request) answer {
 		a := answer{}
@@ -236,15 +228,7 @@ func TestRedirectIsNotFollowed(t *testing.T) {
 	if n := len(target.requests()); n != 0 {
 		t.Errorf("the redirect's target got %d requests", n)
 	}
-	var hist []webhooks.Delivery
-	testenv.Eventually(t, 10*time.Second, func() error {
-		var err error
-		hist, err = h.endpoints.Deliveries(context.Background(), "app1", e.ID, 10)
-		if err == nil && len(hist) < 4 {
-			return errWaiting
-		}
-		return err
-	})
+	hist := h.waitHistory("app1", e.ID, 4)
 	last := hist[len(hist)-1] // the oldest
 	if last.Outcome != webhooks.OutcomeFailed || last.Status != 302 || !strings.Contains(last.Error, "not followed") {
 		t.Errorf("first attempt in the history: %+v, want a failed 302 not followed", last)
@@ -259,9 +243,7 @@ func TestRedirectIsNotFollowed(t *testing.T) {
 // event waits for it.
 func TestTimeoutIsRetried(t *testing.T) {
 	h := newHarness(t)
-	rc := newReceiver(t)
-	e := h.create("app1", rc.url())
-	rc.setSecrets(e.Secret)
+	rc, e := h.newEndpoint("app1")
 	envs := roomEvents("app1", []string{"r1"}, 2)
 	slow := make(chan struct{})
 	t.Cleanup(func() { close(slow) })
@@ -275,21 +257,10 @@ func TestTimeoutIsRetried(t *testing.T) {
 	cfg.Timeout = 500 * time.Millisecond
 	h.startSink(cfg)
 	h.publish(envs[0])
-	var hist []webhooks.Delivery
-	testenv.Eventually(t, 30*time.Second, func() error {
-		var err error
-		hist, err = h.endpoints.Deliveries(context.Background(), "app1", e.ID, 10)
-		if err == nil && len(hist) < 2 {
-			return errWaiting
-		}
-		return err
-	})
+	h.waitHistory("app1", e.ID, 2)
 	h.publish(envs[1])
 	rc.waitAccepted(idsByRoom(envs), 30*time.Second)
-	hist, err := h.endpoints.Deliveries(context.Background(), "app1", e.ID, 10)
-	if err != nil {
-		t.Fatal(err)
-	}
+	hist := h.waitHistory("app1", e.ID, 3)
 	first := hist[len(hist)-1]
 	if first.Outcome != webhooks.OutcomeFailed || first.Error != "timeout" || first.Attempt != 1 {
 		t.Errorf("first attempt %+v, want failed by timeout", first)

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -114,6 +115,40 @@ func (h *harness) create(app, url string, types ...string) webhooks.WithSecret {
 	return e
 }
 
+// newEndpoint adds an endpoint of app at a new receiver, which verifies
+// with its secret.
+func (h *harness) newEndpoint(app string, types ...string) (*receiver, webhooks.WithSecret) {
+	h.t.Helper()
+	rc := newReceiver(h.t)
+	e := h.create(app, rc.url(), types...)
+	rc.setSecrets(e.Secret)
+	return rc, e
+}
+
+// setEnabled pauses or resumes endpoint id of app, as an admin.
+func (h *harness) setEnabled(app string, id int64, on bool) {
+	h.t.Helper()
+	if _, err := h.endpoints.Update(context.Background(), app, "admin:7", id, webhooks.Patch{Enabled: &on}); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+// waitHistory waits until endpoint id of app has at least n attempts in
+// its history and returns them, newest first.
+func (h *harness) waitHistory(app string, id int64, n int) []webhooks.Delivery {
+	h.t.Helper()
+	var hist []webhooks.Delivery
+	testenv.Eventually(h.t, 30*time.Second, func() error {
+		var err error
+		hist, err = h.endpoints.Deliveries(context.Background(), app, id, webhooks.MaxDeliveriesKept)
+		if err == nil && len(hist) < n {
+			return errWaiting
+		}
+		return err
+	})
+	return hist
+}
+
 // publish stores envs in ROOM_EVENTS, in order.
 func (h *harness) publish(envs ...bus.Envelope) {
 	h.t.Helper()
@@ -205,6 +240,20 @@ func (rc *receiver) setAnswer(f func(r request) answer) {
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
 	rc.answerFn = f
+}
+
+// failWith answers every request with a until the returned flag is
+// cleared, then 200.
+func (rc *receiver) failWith(a answer) *atomic.Bool {
+	var failing atomic.Bool
+	failing.Store(true)
+	rc.setAnswer(func(request) answer {
+		if failing.Load() {
+			return a
+		}
+		return answer{}
+	})
+	return &failing
 }
 
 func (rc *receiver) serve(w http.ResponseWriter, r *http.Request) {

@@ -13,9 +13,7 @@ import (
 // the events keep arriving, each room's in order.
 func TestOneProcessDelivers(t *testing.T) {
 	h := newHarness(t)
-	rc := newReceiver(t)
-	e := h.create("app1", rc.url())
-	rc.setSecrets(e.Secret)
+	rc, _ := h.newEndpoint("app1")
 	cfg := testConfig()
 	a, b := h.newSink("a", cfg), h.newSink("b", cfg)
 	actx, stopA := context.WithCancel(context.Background())

@@ -13,9 +13,7 @@ import (
 // README's verify accepts it, with the event ids in a header.
 func TestDeliversSignedEventsInOrder(t *testing.T) {
 	h := newHarness(t)
-	rc := newReceiver(t)
-	e := h.create("app1", rc.url())
-	rc.setSecrets(e.Secret)
+	rc, _ := h.newEndpoint("app1")
 	h.startSink(testConfig())
 	envs := roomEvents("app1", []string{"r1", "r2", "r3"}, 10)
 	h.publish(envs...)
@@ -32,9 +30,7 @@ func TestDeliversSignedEventsInOrder(t *testing.T) {
 // app's events never.
 func TestEventTypesFilter(t *testing.T) {
 	h := newHarness(t)
-	rc := newReceiver(t)
-	e := h.create("app1", rc.url(), "RoomClosed")
-	rc.setSecrets(e.Secret)
+	rc, _ := h.newEndpoint("app1", "RoomClosed")
 	h.startSink(testConfig())
 	joined := testenv.NewEnvelope("app1", "r1", 1, "RoomUserJoined")
 	closed := testenv.NewEnvelope("app1", "r1", 2, "RoomClosed")

@@ -48,11 +48,11 @@ func (r record) public(nowMs int64) Endpoint {
 // errNotFound is an unknown endpoint, or one of another app.
 var errNotFound = apperr.New(apperr.NotFound, "webhook not found")
 
-// storage passes the kinds of errors through and makes anything else
-// (MySQL failing) UNAVAILABLE.
+// storage passes nil and the kinds of errors through and makes anything
+// else (MySQL failing) UNAVAILABLE.
 func storage(err error) error {
 	var ae *apperr.Error
-	if errors.As(err, &ae) {
+	if err == nil || errors.As(err, &ae) {
 		return err
 	}
 	return apperr.Wrap(apperr.Unavailable, "webhooks unavailable, try again", err)
