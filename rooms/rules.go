@@ -80,7 +80,7 @@ func applyKind(s *State, c *Command, lim limits, replay bool) (events []Event, c
 	case KindMicDown:
 		return s.micDown(c)
 	case KindChangeMicSeat:
-		return s.changeMicSeat(c)
+		return s.changeMicSeat(c, replay)
 	case KindSetSeatLock:
 		return s.setSeatLock(c)
 	case KindTransferRoomHost:
@@ -200,7 +200,11 @@ func (s *State) micDown(c *Command) ([]Event, bool, error) {
 }
 
 // changeMicSeat is ChangeMicSeat: from the actor's seat to a free, unlocked one.
-func (s *State) changeMicSeat(c *Command) ([]Event, bool, error) {
+//
+// A speaker whose seat the host muted may not move (the mute stays on the
+// seat, and a move would shed it) unless they have the host's powers. Not
+// checked on replay: commands logged before the rule stay valid.
+func (s *State) changeMicSeat(c *Command, replay bool) ([]Event, bool, error) {
 	a := &c.Args
 	actor := c.Actor.UserID
 	if err := s.mustBePresent(actor); err != nil {
@@ -212,6 +216,9 @@ func (s *State) changeMicSeat(c *Command) ([]Event, bool, error) {
 	}
 	if a.SeatIndex == cur {
 		return nil, false, apperr.New(apperr.FailedPrecondition, "already on seat %d", cur)
+	}
+	if !replay && s.Seats[cur].Muted && s.mustModerate(c.Actor) != nil {
+		return nil, false, apperr.New(apperr.FailedPrecondition, "seat %d is muted by the host: you may change seats once the mute is lifted", cur)
 	}
 	if err := s.mustBeFreeSeat(a.SeatIndex); err != nil {
 		return nil, false, err

@@ -291,11 +291,15 @@ func TestSeatMuteStaysOnTheSeat(t *testing.T) {
 	muted("speaker left", Seat{Muted: true})
 	r.must(KindMicUp, bob, Args{SeatIndex: 0})
 	muted("new speaker", Seat{UserID: bob, Muted: true})
-	r.must(KindChangeMicSeat, bob, Args{SeatIndex: 1})
-	muted("speaker moved away", Seat{Muted: true})
+	// Moving would shed the mute: refused until the host lifts it.
+	r.refused(KindChangeMicSeat, bob, Args{SeatIndex: 1}, apperr.FailedPrecondition, "muted by the host")
+	r.must(KindMicDown, bob, Args{})
+	muted("speaker left the seat", Seat{Muted: true})
+	r.must(KindMicUp, bob, Args{SeatIndex: 1})
 	if r.s.Seats[1].Muted {
 		t.Fatal("the mute moved with the speaker")
 	}
+	r.must(KindMicDown, bob, Args{})
 	r.must(KindRequestMic, erin, Args{SeatIndex: 0})
 	r.must(KindApproveMicRequest, dave, Args{TargetUserID: erin, SeatIndex: AnySeat})
 	muted("approved speaker", Seat{UserID: erin, Muted: true})
@@ -541,6 +545,25 @@ func TestApplyMode(t *testing.T) {
 // TestReplayKeepsLoggedExpiries: a request to speak and an invitation
 // lapse on replay when they first did, from the expiry the command log
 // holds, whatever the configuration or the code says by then.
+// TestReplayKeepsMovesFromMutedSeats: a seat change from a host-muted seat,
+// refused since the rule came, still replays when a log holds one from
+// before it.
+func TestReplayKeepsMovesFromMutedSeats(t *testing.T) {
+	s := hostsRoom()
+	s.Seats[0] = Seat{UserID: alice, Muted: true}
+	c := &Command{Kind: KindChangeMicSeat, Actor: Actor{UserID: alice}, NowMs: 1, Args: Args{SeatIndex: 1}}
+	if _, _, err := apply(s.Clone(), c, limits{}, false); !apperr.Is(err, apperr.FailedPrecondition) {
+		t.Fatalf("new command: err = %v, want FAILED_PRECONDITION", err)
+	}
+	next := s.Clone()
+	if _, changed, err := apply(next, c, limits{}, true); err != nil || !changed {
+		t.Fatalf("replay: changed %v, err %v", changed, err)
+	}
+	if next.Seats[1].UserID != alice || !next.Seats[0].Muted {
+		t.Fatalf("replayed move: seats %+v", next.Seats[:2])
+	}
+}
+
 func TestReplayKeepsLoggedExpiries(t *testing.T) {
 	start := hostsRoom()
 	request := *cmd(KindRequestMic, bob, Args{SeatIndex: AnySeat, ExpiresAtMs: 7000})

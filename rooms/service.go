@@ -313,6 +313,9 @@ func (s *Service) checkArgs(cmd *Command) error {
 			return apperr.Invalid("user_id", "must be a positive number")
 		}
 	}
+	if a.TargetUserID < 0 {
+		return apperr.Invalid("user_id", "must be a positive number")
+	}
 	return nil
 }
 
