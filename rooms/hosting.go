@@ -114,6 +114,22 @@ func (s *State) removeAdmin(c *Command) ([]Event, bool, error) {
 	return []Event{{roomevent.RoomAdminRemoved, roomevent.AdminChanged{UserID: target, ByUserID: c.Actor.UserID}}}, true, nil
 }
 
+// mustActOn admits the host's powers acting on target (a kick, a chat
+// mute): not on themself, never on the owner, and a room admin not on the
+// host or another admin. verb and done name the act in the refusals.
+func (s *State) mustActOn(a Actor, target int64, verb, done string) error {
+	if err := s.mustModerate(a); err != nil {
+		return err
+	}
+	switch {
+	case target == a.UserID:
+		return apperr.Invalid("user_id", "you cannot %s yourself", verb)
+	case target == s.OwnerUserID:
+		return apperr.New(apperr.PermissionDenied, "the owner cannot be %s", done)
+	}
+	return s.mustOutrank(a, target)
+}
+
 // mustOwn admits the owner and operators.
 func (s *State) mustOwn(a Actor, what string) error {
 	if a.Admin || (a.UserID != 0 && a.UserID == s.OwnerUserID) {
@@ -132,20 +148,12 @@ func (s *State) muteChat(c *Command) ([]Event, bool, error) {
 	a := &c.Args
 	actor := c.Actor.UserID
 	now := c.NowMs
-	if err := s.mustModerate(c.Actor); err != nil {
-		return nil, false, err
-	}
 	target := a.TargetUserID
-	switch {
-	case target == actor:
-		return nil, false, apperr.Invalid("user_id", "you cannot mute yourself")
-	case target == s.OwnerUserID:
-		return nil, false, apperr.New(apperr.PermissionDenied, "the owner cannot be muted")
-	case a.MuteSeconds < 0 || a.MuteSeconds > MaxMuteSeconds:
-		return nil, false, apperr.Invalid("seconds", "must be 0..%d", MaxMuteSeconds)
-	}
-	if err := s.mustOutrank(c.Actor, target); err != nil {
+	if err := s.mustActOn(c.Actor, target, "mute", "muted"); err != nil {
 		return nil, false, err
+	}
+	if a.MuteSeconds < 0 || a.MuteSeconds > MaxMuteSeconds {
+		return nil, false, apperr.Invalid("seconds", "must be 0..%d", MaxMuteSeconds)
 	}
 	var untilMs int64
 	if a.MuteSeconds > 0 {

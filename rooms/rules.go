@@ -318,17 +318,8 @@ func (s *State) kick(c *Command) ([]Event, bool, error) {
 	a := &c.Args
 	actor := c.Actor.UserID
 	now := c.NowMs
-	if err := s.mustModerate(c.Actor); err != nil {
-		return nil, false, err
-	}
 	target := a.TargetUserID
-	switch {
-	case target == actor:
-		return nil, false, apperr.Invalid("user_id", "you cannot kick yourself")
-	case target == s.OwnerUserID:
-		return nil, false, apperr.New(apperr.PermissionDenied, "the owner cannot be kicked")
-	}
-	if err := s.mustOutrank(c.Actor, target); err != nil {
+	if err := s.mustActOn(c.Actor, target, "kick", "kicked"); err != nil {
 		return nil, false, err
 	}
 	present := s.isPresent(target)
