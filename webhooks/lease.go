@@ -19,35 +19,57 @@ const leaseKey = "holder"
 // succeeds only while nobody holds it) and renewed with Update at the
 // revision last written (which fails once it expired or was taken).
 type lease struct {
-	kv     jetstream.KeyValue
-	holder string
-	ttl    time.Duration
-	rev    uint64
+	js       jetstream.JetStream
+	replicas int
+	kv       jetstream.KeyValue // nil: provision the bucket again first
+	holder   string
+	ttl      time.Duration
+	rev      uint64
 }
 
 // openLease creates or updates the bucket.
 func openLease(ctx context.Context, js jetstream.JetStream, holder string, ttl time.Duration, replicas int) (*lease, error) {
-	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+	l := &lease{js: js, replicas: replicas, holder: holder, ttl: ttl}
+	if err := l.open(ctx); err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+// open creates or updates the bucket. It is in memory (a lease outlives
+// no server), so a restarted JetStream server has lost it: take provisions
+// it again after a failure.
+func (l *lease) open(ctx context.Context) error {
+	kv, err := l.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
 		Bucket:      LeaseBucket,
 		Description: "voiceroom webhooks: the process delivering",
 		History:     1,
-		TTL:         ttl,
+		TTL:         l.ttl,
 		Storage:     jetstream.MemoryStorage,
-		Replicas:    replicas,
+		Replicas:    l.replicas,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("provision bucket %s: %w", LeaseBucket, err)
+		return fmt.Errorf("provision bucket %s: %w", LeaseBucket, err)
 	}
-	return &lease{kv: kv, holder: holder, ttl: ttl}, nil
+	l.kv = kv
+	return nil
 }
 
 // take tries to take the lease; false while another process holds it.
+// After an error (the server unreachable, or restarted without the
+// bucket) the next take provisions the bucket again first.
 func (l *lease) take(ctx context.Context) (bool, error) {
+	if l.kv == nil {
+		if err := l.open(ctx); err != nil {
+			return false, err
+		}
+	}
 	rev, err := l.kv.Create(ctx, leaseKey, []byte(l.holder))
 	if errors.Is(err, jetstream.ErrKeyExists) {
 		return false, nil
 	}
 	if err != nil {
+		l.kv = nil
 		return false, err
 	}
 	l.rev = rev
@@ -67,7 +89,9 @@ func (l *lease) renew(ctx context.Context) error {
 // release gives the lease up if it is still this process's, so a standby
 // takes over at once.
 func (l *lease) release(ctx context.Context) {
-	_ = l.kv.Delete(ctx, leaseKey, jetstream.LastRevision(l.rev))
+	if l.kv != nil {
+		_ = l.kv.Delete(ctx, leaseKey, jetstream.LastRevision(l.rev))
+	}
 }
 
 // hold runs serve while the lease is held: it renews every ttl/4 and

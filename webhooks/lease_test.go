@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"voiceroom/bus"
 	"voiceroom/internal/testenv"
 )
 
@@ -43,5 +44,66 @@ func TestOneProcessDelivers(t *testing.T) {
 	for room, ids := range idsByRoom(second) {
 		all[room] = append(all[room], ids...)
 	}
+	rc.waitAccepted(all, 30*time.Second)
+}
+
+// TestHolderCrashKeepsRoomOrder: a holder that dies leaves the events it
+// held unacked, and the durable hands them out again only after its ack
+// wait; the next holder still delivers each room's events in order (it
+// reads back from the first unsettled event), and at once.
+func TestHolderCrashKeepsRoomOrder(t *testing.T) {
+	h := newHarness(t)
+	rc, _ := h.newEndpoint("app1")
+	first := roomEvents("app1", []string{"r1", "r2"}, 5)
+	h.publish(first...)
+	// The dead holder: it took the first events from the durable and
+	// never settled them.
+	cons, err := h.js.Conn().JetStream().Consumer(context.Background(), bus.StreamName, bus.DurableWebhooks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	batch, err := cons.FetchNoWait(len(first))
+	if err != nil {
+		t.Fatal(err)
+	}
+	taken := 0
+	for range batch.Messages() {
+		taken++
+	}
+	if taken != len(first) {
+		t.Fatalf("the dead holder took %d events, want %d", taken, len(first))
+	}
+	second := roomEvents("app1", []string{"r1", "r2"}, 5)
+	h.publish(second...)
+	h.startSink(testConfig())
+	all := idsByRoom(first)
+	for room, ids := range idsByRoom(second) {
+		all[room] = append(all[room], ids...)
+	}
+	// Well within the durable's ack wait: the events the dead holder took
+	// are read back, not waited for.
+	if ack := durableInfo(t, h).Config.AckWait; ack < 20*time.Second {
+		t.Fatalf("the durable's ack wait is %s: too short for this test to tell a read-back from a redelivery", ack)
+	}
+	rc.waitAccepted(all, 15*time.Second)
+	waitDrained(t, h)
+}
+
+// TestDeliversAfterJetStreamRestart: the lease bucket is in memory, so a
+// restarted server has lost it; the sink provisions it again and goes on
+// delivering (it stood by forever before).
+func TestDeliversAfterJetStreamRestart(t *testing.T) {
+	h := newHarness(t)
+	rc, _ := h.newEndpoint("app1")
+	h.startSink(testConfig())
+	first := roomEvents("app1", []string{"r1"}, 3)
+	h.publish(first...)
+	rc.waitAccepted(idsByRoom(first), 30*time.Second)
+	h.js.Stop()
+	h.js.Start()
+	second := roomEvents("app1", []string{"r1"}, 3)
+	h.publish(second...)
+	all := idsByRoom(first)
+	all["r1"] = append(all["r1"], idsByRoom(second)["r1"]...)
 	rc.waitAccepted(all, 30*time.Second)
 }
