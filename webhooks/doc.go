@@ -100,11 +100,15 @@
 // by and take over once it stops renewing. The holder stops delivering
 // when half the TTL has passed since its last renewal, before anyone else
 // can take it. A holder that stops gracefully gives back what it held
-// (nakked, so the next holder gets it first) and releases the lease; one
-// that dies leaves its events unacked until the durable's ack wait
-// passes, and the next holder may deliver later events of those rooms
-// before them (room_version orders them). A delivery in flight when the
-// lease changes hands may be repeated.
+// (nakked) and releases the lease; one that dies leaves its events
+// unacked until the durable's ack wait passes. Either way the durable
+// would hand those events out after later ones of the same rooms, so a
+// tenure that finds events unsettled starts every endpoint in backlog
+// mode from the durable's first unsettled event (its ack floor + 1,
+// stored as the cursor first) and reads them back in stream order: each
+// room's events stay in order, and come without waiting for the ack
+// wait. Events the earlier tenure had delivered in that range, and a
+// delivery in flight when the lease changed hands, may be repeated.
 //
 // # History and metrics
 //

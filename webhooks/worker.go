@@ -2,6 +2,7 @@ package webhooks
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"strings"
@@ -159,13 +160,47 @@ func (s *Sink) newWorker(ctx context.Context) (*worker, error) {
 	}
 	// Every event up to here may have been acked by an earlier tenure;
 	// the ones after it come to this tenure's handler first.
-	w.maxSeen = cons.CachedInfo().Delivered.Stream
+	info := cons.CachedInfo()
+	w.maxSeen = info.Delivered.Stream
 	recs, err := loadRecords(octx, s.db)
 	if err != nil {
 		return nil, err
 	}
+	if info.Delivered.Stream > info.AckFloor.Stream {
+		if err := rewind(octx, s.db, recs, info.AckFloor.Stream+1); err != nil {
+			return nil, err
+		}
+	}
 	w.apply(recs)
 	return w, nil
+}
+
+// rewind starts every endpoint of recs in backlog mode from the
+// sequence from (the durable's first unsettled event) at the latest,
+// storing the cursor first.
+//
+// An earlier tenure that ended without settling what it held (a crash,
+// or a stop that gave events back) leaves those events unacked: the
+// durable hands them out again only after its ack wait (or the nak),
+// while the events after them come at once, so a room's later events
+// would reach the endpoint before its earlier ones. Read back from the
+// first unsettled event in stream order instead, each room's events
+// arrive in order; the handler acks the redeliveries at or after the
+// cursor without handing them over (the reader covers them). Events the
+// earlier tenure had already delivered in that range go again: a
+// receiver drops them by id, as after any lease change.
+func rewind(ctx context.Context, db *sql.DB, recs []record, from uint64) error {
+	for i := range recs {
+		r := &recs[i]
+		if r.cursor.Valid && r.cursor.Int64 > 0 && uint64(r.cursor.Int64) <= from {
+			continue
+		}
+		if err := storeCursor(ctx, db, r.ID, from); err != nil {
+			return fmt.Errorf("webhook %d: store the cursor a new tenure starts from: %w", r.ID, err)
+		}
+		r.cursor = sql.NullInt64{Int64: int64(from), Valid: true}
+	}
+	return nil
 }
 
 // run consumes the durable until ctx ends, then gives back what it holds.
