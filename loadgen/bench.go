@@ -86,6 +86,23 @@ func (b *Bench) Run(ctx context.Context) (*Report, error) {
 		}
 	}
 
+	var hooks *hookReceiver
+	var hooksCeiling float64
+	if cfg.Webhooks {
+		if hooks, err = startHookReceiver(); err != nil {
+			return nil, err
+		}
+		defer hooks.close()
+		if cfg.CeilingDuration > 0 {
+			if hooksCeiling, err = b.hooksCeiling(ctx, hooks); err != nil {
+				note("%v", err)
+			}
+		}
+		if err := b.registerHooks(ctx, w, hooks); err != nil {
+			return nil, fmt.Errorf("setup: %w", err)
+		}
+	}
+
 	listOK, why := b.listAvailable(ctx, w)
 	if !listOK {
 		rep.ListNA = why
@@ -120,6 +137,14 @@ func (b *Bench) Run(ctx context.Context) (*Report, error) {
 	go func() {
 		defer close(progressDone)
 		b.progress(lctx, loadStart, rec, lists)
+	}()
+	var down, up time.Time
+	outageDone := make(chan struct{})
+	go func() {
+		defer close(outageDone)
+		if cfg.WebhooksOutage > 0 {
+			down, up = hooks.outage(ctx, loadStart.Add(cfg.Duration/6), cfg.WebhooksOutage)
+		}
 	}()
 	b.load(lctx, w, rec, lists, probe)
 	cancel()
@@ -195,6 +220,17 @@ func (b *Bench) Run(ctx context.Context) (*Report, error) {
 		rep.IMNA = err.Error()
 	} else {
 		rep.IM = &im
+	}
+	if hooks != nil {
+		<-outageDone
+		wh, err := b.hooksFigures(ctx, hooks, commits, loadStart, down, up)
+		wh.CeilingPerSec = hooksCeiling
+		rep.Webhooks = &wh
+		if err != nil {
+			note("webhooks: %v", err)
+		}
+	} else {
+		rep.WebhooksNA = "no webhook receiver (--webhooks)"
 	}
 	if probe != nil {
 		lat, timeouts := probe.result()

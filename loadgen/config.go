@@ -54,13 +54,22 @@ type Config struct {
 	// CeilingDuration is how long each ceiling runs. Default 5s.
 	CeilingDuration time.Duration
 	// DrainRows is the backlog the relay's drain rate is measured on; 0 skips
-	// it. Default 20000.
+	// it (the bench command's --drain-rows defaults to 20000).
 	DrainRows int
 	// DrainApp is the app code of the backlog's rows. Default "benchdrain".
 	DrainApp string
 	// EmulatorURL is the IM emulator's root (its /_emu routes); empty
 	// reports commit → IM receipt as n/a.
 	EmulatorURL string
+	// Webhooks runs a receiver on this host as each app's webhook
+	// endpoint and measures commit → receipt and the delivery rate. The
+	// target must allow http and loopback URLs
+	// (VOICEROOM_WEBHOOKS_ALLOW_HTTP, _ALLOW_PRIVATE_ADDRESSES).
+	Webhooks bool
+	// WebhooksOutage, with Webhooks, takes the receiver down (503) for
+	// this long, from a sixth of the load phase on, and measures how the
+	// backlog drains once it is back. At most Duration.
+	WebhooksOutage time.Duration
 	// QuietTimeout bounds the wait for the outbox to drain after the load.
 	// Default 60s.
 	QuietTimeout time.Duration
@@ -104,9 +113,6 @@ func (c Config) WithDefaults() Config {
 	if c.CeilingDuration == 0 {
 		c.CeilingDuration = 5 * time.Second
 	}
-	if c.DrainRows == 0 {
-		c.DrainRows = 20000
-	}
 	if c.DrainApp == "" {
 		c.DrainApp = "benchdrain"
 	}
@@ -149,6 +155,10 @@ func (c Config) Validate() error {
 		return apperr.BadConfig("CeilingDuration", "ceiling duration: must not be negative")
 	case c.DrainRows < 0 || c.DrainRows > 10000000:
 		return apperr.BadConfig("DrainRows", "drain rows: want 0..10000000, got %d", c.DrainRows)
+	case c.WebhooksOutage < 0 || c.WebhooksOutage > c.Duration:
+		return apperr.BadConfig("WebhooksOutage", "webhooks outage: want 0..duration (%s), got %s", c.Duration, c.WebhooksOutage)
+	case c.WebhooksOutage > 0 && !c.Webhooks:
+		return apperr.BadConfig("WebhooksOutage", "webhooks outage: needs Webhooks")
 	case c.QuietTimeout <= 0:
 		return apperr.BadConfig("QuietTimeout", "quiet timeout: must be positive")
 	case c.DrainApp != "" && !voiceroom.ValidAppCode(c.DrainApp):

@@ -89,6 +89,8 @@ func TestConfigValidate(t *testing.T) {
 		{"negative rate", func(c *Config) { c.Rate = -1 }, "rate"},
 		{"short duration", func(c *Config) { c.Duration = time.Millisecond }, "duration"},
 		{"bad emulator", func(c *Config) { c.EmulatorURL = "::" }, "emulator url"},
+		{"outage without webhooks", func(c *Config) { c.WebhooksOutage = time.Second }, "webhooks outage"},
+		{"outage past the load", func(c *Config) { c.Webhooks, c.WebhooksOutage = true, time.Hour }, "webhooks outage"},
 	} {
 		c := good
 		tc.edit(&c)
@@ -100,10 +102,10 @@ func TestConfigValidate(t *testing.T) {
 }
 
 func TestReportTableNamesWhatIsMissing(t *testing.T) {
-	r := &Report{Target: "x", Commands: map[string]OpStats{"all": {Count: 10, PerSec: 5}}, ListNA: "no list", IMNA: "no emulator", StreamAckNA: "no nats"}
+	r := &Report{Target: "x", Commands: map[string]OpStats{"all": {Count: 10, PerSec: 5}}, ListNA: "no list", IMNA: "no emulator", StreamAckNA: "no nats", WebhooksNA: "no receiver"}
 	var b strings.Builder
 	r.Table(&b)
-	for _, want := range []string{"n/a: no list", "n/a: no emulator", "n/a: no nats"} {
+	for _, want := range []string{"n/a: no list", "n/a: no emulator", "n/a: no nats", "n/a: no receiver"} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, b.String())
 		}

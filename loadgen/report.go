@@ -35,6 +35,8 @@ type Report struct {
 	StreamAckNA string      `json:"commit_to_stream_ack_na,omitempty"`
 	IM          *IMReceipt  `json:"commit_to_im_receipt,omitempty"`
 	IMNA        string      `json:"commit_to_im_receipt_na,omitempty"`
+	Webhooks    *Webhooks   `json:"webhooks,omitempty"`
+	WebhooksNA  string      `json:"webhooks_na,omitempty"`
 	// List is per list read ("list_hot", "list_new", "list_search", "all").
 	List                map[string]OpStats `json:"list_get,omitempty"`
 	ListVisible         *Latency           `json:"commit_to_list_visible,omitempty"`
@@ -223,6 +225,12 @@ func (r *Report) Table(w io.Writer) {
 		lat("commit -> IM receipt", r.IM.Latency, "", fmt.Sprintf("(%d of %d sampled received, %d shown twice)", r.IM.Received, r.IM.Sampled, r.IM.Shown))
 	} else {
 		lat("commit -> IM receipt", nil, r.IMNA, "")
+	}
+	switch {
+	case r.Webhooks != nil:
+		r.Webhooks.table(tw, lat)
+	case r.WebhooksNA != "":
+		lat("commit -> webhook receipt", nil, r.WebhooksNA, "")
 	}
 	if r.ListNA != "" {
 		fmt.Fprintf(tw, "list GET\tn/a: %s\n", r.ListNA)

@@ -57,6 +57,18 @@ func sign(h http.Header, keys [][]byte, id string, now time.Time, body []byte) {
 	h.Set(HeaderSignature, signature(keys, id, ts, body))
 }
 
+// Sign sets the signed headers of a delivery with id and body as the
+// sink sends them at now, with secret (whsec_...): for tools that play
+// the sender against a receiver (the bench's ceiling, tests).
+func Sign(h http.Header, secret, id string, now time.Time, body []byte) error {
+	key, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(secret, SecretPrefix))
+	if err != nil {
+		return fmt.Errorf("secret: %w", err)
+	}
+	sign(h, [][]byte{key}, id, now, body)
+	return nil
+}
+
 // Verify checks a delivery as a receiver would: a signature in h that
 // secret (whsec_...) makes over webhook-id, webhook-timestamp and body,
 // and a timestamp within tolerance of now. (A receiver in another

@@ -54,6 +54,8 @@ func bench(ctx context.Context, args []string) error {
 	fs.Int64Var(&c.Seed, "seed", 1, "seed of users, rooms and choices")
 	fs.DurationVar(&c.CeilingDuration, "ceiling-duration", 5*time.Second, "length of each ceiling measurement")
 	fs.IntVar(&c.DrainRows, "drain-rows", 20000, "outbox backlog for the relay's drain rate (0 skips)")
+	fs.BoolVar(&c.Webhooks, "webhooks", false, "run a webhook receiver on this host as each app's endpoint: commit -> receipt, deliveries/s (the target must allow http and loopback URLs: VOICEROOM_WEBHOOKS_ALLOW_HTTP, _ALLOW_PRIVATE_ADDRESSES; --inprocess does)")
+	fs.DurationVar(&c.WebhooksOutage, "webhooks-outage", 0, "with --webhooks: the receiver answers 503 for this long from a sixth of the load on; the backlog's drain is measured")
 	fs.StringVar(&c.EmulatorURL, "im-emulator", "", "IM emulator root (its /_emu routes); empty: commit -> IM is n/a")
 	jsonOut := fs.String("json", "bench.json", "JSON report file (empty: none)")
 	profile := fs.String("profile", "", "write a CPU profile of voiceroom during the load to this file")
@@ -317,6 +319,9 @@ func startInProcess(ctx context.Context, log *slog.Logger) (*inProcessStack, err
 		"VOICEROOM_MYSQL_MAX_OPEN_CONNS": "64",
 		"VOICEROOM_PPROF":                "true", // a GC before the heap is read
 		"VOICEROOM_OPS_ADDR":             opsAddr,
+		// The bench's webhook receiver (--webhooks) is on this host.
+		"VOICEROOM_WEBHOOKS_ALLOW_HTTP":              "true",
+		"VOICEROOM_WEBHOOKS_ALLOW_PRIVATE_ADDRESSES": "true",
 	}
 	for k, v := range env {
 		os.Setenv(k, v)

@@ -35,6 +35,29 @@ func TestBenchInProcess(t *testing.T) {
 	}
 }
 
+// TestBenchWebhooks runs the bench's webhook receiver with an outage in
+// the middle of the load: every event of the load reaches it, verified and
+// in order per room, and the backlog the outage left is measured.
+func TestBenchWebhooks(t *testing.T) {
+	rep := runBenchInProcess(t, "--duration", "6s", "--webhooks", "--webhooks-outage", "2s", "--drain-rows", "0")
+	w := rep.Webhooks
+	if w == nil {
+		t.Fatalf("no webhook figures (n/a: %s); notes %v", rep.WebhooksNA, rep.Notes)
+	}
+	if w.Committed == 0 || w.Received != w.Committed || w.OutOfOrder != 0 || w.Unverified != 0 {
+		t.Errorf("webhooks = %+v, want every committed event received, in order, verified", w)
+	}
+	if w.Latency == nil || w.Deliveries == 0 || w.CeilingPerSec <= 0 {
+		t.Errorf("webhooks = %+v, want a latency, deliveries and the receiver's ceiling", w)
+	}
+	if o := w.Outage; o == nil || o.DownSec < 1.9 || o.Backlog == 0 {
+		t.Errorf("outage = %+v, want the receiver down 2s with a backlog", w.Outage)
+	}
+	if rep.Drain != nil {
+		t.Errorf("--drain-rows 0 ran the drain: %+v", rep.Drain)
+	}
+}
+
 // TestBenchHostsMix runs the hosts mix: every hosts' command is sent,
 // answered OK at least once, and none fails on the server's side or finds
 // its route missing.
