@@ -75,20 +75,20 @@
 // events is left to the relay (failed, timed out, queue full,
 // disconnected), the fast path leaves all of that room's later events to
 // the relay as well, until the relay has published the newest of them;
-// the relay publishes them oldest first. Within a pass, once a row of a
-// room fails, the relay publishes none of that room's later rows until
-// the next pass.
+// the relay publishes them oldest first. Within a batch the relay never
+// has two messages of one room in flight: it publishes in waves, the
+// first row of every room, then the next of each whose previous one was
+// acked, so a later event is never stored while an earlier one of its
+// room fails (a server restarting refuses some messages of a batch and
+// accepts the next ones). Within a pass, once a row of a room fails, the
+// relay publishes none of that room's later rows until the next pass.
 //
-// After failures the order can break, and consumers must not rely on it:
+// After some failures the order can still break, and consumers must not
+// rely on it alone:
 //
 //   - With several relays, two of them publish different batches at the
 //     same time, so a room's events in two batches can be stored in either
 //     order.
-//   - Within one batch, the messages are in flight together: if an
-//     earlier one fails and a later one of the same room succeeds, the
-//     later one is stored first and the earlier one follows on the next
-//     pass. The same holds when the connection drops mid-batch and
-//     nats.go resends what it had buffered.
 //   - An event whose ack was lost is stored once and published again
 //     later; inside the stream's duplicate window (2m by default) the
 //     repeat is dropped, after it a second copy is stored, after newer

@@ -3,6 +3,7 @@ package outboxrelay
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -468,15 +469,15 @@ func (r *Relay) publish(ctx context.Context, p *pass, b *batch) {
 		msgs = append(msgs, m)
 	}
 	b.rows = rows // rows[j] is msgs[j]
-	r.m.heldBackRows(b.heldBack)
 	if len(msgs) == 0 {
+		r.m.heldBackRows(b.heldBack)
 		return
 	}
 
 	// The publish outlives Run's ctx: at shutdown the batch in flight
 	// finishes (or times out) and its results are recorded.
 	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.PublishTimeout)
-	results := r.pub.PublishBatch(pctx, msgs)
+	results := r.publishInRoomOrder(pctx, b.rows, msgs)
 	cancel()
 	now := r.cfg.Now()
 
@@ -484,6 +485,10 @@ func (r *Relay) publish(ctx context.Context, p *pass, b *batch) {
 	logged := 0
 	for j, res := range results {
 		rw := b.rows[j]
+		if errors.Is(res.Err, errEarlierFailed) {
+			b.heldBack++ // stays pending, untouched: its room goes again next pass
+			continue
+		}
 		if res.Err == nil {
 			b.published = append(b.published, rw.ID)
 			r.m.acked(pathRelay, rw.EventID, time.UnixMilli(rw.CreatedAtMs), now, res.Ack.Duplicate)
@@ -504,9 +509,69 @@ func (r *Relay) publish(ctx context.Context, p *pass, b *batch) {
 		}
 	}
 	r.m.failed(pathRelay, b.nFailed)
+	r.m.heldBackRows(b.heldBack)
 	if len(b.published) == 0 {
 		p.stop.Store(true)
 	}
+}
+
+// errEarlierFailed is the result of a message not sent because an
+// earlier message of its room in the batch failed.
+var errEarlierFailed = errors.New("not sent: an earlier event of its room failed")
+
+// publishInRoomOrder publishes msgs (msgs[j] is rows[j], in id order) in
+// waves: the first message of every room in the batch, then, once those
+// are answered, the next of every room whose previous one was acked, and
+// so on. No two messages of one room are ever in flight together, so the
+// stream stores each room's events in room_version order even when some
+// fail: sent together, an earlier message refused (the server restarting,
+// say) and a later one of its room accepted would be stored out of order.
+// A message after a failed one of its room is not sent: its result is
+// errEarlierFailed. Rooms go concurrently, as before; a batch costs as
+// many round trips as its busiest room has rows.
+func (r *Relay) publishInRoomOrder(ctx context.Context, rows []voiceroom.OutboxRow, msgs []bus.Message) []bus.Result {
+	results := make([]bus.Result, len(msgs))
+	// The rows of each room, in order; queues[k] is the k-th room met.
+	index := make(map[voiceroom.RoomKey]int, len(rows))
+	var queues [][]int
+	for j, rw := range rows {
+		key := voiceroom.RoomKey{AppCode: rw.AppCode, RoomID: rw.RoomID}
+		k, ok := index[key]
+		if !ok {
+			k = len(queues)
+			index[key] = k
+			queues = append(queues, nil)
+		}
+		queues[k] = append(queues[k], j)
+	}
+	if len(queues) == len(rows) { // one row per room: one wave
+		return r.pub.PublishBatch(ctx, msgs)
+	}
+	wave := make([]bus.Message, 0, len(queues))
+	at := make([]int, 0, len(queues)) // wave[i] is msgs[at[i]]
+	for len(queues) > 0 {
+		wave, at = wave[:0], at[:0]
+		for _, q := range queues {
+			wave = append(wave, msgs[q[0]])
+			at = append(at, q[0])
+		}
+		res := r.pub.PublishBatch(ctx, wave)
+		next := queues[:0]
+		for i, q := range queues {
+			results[at[i]] = res[i]
+			if res[i].Err != nil {
+				for _, j := range q[1:] {
+					results[j] = bus.Result{Err: errEarlierFailed}
+				}
+				continue
+			}
+			if len(q) > 1 {
+				next = append(next, q[1:])
+			}
+		}
+		queues = next
+	}
+	return results
 }
 
 // finish records b's results in its transaction and commits: published
