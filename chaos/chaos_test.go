@@ -40,6 +40,8 @@ type row struct {
 	ok                         int
 	committed, inStream        int
 	delivered                  string
+	hooksDelivered             string // events the webhook receiver accepted, of those committed
+	hooksRepeats               int    // deliveries beyond an event's first, dropped by id (whole run)
 	lost, dupShown, outOfOrder string
 	recover                    time.Duration // longest gap between two 200s
 	problems                   []string
@@ -140,13 +142,18 @@ func TestChaos(t *testing.T) {
 				pauseRoomsNode(t, c, r, c.rooms3, d.rooms)
 				return ""
 			}},
+		{name: "11 webhook receiver down, deliverer SIGKILLed", inject: func(t *testing.T, c *cluster, r *row) string {
+			webhooksDown(t, c, r, m.fault)
+			return ""
+		}},
 	}
 
 	var rows []row
 	var all []outcome
 	var prev account // the previous scenario's totals, for per-scenario figures
+	var prevHooks struct{ outOfOrder, unverified int }
 	for _, sc := range scenarios {
-		r := row{name: sc.name, delivered: "n/a", dupShown: "n/a", imCheck: imSkip, listCheck: listSkip}
+		r := row{name: sc.name, delivered: "n/a", hooksDelivered: "n/a", dupShown: "n/a", imCheck: imSkip, listCheck: listSkip}
 		if sc.full && !m.full {
 			r.skip = "full mode only (VOICEROOM_CHAOS=full)"
 			rows = append(rows, r)
@@ -224,6 +231,25 @@ func TestChaos(t *testing.T) {
 					waits = append(waits, "the emulator showed no event at all")
 				}
 			}
+			var hk hooksAccount
+			wait("webhook delivery", func() error {
+				var err error
+				if hk, err = c.hooks.check(context.Background(), c); err != nil {
+					return err
+				}
+				if len(hk.missing) > 0 {
+					return fmt.Errorf("%d committed events not at the webhook receiver yet, e.g. %v", len(hk.missing), first(hk.missing))
+				}
+				return nil
+			})
+			r.hooksDelivered, r.hooksRepeats = fmt.Sprintf("%d of %d", hk.delivered, hk.committed), hk.repeats
+			if n := len(hk.outOfOrder) - prevHooks.outOfOrder; n > 0 {
+				waits = append(waits, fmt.Sprintf("%d events reached the webhook receiver after later ones of their room: %v", n, first(hk.outOfOrder[prevHooks.outOfOrder:])))
+			}
+			if n := len(hk.unverified) - prevHooks.unverified; n > 0 {
+				waits = append(waits, fmt.Sprintf("%d webhook deliveries did not verify: %v", n, first(hk.unverified[prevHooks.unverified:])))
+			}
+			prevHooks.outOfOrder, prevHooks.unverified = len(hk.outOfOrder), len(hk.unverified)
 			if listSkip == "" {
 				wait("list convergence", func() error {
 					if bad := d.checkList(context.Background()); len(bad) > 0 {
@@ -418,10 +444,10 @@ func listMissing(t *testing.T, d *driver) string {
 func report(t *testing.T, rows []row, imSkip, listSkip string) {
 	var b strings.Builder
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "scenario\tOK answers\tfailed answers\tevents committed\tin stream\tdelivered (IM)\tlost\tduplicates shown\tstream dups\tout of order\tlongest gap between OKs\tquiet after\tresult")
+	fmt.Fprintln(tw, "scenario\tOK answers\tfailed answers\tevents committed\tin stream\tdelivered (IM)\tdelivered (webhooks)\tlost\tduplicates shown\twebhook repeats\tstream dups\tout of order\tlongest gap between OKs\tquiet after\tresult")
 	for _, r := range rows {
 		if r.skip != "" && r.committed == 0 {
-			fmt.Fprintf(tw, "%s\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t%s\n", r.name, r.skip)
+			fmt.Fprintf(tw, "%s\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t%s\n", r.name, r.skip)
 			continue
 		}
 		res := "ok"
@@ -437,8 +463,8 @@ func report(t *testing.T, rows []row, imSkip, listSkip string) {
 		if r.recover >= 0 {
 			rec = r.recover.Round(10 * time.Millisecond).String()
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", r.name, r.ok, r.failed, r.committed, r.inStream, r.delivered, r.lost, r.dupShown,
-			r.dupInStream, r.outOfOrder, rec, r.quiet.Round(10*time.Millisecond), res)
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\n", r.name, r.ok, r.failed, r.committed, r.inStream, r.delivered, r.hooksDelivered,
+			r.lost, r.dupShown, r.hooksRepeats, r.dupInStream, r.outOfOrder, rec, r.quiet.Round(10*time.Millisecond), res)
 	}
 	tw.Flush()
 	if imSkip == "" {
@@ -448,7 +474,9 @@ func report(t *testing.T, rows []row, imSkip, listSkip string) {
 		listSkip = "every room's list item matched its online count and heat"
 	}
 	fmt.Fprintf(&b, "failed answers: no definite answer after 15 s of retries with the same key (may or may not have committed; checked either way).\n"+
-		"events committed, in stream and out of order are the scenario's; lost and stream dups count the whole run; quiet after counts from the load's end.\nIM checks: %s; list checks: %s\n", imSkip, listSkip)
+		"events committed, in stream and out of order are the scenario's; lost, stream dups and both delivered columns count the whole run; quiet after counts from the load's end.\n"+
+		"webhook checks: every committed event accepted by the receiver (signature verified), each room's events first arriving in order; repeats are allowed (the receiver drops them by id).\n"+
+		"IM checks: %s; list checks: %s\n", imSkip, listSkip)
 	t.Log("\n" + b.String())
 	fmt.Fprint(os.Stdout, b.String())
 }

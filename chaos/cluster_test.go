@@ -328,23 +328,25 @@ func (m *mariaServer) stop() {
 
 // cluster is the system under test.
 type cluster struct {
-	mode   mode
-	secret string
-	dsn    string // with the database
-	db     *sql.DB
-	nats   *natsHost
-	redis  *redisServer
-	maria  *mariaServer // nil in short mode
-	emu    *emulator    // nil when the build has no IM emulator
-	emuWhy string       // why emu is nil
-	api    *proc        // api, rooms
-	rooms2 *proc        // rooms only
-	rooms3 *proc        // rooms only
-	relay  *proc        // relay only
-	bridge *proc        // imbridge
-	proj   *proc        // projector
-	nc     *nats.Conn
-	js     jetstream.JetStream
+	mode     mode
+	secret   string
+	dsn      string // with the database
+	db       *sql.DB
+	nats     *natsHost
+	redis    *redisServer
+	maria    *mariaServer // nil in short mode
+	emu      *emulator    // nil when the build has no IM emulator
+	emuWhy   string       // why emu is nil
+	hooks    *hooks       // the app's webhook receiver
+	api      *proc        // api, rooms
+	rooms2   *proc        // rooms only
+	rooms3   *proc        // rooms only
+	relay    *proc        // relay only
+	bridge   *proc        // imbridge
+	proj     *proc        // projector
+	webhooks *proc        // webhooks
+	nc       *nats.Conn
+	js       jetstream.JetStream
 }
 
 // newCluster starts everything and stops it when the test ends.
@@ -416,6 +418,13 @@ func newCluster(t *testing.T, m mode) *cluster {
 	if c.emu != nil {
 		common = append(common, c.emu.env()...)
 	}
+	// The app's webhook receiver is on this host, over http.
+	c.hooks = startHooks(t)
+	common = append(common,
+		"VOICEROOM_WEBHOOKS_ALLOW_HTTP=true",
+		"VOICEROOM_WEBHOOKS_ALLOW_PRIVATE_ADDRESSES=true",
+		"VOICEROOM_WEBHOOKS_SECRET_KEY="+strings.Repeat("c4", 32), // every process opens the secrets the api sealed
+	)
 	mk := func(name, roles string) *proc {
 		port := freePort(t)
 		dir := filepath.Join(tmp, name)
@@ -433,22 +442,23 @@ func newCluster(t *testing.T, m mode) *cluster {
 		})
 		return p
 	}
-	// The rooms nodes get an operators' listener each, on a port of their
-	// own: the suite reads their voiceroom_cluster_* series.
-	mkRooms := func(name, roles string) *proc {
+	// The rooms nodes and the webhooks process get an operators' listener
+	// each, on a port of their own: the suite reads their
+	// voiceroom_cluster_* and voiceroom_webhooks_* series.
+	mkOps := func(name, roles string) *proc {
 		p := mk(name, roles)
 		port := freePort(t)
 		p.ops = fmt.Sprintf("http://127.0.0.1:%d", port)
 		p.env = append(p.env, fmt.Sprintf("VOICEROOM_OPS_ADDR=127.0.0.1:%d", port)) // the last value counts
 		return p
 	}
-	c.api = mkRooms("api-rooms", "api,rooms")
+	c.api = mkOps("api-rooms", "api,rooms")
 	c.api.start(t) // migrates first
 	// Two rooms-only nodes: the rooms role on three processes, which the
 	// api process routes to over NATS.
-	c.rooms2 = mkRooms("rooms-2", "rooms")
+	c.rooms2 = mkOps("rooms-2", "rooms")
 	c.rooms2.start(t)
-	c.rooms3 = mkRooms("rooms-3", "rooms")
+	c.rooms3 = mkOps("rooms-3", "rooms")
 	c.rooms3.start(t)
 	c.relay = mk("relay", "relay")
 	// Small batches: a backlog takes many of them, so a kill lands mid-way.
@@ -461,6 +471,11 @@ func newCluster(t *testing.T, m mode) *cluster {
 	c.bridge.start(t)
 	c.proj = mk("projector", "projector")
 	c.proj.start(t)
+	// A short delivery lease: a killed deliverer's successor takes over
+	// after about 2 s, not 15.
+	c.webhooks = mkOps("webhooks", "webhooks")
+	c.webhooks.env = append(c.webhooks.env, "VOICEROOM_WEBHOOKS_LEASE_TTL="+leaseTTL.String())
+	c.webhooks.start(t)
 
 	if c.db, err = sql.Open("mysql", c.dsn); err != nil {
 		t.Fatal(err)

@@ -1,5 +1,5 @@
 // Package chaos is the fault-injection suite: it builds voiceroom, runs one
-// process per role group (api+rooms, relay, imbridge, projector) and two
+// process per role group (api+rooms, relay, imbridge, projector, webhooks) and two
 // rooms-only processes (rooms-2, rooms-3: the rooms role on three nodes,
 // package roomcluster, with a 2 s lease TTL to keep the scenarios short)
 // against a JetStream server hosted by the test, a Redis server of its own
@@ -29,7 +29,12 @@
 //     serving) every partition it held, its
 //     voiceroom_cluster_handovers_total{reason="expired"} must rise and its
 //     log say "lease not renewed in time" or "lease renewal refused": it
-//     noticed on its own clock that its leases lapsed.
+//     noticed on its own clock that its leases lapsed;
+//  11. the app's webhook receiver down (503) and, while it is, the
+//     webhooks process SIGKILLed holding undelivered events, then
+//     restarted (a 2 s delivery lease) and the receiver back: the new
+//     deliverer must deliver the dead one's events before the later
+//     events of their rooms.
 //
 // Scenarios 9 and 10 fail unless their node held partitions, some of them
 // with rooms the load drives, when the fault hit ("proves nothing");
@@ -45,7 +50,11 @@
 // exactly once and no outbox row is pending; the DLQ holds
 // none of the suite's events; every wallet balance equals its ledger and no
 // gift was debited twice; every client-visible event reached the IM emulator
-// once and the list projection equals the rooms' state (both skipped, with
+// once; every committed event reached the app's webhook receiver (a
+// process of its own, role webhooks, and an HTTP server in the test that
+// verifies each delivery's signature), each room's events first arriving
+// in order (repeats are counted, and dropped by id as a receiver is told
+// to); and the list projection equals the rooms' state (both skipped, with
 // the reason, while the build lacks them; a room list that answers anything
 // but a missing route fails the suite). It prints a table with a row per
 // scenario.

@@ -97,6 +97,8 @@ func newDriver(t *testing.T, c *cluster, nRooms, nUsers int) *driver {
 	if st, code, _ := d.send(ctx, "POST", "/admin/v1/gifts", d.admin, "", map[string]any{"gift_id": giftID, "name": "rose", "price": 2, "heat": 5}); st != 200 {
 		t.Fatalf("create gift: %d %s", st, code)
 	}
+	// Before any room: every room event is the receiver's.
+	c.hooks.register(t, d, c.webhooks)
 	for i := range nRooms {
 		id := int64(10_000 + i)
 		tok, err := authtoken.Issue(secret, app, id, "", 24*time.Hour, time.Now())
