@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -14,38 +15,61 @@ import (
 )
 
 // ConsoleRoutes returns the Mount of the operators' console (package
-// console): GET /console and GET and POST /console/*, answered by the
-// handler newHandler makes. newHandler gets a RoundTripper that answers
-// requests with this server's own routes, in process (see loopback): every
-// call the console makes passes the same authentication, rate limit,
-// checks and error envelope as the same call from curl.
-func ConsoleRoutes(newHandler func(api http.RoundTripper) http.Handler) Mount {
+// console): GET /console and GET and POST /console/*, answered by h. It
+// binds api to this server's app: the console makes its calls through
+// api, so that each passes the same authentication, rate limit, checks
+// and error envelope as the same call from curl.
+func ConsoleRoutes(h http.Handler, api *Loopback) Mount {
 	return func(r Routers) {
-		h := adaptor.HTTPHandler(newHandler(&loopback{app: r.app}))
-		r.Public.Get("/console", h)
-		r.Public.Get("/console/*", h)
-		r.Public.Post("/console/*", h)
+		api.bind(r.app)
+		fh := adaptor.HTTPHandler(h)
+		r.Public.Get("/console", fh)
+		r.Public.Get("/console/*", fh)
+		r.Public.Post("/console/*", fh)
 	}
 }
 
 // loopbackAddr is the remote address of the console's in-process calls.
 var loopbackAddr = &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)}
 
-// loopback is an http.RoundTripper over a Fiber app's handler: the request
-// runs through the app's middleware and routes in the calling goroutine,
-// with no socket. It serves the console only; the app's routes must be
-// final before the first call.
-type loopback struct {
+// Loopback is an http.RoundTripper over a server's own Fiber app: a
+// request runs through the app's middleware and routes in the calling
+// goroutine, with no socket. ConsoleRoutes binds it; the routes must be
+// final before its first call.
+type Loopback struct {
+	mu      sync.Mutex
 	app     *fiber.App
 	handler fasthttp.RequestHandler
-	once    sync.Once
+}
+
+// NewLoopback returns a Loopback that ConsoleRoutes binds.
+func NewLoopback() *Loopback { return &Loopback{} }
+
+func (l *Loopback) bind(app *fiber.App) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.app, l.handler = app, nil
+}
+
+// handle is the app's handler, taken at the first call (once every
+// route is mounted), or nil before ConsoleRoutes has run.
+func (l *Loopback) handle() fasthttp.RequestHandler {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.handler == nil && l.app != nil {
+		l.handler = l.app.Handler()
+	}
+	return l.handler
 }
 
 // RoundTrip answers req with the app. It reads req's body whole (the
 // app's body limit applies as on the listener) and fails only when that
-// read fails.
-func (l *loopback) RoundTrip(req *http.Request) (*http.Response, error) {
-	l.once.Do(func() { l.handler = l.app.Handler() })
+// read fails or the Loopback is not bound yet.
+func (l *Loopback) RoundTrip(req *http.Request) (*http.Response, error) {
+	handler := l.handle()
+	if handler == nil {
+		return nil, errors.New("loopback: not mounted")
+	}
 	var in fasthttp.Request
 	in.Header.SetMethod(req.Method)
 	in.SetRequestURI(req.URL.RequestURI())
@@ -65,7 +89,7 @@ func (l *loopback) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	var fctx fasthttp.RequestCtx
 	fctx.Init(&in, loopbackAddr, nil)
-	l.handler(&fctx)
+	handler(&fctx)
 
 	out := &http.Response{
 		Status:     http.StatusText(fctx.Response.StatusCode()),

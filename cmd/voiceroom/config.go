@@ -52,6 +52,8 @@ type config struct {
 	// (offDefaults) so that an empty value can turn it off.
 	OpsAddr     string   `env:"VOICEROOM_OPS_ADDR"`
 	CORSOrigins []string `env:"VOICEROOM_CORS_ORIGINS" envSeparator:","`
+	// Console serves the operators' console under /console with the api role.
+	Console bool `env:"VOICEROOM_CONSOLE" envDefault:"true"`
 
 	MySQLDSN          string        `env:"VOICEROOM_MYSQL_DSN" envDefault:"root:@tcp(127.0.0.1:3306)/voiceroom"`
 	MySQLMaxOpenConns int           `env:"VOICEROOM_MYSQL_MAX_OPEN_CONNS" envDefault:"64"`
