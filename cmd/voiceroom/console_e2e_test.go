@@ -46,14 +46,14 @@ func findBrowser(tb testing.TB) string {
 // test on any error in its console (a script error, a CSP violation, a
 // failed request) when the test ends.
 type browser struct {
-	t    *testing.T
+	t    testing.TB
 	ctx  context.Context
 	base string
 	mu   sync.Mutex
 	errs []string
 }
 
-func newTestBrowser(t *testing.T, base string) *browser {
+func newTestBrowser(t testing.TB, base string) *browser {
 	t.Helper()
 	path := findBrowser(t)
 	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(path), chromedp.NoSandbox,
@@ -189,7 +189,7 @@ func (b *browser) signIn(token string) {
 }
 
 // issue mints a token of app for user (0: an admin token).
-func issue(t *testing.T, secret []byte, app string, user int64) string {
+func issue(t testing.TB, secret []byte, app string, user int64) string {
 	t.Helper()
 	role := ""
 	if user == 0 {
@@ -204,7 +204,7 @@ func issue(t *testing.T, secret []byte, app string, user int64) string {
 
 // fragment fetches a console page's content over HTTP as the console's
 // script does, with token, and returns the status and body.
-func fragment(t *testing.T, base, token, method, path string, form url.Values) (int, string) {
+func fragment(t testing.TB, base, token, method, path string, form url.Values) (int, string) {
 	t.Helper()
 	var body io.Reader
 	if form != nil {

@@ -17,6 +17,7 @@
     document.title = (h ? h.textContent + ' · ' : '') + 'voiceroom console';
     var focus = main.querySelector('[autofocus], .error, .flash');
     if (focus && focus.focus) { focus.focus(); }
+    if (window.performance && performance.mark) { performance.mark('console:shown'); } // read by the page's benchmark
   }
 
   // load fetches a page's content (GET) or posts a form, then shows it.
