@@ -148,6 +148,3 @@ func seedListEntries(tb testing.TB, db *sql.DB, app string, region int64, n int)
 		}
 	}
 }
-
-
-

@@ -320,10 +320,10 @@ func TestConsoleInABrowser(t *testing.T) {
 	})
 
 	// Pin B, hide A.
-	b.do(chromedp.Click(chromedp.CSS(`.card[data-room="`+roomB.RoomID+`"] details summary`)))
+	b.do(chromedp.Click(chromedp.CSS(`.card[data-room="` + roomB.RoomID + `"] details summary`)))
 	b.submit(`.card[data-room="`+roomB.RoomID+`"] form[action="/console/pins"]`, map[string]string{"reason": "featured"})
 	b.waitText(".flash", "pinned in region "+sea)
-	b.do(chromedp.Click(chromedp.CSS(`.card[data-room="`+roomA.RoomID+`"] details:last-of-type summary`)))
+	b.do(chromedp.Click(chromedp.CSS(`.card[data-room="` + roomA.RoomID + `"] details:last-of-type summary`)))
 	b.submit(`.card[data-room="`+roomA.RoomID+`"] form[action="/console/hides"]`, map[string]string{"reason": "spam reports"})
 	b.waitText(".flash", "hidden in region "+sea)
 
