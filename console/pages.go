@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"path"
 	"strconv"
 	"strings"
 )
@@ -173,13 +174,12 @@ func (c *Console) action(confirm func(k *call) string, fn func(k *call) (string,
 	})
 }
 
-// safeBack is a form's back path when it is a console path, else the
-// console's home.
+// safeBack is a form's back path when it is a clean console path, else
+// the console's home.
 func safeBack(p string) string {
-	if !strings.HasPrefix(p, "/console") || strings.ContainsAny(p, "\\\r\n") || strings.HasPrefix(p, "//") {
-		return "/console/"
-	}
-	if _, err := url.Parse(p); err != nil {
+	u, err := url.Parse(p)
+	if err != nil || u.Scheme != "" || u.Host != "" || u.Opaque != "" || strings.ContainsAny(p, "\\\r\n") ||
+		(u.Path != "/console" && !strings.HasPrefix(u.Path, "/console/")) || (u.Path != "/console/" && path.Clean(u.Path) != u.Path) {
 		return "/console/"
 	}
 	return p
