@@ -509,3 +509,24 @@ func screenshot(t *testing.T, b *browser) {
 	}
 	t.Log("wrote docs/console.png")
 }
+
+// TestConsoleOff: with VOICEROOM_CONSOLE=false, /console is an unknown
+// route, and the API serves as before.
+func TestConsoleOff(t *testing.T) {
+	p, vars := startServe(t, "VOICEROOM_CONSOLE=false")
+	base := p.waitServing(t, vars)
+	waitReady(t, p, base)
+	for _, path := range []string{"/console", "/console/", "/console/assets/console.js"} {
+		resp, err := http.Get(base + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusNotFound {
+			t.Errorf("GET %s: %d, want 404", path, resp.StatusCode)
+		}
+	}
+	if status := adminOf(t, base, []byte(vars["VOICEROOM_JWT_SECRET"]), "e2e", "GET", "/admin/v1/regions", "", nil); status != 200 {
+		t.Fatalf("GET /admin/v1/regions: %d", status)
+	}
+}
