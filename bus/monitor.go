@@ -195,13 +195,12 @@ func (mo *Monitor) Refresh(ctx context.Context) error {
 }
 
 func (mo *Monitor) refresh(ctx context.Context, durable string) error {
-	cons, err := mo.dlq.js.Consumer(ctx, StreamName, durable)
+	b, err := mo.dlq.Backlog(ctx, durable)
 	if err != nil {
-		return fmt.Errorf("consumer %s: %w", durable, err)
+		return err
 	}
-	info := cons.CachedInfo()
-	mo.metrics.pending.WithLabelValues(durable).Set(float64(info.NumPending))
-	mo.metrics.ackPending.WithLabelValues(durable).Set(float64(info.NumAckPending))
+	mo.metrics.pending.WithLabelValues(durable).Set(float64(b.Pending))
+	mo.metrics.ackPending.WithLabelValues(durable).Set(float64(b.AckPending))
 	depth, err := mo.dlq.Depth(ctx, durable)
 	if err != nil {
 		return err

@@ -189,6 +189,26 @@ func (q *DLQ) Depth(ctx context.Context, sink string) (uint64, error) {
 	return cons.CachedInfo().NumPending, nil
 }
 
+// Backlog is the state of a sink's durable consumer on ROOM_EVENTS, all
+// apps together (the durable is shared).
+type Backlog struct {
+	// Pending are the messages not delivered to the sink yet.
+	Pending uint64
+	// AckPending are the messages delivered and not acknowledged yet.
+	AckPending uint64
+}
+
+// Backlog returns the state of durable's consumer. Errors: the server's
+// (jetstream.ErrConsumerNotFound when the durable does not exist).
+func (q *DLQ) Backlog(ctx context.Context, durable string) (Backlog, error) {
+	cons, err := q.js.Consumer(ctx, StreamName, durable)
+	if err != nil {
+		return Backlog{}, fmt.Errorf("consumer %s: %w", durable, err)
+	}
+	info := cons.CachedInfo()
+	return Backlog{Pending: info.NumPending, AckPending: uint64(info.NumAckPending)}, nil
+}
+
 // reader creates an ephemeral consumer over ROOM_EVENTS_DLQ that reads
 // filter from sequence after+1 without acks. The server removes it after
 // a minute of disuse if dropReader cannot.

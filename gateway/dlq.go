@@ -9,17 +9,19 @@ import (
 	"time"
 
 	"github.com/gofiber/fiber/v2"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"voiceroom/apperr"
 	"voiceroom/bus"
 )
 
-// DeadLetters lists and replays one sink's dead letters of one app;
-// *bus.DLQ is one. Errors wrapping bus.ErrUnknownSink or
-// bus.ErrInvalidQuery are the client's.
+// DeadLetters lists and replays one sink's dead letters of one app, and
+// reads each sink's backlog; *bus.DLQ is one. Errors wrapping
+// bus.ErrUnknownSink or bus.ErrInvalidQuery are the client's.
 type DeadLetters interface {
 	List(ctx context.Context, sink, appCode string, after uint64, limit int) (bus.LetterPage, error)
 	Replay(ctx context.Context, sink, appCode string, seqs []uint64) (bus.ReplayResult, error)
+	Backlog(ctx context.Context, sink string) (bus.Backlog, error)
 	Sinks() []string
 }
 
@@ -70,13 +72,25 @@ type ReplayResponse struct {
 	More     bool `json:"more"`
 }
 
+// SinkBacklog is one item of GET /admin/v1/sinks.
+type SinkBacklog struct {
+	Sink       string `json:"sink"`
+	Pending    uint64 `json:"pending"`
+	AckPending uint64 `json:"ack_pending"`
+}
+
 // DLQRoutes returns the Mount of the dead-letter routes, within the admin
 // token's app only:
 //
 //   - GET /admin/v1/dlq?sink=&limit=&after= lists one sink's dead letters,
 //     oldest first, paged by sequence;
 //   - POST /admin/v1/dlq/replay {sink, seqs?} re-delivers them to that sink
-//     alone.
+//     alone;
+//   - GET /admin/v1/sinks answers each sink's pending and ack-pending
+//     counts. These are the shared durables' (every app's events together:
+//     counts only, never an event), the figures the bus_consumer_* gauges
+//     carry, read from the server now; a sink whose durable does not
+//     exist (its role never ran) is left out.
 //
 // An unknown sink, a limit or after that is not a number, and a bad body
 // are INVALID_ARGUMENT.
@@ -111,6 +125,23 @@ func DLQRoutes(q DeadLetters) Mount {
 				out.Next = &page.Next
 			}
 			return OK(c, out)
+		})
+		rt.Admin.Get("/v1/sinks", func(c *fiber.Ctx) error {
+			ctx, cancel := context.WithTimeout(c.UserContext(), dlqListTimeout)
+			defer cancel()
+			sinks := q.Sinks()
+			out := make([]SinkBacklog, 0, len(sinks))
+			for _, sink := range sinks {
+				b, err := q.Backlog(ctx, sink)
+				if errors.Is(err, jetstream.ErrConsumerNotFound) {
+					continue // its role has never run here
+				}
+				if err != nil {
+					return apperr.Wrap(apperr.Unavailable, "sink backlog unavailable", err)
+				}
+				out = append(out, SinkBacklog{Sink: sink, Pending: b.Pending, AckPending: b.AckPending})
+			}
+			return OK(c, fiber.Map{"sinks": out})
 		})
 		rt.Admin.Post("/v1/dlq/replay", func(c *fiber.Ctx) error {
 			var req ReplayRequest

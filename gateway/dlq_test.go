@@ -243,6 +243,10 @@ func (f *fakeDeadLetters) Replay(context.Context, string, string, []uint64) (bus
 
 func (f *fakeDeadLetters) Sinks() []string { return []string{bus.DurableIMBridge} }
 
+func (f *fakeDeadLetters) Backlog(context.Context, string) (bus.Backlog, error) {
+	return bus.Backlog{}, nil
+}
+
 // TestAdminDLQAfterBound: after is an int64 in docs/openapi.yaml, so the
 // route takes up to math.MaxInt64 and names that bound when refusing.
 func TestAdminDLQAfterBound(t *testing.T) {

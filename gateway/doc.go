@@ -18,7 +18,7 @@
 // those origins' preflights before authentication (cors.go).
 //
 // Each domain's routes live in a file of their own here (regions.go, rooms.go,
-// rooms_list.go, hides.go, wallet.go, outbox.go, dlq.go) behind a constructor
+// rooms_list.go, hides.go, wallet.go, outbox.go, dlq.go, webhooks.go) behind a constructor
 // named for the domain (RegionRoutes, RoomRoutes, RoomListRoutes, HideRoutes,
 // WalletRoutes, OutboxRoutes, DLQRoutes) that takes the small interface of
 // the domain's service it uses, declared beside it, and returns a Mount
@@ -29,6 +29,11 @@
 // errors.go maps the apperr kind to the envelope.
 //
 // The rate limiter costs O(1) per request (ratelimit.go).
+//
+// ConsoleRoutes mounts the operators' console (package console) under
+// /console and binds a Loopback to the server's own app: the console's
+// calls of the /admin routes run through the same middleware and routes
+// as any client's, in process (console.go).
 //
 // DocsRoutes serves the OpenAPI document at /openapi.yaml and a Swagger UI
 // page at /docs, both from the binary; Server.Routes lists what the server

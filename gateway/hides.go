@@ -2,11 +2,9 @@ package gateway
 
 import (
 	"context"
-	"strconv"
 
 	"github.com/gofiber/fiber/v2"
 
-	"voiceroom/apperr"
 	"voiceroom/roomlist"
 )
 
@@ -76,9 +74,9 @@ func (h hideHandlers) remove(c *fiber.Ctx) error {
 }
 
 func (h hideHandlers) list(c *fiber.Ctx) error {
-	region, err := strconv.ParseInt(c.Query("visible_region_id", "0"), 10, 64)
-	if err != nil || region < 0 {
-		return apperr.Invalid("visible_region_id", "must be a region id (0 for GLOBAL)")
+	region, err := regionQuery(c)
+	if err != nil {
+		return err
 	}
 	list, err := h.hides.List(c.UserContext(), PrincipalOf(c).AppCode, region)
 	if err != nil {

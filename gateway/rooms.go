@@ -36,7 +36,8 @@ var _ Rooms = (*rooms.Service)(nil)
 
 // RoomRoutes mounts the room commands (docs/openapi.yaml, tag rooms) with
 // the hosts' tools (hosting.go), the gift catalog, ChangeRoomVisibleRegion,
-// and the operators' ban, restore and audit trail (moderation.go). The
+// and the operators' room view, ban, restore and audit trail
+// (moderation.go). The
 // wallet has its own mount (WalletRoutes).
 func RoomRoutes(svc Rooms) Mount {
 	h := &roomHandlers{svc: svc, now: time.Now}
@@ -62,6 +63,7 @@ func RoomRoutes(svc Rooms) Mount {
 		r.Admin.Post("/v1/rooms/:room_id/close", h.adminClose)
 		r.Admin.Post("/v1/rooms/:room_id/ban", h.moderate(rooms.KindBanRoom))
 		r.Admin.Post("/v1/rooms/:room_id/restore", h.moderate(rooms.KindRestoreRoom))
+		r.Admin.Get("/v1/rooms/:room_id", h.get)
 		r.Admin.Get("/v1/rooms/:room_id/audit", h.audit)
 	}
 }

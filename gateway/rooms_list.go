@@ -33,13 +33,15 @@ type Pins interface {
 var _ Pins = (*roomlist.Pins)(nil)
 
 // RoomListRoutes mounts GET /api/v1/rooms (the caller's region list and
-// search) and the operators' pin routes. The region is the caller's own,
-// read through users from the token's app and user: no parameter chooses
-// it, and a failed lookup fails the request.
+// search), GET /admin/v1/rooms (a region's list and search as its users
+// get them, for operators) and the operators' pin routes. On /api the
+// region is the caller's own, read through users from the token's app and
+// user: no parameter chooses it, and a failed lookup fails the request.
 func RoomListRoutes(lister RoomList, pins Pins, users UserRegions) Mount {
 	h := roomListHandlers{lister: lister, pins: pins, users: users}
 	return func(r Routers) {
 		r.API.Get("/v1/rooms", h.list)
+		r.Admin.Get("/v1/rooms", h.regionList)
 		r.Admin.Post("/v1/pins", h.createPin)
 		r.Admin.Delete("/v1/pins/:pin_id", h.deletePin)
 		r.Admin.Get("/v1/pins", h.listPins)
@@ -54,6 +56,26 @@ type roomListHandlers struct {
 
 func (h roomListHandlers) list(c *fiber.Ctx) error {
 	p := PrincipalOf(c)
+	_, region, err := h.users.UserRegion(c.UserContext(), p.AppCode, p.UserID)
+	if err != nil {
+		return err
+	}
+	return h.page(c, region)
+}
+
+// regionList answers the list of the region visible_region_id names,
+// exactly as a user of that region gets it.
+func (h roomListHandlers) regionList(c *fiber.Ctx) error {
+	region, err := regionQuery(c)
+	if err != nil {
+		return err
+	}
+	return h.page(c, region)
+}
+
+// page answers one page of region's list, read from the query's tab,
+// limit, cursor and search.
+func (h roomListHandlers) page(c *fiber.Ctx, region int64) error {
 	limit := 0
 	if s := c.Query("limit"); s != "" {
 		n, err := strconv.Atoi(s)
@@ -62,13 +84,8 @@ func (h roomListHandlers) list(c *fiber.Ctx) error {
 		}
 		limit = n
 	}
-	ctx := c.UserContext()
-	_, region, err := h.users.UserRegion(ctx, p.AppCode, p.UserID)
-	if err != nil {
-		return err
-	}
-	page, err := h.lister.List(ctx, roomlist.ListRequest{
-		AppCode:  p.AppCode,
+	page, err := h.lister.List(c.UserContext(), roomlist.ListRequest{
+		AppCode:  PrincipalOf(c).AppCode,
 		RegionID: region,
 		Tab:      c.Query("tab"),
 		Limit:    limit,
@@ -79,6 +96,16 @@ func (h roomListHandlers) list(c *fiber.Ctx) error {
 		return err
 	}
 	return OK(c, page)
+}
+
+// regionQuery reads the optional visible_region_id query parameter: 0
+// (GLOBAL) when absent.
+func regionQuery(c *fiber.Ctx) (int64, error) {
+	region, err := strconv.ParseInt(c.Query("visible_region_id", "0"), 10, 64)
+	if err != nil || region < 0 {
+		return 0, apperr.Invalid("visible_region_id", "must be a region id (0 for GLOBAL)")
+	}
+	return region, nil
 }
 
 func (h roomListHandlers) createPin(c *fiber.Ctx) error {
@@ -120,9 +147,9 @@ func (h roomListHandlers) deletePin(c *fiber.Ctx) error {
 }
 
 func (h roomListHandlers) listPins(c *fiber.Ctx) error {
-	region, err := strconv.ParseInt(c.Query("visible_region_id", "0"), 10, 64)
-	if err != nil || region < 0 {
-		return apperr.Invalid("visible_region_id", "must be a region id (0 for GLOBAL)")
+	region, err := regionQuery(c)
+	if err != nil {
+		return err
 	}
 	list, err := h.pins.List(c.UserContext(), PrincipalOf(c).AppCode, region)
 	if err != nil {

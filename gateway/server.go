@@ -164,6 +164,8 @@ type Routers struct {
 	API    fiber.Router // under /api
 	Admin  fiber.Router // under /admin
 	Public fiber.Router // under /
+	// app is the server's own, for the console's in-process calls.
+	app *fiber.App
 }
 
 // Mount adds one domain's routes.
@@ -235,6 +237,7 @@ func New(cfg Config, log *slog.Logger, reg prometheus.Registerer, gatherer prome
 		API:    s.app.Group("/api", apiHandlers...),
 		Admin:  s.app.Group("/admin", auth.requireAdmin, s.limiter.middleware),
 		Public: s.app,
+		app:    s.app,
 	}
 	for _, m := range mounts {
 		m(routers)

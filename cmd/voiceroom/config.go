@@ -52,6 +52,8 @@ type config struct {
 	// (offDefaults) so that an empty value can turn it off.
 	OpsAddr     string   `env:"VOICEROOM_OPS_ADDR"`
 	CORSOrigins []string `env:"VOICEROOM_CORS_ORIGINS" envSeparator:","`
+	// Console serves the operators' console under /console with the api role.
+	Console bool `env:"VOICEROOM_CONSOLE" envDefault:"true"`
 
 	MySQLDSN          string        `env:"VOICEROOM_MYSQL_DSN" envDefault:"root:@tcp(127.0.0.1:3306)/voiceroom"`
 	MySQLMaxOpenConns int           `env:"VOICEROOM_MYSQL_MAX_OPEN_CONNS" envDefault:"64"`
@@ -261,9 +263,9 @@ func (c config) validate() error {
 		"want at least VOICEROOM_ROOMS_COMMAND_TIMEOUT (%v), got %v", c.RoomsCommandTimeout, c.HTTPRequestTimeout)
 
 	// The process.
-	if c.RedisAddr != "" {
+	if c.RedisAddr != "" && !strings.HasPrefix(c.RedisAddr, "/") { // a path is a unix socket
 		_, _, err := net.SplitHostPort(c.RedisAddr)
-		check(err == nil, "VOICEROOM_REDIS_ADDR", "want host:port or empty, got %q", c.RedisAddr)
+		check(err == nil, "VOICEROOM_REDIS_ADDR", "want host:port, a unix socket's absolute path, or empty, got %q", c.RedisAddr)
 	}
 	check(c.RedisDB >= 0 && c.RedisDB <= 15, "VOICEROOM_REDIS_DB", "want 0..15, got %d", c.RedisDB)
 	check(c.JWTSecret == "" || len(c.JWTSecret) >= 16, "VOICEROOM_JWT_SECRET", "must be at least 16 bytes (or empty in development)")

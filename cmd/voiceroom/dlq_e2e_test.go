@@ -37,7 +37,7 @@ type deadLetterPage struct {
 }
 
 // adminOf calls serve as app's admin and decodes the envelope's data.
-func adminOf(t *testing.T, base string, secret []byte, app, method, path, body string, out any) int {
+func adminOf(t testing.TB, base string, secret []byte, app, method, path, body string, out any) int {
 	t.Helper()
 	tok, err := authtoken.Issue(secret, app, 0, authtoken.RoleAdmin, time.Hour, time.Now())
 	if err != nil {

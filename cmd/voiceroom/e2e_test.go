@@ -77,7 +77,7 @@ func (c *client) ok(method, path, as, body string, out any) {
 	}
 }
 
-func waitReady(t *testing.T, p *proc, base string) {
+func waitReady(t testing.TB, p *proc, base string) {
 	t.Helper()
 	testenv.Eventually(t, 60*time.Second, func() error {
 		select {

@@ -612,6 +612,7 @@ func (a *apiDriver) rooms() {
 	a.fail("DELETE", "/admin/v1/pins/999999", "admin", "", notFound, "NOT_FOUND", false)
 	a.fail("DELETE", "/admin/v1/pins/x", "admin", "", bad, inv, true)
 	a.hides(strings.TrimPrefix(A, "/api/v1/rooms/"))
+	a.operatorsRooms(admA)
 
 	// Room B: closed by its owner, then every command is refused.
 	a.fail("POST", B+"/close", "21", "", denied, "PERMISSION_DENIED", false)
@@ -639,34 +640,36 @@ func (a *apiDriver) rooms() {
 
 var assetRef = regexp.MustCompile(`(?:src|href)="([^"]+)"`)
 
-// docsPage checks that /docs answers a page whose scripts and styles the
-// server itself serves: no CDN.
+// docsPage checks that /docs and /console answer pages whose scripts and
+// styles the server itself serves: no CDN.
 func (a *apiDriver) docsPage() {
 	a.t.Helper()
-	a.do(call{method: "GET", path: "/docs", want: 200})
-	resp, err := http.Get(a.base + "/docs")
-	if err != nil {
-		a.t.Fatal(err)
-	}
-	page, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	refs := assetRef.FindAllStringSubmatch(string(page), -1)
-	if len(refs) == 0 {
-		a.t.Errorf("/docs references no scripts or styles:\n%s", page)
-	}
-	for _, m := range refs {
-		ref := m[1]
-		if !strings.HasPrefix(ref, "/docs/") {
-			a.t.Errorf("/docs loads %s, not from the server itself", ref)
-			continue
-		}
-		r, err := http.Get(a.base + ref)
+	for _, page := range []string{"/docs", "/console"} {
+		a.do(call{method: "GET", path: page, want: 200})
+		resp, err := http.Get(a.base + page)
 		if err != nil {
 			a.t.Fatal(err)
 		}
-		r.Body.Close()
-		if r.StatusCode != 200 {
-			a.t.Errorf("/docs asset %s: status %d", ref, r.StatusCode)
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		refs := assetRef.FindAllStringSubmatch(string(body), -1)
+		if len(refs) == 0 {
+			a.t.Errorf("%s references no scripts or styles:\n%s", page, body)
+		}
+		for _, m := range refs {
+			ref := m[1]
+			if !strings.HasPrefix(ref, page+"/") {
+				a.t.Errorf("%s loads %s, not from the server itself", page, ref)
+				continue
+			}
+			r, err := http.Get(a.base + ref)
+			if err != nil {
+				a.t.Fatal(err)
+			}
+			r.Body.Close()
+			if r.StatusCode != 200 {
+				a.t.Errorf("%s asset %s: status %d", page, ref, r.StatusCode)
+			}
 		}
 	}
 }
@@ -692,9 +695,23 @@ func (a *apiDriver) hides(roomID string) {
 	a.fail("DELETE", "/admin/v1/hides/x", "admin", "", 400, "INVALID_ARGUMENT", true)
 }
 
-// operations drives the operators' outbox, dead-letter and IM routes.
+// operatorsRooms reads the active room at admin path room, and the
+// region lists, as an operator.
+func (a *apiDriver) operatorsRooms(room string) {
+	a.ok("GET", room, "admin", "", nil)
+	a.fail("GET", "/admin/v1/rooms/e2e_nope", "admin", "", 404, "NOT_FOUND", false)
+	a.fail("GET", room, "admin:other", "", 404, "NOT_FOUND", false) // another app's admin
+	a.ok("GET", "/admin/v1/rooms?visible_region_id=0&tab=new&limit=5", "admin", "", nil)
+	a.ok("GET", "/admin/v1/rooms?visible_region_id=77&query=x", "admin", "", nil)
+	a.fail("GET", "/admin/v1/rooms?visible_region_id=x", "admin", "", 400, "INVALID_ARGUMENT", true)
+	a.fail("GET", "/admin/v1/rooms?tab=cold", "admin", "", 400, "INVALID_ARGUMENT", true)
+}
+
+// operations drives the operators' outbox, sinks, dead-letter and IM
+// routes.
 func (a *apiDriver) operations() {
 	a.ok("GET", "/admin/v1/outbox", "admin", "", nil)
+	a.ok("GET", "/admin/v1/sinks", "admin", "", nil)
 	a.ok("GET", "/admin/v1/dlq?sink=imbridge&limit=10", "admin", "", nil)
 	a.ok("GET", "/admin/v1/dlq?sink=roomranks", "admin", "", nil)
 	a.fail("GET", "/admin/v1/dlq?sink=nope", "admin", "", 400, "INVALID_ARGUMENT", true)

@@ -2,10 +2,13 @@ package main
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"time"
 
+	"voiceroom/console"
 	"voiceroom/gateway"
 	"voiceroom/regions"
 	"voiceroom/roomcluster"
@@ -34,6 +37,13 @@ func wireRoles(ctx context.Context, d *deps) error {
 	}
 	if api {
 		d.mounts = append(d.mounts, gateway.RegionRoutes(regionSvc), gateway.WalletRoutes(wallet.New(d.db, time.Now)))
+		if d.cfg.Console {
+			m, err := consoleMount(d)
+			if err != nil {
+				return err
+			}
+			d.mounts = append(d.mounts, m)
+		}
 	}
 	if err := wireOutbox(d); err != nil {
 		return err
@@ -84,6 +94,22 @@ func wireRoles(ctx context.Context, d *deps) error {
 		return err
 	}
 	return wireIMBridge(d)
+}
+
+// consoleMount is the operators' console (package console) under
+// /console: it acts only through the server's own /admin routes. Its form
+// key is derived from the JWT secret, so that every api process takes the
+// forms another rendered.
+func consoleMount(d *deps) (gateway.Mount, error) {
+	mac := hmac.New(sha256.New, d.secret)
+	mac.Write([]byte("voiceroom console form key"))
+	cfg := console.Config{Key: mac.Sum(nil)}
+	api := gateway.NewLoopback()
+	c, err := console.New(api, cfg, d.log.With("component", "console"), time.Now)
+	if err != nil {
+		return nil, fmt.Errorf("console: %w", err)
+	}
+	return gateway.ConsoleRoutes(c, api), nil
 }
 
 // wireRoomsNode builds the rooms service and the node that holds its

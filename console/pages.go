@@ -1,0 +1,243 @@
+package console
+
+import (
+	"context"
+	"crypto/hmac"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"path"
+	"strconv"
+	"strings"
+)
+
+// view is what a page's template gets.
+type view struct {
+	Title   string
+	Section string // the nav's current entry
+	// Path is the page's path and query: where its forms return to.
+	Path     string
+	App      string
+	Operator string
+	CSRF     string
+	// Flash says what the last action did; Error what failed (the API's
+	// message).
+	Flash, Error string
+	Confirm      *confirmation
+	Data         any
+}
+
+// confirmation is the question an action asks before it acts.
+type confirmation struct {
+	Question string
+	Action   string
+	Fields   []field
+}
+
+type field struct{ Name, Value string }
+
+// call is one request of a page or an action.
+type call struct {
+	c     *Console
+	w     http.ResponseWriter
+	r     *http.Request
+	token string
+	v     *view
+}
+
+func (c *Console) newCall(w http.ResponseWriter, r *http.Request) *call {
+	token, _ := r.Context().Value(tokenKey{}).(string)
+	app, operator := claims(token)
+	return &call{c: c, w: w, r: r, token: token,
+		v: &view{Path: pathOf(r.URL), App: app, Operator: operator, CSRF: c.csrf(token)}}
+}
+
+// get reads path?q from the API into out.
+func (k *call) get(path string, q url.Values, out any) error {
+	if len(q) > 0 {
+		path += "?" + q.Encode()
+	}
+	return k.c.api.do(k.r.Context(), k.token, http.MethodGet, path, nil, out)
+}
+
+// send calls the API with a JSON body.
+func (k *call) send(method, path string, body, out any) error {
+	return k.c.api.do(k.r.Context(), k.token, method, path, body, out)
+}
+
+// outcome is what an action leaves for the page it returns to.
+type outcome struct {
+	flash string
+	err   error
+}
+
+type outcomeKey struct{}
+
+// page serves a page: fn fills k.v.Data, and the template name renders
+// it. An error is shown above what fn could read.
+func (c *Console) page(name string, fn func(k *call) error) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		k := c.newCall(w, r)
+		if o, ok := r.Context().Value(outcomeKey{}).(outcome); ok {
+			k.v.Flash = o.flash
+			if o.err != nil {
+				k.v.Error = c.message(o.err)
+			}
+		}
+		if err := fn(k); err != nil {
+			if c.signOut(k, err) {
+				return
+			}
+			k.v.Error = strings.TrimSpace(k.v.Error + " " + c.message(err))
+		}
+		w.Header().Set("X-Console-Location", k.v.Path)
+		c.render(w, http.StatusOK, name, k.v)
+	})
+}
+
+// signOut answers the sign-in form when the API refused the token, and
+// tells the script to forget it.
+func (c *Console) signOut(k *call, err error) bool {
+	var ae *APIError
+	if !errors.As(err, &ae) || !ae.refused() {
+		return false
+	}
+	k.w.Header().Set("X-Console-Auth", "refused")
+	c.render(k.w, http.StatusOK, "signin", &view{Path: k.v.Path, Error: c.message(err)})
+	return true
+}
+
+// message is what the operator reads about err: the API's message as it
+// is, or that the API could not be reached.
+func (c *Console) message(err error) string {
+	var ae *APIError
+	if errors.As(err, &ae) {
+		if ae.RequestID == "" {
+			return ae.Message
+		}
+		return fmt.Sprintf("%s (%s, request %s)", ae.Message, ae.Code, ae.RequestID)
+	}
+	c.log.Warn("console call failed", "error", err)
+	return "the console could not complete the call; see the server's log"
+}
+
+// invalid is a form value the console cannot put in the API's JSON (a
+// number that is not one); the API checks everything else.
+func invalid(name, msg string) error {
+	return &APIError{Status: http.StatusBadRequest, Code: "INVALID_ARGUMENT", Message: name + ": " + msg}
+}
+
+// action serves a form's POST: with a valid csrf field, it asks confirm's
+// question first when confirm is not nil (and the form does not carry
+// confirm=yes), then runs fn and shows the page named by the form's back
+// field with fn's flash or error.
+func (c *Console) action(confirm func(k *call) string, fn func(k *call) (string, error)) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
+		if err := r.ParseForm(); err != nil {
+			http.Error(w, "bad form", http.StatusBadRequest)
+			return
+		}
+		k := c.newCall(w, r)
+		if !hmac.Equal([]byte(r.PostForm.Get("csrf")), []byte(k.v.CSRF)) {
+			http.Error(w, "forbidden: the form's csrf field does not match", http.StatusForbidden)
+			return
+		}
+		back := safeBack(r.PostForm.Get("back"))
+		if confirm != nil && r.PostForm.Get("confirm") != "yes" {
+			if q := confirm(k); q != "" {
+				k.v.Path, k.v.Title = back, "Confirm"
+				k.v.Confirm = &confirmation{Question: q, Action: r.URL.Path}
+				for name, vals := range r.PostForm {
+					if name == "csrf" || name == "confirm" {
+						continue
+					}
+					for _, v := range vals {
+						k.v.Confirm.Fields = append(k.v.Confirm.Fields, field{name, v})
+					}
+				}
+				w.Header().Set("X-Console-Location", back)
+				c.render(w, http.StatusOK, "confirm", k.v)
+				return
+			}
+		}
+		flash, err := fn(k)
+		if err != nil && c.signOut(k, err) {
+			return
+		}
+		u, _ := url.Parse(back)
+		next := r.Clone(context.WithValue(r.Context(), outcomeKey{}, outcome{flash: flash, err: err}))
+		next.Method, next.URL, next.Body, next.ContentLength = http.MethodGet, u, http.NoBody, 0
+		next.Form, next.PostForm = nil, nil
+		c.pages.ServeHTTP(w, next)
+	})
+}
+
+// safeBack is a form's back path when it is a clean console path, else
+// the console's home.
+func safeBack(p string) string {
+	u, err := url.Parse(p)
+	if err != nil || u.Scheme != "" || u.Host != "" || u.Opaque != "" || strings.ContainsAny(p, "\\\r\n") ||
+		(u.Path != "/console" && !strings.HasPrefix(u.Path, "/console/")) || (u.Path != "/console/" && path.Clean(u.Path) != u.Path) {
+		return "/console/"
+	}
+	return p
+}
+
+// formInt reads an integer form field; absent or empty is def.
+func formInt(r *http.Request, name string, def int64) (int64, error) {
+	s := strings.TrimSpace(r.PostForm.Get(name))
+	if s == "" {
+		return def, nil
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return 0, invalid(name, "must be a whole number")
+	}
+	return n, nil
+}
+
+// pathInt reads an integer path value.
+func pathInt(r *http.Request, name string) (int64, error) {
+	n, err := strconv.ParseInt(r.PathValue(name), 10, 64)
+	if err != nil {
+		return 0, invalid(name, "must be a whole number")
+	}
+	return n, nil
+}
+
+// formText is a form field, trimmed.
+func formText(r *http.Request, name string) string { return strings.TrimSpace(r.PostForm.Get(name)) }
+
+// routes are the console's pages and actions.
+func (c *Console) routes() *http.ServeMux {
+	m := http.NewServeMux()
+	home := c.page("regions", c.regionsPage)
+	m.Handle("GET /console", home)
+	m.Handle("GET /console/{$}", home)
+	m.Handle("GET /console/regions", home)
+	m.Handle("POST /console/regions", c.action(nil, c.createRegion))
+	m.Handle("POST /console/regions/{id}", c.action(confirmRegion, c.updateRegion))
+	m.Handle("POST /console/countries", c.action(nil, c.createCountry))
+	m.Handle("POST /console/countries/{code}", c.action(confirmCountry, c.updateCountry))
+	m.Handle("POST /console/rebuild", c.action(confirmRebuild, c.rebuild))
+	m.Handle("GET /console/users", c.page("users", c.usersPage))
+	m.Handle("POST /console/users/{id}/region", c.action(nil, c.setUserRegion))
+	m.Handle("POST /console/users/{id}/release", c.action(nil, c.releaseUserRegion))
+	m.Handle("GET /console/lists", c.page("lists", c.listsPage))
+	m.Handle("POST /console/pins", c.action(nil, c.pin))
+	m.Handle("POST /console/pins/{id}/remove", c.action(nil, c.unpin))
+	m.Handle("POST /console/hides", c.action(nil, c.hide))
+	m.Handle("POST /console/hides/{id}/remove", c.action(nil, c.unhide))
+	m.Handle("GET /console/rooms", c.page("rooms", c.searchPage))
+	m.Handle("GET /console/rooms/{id}", c.page("room", c.roomPage))
+	m.Handle("POST /console/rooms/{id}/{op}", c.action(confirmModeration, c.moderate))
+	m.Handle("GET /console/delivery", c.page("delivery", c.deliveryPage))
+	m.Handle("POST /console/delivery/replay", c.action(confirmReplay, c.replay))
+	m.Handle("/", c.page("notfound", func(k *call) error {
+		k.v.Title = "Not found"
+		return nil
+	}))
+	return m
+}
