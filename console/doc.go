@@ -19,7 +19,7 @@
 //
 // # The token
 //
-// The operator pastes an admin token (`voiceroom token --admin`) into the
+// The operator pastes an admin token (`voiceroom token --app APP --role admin`) into the
 // sign-in form. The console's script (assets/console.js, served from the
 // binary) keeps it in the tab's sessionStorage, which no other tab or site
 // can read and which ends with the tab, and sends it as
