@@ -181,10 +181,17 @@ func (s *Service) load(ctx context.Context, c *cell) error {
 			s.log.Warn("in-flight outbox rows not set back to pending at load; the room's next events may overtake them in the stream",
 				"app_code", c.key.AppCode, "room_id", c.key.RoomID, "error", err)
 		}
-		if id, err := s.store.newestPending(ctx, c.key.AppCode, c.key.RoomID, st.Version-pendingLookback); err != nil {
-			s.log.Warn("pending outbox rows not read at load; the room's next events may overtake them in the stream",
+		// Unread, the room's next events could overtake them: the load
+		// fails instead (the command answers UNAVAILABLE, and the next
+		// one loads again).
+		id, err := s.store.newestPending(ctx, c.key.AppCode, c.key.RoomID, st.Version-pendingLookback)
+		if err != nil {
+			s.metrics.loads.WithLabelValues("error").Inc()
+			s.log.Warn("pending outbox rows not read at load; the room is not loaded, so that its next events cannot overtake them in the stream",
 				"app_code", c.key.AppCode, "room_id", c.key.RoomID, "error", err)
-		} else if id != "" {
+			return storageErr(err)
+		}
+		if id != "" {
 			s.fast.Behind(c.key, id)
 		}
 	}
