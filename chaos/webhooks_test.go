@@ -73,26 +73,20 @@ func (h *hooks) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusUnauthorized)
 		return
 	}
-	var payload struct {
-		Events []struct {
-			ID      string `json:"event_id"`
-			Room    string `json:"room_id"`
-			Version int64  `json:"room_version"`
-		} `json:"events"`
-	}
+	var payload webhooks.Payload
 	if err := json.Unmarshal(body, &payload); err != nil || len(payload.Events) == 0 {
 		h.unverified = append(h.unverified, fmt.Sprintf("%s: body %.200s: %v", r.Header.Get("webhook-id"), body, err))
 		http.Error(w, "not a delivery", http.StatusBadRequest)
 		return
 	}
 	for _, e := range payload.Events {
-		if h.accepted[e.ID] == 0 {
-			if e.Version < h.highest[e.Room] {
-				h.outOfOrder = append(h.outOfOrder, fmt.Sprintf("%s v%d after v%d", e.Room, e.Version, h.highest[e.Room]))
+		if h.accepted[e.EventID] == 0 {
+			if e.RoomVersion < h.highest[e.RoomID] {
+				h.outOfOrder = append(h.outOfOrder, fmt.Sprintf("%s v%d after v%d", e.RoomID, e.RoomVersion, h.highest[e.RoomID]))
 			}
-			h.highest[e.Room] = max(h.highest[e.Room], e.Version)
+			h.highest[e.RoomID] = max(h.highest[e.RoomID], e.RoomVersion)
 		}
-		h.accepted[e.ID]++
+		h.accepted[e.EventID]++
 	}
 	w.WriteHeader(http.StatusNoContent)
 }

@@ -121,13 +121,7 @@ func (r *hookReceiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		http.Error(w, "not signed by this endpoint's secret", http.StatusUnauthorized)
 		return
 	}
-	var payload struct {
-		Events []struct {
-			ID      string `json:"event_id"`
-			Room    string `json:"room_id"`
-			Version int64  `json:"room_version"`
-		} `json:"events"`
-	}
+	var payload webhooks.Payload
 	if err := json.Unmarshal(body, &payload); err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
@@ -135,15 +129,15 @@ func (r *hookReceiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	r.mu.Lock()
 	p := post{atMs: now.UnixMilli()}
 	for _, e := range payload.Events {
-		if r.seen[e.ID] == 0 {
+		if r.seen[e.EventID] == 0 {
 			p.newEvent++
-			r.first[e.ID] = p.atMs
-			if e.Version < r.highest[e.Room] {
+			r.first[e.EventID] = p.atMs
+			if e.RoomVersion < r.highest[e.RoomID] {
 				r.outOfOrder++
 			}
-			r.highest[e.Room] = max(r.highest[e.Room], e.Version)
+			r.highest[e.RoomID] = max(r.highest[e.RoomID], e.RoomVersion)
 		}
-		r.seen[e.ID]++
+		r.seen[e.EventID]++
 	}
 	r.posts = append(r.posts, p)
 	r.mu.Unlock()

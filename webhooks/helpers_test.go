@@ -258,9 +258,7 @@ func (rc *receiver) failWith(a answer) *atomic.Bool {
 
 func (rc *receiver) serve(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
-	var payload struct {
-		Events []bus.Envelope `json:"events"`
-	}
+	var payload webhooks.Payload
 	req := request{at: time.Now(), id: r.Header.Get(webhooks.HeaderID), header: r.Header.Clone(), body: body}
 	if err := json.Unmarshal(body, &payload); err != nil || len(payload.Events) == 0 {
 		rc.t.Errorf("receiver: body %q: %v", body, err)

@@ -44,12 +44,7 @@ func (rc *demoReceiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
-	var payload struct {
-		Events []struct {
-			demoEvent
-			RoomID string `json:"room_id"`
-		} `json:"events"`
-	}
+	var payload webhooks.Payload
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
 	if err := webhooks.Verify(rc.secret, r.Header, body, time.Now(), 5*time.Minute); err != nil {
@@ -63,7 +58,7 @@ func (rc *demoReceiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	rc.deliveries++
 	for _, e := range payload.Events {
-		rc.rooms[e.RoomID] = append(rc.rooms[e.RoomID], e.demoEvent)
+		rc.rooms[e.RoomID] = append(rc.rooms[e.RoomID], demoEvent{ID: e.EventID, Type: e.EventType, Version: e.RoomVersion})
 	}
 	w.WriteHeader(http.StatusNoContent)
 }
