@@ -22,7 +22,7 @@ func newHTTPClient(cfg Config) *http.Client {
 		DialContext:           cfg.Policy.dialer(cfg.Timeout).DialContext,
 		ForceAttemptHTTP2:     true,
 		MaxIdleConns:          1024,
-		MaxIdleConnsPerHost:   cfg.Concurrency,
+		MaxIdleConnsPerHost:   MaxConcurrency, // several endpoints may share a host: each keeps its connections
 		IdleConnTimeout:       90 * time.Second,
 		TLSHandshakeTimeout:   cfg.Timeout,
 		ExpectContinueTimeout: time.Second,

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -268,4 +269,52 @@ func TestTimeoutIsRetried(t *testing.T) {
 	if first.ID != hist[len(hist)-2].ID {
 		t.Errorf("the retry has id %s, the first attempt %s: want the same", hist[len(hist)-2].ID, first.ID)
 	}
+}
+
+// TestReplayReachesPausedEndpoint: a dead letter replayed while its
+// endpoint is paused waits for it (readers read room events, not
+// replays) and arrives once it is resumed.
+func TestReplayReachesPausedEndpoint(t *testing.T) {
+	h := newHarness(t)
+	rc, e := h.newEndpoint("app1")
+	envs := roomEvents("app1", []string{"r1"}, 3)
+	bad := envs[1].EventID
+	var refusing atomic.Bool
+	refusing.Store(true)
+	rc.setAnswer(func(r request) answer {
+		if refusing.Load() && slices.Contains(r.eventIDs, bad) {
+			return answer{status: 422, body: "unknown user"}
+		}
+		return answer{}
+	})
+	h.startSink(testConfig())
+	h.publish(envs...)
+	rc.waitAccepted(map[string][]string{"r1": {envs[0].EventID, envs[2].EventID}}, 30*time.Second)
+	dlq := newDLQ(t, h)
+	testenv.Eventually(t, 30*time.Second, func() error {
+		page, err := dlq.List(context.Background(), bus.DurableWebhooks, "app1", 0, 10)
+		if err == nil && len(page.Letters) != 1 {
+			return errWaiting
+		}
+		return err
+	})
+
+	h.setEnabled("app1", e.ID, false)
+	waitCursor(t, h, e.ID, true)
+	refusing.Store(false)
+	if _, err := dlq.Replay(context.Background(), bus.DurableWebhooks, "app1", nil); err != nil {
+		t.Fatal(err)
+	}
+	waitHeld(t, h, 1) // the replay, held for the paused endpoint
+	time.Sleep(5 * testConfig().RefreshInterval)
+	if slices.Contains(rc.accepted()["r1"], bad) {
+		t.Fatal("a paused endpoint got the replay")
+	}
+	h.setEnabled("app1", e.ID, true)
+	testenv.Eventually(t, 30*time.Second, func() error {
+		if !slices.Contains(rc.accepted()["r1"], bad) {
+			return errWaiting
+		}
+		return nil
+	})
 }

@@ -44,12 +44,11 @@ func (w *worker) stopReaderLocked(ep *endpoint) {
 func (w *worker) read(ctx context.Context, ep *endpoint, id int64, app string, epoch, from uint64, wake <-chan struct{}) {
 	defer w.tasks.Done()
 	cons, err := w.stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{
-			bus.SubjectPrefix + "." + app + ".>",
-			bus.ReplayPrefix + "." + w.cfg.Consumer.Durable + "." + app + ".>",
-		},
-		DeliverPolicy: jetstream.DeliverByStartSequencePolicy,
-		OptStartSeq:   from,
+		// The app's room events only: replays come through the durable's
+		// handler in every mode (see takes).
+		FilterSubjects: []string{bus.SubjectPrefix + "." + app + ".>"},
+		DeliverPolicy:  jetstream.DeliverByStartSequencePolicy,
+		OptStartSeq:    from,
 	})
 	if err != nil {
 		w.readerFailed(ctx, ep, id, epoch, err)

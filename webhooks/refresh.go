@@ -191,7 +191,7 @@ func (w *worker) dropLanesLocked(ep *endpoint, from uint64, keepInFlight bool) [
 		}
 		var drop []*item
 		for _, it := range l.queue[sent:] {
-			if it.seq >= from {
+			if it.seq >= from && !it.replay { // a replay stays: readers do not read replays
 				drop = append(drop, it)
 				continue
 			}
@@ -234,7 +234,7 @@ func (w *worker) plans() []plan {
 	for _, ep := range w.eps {
 		switch {
 		case !ep.enabled:
-			if ep.mode == modeLive || ep.held+ep.backlog > 0 {
+			if ep.mode == modeLive || ep.releasable() {
 				out = append(out, plan{ep: ep, cursor: w.cursorLocked(ep)})
 			}
 		case ep.pauseReason != "":
@@ -244,6 +244,19 @@ func (w *worker) plans() []plan {
 		}
 	}
 	return out
+}
+
+// releasable reports whether ep's lanes hold an event a move would
+// release (any but replays, which stay).
+func (ep *endpoint) releasable() bool {
+	for _, l := range ep.lanes {
+		for _, it := range l.queue {
+			if !it.replay {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // cursorLocked is where ep's backlog starts if it stops holding events
@@ -256,7 +269,9 @@ func (w *worker) cursorLocked(ep *endpoint) uint64 {
 	}
 	for _, l := range ep.lanes {
 		for _, it := range l.queue {
-			c = min(c, it.seq)
+			if !it.replay {
+				c = min(c, it.seq)
+			}
 		}
 	}
 	return c
