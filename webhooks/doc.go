@@ -65,7 +65,10 @@
 //     its own (an ordered consumer on its app's subjects) from its
 //     cursor, a stream sequence stored in webhook_endpoints.cursor_seq.
 //     The handler leaves it every event from the cursor on (acked without
-//     it) and only hands it stragglers below the cursor (redeliveries).
+//     it) and only hands it stragglers below the cursor (redeliveries)
+//     and replayed dead letters: a reader reads the app's room events
+//     (one subject filter), never replays, so a replay always comes
+//     through the handler and stays in the endpoint's lanes, even paused.
 //
 // An endpoint moves to backlog mode when it is paused (by an admin or
 // automatically), and when it holds Config.MaxHeld events (or, when all
