@@ -318,3 +318,35 @@ func TestReplayReachesPausedEndpoint(t *testing.T) {
 		return nil
 	})
 }
+
+// TestHistoryThinsDeliveredAttempts: with HistoryInterval a minute, only the
+// first delivered attempt within it is recorded; every failed one is.
+func TestHistoryThinsDeliveredAttempts(t *testing.T) {
+	h := newHarness(t)
+	rc, e := h.newEndpoint("app1")
+	cfg := testConfig()
+	cfg.HistoryInterval = time.Minute
+	h.startSink(cfg)
+	first := roomEvents("app1", []string{"r1", "r2", "r3"}, 3)
+	h.publish(first...)
+	rc.waitAccepted(idsByRoom(first), 30*time.Second)
+	var failing atomic.Bool
+	failing.Store(true)
+	rc.setAnswer(func(request) answer {
+		if failing.CompareAndSwap(true, false) {
+			return answer{status: 503}
+		}
+		return answer{}
+	})
+	second := roomEvents("app1", []string{"r4"}, 1)
+	h.publish(second...)
+	rc.waitAccepted(idsByRoom(second), 30*time.Second)
+	hist := h.waitHistory("app1", e.ID, 2)
+	time.Sleep(5 * cfg.RefreshInterval) // anything more would show by now
+	if hist = h.waitHistory("app1", e.ID, 2); len(hist) != 2 {
+		t.Fatalf("history %+v: want the first delivered attempt and the failed one only", hist)
+	}
+	if hist[0].Outcome != webhooks.OutcomeFailed || hist[0].Status != 503 || hist[1].Outcome != webhooks.OutcomeDelivered {
+		t.Errorf("history %+v: want the failed attempt, then (older) the first delivered", hist)
+	}
+}

@@ -72,6 +72,7 @@ func testConfig() webhooks.Config {
 		Timeout:         5 * time.Second,
 		RetryDelays:     []time.Duration{50 * time.Millisecond},
 		RefreshInterval: 100 * time.Millisecond,
+		HistoryInterval: -1, // every attempt: the tests read the history
 		LeaseTTL:        2 * time.Second,
 		Consumer:        bus.ConsumerRunConfig{ShutdownTimeout: 5 * time.Second},
 	}

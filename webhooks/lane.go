@@ -162,7 +162,9 @@ func (w *worker) deliver(l *lane) {
 			res.outcome, res.err = OutcomeFailed, "dead letter not stored: "+err.Error()
 		}
 	}
-	w.record(id, l.room, out, res, now)
+	if w.historyDue(ep, res, now) {
+		w.record(id, l.room, out, res, now)
+	}
 
 	w.mu.Lock()
 	ep.active--
@@ -316,6 +318,22 @@ func (w *worker) deadLetter(ctx context.Context, id int64, it *item, attempts in
 	defer cancel()
 	reason := fmt.Sprintf("webhook %d: %s", id, why)
 	return bus.StoreDeadLetter(ctx, w.s.js, w.cfg.Consumer.Durable, it.subject, it.seq, uint64(attempts), reason, it.data, it.header)
+}
+
+// historyDue reports whether an attempt of ep goes to the history: any
+// that did not deliver, and a delivered one once HistoryInterval has
+// passed since the last recorded (see Config.HistoryInterval).
+func (w *worker) historyDue(ep *endpoint, res result, at time.Time) bool {
+	if res.outcome != OutcomeDelivered || w.cfg.HistoryInterval < 0 {
+		return true
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !ep.recordedAt.IsZero() && at.Sub(ep.recordedAt) < w.cfg.HistoryInterval {
+		return false
+	}
+	ep.recordedAt = at
+	return true
 }
 
 // record adds an attempt to the endpoint's history (best effort).

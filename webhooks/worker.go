@@ -53,8 +53,9 @@ type endpoint struct {
 
 	failingSince time.Time // zero while the last attempt succeeded
 	lastErr      string
-	pauseReason  string // set when it has failed for PauseAfter: the refresh pauses it
-	wantBacklog  bool   // set under pressure: the refresh moves it to backlog mode
+	recordedAt   time.Time // the last delivered attempt recorded in the history
+	pauseReason  string    // set when it has failed for PauseAfter: the refresh pauses it
+	wantBacklog  bool      // set under pressure: the refresh moves it to backlog mode
 
 	ahead         map[uint64]bool    // events delivered that a reader may read again: it skips them (see aheadCap)
 	readerStop    context.CancelFunc // nil when no reader runs

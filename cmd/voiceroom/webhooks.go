@@ -34,6 +34,7 @@ type WebhooksConfig struct {
 	WebhooksAckWait        time.Duration   `env:"VOICEROOM_WEBHOOKS_ACK_WAIT" envDefault:"30s"`
 	WebhooksMaxAckPending  int             `env:"VOICEROOM_WEBHOOKS_MAX_ACK_PENDING" envDefault:"8192"`
 	WebhooksLeaseTTL       time.Duration   `env:"VOICEROOM_WEBHOOKS_LEASE_TTL" envDefault:"15s"`
+	WebhooksHistoryEvery   time.Duration   `env:"VOICEROOM_WEBHOOKS_HISTORY_INTERVAL" envDefault:"100ms"`
 }
 
 // webhooksVars are the variables that set webhooks.Config's and
@@ -45,7 +46,8 @@ func webhooksVars() map[string]string {
 		"MaxBatchEvents": "VOICEROOM_WEBHOOKS_MAX_BATCH_EVENTS", "RetryDelays": "VOICEROOM_WEBHOOKS_BACKOFF",
 		"PauseAfter": "VOICEROOM_WEBHOOKS_PAUSE_AFTER", "MaxHeld": "VOICEROOM_WEBHOOKS_MAX_HELD",
 		"FetchBatch": "VOICEROOM_WEBHOOKS_FETCH_BATCH", "LeaseTTL": "VOICEROOM_WEBHOOKS_LEASE_TTL",
-		"RotationWindow": "VOICEROOM_WEBHOOKS_ROTATION_WINDOW", "Replicas": "VOICEROOM_STREAM_REPLICAS",
+		"HistoryInterval": "VOICEROOM_WEBHOOKS_HISTORY_INTERVAL",
+		"RotationWindow":  "VOICEROOM_WEBHOOKS_ROTATION_WINDOW", "Replicas": "VOICEROOM_STREAM_REPLICAS",
 	} {
 		vars[field] = name
 	}
@@ -83,16 +85,17 @@ func (c *config) webhooksConfig() webhooks.Config {
 	run := c.consumerRun(bus.DurableWebhooks)
 	run.FetchBatch = c.WebhooksFetchBatch
 	return webhooks.Config{
-		Consumer:       run,
-		Policy:         c.policy(),
-		Timeout:        c.WebhooksTimeout,
-		Concurrency:    c.WebhooksConcurrency,
-		MaxBatchEvents: c.WebhooksMaxBatchEvents,
-		RetryDelays:    c.WebhooksBackOff,
-		PauseAfter:     c.WebhooksPauseAfter,
-		MaxHeld:        c.WebhooksMaxHeld,
-		LeaseTTL:       c.WebhooksLeaseTTL,
-		Replicas:       c.StreamReplicas,
+		Consumer:        run,
+		Policy:          c.policy(),
+		Timeout:         c.WebhooksTimeout,
+		Concurrency:     c.WebhooksConcurrency,
+		MaxBatchEvents:  c.WebhooksMaxBatchEvents,
+		RetryDelays:     c.WebhooksBackOff,
+		PauseAfter:      c.WebhooksPauseAfter,
+		MaxHeld:         c.WebhooksMaxHeld,
+		LeaseTTL:        c.WebhooksLeaseTTL,
+		HistoryInterval: c.WebhooksHistoryEvery,
+		Replicas:        c.StreamReplicas,
 	}
 }
 
