@@ -115,9 +115,11 @@
 //
 // # History and metrics
 //
-// Every attempt (id, room, events, attempt, outcome, HTTP status,
-// latency, error) goes to the stream WEBHOOK_DELIVERIES, the last
-// MaxDeliveriesKept per endpoint (GET /admin/v1/webhooks/{id}/deliveries).
+// Every failed or rejected attempt (id, room, events, attempt, outcome,
+// HTTP status, latency, error) goes to the stream WEBHOOK_DELIVERIES, and
+// a delivered one at most once per Config.HistoryInterval per endpoint;
+// the last MaxDeliveriesKept per endpoint are kept
+// (GET /admin/v1/webhooks/{id}/deliveries). The metrics count them all.
 // Metrics: voiceroom_webhooks_deliveries_total{outcome},
 // voiceroom_webhooks_delivery_duration_seconds{outcome},
 // voiceroom_webhooks_events_total{outcome},
