@@ -20,7 +20,8 @@ func TestProbedOnce(t *testing.T) {
 	rdb, _ := testenv.NewRedis(t)
 	var pings atomic.Int64
 	counted := redis.NewClient(&redis.Options{Addr: rdb.Options().Addr, DB: rdb.Options().DB})
-	counted.AddHook(pingCounter{&pings})
+	release := make(chan struct{})
+	counted.AddHook(pingCounter{&pings, release})
 	t.Cleanup(func() { counted.Close() })
 	var failures atomic.Int64
 	g := New(counted, time.Second, "the test", testenv.Logger(t), func() { failures.Add(1) })
@@ -45,6 +46,7 @@ func TestProbedOnce(t *testing.T) {
 	if up.Load() != 0 {
 		t.Errorf("%d requests used redis before the probe answered", up.Load())
 	}
+	close(release) // the probe answers
 	testenv.Eventually(t, 10*time.Second, func() error {
 		if !g.Up() {
 			return errors.New("redis still skipped after the probe's time")
@@ -87,13 +89,25 @@ func TestFailedProbeBacksOffAgain(t *testing.T) {
 	}
 }
 
-type pingCounter struct{ n *atomic.Int64 }
+// pingCounter counts pings; each waits until release is closed (nil:
+// at once), so a test can hold the probe's answer.
+type pingCounter struct {
+	n       *atomic.Int64
+	release chan struct{}
+}
 
 func (pingCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
 func (p pingCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		if cmd.Name() == "ping" {
 			p.n.Add(1)
+			if p.release != nil {
+				select {
+				case <-p.release:
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+			}
 		}
 		return next(ctx, cmd)
 	}
