@@ -6,6 +6,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"math"
 	"net/http"
 	"strings"
 	"time"
@@ -38,6 +39,8 @@ type account struct {
 	doubleDebit int
 
 	imSkip, listSkip string
+
+	streamSeq map[string]uint64 // event id -> its first copy's sequence in ROOM_EVENTS
 }
 
 // problems lists what breaks a promise.
@@ -190,9 +193,9 @@ func (c *cluster) check(ctx context.Context, outs, all []outcome) (account, erro
 	if err != nil {
 		return a, err
 	}
-	a.dupInStream, a.outOfOrder = dups, ooo
+	a.dupInStream, a.outOfOrder, a.streamSeq = dups, ooo, seen
 	for id := range committed {
-		if seen[id] {
+		if seen[id] > 0 {
 			a.inStream++
 		} else {
 			a.lost++
@@ -239,9 +242,10 @@ func strings1(ctx context.Context, c *cluster, q string) ([]string, error) {
 
 // readStream reads a stream (optionally one subject filter) from the start
 // and returns the event ids it holds (Nats-Msg-Id, else the dead letter's
-// original id header), the duplicates, and the messages that came after a
-// higher room_version of the same room.
-func (c *cluster) readStream(ctx context.Context, name, filter string) (map[string]bool, int, int, error) {
+// original id header) with the stream sequence of each one's first copy,
+// the duplicates, and the messages that came after a higher room_version
+// of the same room.
+func (c *cluster) readStream(ctx context.Context, name, filter string) (map[string]uint64, int, int, error) {
 	stream, err := c.js.Stream(ctx, name)
 	if err != nil {
 		return nil, 0, 0, fmt.Errorf("stream %s: %w", name, err)
@@ -254,7 +258,7 @@ func (c *cluster) readStream(ctx context.Context, name, filter string) (map[stri
 	if err != nil {
 		return nil, 0, 0, err
 	}
-	seen := map[string]bool{}
+	seen := map[string]uint64{}
 	if info.State.Msgs == 0 {
 		return seen, 0, 0, nil
 	}
@@ -285,10 +289,13 @@ func (c *cluster) readStream(ctx context.Context, name, filter string) (map[stri
 				}
 				last[env.RoomID] = max(last[env.RoomID], env.RoomVersion)
 			}
-			if seen[id] {
+			if seen[id] > 0 {
 				dups++
+			} else if meta, err := m.Metadata(); err == nil {
+				seen[id] = meta.Sequence.Stream
+			} else {
+				seen[id] = math.MaxUint64 // stored, sequence unknown
 			}
-			seen[id] = true
 		}
 		if err := batch.Error(); err != nil && n == 0 && !strings.Contains(err.Error(), "timeout") {
 			return nil, 0, 0, err
