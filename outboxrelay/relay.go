@@ -445,7 +445,16 @@ func (r *Relay) publish(ctx context.Context, p *pass, b *batch) {
 		b.skip = true // claimed but not started: leave it as it was
 		return
 	}
-	inFlight := r.inFlightRooms(ctx)
+	inFlight, err := r.inFlightRooms(ctx)
+	if err != nil {
+		// Unread, a room's pending rows could overtake its earlier rows
+		// still in a fast path's in-flight group: leave the batch as it
+		// was and end the pass.
+		r.log.WarnContext(ctx, "outbox in-flight groups not read; the batch stays pending", "error", err)
+		b.skip = true
+		p.stop.Store(true)
+		return
+	}
 	rows := b.rows[:0]
 	msgs := make([]bus.Message, 0, len(b.rows))
 	for _, rw := range b.rows {
@@ -820,15 +829,16 @@ func (r *Relay) expireInFlight(ctx context.Context) {
 
 // inFlightRooms returns, for each room with rows in in-flight groups, its
 // lowest such id: a later pending row of the room waits for it. A failed
-// read returns nil (nothing held back: the stream's order may then suffer,
-// never its content) and is counted in the MySQL failures metric.
-func (r *Relay) inFlightRooms(ctx context.Context) map[voiceroom.RoomKey]int64 {
+// read (counted in the MySQL failures metric) returns the error: the
+// caller publishes nothing then, since without it a room's pending rows
+// could be stored before its earlier in-flight ones.
+func (r *Relay) inFlightRooms(ctx context.Context) (map[voiceroom.RoomKey]int64, error) {
 	ctx, cancel := context.WithTimeout(ctx, r.cfg.StatementTimeout)
 	defer cancel()
 	rs, err := r.db.QueryContext(ctx, inFlightRoomsSQL)
 	if err != nil {
 		r.m.dbFailed("in_flight")
-		return nil
+		return nil, err
 	}
 	defer rs.Close()
 	out := map[voiceroom.RoomKey]int64{}
@@ -837,9 +847,13 @@ func (r *Relay) inFlightRooms(ctx context.Context) map[voiceroom.RoomKey]int64 {
 		var first int64
 		if err := rs.Scan(&k.AppCode, &k.RoomID, &first); err != nil {
 			r.m.dbFailed("in_flight")
-			return nil
+			return nil, err
 		}
 		out[k] = first
 	}
-	return out
+	if err := rs.Err(); err != nil { // cut short, the map would miss rooms
+		r.m.dbFailed("in_flight")
+		return nil, err
+	}
+	return out, nil
 }
