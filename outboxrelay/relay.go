@@ -445,7 +445,7 @@ func (r *Relay) publish(ctx context.Context, p *pass, b *batch) {
 		b.skip = true // claimed but not started: leave it as it was
 		return
 	}
-	inFlight, err := r.inFlightRooms(ctx)
+	inFlight, err := r.inFlightRooms(b.ctx, b.tx)
 	if err != nil {
 		// Unread, a room's pending rows could overtake its earlier rows
 		// still in a fast path's in-flight group: leave the batch as it
@@ -832,10 +832,14 @@ func (r *Relay) expireInFlight(ctx context.Context) {
 // read (counted in the MySQL failures metric) returns the error: the
 // caller publishes nothing then, since without it a room's pending rows
 // could be stored before its earlier in-flight ones.
-func (r *Relay) inFlightRooms(ctx context.Context) (map[voiceroom.RoomKey]int64, error) {
+//
+// It reads in the batch's own transaction (tx, READ COMMITTED: it sees
+// the groups committed now): on the pool, it waited for a connection
+// while the pipeline's batches held them, and timed out.
+func (r *Relay) inFlightRooms(ctx context.Context, tx *sql.Tx) (map[voiceroom.RoomKey]int64, error) {
 	ctx, cancel := context.WithTimeout(ctx, r.cfg.StatementTimeout)
 	defer cancel()
-	rs, err := r.db.QueryContext(ctx, inFlightRoomsSQL)
+	rs, err := tx.QueryContext(ctx, inFlightRoomsSQL)
 	if err != nil {
 		r.m.dbFailed("in_flight")
 		return nil, err
