@@ -15,7 +15,7 @@ import (
 
 // Timings of the consume loop that nobody needs to tune.
 const (
-	fetchExpiry       = 5 * time.Second // one pull request's life; ctx cancels it sooner
+	fetchHeartbeat    = time.Second     // a pull request ends after two missed (the server went away)
 	fetchRetryMax     = 5 * time.Second // cap of the wait after a failed fetch
 	dlqPublishTimeout = 5 * time.Second // bound of one dead-letter publish
 	ackSyncTimeout    = 5 * time.Second // bound of a confirmed ack
@@ -226,10 +226,18 @@ func (c *Consumer) acquire(ctx context.Context) (int, bool) {
 
 // fetch runs one pull request for up to n messages and queues each as it
 // arrives. It returns how many it queued.
+//
+// The request ends on the server's word (a full batch, or its expiry, a
+// 408 status), on a missed heartbeat (the server went away), or when ctx
+// ends (shutdown), and never on a deadline of the client's own. A
+// request that reaches the server late (a busy machine) expires there
+// later than the client would expect, and a client that stopped reading
+// at its own deadline would drop the messages still on the way: the
+// server counts them delivered and hands them out again only after the
+// ack wait, after later events of their rooms
+// (TestFetchOutlivesALatePullRequest).
 func (c *Consumer) fetch(ctx context.Context, cons jetstream.Consumer, n int, queues []chan *job) (int, error) {
-	fctx, cancel := context.WithTimeout(ctx, fetchExpiry)
-	defer cancel()
-	batch, err := cons.Fetch(n, jetstream.FetchContext(fctx))
+	batch, err := cons.Fetch(n, jetstream.FetchContext(cancelOnly{ctx}), jetstream.FetchHeartbeat(fetchHeartbeat))
 	if err != nil {
 		return 0, fmt.Errorf("fetch: %w", err)
 	}
@@ -244,6 +252,13 @@ func (c *Consumer) fetch(ctx context.Context, cons jetstream.Consumer, n int, qu
 	}
 	return got, nil
 }
+
+// cancelOnly is a context without its deadline: a fetch with it lives
+// until the server ends it (nats.go's default expiry, 30 s) or ctx is
+// cancelled.
+type cancelOnly struct{ context.Context }
+
+func (cancelOnly) Deadline() (time.Time, bool) { return time.Time{}, false }
 
 // free gives back the slot of a message that is settled (or was never
 // fetched).
