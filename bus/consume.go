@@ -171,6 +171,9 @@ type Consumer struct {
 	turns    sync.WaitGroup // handler calls whose deliveries are not all settled
 	settling sync.WaitGroup // replays whose letter is being removed before their ack
 
+	qmu    sync.Mutex
+	queued map[uint64]int // stream sequences fetched and not yet through take, counted (see OldestQueued)
+
 	// Set by Run before any goroutine starts.
 	runCtx           context.Context  // Run's: once it ends, queued messages are nakked, not handled
 	slots            chan struct{}    // one per message fetched and not yet settled

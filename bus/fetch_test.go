@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"voiceroom"
 	"voiceroom/bus"
 	"voiceroom/internal/testenv"
 )
@@ -164,4 +165,64 @@ func forwardLate(from, to net.Conn, delay time.Duration) {
 		}
 	}
 	to.Close()
+}
+
+// TestOldestQueued: workers hand events over per room, so while one
+// room's handler is busy a later event of another room is handed over
+// first; OldestQueued names the busy room's events, the lowest first,
+// until they are through.
+func TestOldestQueued(t *testing.T) {
+	conn := testenv.NewJetStream(t)
+	mustProvisionConsumer(t, conn, bus.ConsumerConfig{Durable: "queued", MaxDeliver: -1})
+	pub := testenv.NewPublisher(t, conn)
+	release := make(chan struct{})
+	handed := make(chan bus.Delivery, 8)
+	c, err := bus.NewConsumer(conn.JetStream(), bus.ConsumerRunConfig{Durable: "queued", Concurrency: 4},
+		func(_ context.Context, d bus.Delivery) error {
+			if d.Envelope.RoomID == "busy" {
+				<-release
+			}
+			handed <- d
+			return nil
+		}, testenv.Logger(t), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	ran := make(chan error, 1)
+	go func() { ran <- c.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		<-ran
+	})
+	if _, ok := c.OldestQueued(); ok {
+		t.Fatal("OldestQueued reports an event before any was fetched")
+	}
+	busy1 := mustPublish(t, pub, newTestEnvelope("busy", 1))
+	mustPublish(t, pub, newTestEnvelope("busy", 2))
+	// Another room's event, later in the stream, on another worker
+	// (workers are picked by the room key's hash).
+	worker := func(room string) uint32 {
+		return voiceroom.Hash(voiceroom.RoomKey{AppCode: "app1", RoomID: room}.String()) % 4
+	}
+	other := "other"
+	for i := 0; worker(other) == worker("busy"); i++ {
+		other = fmt.Sprintf("other%d", i)
+	}
+	later := mustPublish(t, pub, newTestEnvelope(other, 1))
+	if d := receive(t, handed); d.StreamSeq != later.Sequence {
+		t.Fatalf("handed %d first, want the other room's %d", d.StreamSeq, later.Sequence)
+	}
+	if seq, ok := c.OldestQueued(); !ok || seq != busy1.Sequence {
+		t.Fatalf("OldestQueued %d %v, want the busy room's first, %d", seq, ok, busy1.Sequence)
+	}
+	close(release)
+	receive(t, handed)
+	receive(t, handed)
+	testenv.Eventually(t, 5*time.Second, func() error {
+		if seq, ok := c.OldestQueued(); ok {
+			return fmt.Errorf("OldestQueued %d after every event was handled", seq)
+		}
+		return nil
+	})
 }

@@ -245,6 +245,7 @@ func (c *Consumer) fetch(ctx context.Context, cons jetstream.Consumer, n int, qu
 	for msg := range batch.Messages() {
 		got++
 		j := newJob(msg)
+		c.noteQueued(j, 1)
 		queues[shard(j.roomKey(), len(queues))] <- j
 	}
 	if err := batch.Error(); err != nil && !errorsIsContext(err) {
@@ -259,6 +260,39 @@ func (c *Consumer) fetch(ctx context.Context, cons jetstream.Consumer, n int, qu
 type cancelOnly struct{ context.Context }
 
 func (cancelOnly) Deadline() (time.Time, bool) { return time.Time{}, false }
+
+// noteQueued counts j in (n 1) or out of (n -1) the messages fetched and
+// not yet handed over.
+func (c *Consumer) noteQueued(j *job, n int) {
+	if j.meta == nil {
+		return
+	}
+	seq := j.meta.Sequence.Stream
+	c.qmu.Lock()
+	defer c.qmu.Unlock()
+	if c.queued == nil {
+		c.queued = map[uint64]int{}
+	}
+	if c.queued[seq] += n; c.queued[seq] <= 0 {
+		delete(c.queued, seq)
+	}
+}
+
+// OldestQueued returns the lowest stream sequence fetched and not yet
+// handed to the handler (or settled instead); ok is false when none
+// waits. Workers hand messages over in stream order within a room, not
+// across rooms: a handler that has been handed sequence s may still be
+// handed a lower one of another room, and this says which is the lowest.
+func (c *Consumer) OldestQueued() (seq uint64, ok bool) {
+	c.qmu.Lock()
+	defer c.qmu.Unlock()
+	for s := range c.queued {
+		if !ok || s < seq {
+			seq, ok = s, true
+		}
+	}
+	return seq, ok
+}
 
 // free gives back the slot of a message that is settled (or was never
 // fetched).
@@ -339,6 +373,11 @@ func gather(q <-chan *job, max int, wait *time.Timer) []*job {
 
 // take admits a turn's jobs and runs the handler over those admitted.
 func (c *Consumer) take(jobs []*job) {
+	defer func() {
+		for _, j := range jobs {
+			c.noteQueued(j, -1)
+		}
+	}()
 	admitted := jobs[:0]
 	ds := make([]Delivery, 0, len(jobs))
 	for _, j := range jobs {

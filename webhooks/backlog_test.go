@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -155,4 +156,48 @@ func countAccepted(rc *receiver) int {
 		n += len(ids)
 	}
 	return n
+}
+
+// TestPressureKeepsRoomOrder: an endpoint that keeps reaching MaxHeld
+// moves to backlog mode again and again while the durable's consumer,
+// sharded by room over several workers, hands events over in stream
+// order per room only. Every move must start its reader at or below the
+// lowest event not handed over yet, or that event comes as a straggler
+// after its room's later events read back: each room's events must first
+// arrive in order.
+func TestPressureKeepsRoomOrder(t *testing.T) {
+	h := newHarness(t)
+	rc, _ := h.newEndpoint("app1")
+	rc.setAnswer(func(request) answer {
+		time.Sleep(time.Millisecond) // a receiver a little slower than the burst
+		return answer{status: 204}
+	})
+	cfg := testConfig()
+	cfg.MaxHeld = 4
+	cfg.Consumer.FetchBatch = 64
+	cfg.Consumer.Concurrency = 4
+	h.startSink(cfg)
+	rooms := make([]string, 16)
+	for i := range rooms {
+		rooms[i] = fmt.Sprintf("r%02d", i)
+	}
+	events := roomEvents("app1", rooms, 40)
+	h.publish(events...)
+	want := idsByRoom(events)
+	testenv.Eventually(t, 60*time.Second, func() error {
+		got := rc.accepted()
+		for room, ids := range want {
+			if n := len(dedupe(got[room])); n < len(ids) {
+				return fmt.Errorf("room %s: %d of %d events accepted", room, n, len(ids))
+			}
+		}
+		return nil
+	})
+	got := rc.accepted()
+	for room, ids := range want {
+		if first := dedupe(got[room]); !slices.Equal(first, ids) {
+			t.Errorf("room %s: events first arrived in order %v, want %v", room, first, ids)
+		}
+	}
+	rc.checkVerified()
 }

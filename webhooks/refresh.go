@@ -261,11 +261,24 @@ func (ep *endpoint) releasable() bool {
 
 // cursorLocked is where ep's backlog starts if it stops holding events
 // now: its oldest event held, else the first event the handler has not
-// seen (live) or the reader has not read (backlog mode).
+// been handed (live) or the reader has not read (backlog mode).
+//
+// The durable's consumer hands events over in stream order per room, not
+// across rooms (its workers are sharded by room): a lower sequence of one
+// room may still wait in its queue after a higher one of another room was
+// handed over. The cursor stays at or below it, so that it comes back
+// through the reader, in its room's order, instead of as a straggler
+// behind the room's later events read back (it is then acked without
+// being handed over).
 func (w *worker) cursorLocked(ep *endpoint) uint64 {
 	c := w.maxSeen + 1
 	if ep.mode == modeBacklog {
 		c = ep.readTo + 1
+	}
+	if w.cons != nil {
+		if q, ok := w.cons.OldestQueued(); ok {
+			c = min(c, q)
+		}
 	}
 	for _, l := range ep.lanes {
 		for _, it := range l.queue {

@@ -146,6 +146,7 @@ type worker struct {
 	byApp    map[string][]*endpoint
 	events   map[uint64]*event // durable deliveries held, by stream sequence
 	maxSeen  uint64            // the highest sequence the handler was given (at start, the durable's last delivered)
+	cons     *bus.Consumer     // the durable's: what it fetched and has not handed over yet (see cursorLocked)
 	held     int               // durable events held, over every endpoint
 	stopping bool
 
@@ -218,6 +219,9 @@ func (w *worker) run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("webhooks consumer: %w", err)
 	}
+	w.mu.Lock()
+	w.cons = cons
+	w.mu.Unlock()
 	wctx, cancel := context.WithCancel(ctx)
 	var loops sync.WaitGroup
 	loops.Go(func() { w.refreshLoop(wctx) })
