@@ -437,6 +437,7 @@ func newCluster(t *testing.T, m mode) *cluster {
 			if t.Failed() {
 				if b, err := os.ReadFile(p.log); err == nil {
 					t.Logf("%s output (tail):\n%s", name, tail(string(b), 4000))
+					keepLog(t, name+".log", b)
 				}
 			}
 		})
@@ -498,6 +499,23 @@ func mkdir(tb testing.TB, dir string) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		tb.Fatal(err)
 	}
+}
+
+// keptLogs is where a failed run's process logs are copied whole (the
+// test's temporary directory goes with it); made on first use.
+var keptLogs = sync.OnceValues(func() (string, error) { return os.MkdirTemp("", "voiceroom-chaos-logs-") })
+
+// keepLog copies a failed run's process log to keptLogs.
+func keepLog(t *testing.T, name string, b []byte) {
+	dir, err := keptLogs()
+	if err == nil {
+		err = os.WriteFile(filepath.Join(dir, name), b, 0o644)
+	}
+	if err != nil {
+		t.Logf("keep %s: %v", name, err)
+		return
+	}
+	t.Logf("%s kept whole in %s", name, dir)
 }
 
 func tail(s string, n int) string {
