@@ -76,7 +76,10 @@
 // the one holding most): so a slow or failing endpoint holds at most
 // MaxHeld of the durable's events and never stalls the others. The move
 // first stores the cursor, the oldest event it holds (or the first the
-// handler has not seen), in MySQL; only then are its events released,
+// handler has not been handed; the consumer's workers hand events over in
+// order per room, not across rooms, so that is the lowest it fetched and
+// has not handed over yet, see bus.Consumer.OldestQueued), in MySQL;
+// only then are its events released,
 // each acked once the other endpoints are done with it. If storing fails,
 // nothing is released. A paused endpoint's reader does not run: the
 // backlog waits in the stream (within its MaxAge, 7 days by default).
