@@ -315,7 +315,11 @@ func (w *worker) move(ctx context.Context, p plan) {
 	// What was delivered while the cursor was being stored need not be
 	// read back: the reader starts at the oldest event held now, if later.
 	from := max(p.cursor, w.cursorLocked(ep))
+	before := ep.held + ep.backlog
 	dones := w.dropLanesLocked(ep, from, p.pressure)
+	// What it released waits in the stream now: the pending gauge counts
+	// it until the reader's first read says how much waits.
+	ep.streamPending = uint64(max(before-ep.held-ep.backlog, 0))
 	ep.mode, ep.from, ep.stored, ep.readTo, ep.maxSkipped = modeBacklog, from, p.cursor, from-1, w.maxSeen
 	for seq := range ep.ahead {
 		if seq < from {
