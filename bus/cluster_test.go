@@ -41,7 +41,7 @@ func TestClusterSurvivesNodeRestart(t *testing.T) {
 		got.add(d.Envelope.EventID)
 		return nil
 	}
-	startClusterConsumer(t, js, bus.ConsumerRunConfig{Durable: cc.Durable, Concurrency: 4}, h)
+	startConsumer(t, js, bus.ConsumerRunConfig{Durable: cc.Durable, Concurrency: 4}, h)
 
 	pub := startClusterPublisher(t, testenv.NewPublisher(t, conn))
 	waitProgress(t, "before the restart", pub, got, 50)
@@ -237,8 +237,8 @@ func mustProvisionCluster(tb testing.TB, js jetstream.JetStream, cc bus.Consumer
 	})
 }
 
-// startClusterConsumer runs a Consumer until the test ends.
-func startClusterConsumer(tb testing.TB, js jetstream.JetStream, rc bus.ConsumerRunConfig, h bus.Handler) {
+// startConsumer runs a Consumer until the test ends, once it runs.
+func startConsumer(tb testing.TB, js jetstream.JetStream, rc bus.ConsumerRunConfig, h bus.Handler) *bus.Consumer {
 	tb.Helper()
 	c, err := bus.NewConsumer(js, rc, h, testenv.Logger(tb), nil)
 	if err != nil {
@@ -251,8 +251,8 @@ func startClusterConsumer(tb testing.TB, js jetstream.JetStream, rc bus.Consumer
 	case <-c.Running():
 	case err := <-done:
 		tb.Fatalf("consumer run: %v", err)
-	case <-time.After(10 * time.Second):
-		tb.Fatalf("consumer not running after 10s")
+	case <-time.After(30 * time.Second):
+		tb.Fatalf("consumer not running after 30s")
 	}
 	tb.Cleanup(func() {
 		cancel()
@@ -265,6 +265,7 @@ func startClusterConsumer(tb testing.TB, js jetstream.JetStream, rc bus.Consumer
 			tb.Errorf("consumer did not stop")
 		}
 	})
+	return c
 }
 
 // eventSet counts the deliveries of each event id.

@@ -51,7 +51,7 @@ func TestFetchOutlivesALatePullRequest(t *testing.T) {
 		first = map[int64]uint64{} // version -> NumDelivered at its first handling
 		order []int64              // versions in order of first handling
 	)
-	c, err := bus.NewConsumer(slow.JetStream(), bus.ConsumerRunConfig{Durable: "late", FetchBatch: 1000},
+	startConsumer(t, slow.JetStream(), bus.ConsumerRunConfig{Durable: "late", FetchBatch: 1000},
 		func(_ context.Context, d bus.Delivery) error {
 			mu.Lock()
 			defer mu.Unlock()
@@ -60,23 +60,7 @@ func TestFetchOutlivesALatePullRequest(t *testing.T) {
 				order = append(order, d.Envelope.RoomVersion)
 			}
 			return nil
-		}, testenv.Logger(t), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rctx, stop := context.WithCancel(context.Background())
-	ran := make(chan error, 1)
-	go func() { ran <- c.Run(rctx) }()
-	t.Cleanup(func() {
-		stop()
-		<-ran
-	})
-
-	select {
-	case <-c.Running():
-	case err := <-ran:
-		t.Fatalf("consumer stopped: %v", err)
-	}
+		})
 	// 20 events a second for 12 s: two pulls end at their expiry meanwhile.
 	const n = 240
 	for v := int64(1); v <= n; v++ {
@@ -177,24 +161,14 @@ func TestOldestQueued(t *testing.T) {
 	pub := testenv.NewPublisher(t, conn)
 	release := make(chan struct{})
 	handed := make(chan bus.Delivery, 8)
-	c, err := bus.NewConsumer(conn.JetStream(), bus.ConsumerRunConfig{Durable: "queued", Concurrency: 4},
+	c := startConsumer(t, conn.JetStream(), bus.ConsumerRunConfig{Durable: "queued", Concurrency: 4},
 		func(_ context.Context, d bus.Delivery) error {
 			if d.Envelope.RoomID == "busy" {
 				<-release
 			}
 			handed <- d
 			return nil
-		}, testenv.Logger(t), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	ran := make(chan error, 1)
-	go func() { ran <- c.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		<-ran
-	})
+		})
 	if _, ok := c.OldestQueued(); ok {
 		t.Fatal("OldestQueued reports an event before any was fetched")
 	}

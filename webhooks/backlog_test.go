@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -183,21 +182,6 @@ func TestPressureKeepsRoomOrder(t *testing.T) {
 	}
 	events := roomEvents("app1", rooms, 40)
 	h.publish(events...)
-	want := idsByRoom(events)
-	testenv.Eventually(t, 60*time.Second, func() error {
-		got := rc.accepted()
-		for room, ids := range want {
-			if n := len(dedupe(got[room])); n < len(ids) {
-				return fmt.Errorf("room %s: %d of %d events accepted", room, n, len(ids))
-			}
-		}
-		return nil
-	})
-	got := rc.accepted()
-	for room, ids := range want {
-		if first := dedupe(got[room]); !slices.Equal(first, ids) {
-			t.Errorf("room %s: events first arrived in order %v, want %v", room, first, ids)
-		}
-	}
+	rc.waitFirstInOrder(idsByRoom(events), 60*time.Second)
 	rc.checkVerified()
 }

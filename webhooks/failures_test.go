@@ -172,12 +172,7 @@ func TestRejectedEventIsDeadLettered(t *testing.T) {
 	if _, err := dlq.Replay(context.Background(), bus.DurableWebhooks, "app1", nil); err != nil {
 		t.Fatal(err)
 	}
-	testenv.Eventually(t, 30*time.Second, func() error {
-		if !slices.Contains(rc.accepted()["r1"], bad) {
-			return errWaiting
-		}
-		return nil
-	})
+	rc.waitGot("r1", bad, 30*time.Second)
 }
 
 // Test429HonoursRetryAfter: a 429 waits as long as its Retry-After asks,
@@ -311,12 +306,7 @@ func TestReplayReachesPausedEndpoint(t *testing.T) {
 		t.Fatal("a paused endpoint got the replay")
 	}
 	h.setEnabled("app1", e.ID, true)
-	testenv.Eventually(t, 30*time.Second, func() error {
-		if !slices.Contains(rc.accepted()["r1"], bad) {
-			return errWaiting
-		}
-		return nil
-	})
+	rc.waitGot("r1", bad, 30*time.Second)
 }
 
 // TestHistoryThinsDeliveredAttempts: with HistoryInterval a minute, only the

@@ -349,6 +349,31 @@ func (rc *receiver) checkVerified() {
 // and then checks that, per room, the events came in order, each once.
 func (rc *receiver) waitAccepted(want map[string][]string, timeout time.Duration) {
 	rc.t.Helper()
+	got := rc.waitAll(want, timeout)
+	for room, ids := range want {
+		if !slices.Equal(got[room], ids) {
+			rc.t.Errorf("room %s: accepted %d events %v, want exactly %d in order %v", room, len(got[room]), got[room], len(ids), ids)
+		}
+	}
+}
+
+// waitFirstInOrder waits until the receiver has accepted every event of
+// want, and then checks that, per room, the events first arrived in order
+// (repeats allowed: a receiver drops them by id).
+func (rc *receiver) waitFirstInOrder(want map[string][]string, timeout time.Duration) {
+	rc.t.Helper()
+	got := rc.waitAll(want, timeout)
+	for room, ids := range want {
+		if first := dedupe(got[room]); !slices.Equal(first, ids) {
+			rc.t.Errorf("room %s: events first arrived in order %v, want %v", room, first, ids)
+		}
+	}
+}
+
+// waitAll waits until the receiver has accepted every event of want at
+// least once and returns what it accepted.
+func (rc *receiver) waitAll(want map[string][]string, timeout time.Duration) map[string][]string {
+	rc.t.Helper()
 	testenv.Eventually(rc.t, timeout, func() error {
 		got := rc.accepted()
 		for room, ids := range want {
@@ -358,12 +383,18 @@ func (rc *receiver) waitAccepted(want map[string][]string, timeout time.Duration
 		}
 		return nil
 	})
-	got := rc.accepted()
-	for room, ids := range want {
-		if !slices.Equal(got[room], ids) {
-			rc.t.Errorf("room %s: accepted %d events %v, want exactly %d in order %v", room, len(got[room]), got[room], len(ids), ids)
+	return rc.accepted()
+}
+
+// waitGot waits until the receiver has accepted the event id of room.
+func (rc *receiver) waitGot(room, id string, timeout time.Duration) {
+	rc.t.Helper()
+	testenv.Eventually(rc.t, timeout, func() error {
+		if !slices.Contains(rc.accepted()[room], id) {
+			return errWaiting
 		}
-	}
+		return nil
+	})
 }
 
 // dedupe drops repeats, keeping first arrivals in order.
