@@ -156,12 +156,12 @@ func (g *GapChecker) Check(ctx context.Context) (int, error) {
 	lettered := 0
 	for _, m := range settled {
 		stored, err := g.settle(ctx, stream, dlq, mk, m)
-		if err != nil {
-			return lettered, fmt.Errorf("gap check %s seq %d: %w", durable, m.seq, err)
-		}
-		if stored {
+		if stored { // counted even when removing its mark then failed
 			lettered++
 			g.metrics.gapLettered(durable)
+		}
+		if err != nil {
+			return lettered, fmt.Errorf("gap check %s seq %d: %w", durable, m.seq, err)
 		}
 	}
 	return lettered, nil
