@@ -39,8 +39,6 @@ type account struct {
 	doubleDebit int
 
 	imSkip, listSkip string
-
-	streamSeq map[string]uint64 // event id -> its first copy's sequence in ROOM_EVENTS
 }
 
 // problems lists what breaks a promise.
@@ -193,7 +191,7 @@ func (c *cluster) check(ctx context.Context, outs, all []outcome) (account, erro
 	if err != nil {
 		return a, err
 	}
-	a.dupInStream, a.outOfOrder, a.streamSeq = dups, ooo, seen
+	a.dupInStream, a.outOfOrder = dups, ooo
 	for id := range committed {
 		if seen[id] > 0 {
 			a.inStream++

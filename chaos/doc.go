@@ -53,10 +53,10 @@
 // once; every committed event reached the app's webhook receiver (a
 // process of its own, role webhooks, and an HTTP server in the test that
 // verifies each delivery's signature), each room's events first arriving
-// in the order ROOM_EVENTS holds them (repeats are counted, and dropped by
-// id as a receiver is told to); and the list projection equals the rooms'
-// state (both skipped, with
-// the reason, while the build lacks them; a room list that answers anything
+// in room_version order (repeats are counted, and dropped by id as a
+// receiver is told to); ROOM_EVENTS holds each room's events in
+// room_version order; and the list projection equals the rooms' state
+// (both skipped, with the reason, while the build lacks them; a room list that answers anything
 // but a missing route fails the suite). It prints a table with a row per
 // scenario.
 //

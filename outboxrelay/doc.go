@@ -80,19 +80,25 @@
 // first row of every room, then the next of each whose previous one was
 // acked, so a later event is never stored while an earlier one of its
 // room fails (a server restarting refuses some messages of a batch and
-// accepts the next ones). Within a pass, once a row of a room fails, the
-// relay publishes none of that room's later rows until the next pass.
+// accepts the next ones). Within a pass, once a row of a room fails or
+// is held back, the relay publishes none of that room's later rows until
+// the next pass, which starts again from the oldest pending row.
 //
-// After some failures the order can still break, and consumers must not
-// rely on it alone:
+// Before it publishes a batch the relay reads, for each of its rooms, the
+// rows from the version before the batch's first of the room to its last,
+// and holds a row back while an earlier row of its room is not in the
+// stream and not this pass's to publish: one a fast path still has in
+// flight, one set back to pending after the pass's claims went past it
+// (it was in flight then), or one another relay has claimed. So a room's
+// events keep their order when a fast path gives its in-flight events
+// back in the middle of a pass (JetStream restarting), and with several
+// relays draining one backlog.
 //
-//   - With several relays, two of them publish different batches at the
-//     same time, so a room's events in two batches can be stored in either
-//     order.
-//   - An event whose ack was lost is stored once and published again
-//     later; inside the stream's duplicate window (2m by default) the
-//     repeat is dropped, after it a second copy is stored, after newer
-//     events of its room.
+// One failure can still break it, so consumers must not rely on it
+// alone: an event whose ack was lost is stored once and published again
+// later; inside the stream's duplicate window (2m by default) the repeat
+// is dropped, after it a second copy is stored, after newer events of its
+// room.
 //
 // So delivery is at least once and only nearly ordered: consumers
 // de-duplicate by event_id and guard by room_version (apply an event only

@@ -10,6 +10,8 @@ const (
 	PendingStatsSQL    = pendingStatsSQL
 )
 
+var UnsentRowsSQL = unsentRowsSQL
+
 func SetTestHookBeforeMark(r *Relay, f func() error) { r.testHookBeforeMark = f }
 
 func SetOnAck(m *Metrics, f func(path, eventID string, at time.Time)) { m.onAck = f }

@@ -84,7 +84,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		}),
 		dbFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: promreg.Namespace, Subsystem: "outbox", Name: "db_failure_total",
-			Help: "Failed outbox statements, by operation (claim, mark, fast_mark, check, retention, stats); retried later.",
+			Help: "Failed outbox statements, by operation (claim, unsent, mark, fast_mark, fast_repend, fast_release, check, in_flight, retention, stats); retried later.",
 		}, []string{"op"}),
 		retentionRows: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: promreg.Namespace, Subsystem: "outbox", Name: "retention_deleted_total",
@@ -119,7 +119,7 @@ type pathSeries struct {
 // alert on their rate sees them before the first event.
 var (
 	handOverReasons = []string{"stopped", "room_blocked", "disconnected", "queue_full", "publish_failed", "mark_queue_full"}
-	dbOps           = []string{"claim", "mark", "fast_mark", "check", "retention", "stats"}
+	dbOps           = []string{"claim", "unsent", "mark", "fast_mark", "fast_repend", "fast_release", "check", "in_flight", "retention", "stats"}
 )
 
 func (m *Metrics) bind() *Metrics {

@@ -80,7 +80,7 @@ func (r *Relay) warm(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, r.cfg.StatementTimeout)
 	defer cancel()
 	n := r.cfg.BatchSize
-	r.stmts.warm(ctx, claimSQL, markPublishedSQL(n), markPublishedRangeSQL, markFailedSQL(n))
+	r.stmts.warm(ctx, claimSQL, markPublishedSQL(n), markPublishedRangeSQL, markFailedSQL(n), unsentRowsSQL(unsentRoomsChunk))
 }
 
 // Config returns the relay's configuration with defaults applied.
@@ -155,15 +155,26 @@ type PassResult struct {
 
 // pass is the state of one pass shared by its stages.
 type pass struct {
-	// failedRooms are the rooms with a failed row in this pass; their later
-	// rows wait for the next pass (publisher goroutine only).
-	failedRooms map[voiceroom.RoomKey]struct{}
+	// heldRooms are the rooms with a row this pass leaves pending (failed,
+	// or held back behind an earlier event not yet in the stream): their
+	// later rows wait for the next pass, which starts again from the
+	// oldest row (publisher goroutine only).
+	heldRooms map[voiceroom.RoomKey]struct{}
 	// stop ends the pass early: a whole batch failed, so JetStream is
 	// most likely down and the next tick tries again from the oldest row.
 	stop atomic.Bool
 
-	mu  sync.Mutex
-	res PassResult
+	mu      sync.Mutex
+	res     PassResult
+	claimed map[int64]struct{} // ids of every row claimed in this pass
+}
+
+// wasClaimed reports whether this pass claimed the row id.
+func (p *pass) wasClaimed(id int64) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	_, ok := p.claimed[id]
+	return ok
 }
 
 // batch is one claimed transaction on its way through the pipeline.
@@ -192,7 +203,7 @@ func (r *Relay) Pass(ctx context.Context) PassResult {
 	start := r.cfg.Now()
 	r.warm(ctx)
 	r.expireInFlight(ctx)
-	p := &pass{failedRooms: make(map[voiceroom.RoomKey]struct{})}
+	p := &pass{heldRooms: make(map[voiceroom.RoomKey]struct{}), claimed: make(map[int64]struct{})}
 	slots := make(chan struct{}, r.cfg.Pipeline) // one per batch holding a transaction
 	toPublish := make(chan *batch, r.cfg.Pipeline)
 	toMark := make(chan *batch, r.cfg.Pipeline)
@@ -262,6 +273,9 @@ claim:
 		}
 		p.mu.Lock()
 		p.res.Claimed += n
+		for _, rw := range b.rows {
+			p.claimed[rw.ID] = struct{}{}
+		}
 		p.mu.Unlock()
 		cursor = b.lastID
 		toPublish <- b.batch
@@ -445,12 +459,12 @@ func (r *Relay) publish(ctx context.Context, p *pass, b *batch) {
 		b.skip = true // claimed but not started: leave it as it was
 		return
 	}
-	inFlight, err := r.inFlightRooms(b.ctx, b.tx)
+	unsent, err := r.unsentBefore(b.ctx, b.tx, p, b.rows)
 	if err != nil {
-		// Unread, a room's pending rows could overtake its earlier rows
-		// still in a fast path's in-flight group: leave the batch as it
-		// was and end the pass.
-		r.log.WarnContext(ctx, "outbox in-flight groups not read; the batch stays pending", "error", err)
+		// Unread, a room's rows could overtake its earlier ones still
+		// pending or in a fast path's in-flight group: leave the batch as
+		// it was and end the pass.
+		r.log.WarnContext(ctx, "outbox rows not yet in the stream not read; the batch stays pending", "error", err)
 		b.skip = true
 		p.stop.Store(true)
 		return
@@ -464,13 +478,14 @@ func (r *Relay) publish(ctx context.Context, p *pass, b *batch) {
 			continue
 		}
 		key := voiceroom.RoomKey{AppCode: rw.AppCode, RoomID: rw.RoomID}
-		if _, ok := p.failedRooms[key]; ok {
+		if _, ok := p.heldRooms[key]; ok {
 			b.heldBack++
 			continue
 		}
-		if first, ok := inFlight[key]; ok && first < rw.ID {
-			// An earlier event of the room is in a fast path's in-flight
-			// group: it goes first (published, or back to pending).
+		if first, ok := unsent[key]; ok && first < rw.ID {
+			// An earlier event of the room is not in the stream yet and
+			// not this pass's to publish: it goes first.
+			p.heldRooms[key] = struct{}{}
 			b.heldBack++
 			continue
 		}
@@ -509,7 +524,7 @@ func (r *Relay) publish(ctx context.Context, p *pass, b *batch) {
 		}
 		b.failed[msg] = append(b.failed[msg], rw.ID)
 		b.nFailed++
-		p.failedRooms[voiceroom.RoomKey{AppCode: rw.AppCode, RoomID: rw.RoomID}] = struct{}{}
+		p.heldRooms[voiceroom.RoomKey{AppCode: rw.AppCode, RoomID: rw.RoomID}] = struct{}{}
 		if logged < 10 { // a down stream fails the whole batch: a sample is enough
 			logged++
 			r.log.WarnContext(ctx, "outbox publish failed; row stays pending", "event_id", rw.EventID,
@@ -827,36 +842,70 @@ func (r *Relay) expireInFlight(ctx context.Context) {
 	}
 }
 
-// inFlightRooms returns, for each room with rows in in-flight groups, its
-// lowest such id: a later pending row of the room waits for it. A failed
-// read (counted in the MySQL failures metric) returns the error: the
-// caller publishes nothing then, since without it a room's pending rows
-// could be stored before its earlier in-flight ones.
+// unsentBefore returns, for each room of rows (a batch, in id order) with
+// an event not yet in the stream that this pass did not claim, the lowest
+// such id: the batch's later rows of the room wait for it. Such an event
+// is pending in a fast path's in-flight group; or was set back to pending
+// after this pass's claims went past it (it was in flight then); or is
+// claimed by another relay. It reads each room's rows from the version
+// before the batch's first of the room to its last: a room's events reach
+// the stream in order, so an earlier one not in the stream leaves the one
+// just before the batch's out too. A failed read (counted in the MySQL
+// failures metric) returns the error: the caller publishes nothing then.
 //
 // It reads in the batch's own transaction (tx, READ COMMITTED: it sees
-// the groups committed now): on the pool, it waited for a connection
-// while the pipeline's batches held them, and timed out.
-func (r *Relay) inFlightRooms(ctx context.Context, tx *sql.Tx) (map[voiceroom.RoomKey]int64, error) {
+// what is committed now): on the pool, it waited for a connection while
+// the pipeline's batches held them, and timed out.
+func (r *Relay) unsentBefore(ctx context.Context, tx *sql.Tx, p *pass, rows []voiceroom.OutboxRow) (map[voiceroom.RoomKey]int64, error) {
+	type window struct{ from, to int64 }
+	windows := make(map[voiceroom.RoomKey]window)
+	var keys []voiceroom.RoomKey
+	for _, rw := range rows {
+		key := voiceroom.RoomKey{AppCode: rw.AppCode, RoomID: rw.RoomID}
+		w, ok := windows[key]
+		if !ok {
+			keys = append(keys, key)
+			w = window{from: rw.RoomVersion - 1, to: rw.RoomVersion}
+		}
+		w.from, w.to = min(w.from, rw.RoomVersion-1), max(w.to, rw.RoomVersion)
+		windows[key] = w
+	}
 	ctx, cancel := context.WithTimeout(ctx, r.cfg.StatementTimeout)
 	defer cancel()
-	rs, err := tx.QueryContext(ctx, inFlightRoomsSQL)
-	if err != nil {
-		r.m.dbFailed("in_flight")
-		return nil, err
-	}
-	defer rs.Close()
-	out := map[voiceroom.RoomKey]int64{}
-	for rs.Next() {
-		var k voiceroom.RoomKey
-		var first int64
-		if err := rs.Scan(&k.AppCode, &k.RoomID, &first); err != nil {
-			r.m.dbFailed("in_flight")
-			return nil, err
+	out := make(map[voiceroom.RoomKey]int64)
+	err := chunks(keys, unsentRoomsChunk, func(c []voiceroom.RoomKey) error {
+		args := make([]any, 0, 4*unsentRoomsChunk)
+		for i := range unsentRoomsChunk {
+			k := c[min(i, len(c)-1)]
+			w := windows[k]
+			args = append(args, k.AppCode, k.RoomID, w.from, w.to)
 		}
-		out[k] = first
-	}
-	if err := rs.Err(); err != nil { // cut short, the map would miss rooms
-		r.m.dbFailed("in_flight")
+		st, err := r.stmts.get(ctx, tx, unsentRowsSQL(unsentRoomsChunk))
+		if err != nil {
+			return err
+		}
+		rs, err := st.QueryContext(ctx, args...)
+		if err != nil {
+			return err
+		}
+		defer rs.Close()
+		for rs.Next() {
+			var k voiceroom.RoomKey
+			var id int64
+			if err := rs.Scan(&k.AppCode, &k.RoomID, &id); err != nil {
+				return err
+			}
+			if p.wasClaimed(id) {
+				continue
+			}
+			if first, ok := out[k]; !ok || id < first {
+				out[k] = id
+			}
+		}
+		return rs.Err() // cut short, the map would miss rooms
+	})
+	if err != nil {
+		r.m.dbFailed("unsent")
 		return nil, err
 	}
 	return out, nil

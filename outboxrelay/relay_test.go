@@ -59,7 +59,8 @@ func TestSanitizeError(t *testing.T) {
 }
 
 // TestQueryPlansUseTheOutboxIndexes checks with EXPLAIN that the claim,
-// retention and the gauges walk idx_room_outbox_pending, on a table where
+// retention and the gauges walk idx_room_outbox_pending, and the relay's
+// read of rooms' unsent rows short ranges of idx_room_outbox_room, on a table where
 // most rows are published (the normal state).
 func TestQueryPlansUseTheOutboxIndexes(t *testing.T) {
 	db := testenv.NewDB(t)
@@ -82,11 +83,16 @@ func TestQueryPlansUseTheOutboxIndexes(t *testing.T) {
 		{"claim", outboxrelay.ClaimSQL, []any{0, 100}, "idx_room_outbox_pending"},
 		{"retention", outboxrelay.PublishedWindowSQL, []any{0, 500}, "idx_room_outbox_pending"},
 		{"stats", outboxrelay.PendingStatsSQL, nil, "idx_room_outbox_pending"},
+		{"unsent", outboxrelay.UnsentRowsSQL(3), []any{testApp, "room1", 9, 12, testApp, "room2", 0, 1, testApp, "room3", 40, 50},
+			"idx_room_outbox_room"},
 	} {
 		var keys []string // of the room_outbox accesses
 		for _, row := range testenv.Explain(t, db, tt.query, tt.args...) {
-			if row["table"] == "room_outbox" {
+			if row["table"] == "room_outbox" || row["table"] == "o" {
 				keys = append(keys, row["key"])
+				if tt.name == "unsent" && row["type"] != "range" {
+					t.Errorf("unsent reads idx_room_outbox_room by %q, want range", row["type"])
+				}
 			}
 		}
 		t.Logf("%s: EXPLAIN keys %v", tt.name, keys)

@@ -222,10 +222,26 @@ const pendingStatsSQL = `SELECT
   (SELECT COALESCE(SUM(last_id - first_id + 1), 0) FROM room_outbox_inflight),
   COALESCE((SELECT MIN(created_at_ms) FROM room_outbox_inflight), 0)`
 
-// inFlightRoomsSQL lists the rooms with rows in in-flight groups and the
-// lowest such id of each.
-const inFlightRoomsSQL = `SELECT o.app_code, o.room_id, MIN(o.id) FROM ` + voiceroom.OutboxInFlightJoin + `
-GROUP BY o.app_code, o.room_id`
+// unsentRoomsChunk is how many rooms one unsentRowsSQL statement reads.
+const unsentRoomsChunk = 100
+
+// unsentRowsSQL lists the rows of up to n rooms, each within a range of
+// room_versions, that are not in the stream yet: marked pending, or in an
+// in-flight group. Its arguments are app_code, room_id and the lowest and
+// highest room_version, per room: a short range of idx_room_outbox_room
+// each.
+func unsentRowsSQL(n int) string {
+	var b strings.Builder
+	b.WriteString("SELECT o.app_code, o.room_id, o.id FROM room_outbox o FORCE INDEX (idx_room_outbox_room) WHERE (")
+	for i := range n {
+		if i > 0 {
+			b.WriteString(" OR ")
+		}
+		b.WriteString("(o.app_code = ? AND o.room_id = ? AND o.room_version BETWEEN ? AND ?)")
+	}
+	b.WriteString(") AND " + voiceroom.OutboxPendingCond)
+	return b.String()
+}
 
 // staleInFlightSQL locks in-flight groups older than a cutoff: a fast
 // path that did not settle them (its process stopped, or its release
