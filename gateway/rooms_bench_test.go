@@ -14,10 +14,10 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
+	"voiceroom/internal/testenv"
 	"voiceroom/roomevent"
 	"voiceroom/rooms"
 )
@@ -72,7 +72,7 @@ func benchHTTP(b *testing.B, base string, client *http.Client, firstUser int, ne
 		mu        sync.Mutex
 		latencies []time.Duration
 	)
-	cpu0, writes0 := processCPU(b), processWrites(b)
+	cpu0, writes0 := testenv.ProcessCPU(b), processWrites(b)
 	b.SetParallelism(benchRoomClientsPerCPU)
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
@@ -133,7 +133,7 @@ func benchHTTP(b *testing.B, base string, client *http.Client, firstUser int, ne
 // and in-process clients together: comparable between runs, not a server
 // cost).
 func reportProcess(b *testing.B, cpu0 time.Duration, writes0 int64) {
-	b.ReportMetric(float64((processCPU(b)-cpu0).Microseconds())/float64(b.N), "cpu-us/op")
+	b.ReportMetric(float64((testenv.ProcessCPU(b)-cpu0).Microseconds())/float64(b.N), "cpu-us/op")
 	if writes0 >= 0 {
 		b.ReportMetric(float64(processWrites(b)-writes0)/float64(b.N), "writes/op")
 	}
@@ -158,16 +158,6 @@ func processWrites(tb testing.TB) int64 {
 		}
 	}
 	return -1
-}
-
-// processCPU is the user and system CPU time the process has used.
-func processCPU(tb testing.TB) time.Duration {
-	tb.Helper()
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		tb.Fatal(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // BenchmarkGetRoomHTTP measures GET /api/v1/rooms/{room_id} over real HTTP:
@@ -196,7 +186,7 @@ func BenchmarkGetRoomHTTPPipelined(b *testing.B) {
 				reqs[i] = []byte("GET " + roomPath + " HTTP/1.1\r\nHost: " + addr + "\r\nAuthorization: Bearer " + tok + "\r\n\r\n")
 			}
 			var idx atomic.Int64
-			cpu0, writes0 := processCPU(b), processWrites(b)
+			cpu0, writes0 := testenv.ProcessCPU(b), processWrites(b)
 			b.SetParallelism(benchRoomClientsPerCPU)
 			b.ResetTimer()
 			b.RunParallel(func(pb *testing.PB) {
@@ -305,23 +295,13 @@ func BenchmarkEncodeRoomView(b *testing.B) {
 			runtime.LockOSThread()
 			defer runtime.UnlockOSThread()
 			b.ReportAllocs()
-			cpu0 := threadCPU(b)
+			cpu0 := testenv.ThreadCPU(b)
 			for b.Loop() {
 				if _, err := enc.fn(v); err != nil {
 					b.Fatal(err)
 				}
 			}
-			b.ReportMetric(float64(threadCPU(b)-cpu0)/float64(b.N), "cpu-ns/op")
+			b.ReportMetric(float64(testenv.ThreadCPU(b)-cpu0)/float64(b.N), "cpu-ns/op")
 		})
 	}
-}
-
-// threadCPU is the CPU time the calling OS thread has used.
-func threadCPU(tb testing.TB) time.Duration {
-	tb.Helper()
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_THREAD, &ru); err != nil {
-		tb.Fatal(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

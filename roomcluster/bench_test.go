@@ -6,7 +6,6 @@ import (
 	"os"
 	"slices"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -16,15 +15,6 @@ import (
 	"voiceroom/roomcluster"
 	"voiceroom/rooms"
 )
-
-// cpuTime is the process's user+system CPU so far.
-func cpuTime(tb testing.TB) time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		tb.Fatal(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
 
 // BenchmarkRouteHop measures what the NATS hop adds to a room command:
 // the same commands through a router whose own node serves every
@@ -75,7 +65,7 @@ func benchRoute(b *testing.B, kind, path string) {
 	var next sync.Mutex
 	done := 0
 	b.ResetTimer()
-	cpu0, t0 := cpuTime(b), time.Now()
+	cpu0, t0 := testenv.ProcessCPU(b), time.Now()
 	var wg sync.WaitGroup
 	for c := range clients {
 		wg.Go(func() {
@@ -115,7 +105,7 @@ func benchRoute(b *testing.B, kind, path string) {
 		})
 	}
 	wg.Wait()
-	elapsed, cpu := time.Since(t0), cpuTime(b)-cpu0
+	elapsed, cpu := time.Since(t0), testenv.ProcessCPU(b)-cpu0
 	b.StopTimer()
 	all := slices.Sorted(slices.Values(slices.Concat(lat...)))
 	b.ReportMetric(float64(len(all))/elapsed.Seconds(), "cmds/s")

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -136,24 +135,14 @@ func BenchmarkHostsCommands(b *testing.B) {
 					*lat = append(*lat, time.Since(start))
 				}
 			}
-			redo0, in0, cpu0 := mysqlCounter(b, e, "INNODB_OS_LOG_WRITTEN"), mysqlCounter(b, e, "BYTES_RECEIVED"), cpuSeconds(b)
+			redo0, in0, cpu0 := mysqlCounter(b, e, "INNODB_OS_LOG_WRITTEN"), mysqlCounter(b, e, "BYTES_RECEIVED"), testenv.ProcessCPU(b).Seconds()
 			reportConcurrent(b, conc, run)
-			cpu, n := cpuSeconds(b)-cpu0, float64(b.N)
+			cpu, n := testenv.ProcessCPU(b).Seconds()-cpu0, float64(b.N)
 			b.ReportMetric(cpu*1000/n, "cpu-s/1000cmds")
 			b.ReportMetric(float64(mysqlCounter(b, e, "INNODB_OS_LOG_WRITTEN")-redo0)/n, "redo-B/cmd")
 			b.ReportMetric(float64(mysqlCounter(b, e, "BYTES_RECEIVED")-in0)/n, "mysql-in-B/cmd")
 		})
 	}
-}
-
-// cpuSeconds is this process's user and system CPU time so far.
-func cpuSeconds(tb testing.TB) float64 {
-	tb.Helper()
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		tb.Fatal(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
 }
 
 // mysqlCounter reads one of MariaDB's global status counters.
