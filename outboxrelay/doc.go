@@ -38,7 +38,9 @@
 // inserting. The transaction stays open while its batch is published and
 // commits with the batch's marks, so no two relays (in one process or
 // many) ever publish a row at the same moment, and a crash at any point
-// rolls back to pending. Up to Pipeline batches are in flight at once, in
+// rolls back to pending. Of several relays on one database one drains at
+// a time, the one holding a MySQL named lock; the others stand by (see
+// drainLock). Up to Pipeline batches are in flight at once, in
 // three stages: one goroutine claims (the only serial stage, so each
 // batch's transaction is begun ahead of its claim), one decodes and
 // publishes, and Pipeline/2 record results and commit; so MySQL and
@@ -84,15 +86,17 @@
 // is held back, the relay publishes none of that room's later rows until
 // the next pass, which starts again from the oldest pending row.
 //
-// Before it publishes a batch the relay reads, for each of its rooms, the
-// rows from the version before the batch's first of the room to its last,
+// Before it publishes a batch the relay reads, for each of its rooms whose
+// rows do not follow on from what the pass already claimed of the room,
+// the rows from the version before the batch's first of the room to its
+// last,
 // and holds a row back while an earlier row of its room is not in the
 // stream and not this pass's to publish: one a fast path still has in
 // flight, one set back to pending after the pass's claims went past it
 // (it was in flight then), or one another relay has claimed. So a room's
 // events keep their order when a fast path gives its in-flight events
-// back in the middle of a pass (JetStream restarting), and with several
-// relays draining one backlog.
+// back in the middle of a pass (JetStream restarting), and while a relay
+// taking over still overlaps the one it replaces.
 //
 // One failure can still break it, so consumers must not rely on it
 // alone: an event whose ack was lost is stored once and published again

@@ -165,6 +165,11 @@ func (f *FastPath) Committed(msgs []bus.Message, group voiceroom.OutboxGroup, co
 		}
 		g = &groupState{group: group, left: len(msgs)}
 	}
+	// The queue takes the whole transaction or none of it: a command's
+	// several events of one room must not be split, the first published
+	// here and the next left to the relay, which would not know to wait
+	// for the first (they share a room_version).
+	full := f.queued+len(msgs) > f.cfg.QueueSize
 	for i, m := range msgs {
 		key, ok := bus.RoomKeyOf(m.Subject)
 		if !ok {
@@ -189,7 +194,7 @@ func (f *FastPath) Committed(msgs []bus.Message, group voiceroom.OutboxGroup, co
 		case !connected:
 			f.handOverLocked(key, m.ID, "disconnected", 1)
 			f.settleLocked(it, false)
-		case f.queued >= f.cfg.QueueSize:
+		case full:
 			f.handOverLocked(key, m.ID, "queue_full", 1)
 			f.settleLocked(it, false)
 		default:
@@ -199,7 +204,7 @@ func (f *FastPath) Committed(msgs []bus.Message, group voiceroom.OutboxGroup, co
 				continue
 			}
 			f.rooms[key] = &roomQueue{}
-			f.work <- it // never blocks: the channel holds QueueSize and queued < QueueSize
+			f.work <- it // never blocks: the channel holds QueueSize and queued stays within it (full)
 		}
 	}
 }

@@ -30,6 +30,7 @@ type Metrics struct {
 	heldBack      prometheus.Counter
 	dbFailures    *prometheus.CounterVec
 	retentionRows prometheus.Counter
+	draining      prometheus.Gauge
 
 	// The per-path series, bound once: acks come tens of thousands a
 	// second.
@@ -84,11 +85,15 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		}),
 		dbFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: promreg.Namespace, Subsystem: "outbox", Name: "db_failure_total",
-			Help: "Failed outbox statements, by operation (claim, unsent, mark, fast_mark, fast_repend, fast_release, check, in_flight, retention, stats); retried later.",
+			Help: "Failed outbox statements, by operation (drain_lock, claim, unsent, mark, fast_mark, fast_repend, fast_release, check, in_flight, retention, stats); retried later.",
 		}, []string{"op"}),
 		retentionRows: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: promreg.Namespace, Subsystem: "outbox", Name: "retention_deleted_total",
 			Help: "Published outbox rows deleted by retention.",
+		}),
+		draining: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: promreg.Namespace, Subsystem: "outbox", Name: "relay_draining",
+			Help: "1 while this process's relay holds the drain lock and drains the outbox; 0 while it stands by (another relay drains) or is stopped.",
 		}),
 	}
 	r := promreg.On(reg)
@@ -103,6 +108,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	promreg.Add(r, &m.heldBack)
 	promreg.Add(r, &m.dbFailures)
 	promreg.Add(r, &m.retentionRows)
+	promreg.Add(r, &m.draining)
 	if err := r.Err(); err != nil {
 		return nil, fmt.Errorf("outbox metrics: %w", err)
 	}
@@ -119,7 +125,7 @@ type pathSeries struct {
 // alert on their rate sees them before the first event.
 var (
 	handOverReasons = []string{"stopped", "room_blocked", "disconnected", "queue_full", "publish_failed", "mark_queue_full"}
-	dbOps           = []string{"claim", "unsent", "mark", "fast_mark", "fast_repend", "fast_release", "check", "in_flight", "retention", "stats"}
+	dbOps           = []string{"drain_lock", "claim", "unsent", "mark", "fast_mark", "fast_repend", "fast_release", "check", "in_flight", "retention", "stats"}
 )
 
 func (m *Metrics) bind() *Metrics {
@@ -177,6 +183,16 @@ func (m *Metrics) dbFailed(op string) {
 func (m *Metrics) sawUndecodable(n int) {
 	if m != nil && n > 0 {
 		m.undecodable.Add(float64(n))
+	}
+}
+
+func (m *Metrics) setDraining(on bool) {
+	if m != nil {
+		v := 0.0
+		if on {
+			v = 1
+		}
+		m.draining.Set(v)
 	}
 }
 

@@ -38,6 +38,13 @@ type Relay struct {
 	stmts   *statements
 	running atomic.Bool
 
+	// lock lets one relay of several drain at a time; draining is whether
+	// this one did at its last pass (Pass's own state: passes run one at
+	// a time).
+	lock          *drainLock
+	draining      bool
+	standbyLogged bool
+
 	// logged remembers undecodable rows already logged by this process, so
 	// a broken row is logged once, not on every pass; bounded.
 	loggedMu sync.Mutex
@@ -63,13 +70,15 @@ func New(db *sql.DB, pub Publisher, log *slog.Logger, m *Metrics, cfg Config) (*
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	log = log.With("worker", WorkerName, "path", pathRelay)
 	return &Relay{
 		db:     db,
 		pub:    pub,
-		log:    log.With("worker", WorkerName, "path", pathRelay),
+		log:    log,
 		m:      m,
 		cfg:    cfg,
 		stmts:  newStatements(db),
+		lock:   &drainLock{db: db, log: log, timeout: cfg.StatementTimeout},
 		logged: make(map[int64]struct{}),
 	}, nil
 }
@@ -111,6 +120,8 @@ func (r *Relay) Run(ctx context.Context) error {
 	for {
 		select {
 		case <-ctx.Done():
+			r.lock.release() // a relay standing by takes over at its next pass
+			r.m.setDraining(false)
 			wg.Wait()
 			r.log.Info("outbox relay stopped")
 			return nil
@@ -164,9 +175,36 @@ type pass struct {
 	// most likely down and the next tick tries again from the oldest row.
 	stop atomic.Bool
 
+	// newest is, per room, the highest room_version claimed in this pass
+	// (claimer goroutine only).
+	newest map[voiceroom.RoomKey]int64
+
 	mu      sync.Mutex
 	res     PassResult
 	claimed map[int64]struct{} // ids of every row claimed in this pass
+}
+
+// unsure returns the rooms of rows (a new batch) with a row whose
+// room_version does not follow the newest this pass claimed of its room
+// (the same version, or the next): only for those can an earlier event
+// still be outside the stream without the pass knowing (see
+// Relay.unsentBefore). A room whose rows follow on from what the pass
+// claimed has its earlier events in this pass's hands: published, or
+// held back (heldRooms).
+func (p *pass) unsure(rows []voiceroom.OutboxRow) map[voiceroom.RoomKey]struct{} {
+	var out map[voiceroom.RoomKey]struct{}
+	for _, rw := range rows {
+		key := voiceroom.RoomKey{AppCode: rw.AppCode, RoomID: rw.RoomID}
+		newest, ok := p.newest[key]
+		if !ok || rw.RoomVersion > newest+1 {
+			if out == nil {
+				out = make(map[voiceroom.RoomKey]struct{})
+			}
+			out[key] = struct{}{}
+		}
+		p.newest[key] = max(newest, rw.RoomVersion)
+	}
+	return out
 }
 
 // wasClaimed reports whether this pass claimed the row id.
@@ -182,7 +220,8 @@ type batch struct {
 	tx     *sql.Tx
 	ctx    context.Context // the transaction's; outlives Run's ctx so results are recorded
 	cancel context.CancelFunc
-	rows   []voiceroom.OutboxRow // claimed rows, in id order; the publish stage keeps the decodable ones
+	rows   []voiceroom.OutboxRow          // claimed rows, in id order; the publish stage keeps the decodable ones
+	unsure map[voiceroom.RoomKey]struct{} // rooms to read earlier unsent rows of (pass.unsure)
 	bad    map[string][]int64
 	nBad   int
 
@@ -200,10 +239,14 @@ type batch struct {
 // are retried once per interval), a whole batch fails, or ctx ends. Run
 // calls it; it is exported for tests and benchmarks.
 func (r *Relay) Pass(ctx context.Context) PassResult {
+	if !r.holdDrainLock(ctx) {
+		return PassResult{}
+	}
 	start := r.cfg.Now()
 	r.warm(ctx)
 	r.expireInFlight(ctx)
-	p := &pass{heldRooms: make(map[voiceroom.RoomKey]struct{}), claimed: make(map[int64]struct{})}
+	p := &pass{heldRooms: make(map[voiceroom.RoomKey]struct{}), newest: make(map[voiceroom.RoomKey]int64),
+		claimed: make(map[int64]struct{})}
 	slots := make(chan struct{}, r.cfg.Pipeline) // one per batch holding a transaction
 	toPublish := make(chan *batch, r.cfg.Pipeline)
 	toMark := make(chan *batch, r.cfg.Pipeline)
@@ -277,6 +320,7 @@ claim:
 			p.claimed[rw.ID] = struct{}{}
 		}
 		p.mu.Unlock()
+		b.unsure = p.unsure(b.rows)
 		cursor = b.lastID
 		toPublish <- b.batch
 		if n < r.cfg.BatchSize || r.cfg.Now().Sub(start) >= r.cfg.PollInterval {
@@ -297,6 +341,25 @@ claim:
 			"duration", r.cfg.Now().Sub(start))
 	}
 	return res
+}
+
+// holdDrainLock reports whether this relay drains the outbox now (see
+// drainLock), logging when that changes.
+func (r *Relay) holdDrainLock(ctx context.Context) bool {
+	held, err := r.lock.hold(ctx)
+	switch {
+	case err != nil && ctx.Err() == nil:
+		r.m.dbFailed("drain_lock")
+		r.log.Warn("outbox relay cannot take its drain lock; trying again next pass", "error", err)
+	case held && !r.draining:
+		r.log.Info("outbox relay drains the outbox (it holds the drain lock)")
+	case !held && err == nil && (r.draining || !r.standbyLogged):
+		r.standbyLogged = true
+		r.log.Info("outbox relay stands by: another relay drains the outbox; this one takes over when that one stops")
+	}
+	r.draining = held
+	r.m.setDraining(held)
+	return held
 }
 
 // claimed is a new batch and the id after which the next claim starts.
@@ -459,7 +522,7 @@ func (r *Relay) publish(ctx context.Context, p *pass, b *batch) {
 		b.skip = true // claimed but not started: leave it as it was
 		return
 	}
-	unsent, err := r.unsentBefore(b.ctx, b.tx, p, b.rows)
+	unsent, err := r.unsentBefore(b.ctx, b.tx, p, b.rows, b.unsure)
 	if err != nil {
 		// Unread, a room's rows could overtake its earlier ones still
 		// pending or in a fast path's in-flight group: leave the batch as
@@ -471,6 +534,7 @@ func (r *Relay) publish(ctx context.Context, p *pass, b *batch) {
 	}
 	rows := b.rows[:0]
 	msgs := make([]bus.Message, 0, len(b.rows))
+	behindPending := 0 // rows held back behind a pending row
 	for _, rw := range b.rows {
 		m, err := rowMessage(rw)
 		if err != nil {
@@ -482,11 +546,14 @@ func (r *Relay) publish(ctx context.Context, p *pass, b *batch) {
 			b.heldBack++
 			continue
 		}
-		if first, ok := unsent[key]; ok && first < rw.ID {
+		if u, ok := unsent[key]; ok && u.id < rw.ID {
 			// An earlier event of the room is not in the stream yet and
 			// not this pass's to publish: it goes first.
 			p.heldRooms[key] = struct{}{}
 			b.heldBack++
+			if u.pending {
+				behindPending++
+			}
 			continue
 		}
 		rows = append(rows, rw)
@@ -495,6 +562,13 @@ func (r *Relay) publish(ctx context.Context, p *pass, b *batch) {
 	b.rows = rows // rows[j] is msgs[j]
 	if len(msgs) == 0 {
 		r.m.heldBackRows(b.heldBack)
+		if behindPending > 0 {
+			// Every row waits, some behind pending rows this pass did not
+			// claim: most likely another relay's batch. Claiming on would
+			// only lock more of that relay's rooms' rows (which it then
+			// holds back in turn); the next pass starts from the oldest.
+			p.stop.Store(true)
+		}
 		return
 	}
 
@@ -842,26 +916,39 @@ func (r *Relay) expireInFlight(ctx context.Context) {
 	}
 }
 
-// unsentBefore returns, for each room of rows (a batch, in id order) with
-// an event not yet in the stream that this pass did not claim, the lowest
-// such id: the batch's later rows of the room wait for it. Such an event
-// is pending in a fast path's in-flight group; or was set back to pending
-// after this pass's claims went past it (it was in flight then); or is
-// claimed by another relay. It reads each room's rows from the version
-// before the batch's first of the room to its last: a room's events reach
-// the stream in order, so an earlier one not in the stream leaves the one
-// just before the batch's out too. A failed read (counted in the MySQL
+// unsentRow is a row not yet in the stream: marked pending, or else in an
+// in-flight group.
+type unsentRow struct {
+	id      int64
+	pending bool
+}
+
+// unsentBefore returns, for each of rooms (the batch's rooms that
+// pass.unsure named) with an event not yet in the stream that this pass did
+// not claim, the lowest such row: the batch's later rows of the room wait
+// for it. Such a row is in a fast path's in-flight group; or was set back
+// to pending after this pass's claims went past it (it was in flight
+// then); or is claimed by another relay. It reads each room's rows from
+// the version before the batch's first of the room to its last: a room's
+// events reach the stream in order, so if an earlier one is still out, so
+// is the one just before the batch's. A failed read (counted in the MySQL
 // failures metric) returns the error: the caller publishes nothing then.
 //
 // It reads in the batch's own transaction (tx, READ COMMITTED: it sees
 // what is committed now): on the pool, it waited for a connection while
 // the pipeline's batches held them, and timed out.
-func (r *Relay) unsentBefore(ctx context.Context, tx *sql.Tx, p *pass, rows []voiceroom.OutboxRow) (map[voiceroom.RoomKey]int64, error) {
+func (r *Relay) unsentBefore(ctx context.Context, tx *sql.Tx, p *pass, rows []voiceroom.OutboxRow, rooms map[voiceroom.RoomKey]struct{}) (map[voiceroom.RoomKey]unsentRow, error) {
+	if len(rooms) == 0 {
+		return nil, nil
+	}
 	type window struct{ from, to int64 }
-	windows := make(map[voiceroom.RoomKey]window)
-	var keys []voiceroom.RoomKey
+	windows := make(map[voiceroom.RoomKey]window, len(rooms))
+	keys := make([]voiceroom.RoomKey, 0, len(rooms))
 	for _, rw := range rows {
 		key := voiceroom.RoomKey{AppCode: rw.AppCode, RoomID: rw.RoomID}
+		if _, ok := rooms[key]; !ok {
+			continue
+		}
 		w, ok := windows[key]
 		if !ok {
 			keys = append(keys, key)
@@ -872,7 +959,7 @@ func (r *Relay) unsentBefore(ctx context.Context, tx *sql.Tx, p *pass, rows []vo
 	}
 	ctx, cancel := context.WithTimeout(ctx, r.cfg.StatementTimeout)
 	defer cancel()
-	out := make(map[voiceroom.RoomKey]int64)
+	out := make(map[voiceroom.RoomKey]unsentRow)
 	err := chunks(keys, unsentRoomsChunk, func(c []voiceroom.RoomKey) error {
 		args := make([]any, 0, 4*unsentRoomsChunk)
 		for i := range unsentRoomsChunk {
@@ -891,15 +978,17 @@ func (r *Relay) unsentBefore(ctx context.Context, tx *sql.Tx, p *pass, rows []vo
 		defer rs.Close()
 		for rs.Next() {
 			var k voiceroom.RoomKey
-			var id int64
-			if err := rs.Scan(&k.AppCode, &k.RoomID, &id); err != nil {
+			var u unsentRow
+			var status string
+			if err := rs.Scan(&k.AppCode, &k.RoomID, &u.id, &status); err != nil {
 				return err
 			}
-			if p.wasClaimed(id) {
+			if p.wasClaimed(u.id) {
 				continue
 			}
-			if first, ok := out[k]; !ok || id < first {
-				out[k] = id
+			u.pending = status == "pending"
+			if first, ok := out[k]; !ok || u.id < first.id {
+				out[k] = u
 			}
 		}
 		return rs.Err() // cut short, the map would miss rooms

@@ -491,6 +491,7 @@ func TestStoppedAfterPublishBeforeMark(t *testing.T) {
 		t.Fatalf("stream holds %d", n)
 	}
 
+	outboxrelay.EndSession(crashing) // its process is gone, and its drain lock with it
 	next := newTestRelay(t, db, testenv.NewPublisher(t, conn), m, outboxrelay.Config{})
 	res = next.Pass(context.Background())
 	if res.Published != 20 || testenv.OutboxCount(t, db, "pending") != 0 {

@@ -232,7 +232,7 @@ const unsentRoomsChunk = 100
 // each.
 func unsentRowsSQL(n int) string {
 	var b strings.Builder
-	b.WriteString("SELECT o.app_code, o.room_id, o.id FROM room_outbox o FORCE INDEX (idx_room_outbox_room) WHERE (")
+	b.WriteString("SELECT o.app_code, o.room_id, o.id, o.status FROM room_outbox o FORCE INDEX (idx_room_outbox_room) WHERE (")
 	for i := range n {
 		if i > 0 {
 			b.WriteString(" OR ")
