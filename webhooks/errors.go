@@ -18,4 +18,8 @@ var (
 	// errShutdown settles what the sink still holds when it stops: the
 	// events are redelivered to the next holder of the lease.
 	errShutdown = errors.New("webhooks: shutting down")
+
+	// errReconnected ends a tenure whose connection to NATS was lost and
+	// made again (see worker.reconnected).
+	errReconnected = errors.New("webhooks: the connection to NATS was lost and made again; a new tenure starts")
 )

@@ -2,11 +2,13 @@ package webhooks_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
 	"voiceroom/bus"
 	"voiceroom/internal/testenv"
+	"voiceroom/webhooks"
 )
 
 // TestOneProcessDelivers: of two sinks one holds the lease and delivers,
@@ -106,4 +108,37 @@ func TestDeliversAfterJetStreamRestart(t *testing.T) {
 	all := idsByRoom(first)
 	all["r1"] = append(all["r1"], idsByRoom(second)["r1"]...)
 	rc.waitAccepted(all, 30*time.Second)
+}
+
+// TestNewTenureAfterReconnect: once its connection to NATS is lost and
+// made again, a tenure hands nothing more over and ends; the next one
+// reads back from the durable's first unsettled event. The durable may
+// have sent events that never arrived, and would give them again only
+// after its ack wait, behind later events of their rooms.
+func TestNewTenureAfterReconnect(t *testing.T) {
+	h := newHarness(t)
+	rc, _ := h.newEndpoint("app1")
+	var logs testenv.LogBuffer
+	s, err := webhooks.New(h.db, h.js.Conn().JetStream(), h.sealer, "test-reconnect", testConfig(), logs.JSONLogger(), h.metrics, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	testenv.Start(t, s.Run)
+	waitServing(t, s)
+	first := roomEvents("app1", []string{"r1", "r2"}, 3)
+	h.publish(first...)
+	rc.waitAccepted(idsByRoom(first), 30*time.Second)
+
+	h.js.Stop()
+	h.js.Start()
+	second := roomEvents("app1", []string{"r1", "r2"}, 3)
+	h.publish(second...)
+	all := idsByRoom(first)
+	for room, ids := range idsByRoom(second) {
+		all[room] = append(all[room], ids...)
+	}
+	rc.waitFirstInOrder(all, 30*time.Second)
+	if !strings.Contains(logs.String(), "the connection to NATS was lost and made again") {
+		t.Fatalf("no new tenure after the reconnect; logs:\n%s", logs.String())
+	}
 }

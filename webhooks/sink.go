@@ -3,6 +3,7 @@ package webhooks
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -101,10 +102,13 @@ func (s *Sink) Run(ctx context.Context) error {
 		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
 		l.release(rctx)
 		rcancel()
-		if err != nil {
+		switch {
+		case errors.Is(err, errReconnected):
+			s.log.Warn("delivering stopped: the connection to NATS was lost and made again; a new tenure reads back what this one left unsettled")
+		case err != nil:
 			s.log.Error("delivering stopped", "error", err)
 			sleep(ctx, s.cfg.LeaseTTL/4)
-		} else if ctx.Err() == nil {
+		case ctx.Err() == nil:
 			s.log.Warn("delivery lease lost: stopped delivering")
 		}
 	}

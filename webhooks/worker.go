@@ -152,12 +152,32 @@ type worker struct {
 
 	wake  chan struct{}  // asks the refresh loop for a turn now
 	tasks sync.WaitGroup // deliveries in flight and readers
+
+	// nc's reconnect count when the tenure began (see reconnected), and
+	// the cancel of the tenure's consumer, which ends it.
+	nc         *nats.Conn
+	reconnects uint64
+	end        context.CancelCauseFunc
+}
+
+// reconnected reports whether the tenure's connection to NATS was lost
+// since it began. Then the durable may have sent events that never
+// arrived (in flight when the connection went, or lost with the server's
+// restart); it hands them out again only after its ack wait, while later
+// events of their rooms come at once. The tenure ends instead, and the
+// next one reads back from the durable's first unsettled event, in
+// stream order (rewind).
+func (w *worker) reconnected() bool {
+	return w.nc != nil && w.nc.Stats().Reconnects != w.reconnects
 }
 
 // newWorker reads the durable's position and the endpoints.
 func (s *Sink) newWorker(ctx context.Context) (*worker, error) {
 	w := &worker{s: s, cfg: s.cfg, ctx: ctx, eps: map[int64]*endpoint{}, byApp: map[string][]*endpoint{},
-		events: map[uint64]*event{}, wake: make(chan struct{}, 1)}
+		events: map[uint64]*event{}, wake: make(chan struct{}, 1), nc: s.js.Conn()}
+	if w.nc != nil {
+		w.reconnects = w.nc.Stats().Reconnects // before the durable's position is read
+	}
 	octx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	var err error
@@ -219,10 +239,11 @@ func (w *worker) run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("webhooks consumer: %w", err)
 	}
+	wctx, cancel := context.WithCancelCause(ctx)
 	w.mu.Lock()
 	w.cons = cons
+	w.end = cancel
 	w.mu.Unlock()
-	wctx, cancel := context.WithCancel(ctx)
 	var loops sync.WaitGroup
 	loops.Go(func() { w.refreshLoop(wctx) })
 	loops.Go(func() {
@@ -237,13 +258,16 @@ func (w *worker) run(ctx context.Context) error {
 		}
 	})
 	err = cons.Run(wctx)
-	cancel()
+	cancel(nil)
 	loops.Wait()
 	w.tasks.Wait()
 	// A standby exports no endpoint's state.
 	w.s.metrics.setStates(nil)
 	for id := range w.eps {
 		w.s.metrics.forget(id)
+	}
+	if cause := context.Cause(wctx); errors.Is(cause, errReconnected) && ctx.Err() == nil {
+		return cause
 	}
 	return err
 }
@@ -256,6 +280,14 @@ func (w *worker) handle(_ context.Context, d bus.Delivery, done func(error)) {
 	e := d.Envelope
 	w.mu.Lock()
 	if w.stopping {
+		w.mu.Unlock()
+		done(errShutdown)
+		return
+	}
+	if w.end != nil && w.reconnected() {
+		// Nothing handed over after a reconnect: the next tenure reads
+		// back from the durable's first unsettled event (see reconnected).
+		w.end(errReconnected)
 		w.mu.Unlock()
 		done(errShutdown)
 		return
