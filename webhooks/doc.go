@@ -114,7 +114,11 @@
 // stored as the cursor first) and reads them back in stream order: each
 // room's events stay in order, and come without waiting for the ack
 // wait. Events the earlier tenure had delivered in that range, and a
-// delivery in flight when the lease changed hands, may be repeated.
+// delivery in flight when the lease changed hands, may be repeated. A
+// tenure whose connection to NATS is lost and made again (JetStream
+// restarted, say) ends the same way: the durable may have sent it events
+// that never arrived, so it hands nothing more over, and the next tenure
+// reads back from the first unsettled event.
 //
 // # History and metrics
 //
