@@ -119,7 +119,11 @@ func TestNewTenureAfterReconnect(t *testing.T) {
 	h := newHarness(t)
 	rc, _ := h.newEndpoint("app1")
 	var logs testenv.LogBuffer
-	s, err := webhooks.New(h.db, h.js.Conn().JetStream(), h.sealer, "test-reconnect", testConfig(), logs.JSONLogger(), h.metrics, nil)
+	cfg := testConfig()
+	// A lease that outlives the restart: the tenure must end because of
+	// the reconnect, not because its renewals failed meanwhile.
+	cfg.LeaseTTL = 20 * time.Second
+	s, err := webhooks.New(h.db, h.js.Conn().JetStream(), h.sealer, "test-reconnect", cfg, logs.JSONLogger(), h.metrics, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
