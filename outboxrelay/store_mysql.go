@@ -231,16 +231,9 @@ const unsentRoomsChunk = 100
 // highest room_version, per room: a short range of idx_room_outbox_room
 // each.
 func unsentRowsSQL(n int) string {
-	var b strings.Builder
-	b.WriteString("SELECT o.app_code, o.room_id, o.id, o.status FROM room_outbox o FORCE INDEX (idx_room_outbox_room) WHERE (")
-	for i := range n {
-		if i > 0 {
-			b.WriteString(" OR ")
-		}
-		b.WriteString("(o.app_code = ? AND o.room_id = ? AND o.room_version BETWEEN ? AND ?)")
-	}
-	b.WriteString(") AND " + voiceroom.OutboxPendingCond)
-	return b.String()
+	const room = "(o.app_code = ? AND o.room_id = ? AND o.room_version BETWEEN ? AND ?)"
+	return "SELECT o.app_code, o.room_id, o.id, o.status FROM room_outbox o FORCE INDEX (idx_room_outbox_room) WHERE (" +
+		strings.TrimSuffix(strings.Repeat(room+" OR ", n), " OR ") + ") AND " + voiceroom.OutboxPendingCond
 }
 
 // staleInFlightSQL locks in-flight groups older than a cutoff: a fast

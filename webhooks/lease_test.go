@@ -2,6 +2,7 @@ package webhooks_test
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -42,10 +43,7 @@ func TestOneProcessDelivers(t *testing.T) {
 	waitServing(t, b)
 	second := roomEvents("app1", []string{"r1", "r2"}, 5)
 	h.publish(second...)
-	all := idsByRoom(first)
-	for room, ids := range idsByRoom(second) {
-		all[room] = append(all[room], ids...)
-	}
+	all := idsByRoom(slices.Concat(first, second))
 	rc.waitAccepted(all, 30*time.Second)
 }
 
@@ -78,10 +76,7 @@ func TestHolderCrashKeepsRoomOrder(t *testing.T) {
 	second := roomEvents("app1", []string{"r1", "r2"}, 5)
 	h.publish(second...)
 	h.startSink(testConfig())
-	all := idsByRoom(first)
-	for room, ids := range idsByRoom(second) {
-		all[room] = append(all[room], ids...)
-	}
+	all := idsByRoom(slices.Concat(first, second))
 	// Well within the durable's ack wait: the events the dead holder took
 	// are read back, not waited for.
 	if ack := durableInfo(t, h).Config.AckWait; ack < 20*time.Second {
@@ -105,8 +100,7 @@ func TestDeliversAfterJetStreamRestart(t *testing.T) {
 	h.js.Start()
 	second := roomEvents("app1", []string{"r1"}, 3)
 	h.publish(second...)
-	all := idsByRoom(first)
-	all["r1"] = append(all["r1"], idsByRoom(second)["r1"]...)
+	all := idsByRoom(slices.Concat(first, second))
 	rc.waitAccepted(all, 30*time.Second)
 }
 
@@ -137,10 +131,7 @@ func TestNewTenureAfterReconnect(t *testing.T) {
 	h.js.Start()
 	second := roomEvents("app1", []string{"r1", "r2"}, 3)
 	h.publish(second...)
-	all := idsByRoom(first)
-	for room, ids := range idsByRoom(second) {
-		all[room] = append(all[room], ids...)
-	}
+	all := idsByRoom(slices.Concat(first, second))
 	rc.waitFirstInOrder(all, 30*time.Second)
 	if !strings.Contains(logs.String(), "the connection to NATS was lost and made again") {
 		t.Fatalf("no new tenure after the reconnect; logs:\n%s", logs.String())
