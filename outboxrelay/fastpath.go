@@ -465,7 +465,7 @@ func (f *FastPath) mark(ids []string) {
 			return fmt.Errorf("begin: %w", err)
 		}
 		defer rollback(tx)
-		n := f.cfg.MarkBatch
+		n := sized(len(ids), f.cfg.MarkBatch)
 		st, err := f.stmts.get(ctx, tx, lockPendingByEventSQL(n))
 		if err != nil {
 			return err
@@ -488,6 +488,7 @@ func (f *FastPath) mark(ids []string) {
 			return fmt.Errorf("lock: %w", err)
 		}
 		if len(locked) > 0 {
+			n := sized(len(locked), f.cfg.MarkBatch)
 			st, err := f.stmts.get(ctx, tx, markPublishedSQL(n))
 			if err != nil {
 				return err
@@ -569,7 +570,7 @@ func (f *FastPath) doGroupOps(queue *[]groupOp) bool {
 func (f *FastPath) groupStatement(release bool, ids []int64) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), f.cfg.StatementTimeout)
 	defer cancel()
-	n := f.cfg.MarkBatch
+	n := sized(len(ids), f.cfg.MarkBatch)
 	query, what := rependRowsSQL(n), "fast_repend"
 	if release {
 		query, what = releaseInFlightSQL(n), "fast_release"
@@ -629,7 +630,8 @@ func (f *FastPath) warm(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, f.cfg.StatementTimeout)
 	defer cancel()
 	n := f.cfg.MarkBatch
-	f.stmts.warm(ctx, lockPendingByEventSQL(n), markPublishedSQL(n))
+	f.stmts.warm(ctx, ofEverySize(n, lockPendingByEventSQL)...)
+	f.stmts.warm(ctx, ofEverySize(n, markPublishedSQL)...)
 }
 
 // check asks MySQL which of the blocked rooms' newest handed-over events
@@ -663,11 +665,12 @@ func (f *FastPath) check(ctx context.Context) {
 	err := chunks(ids, chunk, func(c []string) error {
 		qctx, cancel := context.WithTimeout(ctx, f.cfg.StatementTimeout)
 		defer cancel()
-		st, err := f.stmts.prepared(qctx, pendingEventsSQL(chunk))
+		n := sized(len(c), chunk)
+		st, err := f.stmts.prepared(qctx, pendingEventsSQL(n))
 		if err != nil {
 			return err
 		}
-		rs, err := st.QueryContext(qctx, padded(c, chunk)...)
+		rs, err := st.QueryContext(qctx, padded(c, n)...)
 		if err != nil {
 			return err
 		}

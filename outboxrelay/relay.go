@@ -89,7 +89,9 @@ func (r *Relay) warm(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, r.cfg.StatementTimeout)
 	defer cancel()
 	n := r.cfg.BatchSize
-	r.stmts.warm(ctx, claimSQL, markPublishedSQL(n), markPublishedRangeSQL, markFailedSQL(n), unsentRowsSQL(unsentRoomsChunk))
+	r.stmts.warm(ctx, claimSQL, markPublishedRangeSQL, unsentRowsSQL(unsentRoomsChunk))
+	r.stmts.warm(ctx, ofEverySize(n, markPublishedSQL)...)
+	r.stmts.warm(ctx, ofEverySize(n, markFailedSQL)...)
 }
 
 // Config returns the relay's configuration with defaults applied.
@@ -722,8 +724,8 @@ func (r *Relay) finish(p *pass, b *batch) {
 func (r *Relay) mark(b *batch) error {
 	ctx, cancel := context.WithTimeout(b.ctx, r.cfg.StatementTimeout)
 	defer cancel()
-	n := r.cfg.BatchSize
 	if len(b.published) > 0 {
+		n := sized(len(b.published), r.cfg.BatchSize)
 		query, args := markPublishedSQL(n), append([]any{r.cfg.Now().UnixMilli()}, padded(b.published, n)...)
 		if contiguous(b.published) {
 			query, args = markPublishedRangeSQL, []any{args[0], b.published[0], b.published[len(b.published)-1]}
@@ -738,6 +740,7 @@ func (r *Relay) mark(b *batch) error {
 	}
 	for _, group := range []map[string][]int64{b.failed, b.bad} {
 		for msg, ids := range group {
+			n := sized(len(ids), r.cfg.BatchSize)
 			st, err := r.stmts.get(ctx, b.tx, markFailedSQL(n))
 			if err != nil {
 				return fmt.Errorf("mark failed: %w", err)
@@ -817,11 +820,12 @@ func (r *Relay) retainWindow(ctx context.Context, cursor, cutoff int64) (deleted
 		return 0, 0, false, err
 	}
 	if len(old) > 0 {
-		del, err := r.stmts.prepared(ctx, deletePublishedSQL(n))
+		k := sized(len(old), n)
+		del, err := r.stmts.prepared(ctx, deletePublishedSQL(k))
 		if err != nil {
 			return 0, 0, false, err
 		}
-		if _, err := del.ExecContext(ctx, padded(old, n)...); err != nil {
+		if _, err := del.ExecContext(ctx, padded(old, k)...); err != nil {
 			return 0, 0, false, err
 		}
 	}

@@ -118,6 +118,31 @@ func placeholders(n int) string {
 	return strings.TrimSuffix(strings.Repeat("?,", n), ",")
 }
 
+// sized returns how many placeholders a statement for n values is
+// prepared with: the next power of four, at most limit. A few statements
+// (six for 500) then serve every size, and a short list is not padded to
+// the batch size: each placeholder is a parameter MySQL receives and
+// evaluates, and releasing one in-flight group had sent 500.
+func sized(n, limit int) int {
+	k := 1
+	for k < n {
+		k *= 4
+	}
+	return min(k, limit)
+}
+
+// ofEverySize returns stmt for each size sized can return up to limit,
+// for warm.
+func ofEverySize(limit int, stmt func(n int) string) []string {
+	var queries []string
+	for n := 1; ; n *= 4 {
+		queries = append(queries, stmt(min(n, limit)))
+		if n >= limit {
+			return queries
+		}
+	}
+}
+
 // padded returns vals as arguments, extended to n by repeating the last
 // value, followed by nothing else. vals must hold 1..n values.
 func padded[T any](vals []T, n int) []any {
