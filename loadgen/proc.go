@@ -25,14 +25,18 @@ type serverSample struct {
 	cpuSeconds float64
 	rssBytes   float64
 	heapInuse  float64
-	ok         bool
+	// allocBytes, mallocs and gcCycles are the Go runtime's running
+	// totals: bytes and objects allocated, collections finished.
+	allocBytes, mallocs, gcCycles float64
+	ok                            bool
 	// ackBuckets are voiceroom_outbox_publish_latency_seconds's cumulative bucket
 	// counts by path, then by upper bound (ms; the series is in seconds).
 	ackBuckets map[string]map[float64]float64
 }
 
-// scrapeServer reads process_cpu_seconds_total, process_resident_memory_bytes
-// and go_memstats_heap_inuse_bytes from the target's /metrics; without
+// scrapeServer reads process_cpu_seconds_total, process_resident_memory_bytes,
+// go_memstats_heap_inuse_bytes and the allocation and collection totals
+// from the target's /metrics; without
 // OpsURL it reads nothing (ok false).
 func (b *Bench) scrapeServer(ctx context.Context) serverSample {
 	if b.ops == "" {
@@ -78,6 +82,12 @@ func (b *Bench) scrapeServer(ctx context.Context) serverSample {
 			s.rssBytes = f
 		case "go_memstats_heap_inuse_bytes":
 			s.heapInuse = f
+		case "go_memstats_alloc_bytes_total":
+			s.allocBytes = f
+		case "go_memstats_mallocs_total":
+			s.mallocs = f
+		case "go_gc_duration_seconds_count":
+			s.gcCycles = f
 		}
 	}
 	return s

@@ -103,7 +103,13 @@ type CPU struct {
 	// Per 1,000 durable commands (command-log rows) rather than answered ones.
 	VoiceroomPer1000Durable float64 `json:"voiceroom_sec_per_1000_durable"`
 	MariaDBPer1000Durable   float64 `json:"mariadb_sec_per_1000_durable"`
-	NA                      string  `json:"na,omitempty"`
+	// What voiceroom's Go runtime allocated over the load, per durable
+	// command, and the collections it ran: the garbage collector's work
+	// follows the bytes allocated.
+	AllocBytesPerDurable   float64 `json:"voiceroom_alloc_bytes_per_durable"`
+	AllocObjectsPerDurable float64 `json:"voiceroom_alloc_objects_per_durable"`
+	GCCycles               float64 `json:"voiceroom_gc_cycles"`
+	NA                     string  `json:"na,omitempty"`
 }
 
 func cpuFigures(s0, s1 serverSample, m0, m1 float64, mok bool, answered, durable int64, pid int) CPU {
@@ -125,6 +131,13 @@ func cpuFigures(s0, s1 serverSample, m0, m1 float64, mok bool, answered, durable
 	if durable > 0 {
 		c.VoiceroomPer1000Durable = c.VoiceroomSec * 1000 / float64(durable)
 		c.MariaDBPer1000Durable = c.MariaDBSec * 1000 / float64(durable)
+		if s0.ok && s1.ok {
+			c.AllocBytesPerDurable = (s1.allocBytes - s0.allocBytes) / float64(durable)
+			c.AllocObjectsPerDurable = (s1.mallocs - s0.mallocs) / float64(durable)
+		}
+	}
+	if s0.ok && s1.ok {
+		c.GCCycles = s1.gcCycles - s0.gcCycles
 	}
 	return c
 }
@@ -257,6 +270,10 @@ func (r *Report) Table(w io.Writer) {
 		r.Memory.RSSBytes/(1<<20), r.Memory.HeapInuseBytes/(1<<20), r.Memory.HeapPerRoomBytes/1024, r.Memory.RoomsLoaded, gc)
 	fmt.Fprintf(tw, "CPU s per 1,000 commands\tvoiceroom %.3f\tMariaDB %.3f\t(per 1,000 durable: %.3f / %.3f; totals %.1f s / %.1f s)%s\n",
 		r.CPU.VoiceroomPer1000, r.CPU.MariaDBPer1000, r.CPU.VoiceroomPer1000Durable, r.CPU.MariaDBPer1000Durable, r.CPU.VoiceroomSec, r.CPU.MariaDBSec, naSuffix(r.CPU.NA))
+	if r.CPU.AllocBytesPerDurable > 0 {
+		fmt.Fprintf(tw, "voiceroom allocation\t%.1f KiB per durable command\t%.0f objects; %.0f garbage collections over the load\n",
+			r.CPU.AllocBytesPerDurable/1024, r.CPU.AllocObjectsPerDurable, r.CPU.GCCycles)
+	}
 	d := r.MySQL.Deltas
 	fmt.Fprintf(tw, "MySQL per durable command\t%.2f rows written\t%.2f statements, %.2f fsyncs (rows: written %d, updated %d, deleted %d; Com_insert %d, Com_update %d, Com_select %d, Com_commit %d)\n",
 		r.MySQL.RowsWrittenPerCmd, r.MySQL.StatementsPerCmd, r.MySQL.FsyncsPerCmd, d["Handler_write"], d["Handler_update"], d["Handler_delete"],

@@ -164,7 +164,7 @@ func bench(ctx context.Context, args []string) error {
 		return fmt.Errorf("bench: %w", err)
 	}
 	if *inprocess {
-		rep.Notes = append(rep.Notes, "in-process: voiceroom's CPU, RSS and profile include the load generator's")
+		rep.Notes = append(rep.Notes, "in-process: voiceroom's CPU, RSS, allocation and profile include the load generator's")
 	}
 	rep.Table(os.Stdout)
 	if *jsonOut != "" {

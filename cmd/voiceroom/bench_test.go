@@ -30,6 +30,9 @@ func TestBenchInProcess(t *testing.T) {
 	if rep.CPU.VoiceroomSec <= 0 {
 		t.Errorf("voiceroom CPU = %+v", rep.CPU)
 	}
+	if rep.CPU.AllocBytesPerDurable <= 0 || rep.CPU.AllocObjectsPerDurable <= 0 || rep.CPU.GCCycles <= 0 {
+		t.Errorf("voiceroom allocation = %+v, want bytes, objects and collections", rep.CPU)
+	}
 	if !rep.Memory.AfterGC || rep.Memory.HeapInuseBytes <= 0 {
 		t.Errorf("memory = %+v, want heap figures read after a GC", rep.Memory)
 	}
