@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
-# bench-nodes.sh N [DURATION]: `voiceroom bench` over HTTP against rooms on
-# N nodes on this machine. Process a runs every role with JetStream embedded
-# (and its router routes to the others); N-1 more processes run only the
-# rooms role on a's JetStream. The Tencent IM emulator stands in for IM.
+# bench-nodes.sh N [DURATION [BENCH FLAGS...]]: `voiceroom bench` over HTTP
+# against rooms on N nodes on this machine. Process a runs every role with
+# JetStream embedded (and its router routes to the others); N-1 more
+# processes run only the rooms role on a's JetStream. The Tencent IM
+# emulator stands in for IM. Flags after DURATION go to the bench (the last
+# of a flag given twice wins), e.g. --mix joinleave. With N=1 it measures
+# voiceroom's own process, without the load generator's CPU.
 #
 #   go build -o bin/voiceroom ./cmd/voiceroom
 #   bash deploy/bench-nodes.sh 3 30s
+#   bash deploy/bench-nodes.sh 1 30s --mix joinleave
 #
 # It needs MySQL (root, no password, on 127.0.0.1:3306: a database
 # vr_nodes_bench is created and dropped) and Redis, as deploy/services.sh
@@ -15,6 +19,7 @@
 set -uo pipefail
 N=${1:-1}
 DUR=${2:-30s}
+shift $(($# < 2 ? $# : 2))
 cd "$(dirname "$0")/.."
 BIN=./bin/voiceroom
 DB=vr_nodes_bench
@@ -60,7 +65,7 @@ vpids=("${pids[@]:1}")
 maria=$(pgrep -x mariadbd || pgrep -x mysqld)
 $BIN bench --url http://127.0.0.1:28081 --ops-url http://127.0.0.1:29091 --nats nats://127.0.0.1:24222 \
   --im-emulator http://127.0.0.1:28080 --rooms 1000 --clients 64 --duration "$DUR" --drain-rows 0 --quiet \
-  --json "$T/bench.json" >"$T/bench.out" 2>&1 &
+  --json "$T/bench.json" "$@" >"$T/bench.out" 2>&1 &
 bp=$!
 until grep -q 'bench: load' "$T/bench.out" 2>/dev/null; do
   sleep 0.2
