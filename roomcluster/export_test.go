@@ -9,3 +9,6 @@ func (n *Node) Pause() (resume func()) {
 
 // PauseNode is Pause for the external tests.
 func PauseNode(n *Node) func() { return n.Pause() }
+
+// DesiredOwner is desiredOwner for the external tests.
+func DesiredOwner(live []string, p int) string { return desiredOwner(live, p) }
