@@ -506,28 +506,15 @@ func (f *FastPath) mark(ids []string) {
 	}
 }
 
-// releaseLinger is the least time between two DELETEs of released
-// in-flight groups while only releases are queued: under load a group is
-// released every few milliseconds, and each DELETE is a transaction of its
-// own, with its own log flush. Releases wait that long at most; a repend
-// (a room's events left to the relay) never waits.
-const releaseLinger = 50 * time.Millisecond
-
 // groupLoop does the queued groupOps in order, each run of repends in one
-// UPDATE and each run of releases in one DELETE, releases at most once per
-// releaseLinger. A failed statement is tried again (with what queued since
-// behind it) every CheckInterval: no later op overtakes it. After flush it
-// does what is left, once, and returns; what still fails is the relay's,
-// after its in-flight grace.
+// UPDATE and each run of releases in one DELETE. A failed statement is
+// tried again (with what queued since behind it) every CheckInterval: no
+// later op overtakes it. After flush it does what is left, once, and
+// returns; what still fails is the relay's, after its in-flight grace.
 func (f *FastPath) groupLoop() {
 	var queue []groupOp
 	retry := time.NewTicker(f.cfg.CheckInterval)
 	defer retry.Stop()
-	var lastRelease time.Time
-	linger := time.NewTimer(time.Hour)
-	linger.Stop()
-	defer linger.Stop()
-	lingering := false
 	take := func() {
 		for len(queue) < 4*f.cfg.MarkBatch {
 			select {
@@ -543,8 +530,6 @@ func (f *FastPath) groupLoop() {
 		case op := <-f.groups:
 			queue = append(queue, op)
 		case <-retry.C:
-		case <-linger.C:
-			lingering = false
 		case <-f.flush:
 			for {
 				take()
@@ -554,36 +539,8 @@ func (f *FastPath) groupLoop() {
 			}
 		}
 		take()
-		if len(queue) == 0 {
-			continue
-		}
-		if wait := releaseWait(queue, f.cfg.MarkBatch, time.Since(lastRelease)); wait > 0 {
-			if !lingering {
-				linger.Reset(wait)
-				lingering = true
-			}
-			continue
-		}
-		if queue[0].release {
-			lastRelease = time.Now()
-		}
 		f.doGroupOps(&queue)
 	}
-}
-
-// releaseWait is how long the queued ops wait before a statement: while
-// only releases are queued, fewer than a batch, the rest of releaseLinger
-// since the last release.
-func releaseWait(queue []groupOp, batch int, sinceRelease time.Duration) time.Duration {
-	if len(queue) >= batch || sinceRelease >= releaseLinger {
-		return 0
-	}
-	for _, op := range queue {
-		if !op.release {
-			return 0
-		}
-	}
-	return releaseLinger - sinceRelease
 }
 
 // doGroupOps does the ops at the head of queue, run by run, and removes

@@ -4,7 +4,6 @@ import (
 	"slices"
 	"strconv"
 	"testing"
-	"time"
 )
 
 func TestSizedPadsToAFewStatementSizes(t *testing.T) {
@@ -28,25 +27,5 @@ func TestSizedPadsToAFewStatementSizes(t *testing.T) {
 	}
 	if got := ofEverySize(256, strconv.Itoa); !slices.Equal(got, []string{"1", "4", "16", "64", "256"}) {
 		t.Errorf("ofEverySize(256) = %v", got)
-	}
-}
-
-func TestReleaseWaitOnlyHoldsReleases(t *testing.T) {
-	rel, rep := groupOp{id: 1, release: true}, groupOp{id: 2}
-	for _, c := range []struct {
-		name  string
-		queue []groupOp
-		since time.Duration
-		want  time.Duration
-	}{
-		{"releases soon after the last", []groupOp{rel, rel}, 10 * time.Millisecond, releaseLinger - 10*time.Millisecond},
-		{"releases after the linger", []groupOp{rel}, releaseLinger, 0},
-		{"a repend behind releases", []groupOp{rel, rep}, 0, 0},
-		{"a repend alone", []groupOp{rep}, 0, 0},
-		{"a full batch of releases", []groupOp{rel, rel, rel}, 0, 0},
-	} {
-		if got := releaseWait(c.queue, 3, c.since); got != c.want {
-			t.Errorf("%s: releaseWait = %v, want %v", c.name, got, c.want)
-		}
 	}
 }
