@@ -20,9 +20,8 @@
 // (consecutive: one multi-row INSERT under innodb_autoinc_lock_mode 0 or
 // 1, which Run checks). Every reader counts them as pending
 // (voiceroom.OutboxPendingCond). When the stream has acked every event
-// of the group, the fast path deletes the in-flight row, in batches (at
-// most one DELETE per releaseLinger while only releases wait): two rows
-// written per group instead of one UPDATE per event. When it leaves
+// of the group, the fast path deletes the in-flight row, in batches: two
+// rows written per group instead of one UPDATE per event. When it leaves
 // one of the group's events to the relay it sets the group's rows back to
 // pending at once; a group nobody settles (its process died after the
 // commit) is set back to pending by a relay pass once it is older than
