@@ -126,16 +126,19 @@ func placeholders(n int) string {
 func sized(n, limit int) int {
 	k := 1
 	for k < n {
-		k *= 4
+		k *= sizeStep
 	}
 	return min(k, limit)
 }
+
+// sizeStep is the ratio between two statement sizes sized returns.
+const sizeStep = 4
 
 // ofEverySize returns stmt for each size sized can return up to limit,
 // for warm.
 func ofEverySize(limit int, stmt func(n int) string) []string {
 	var queries []string
-	for n := 1; ; n *= 4 {
+	for n := 1; ; n *= sizeStep {
 		queries = append(queries, stmt(min(n, limit)))
 		if n >= limit {
 			return queries
