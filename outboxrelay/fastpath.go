@@ -254,10 +254,19 @@ func (f *FastPath) queueGroupOp(op groupOp) {
 func (f *FastPath) Behind(key voiceroom.RoomKey, newestID string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.stopped || f.blocked[key] != "" || f.allBlocked != "" {
-		return // already left to the relay, by newer events
+	if f.stopped {
+		return
 	}
-	f.handOverLocked(key, newestID, "room_blocked", 0)
+	if f.blocked[key] == "" && f.allBlocked == "" {
+		f.handOverLocked(key, newestID, "room_blocked", 0)
+		return
+	}
+	// Already left to the relay. newestID was read after every event of
+	// the room handed here had committed, so it is no older than the
+	// room's blocked event, and may be newer: a group whose COMMIT went
+	// unanswered is never handed over. Wait for it, not for the older one
+	// (and past allBlocked, which clears without regard to this room).
+	f.blocked[key] = newestID
 }
 
 // handOverLocked leaves n events of room key, the newest newestID, to the
