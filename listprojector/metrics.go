@@ -16,7 +16,7 @@ type Metrics struct {
 	events    *prometheus.CounterVec
 	redisErrs *prometheus.CounterVec
 
-	applied, stale, coalesced, unknown prometheus.Counter
+	applied, stale, unchanged, coalesced, unknown prometheus.Counter
 }
 
 // NewMetrics creates the series and registers them on reg (none when reg
@@ -31,7 +31,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		}),
 		events: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: promreg.Namespace, Subsystem: "list", Name: "projector_events_total",
-			Help: "Events the projector handled, by result: applied (its card was written), stale (an equal or newer card was there), coalesced (a newer event of the room in the same batch carried the card), unknown (an event type the projector does not know; its card is still applied).",
+			Help: "Events the projector handled, by result: applied (its card was written), stale (an equal or newer card was there), unchanged (the stored card, of an older version, already shows the same listing: not written), coalesced (a newer event of the room in the same batch carried the card), unknown (an event type the projector does not know; its card is still applied).",
 		}, []string{"result"}),
 		redisErrs: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: promreg.Namespace, Subsystem: "list", Name: "redis_write_failures_total",
@@ -47,6 +47,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	}
 	m.applied = m.events.WithLabelValues("applied")
 	m.stale = m.events.WithLabelValues("stale")
+	m.unchanged = m.events.WithLabelValues("unchanged")
 	m.coalesced = m.events.WithLabelValues("coalesced")
 	m.unknown = m.events.WithLabelValues("unknown")
 	for _, w := range []string{"projector", "reconcile", "repair", "hides"} {

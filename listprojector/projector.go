@@ -128,7 +128,8 @@ func (p *Projector) writeMirror(ctx context.Context) {
 }
 
 // handle applies one batch: the newest card of each room, written over
-// older cards only (one UPDATE for the rooms that have a row, one upsert
+// older cards only, and only when its listing differs from the stored
+// one's (one UPDATE for the rooms that have a row, one upsert
 // for the others: writeCards), then handed to the Redis writer (which
 // runs while the next batch is written to MySQL). A MySQL failure
 // fails every delivery (retried); a Redis failure fails none (the
@@ -190,18 +191,26 @@ func (p *Projector) handle(ctx context.Context, ds []bus.Delivery) []error {
 	nowMs := p.cfg.nowMs()
 	var write []*Card
 	var as []applied
-	stale := 0
+	stale, unchanged := 0, 0
 	for _, k := range order {
 		c := newest[k]
 		pr, had := priors[k]
-		if had && pr.version >= c.RoomVersion {
+		switch {
+		case had && pr.RoomVersion >= c.RoomVersion:
 			stale++
+			continue
+		case had && pr.Listing == c.Listing:
+			// Nothing a list shows changed (a seat mute, a rank, a mic
+			// request): the stored card stays, with its older version,
+			// which still guards it, as any event between the two
+			// versions carried this same listing.
+			unchanged++
 			continue
 		}
 		c.SortScore, c.UpdatedAtMs = sortScore(c, nowMs), nowMs
 		old := int64(-1)
 		if had {
-			old = pr.region
+			old = pr.VisibleRegionID
 		}
 		write = append(write, c)
 		as = append(as, applied{card: c, oldRegion: old})
@@ -220,6 +229,7 @@ func (p *Projector) handle(ctx context.Context, ds []bus.Delivery) []error {
 	}
 	p.metrics.add(func(m *Metrics) prometheus.Counter { return m.applied }, len(write))
 	p.metrics.add(func(m *Metrics) prometheus.Counter { return m.stale }, stale)
+	p.metrics.add(func(m *Metrics) prometheus.Counter { return m.unchanged }, unchanged)
 	p.metrics.add(func(m *Metrics) prometheus.Counter { return m.coalesced }, coalesced)
 	m := mirrored{cards: as}
 	if p.onApplied != nil {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
@@ -50,6 +51,67 @@ func TestCoalescing(t *testing.T) {
 	var version int64
 	if err := db.QueryRow(`SELECT title, room_version FROM room_list_entries WHERE app_code = 'a1' AND room_id = 'r1'`).Scan(&title, &version); err != nil || title != "v4" || version != 4 {
 		t.Errorf("r1: %q v%d %v", title, version, err)
+	}
+}
+
+// TestUnchangedListing: an event whose listing equals the stored card's is
+// not written (the row keeps its older version and write time); a changed
+// listing is, and a late event older than the stored version stays stale.
+func TestUnchangedListing(t *testing.T) {
+	db := testenv.NewDB(t)
+	m, err := NewMetrics(prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	nowMs := int64(1000)
+	cfg := Config{Now: func() time.Time { return time.UnixMilli(nowMs) }}.WithDefaults()
+	p := &Projector{db: db, cfg: cfg, log: testenv.Logger(t), metrics: m, mirror: make(chan mirrored, 10)}
+	ctx := context.Background()
+	apply := func(version int64, title string) int {
+		t.Helper()
+		nowMs += 1000
+		raw, _ := json.Marshal(map[string]any{"room": map[string]any{"room_id": "r1", "status": "active", "title": title,
+			"created_at_ms": 1, "visible_region_id": 1, "online_count": 3, "room_version": version}})
+		d := bus.Delivery{Envelope: bus.Envelope{EventID: fmt.Sprint("e", version), AppCode: "a1", RoomID: "r1",
+			RoomVersion: version, EventType: "RoomSeatMuteChanged", Payload: raw}}
+		for _, err := range p.handle(ctx, []bus.Delivery{d}) {
+			if err != nil {
+				t.Fatalf("v%d: %v", version, err)
+			}
+		}
+		return len((<-p.mirror).cards)
+	}
+	stored := func() (title string, version, updatedMs int64) {
+		t.Helper()
+		if err := db.QueryRow(`SELECT title, room_version, updated_at_ms FROM room_list_entries WHERE app_code = 'a1' AND room_id = 'r1'`).
+			Scan(&title, &version, &updatedMs); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	if n := apply(1, "a"); n != 1 {
+		t.Fatalf("v1: %d cards mirrored, want 1", n)
+	}
+	_, _, firstWrite := stored()
+	for _, v := range []int64{2, 3, 3} {
+		if n := apply(v, "a"); n != 0 {
+			t.Errorf("v%d, same listing: %d cards mirrored, want 0", v, n)
+		}
+	}
+	if title, version, updated := stored(); title != "a" || version != 1 || updated != firstWrite {
+		t.Errorf("after unchanged listings: %q v%d written at %d, want \"a\" v1 at %d", title, version, updated, firstWrite)
+	}
+	if n := apply(4, "b"); n != 1 {
+		t.Errorf("v4, new title: %d cards mirrored, want 1", n)
+	}
+	if n := apply(2, "a"); n != 0 {
+		t.Errorf("late v2: %d cards mirrored, want 0", n)
+	}
+	if title, version, _ := stored(); title != "b" || version != 4 {
+		t.Errorf("stored %q v%d, want \"b\" v4", title, version)
+	}
+	if a, u, s := value(m.applied), value(m.unchanged), value(m.stale); a != 2 || u != 3 || s != 1 {
+		t.Errorf("applied %v unchanged %v stale %v, want 2, 3 and 1", a, u, s)
 	}
 }
 

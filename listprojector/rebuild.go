@@ -70,10 +70,10 @@ func Rebuild(ctx context.Context, db *sql.DB, rdb redis.UniversalClient, cfg Con
 			}
 			c.SortScore, c.UpdatedAtMs = sortScore(c, nowMs), nowMs
 			p, ok := priors[k]
-			if ok && p.version > c.RoomVersion {
+			if ok && p.RoomVersion > c.RoomVersion {
 				continue // the guard would keep the stored card
 			}
-			if !ok || p.version < c.RoomVersion {
+			if !ok || p.RoomVersion < c.RoomVersion {
 				res.Written++
 			}
 			cards = append(cards, c)

@@ -50,18 +50,11 @@ func ScanCard(rows *sql.Rows, extra ...any) (*Card, error) {
 // query's to apply.
 const ListedSQL = `e.app_code = ? AND e.visible_region_id = ? AND e.status = 'active'`
 
-// prior is what the read model holds of a room before a batch.
-type prior struct {
-	version int64
-	region  int64
-	status  string
-}
-
-// readPriors returns the stored version, region and status of each room
-// of keys that has a row: one query per app (an IN list on the primary
-// key; row-constructor IN lists are not always indexed).
-func readPriors(ctx context.Context, db *sql.DB, keys []roomKey) (map[roomKey]prior, error) {
-	out := make(map[roomKey]prior, len(keys))
+// readPriors returns the stored card of each room of keys that has a row:
+// one query per app (an IN list on the primary key; row-constructor IN
+// lists are not always indexed).
+func readPriors(ctx context.Context, db *sql.DB, keys []roomKey) (map[roomKey]*Card, error) {
+	out := make(map[roomKey]*Card, len(keys))
 	byApp := map[string][]any{}
 	var apps []string
 	for _, k := range keys {
@@ -72,19 +65,18 @@ func readPriors(ctx context.Context, db *sql.DB, keys []roomKey) (map[roomKey]pr
 	}
 	for _, app := range apps {
 		ids := byApp[app]
-		rows, err := db.QueryContext(ctx, `SELECT room_id, room_version, visible_region_id, status FROM room_list_entries FORCE INDEX (PRIMARY)
+		rows, err := db.QueryContext(ctx, `SELECT `+cardCols+` FROM room_list_entries FORCE INDEX (PRIMARY)
 			WHERE app_code = ? AND room_id IN (`+placeholders(len(ids))+`)`, append([]any{app}, ids...)...)
 		if err != nil {
 			return nil, fmt.Errorf("read list entries: %w", err)
 		}
 		for rows.Next() {
-			k := roomKey{app: app}
-			var p prior
-			if err := rows.Scan(&k.room, &p.version, &p.region, &p.status); err != nil {
+			c, err := ScanCard(rows)
+			if err != nil {
 				rows.Close()
 				return nil, fmt.Errorf("read list entries: %w", err)
 			}
-			out[k] = p
+			out[roomKey{app: app, room: c.RoomID}] = c
 		}
 		rows.Close()
 		if err := rows.Err(); err != nil {
