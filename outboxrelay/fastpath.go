@@ -40,15 +40,16 @@ type FastPath struct {
 	queued     int                              // events accepted and not yet published or handed over
 	stopped    bool
 	lastWarn   time.Time
-	handedOver int // since lastWarn, for the rate-limited warning
+	handedOver int       // since lastWarn, for the rate-limited warning
+	ops        []groupOp // settled since the lock was taken: sendOpsLocked queues them
 
 	inFlight atomic.Bool // groups may be written in flight (checked at Run)
 
 	work    chan fastItem
 	marks   chan string
-	groups  chan groupOp
-	done    chan struct{} // closed when Run's ctx ends
-	flush   chan struct{} // closed when the workers have stopped
+	groups  chan []groupOp // units: see sendOpsLocked
+	done    chan struct{}  // closed when Run's ctx ends
+	flush   chan struct{}  // closed when the workers have stopped
 	running atomic.Bool
 }
 
@@ -76,9 +77,18 @@ type groupState struct {
 // pending rows in id order, never publishes a later event of a room
 // before an earlier one; and a group is released only after its rows
 // left to the relay are pending.
+//
+// The ops settled under one hold of the lock (a transaction's events, or
+// a room's events after a failed publish) travel as one unit, and a unit
+// is never split between statements below MarkBatch ops: a command's
+// several rows of one room_version go back to pending together. Were one
+// pending before its sibling, a relay pass could publish it and then the
+// room's next version, which follows on from it, before the sibling.
 type groupOp struct {
 	id      int64 // the row's id (repend) or the group's first_id (release)
 	release bool
+	// unitStart marks the first op of a unit.
+	unitStart bool
 }
 
 // roomQueue holds a room's events that wait for its in-flight publish.
@@ -116,7 +126,7 @@ func NewFastPath(db *sql.DB, pub Publisher, log *slog.Logger, m *Metrics, cfg Fa
 		blocked: make(map[voiceroom.RoomKey]string),
 		work:    make(chan fastItem, cfg.QueueSize),
 		marks:   make(chan string, cfg.MarkQueueSize),
-		groups:  make(chan groupOp, cfg.MarkQueueSize),
+		groups:  make(chan []groupOp, cfg.MarkQueueSize),
 		done:    make(chan struct{}),
 		flush:   make(chan struct{}),
 	}, nil
@@ -152,6 +162,7 @@ func (f *FastPath) Committed(msgs []bus.Message, group voiceroom.OutboxGroup, co
 	connected := f.cfg.Connected()
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	defer f.sendOpsLocked()
 	var g *groupState
 	if group.InFlight() {
 		if group.Rows() != len(msgs) {
@@ -231,19 +242,26 @@ func (f *FastPath) settleLocked(it fastItem, published bool) {
 		return
 	}
 	if !published {
-		f.queueGroupOp(groupOp{id: it.rowID})
+		f.ops = append(f.ops, groupOp{id: it.rowID})
 	}
 	if g.left--; g.left == 0 {
-		f.queueGroupOp(groupOp{id: g.group.FirstID, release: true})
+		f.ops = append(f.ops, groupOp{id: g.group.FirstID, release: true})
 	}
 }
 
-func (f *FastPath) queueGroupOp(op groupOp) {
+// sendOpsLocked queues the ops settleLocked collected, as one unit; every
+// caller of settleLocked calls it before it unlocks.
+func (f *FastPath) sendOpsLocked() {
+	if len(f.ops) == 0 {
+		return
+	}
+	f.ops[0].unitStart = true
 	select {
-	case f.groups <- op:
+	case f.groups <- f.ops:
 	default:
 		f.m.handOver("mark_queue_full", 0)
 	}
+	f.ops = nil
 }
 
 // Behind tells the fast path that room key still has events pending in
@@ -332,6 +350,16 @@ func (f *FastPath) Run(ctx context.Context) error {
 			f.m.handOver("stopped", 1)
 			f.mu.Lock()
 			f.settleLocked(it, false)
+			if rq := f.rooms[it.key]; rq != nil {
+				// Its room's events that queued behind it: no worker
+				// takes them any more.
+				f.m.handOver("stopped", len(rq.waiting))
+				for _, w := range rq.waiting {
+					f.settleLocked(w, false)
+				}
+				delete(f.rooms, it.key)
+			}
+			f.sendOpsLocked()
 			f.mu.Unlock()
 		default:
 			left = false
@@ -381,6 +409,7 @@ func (f *FastPath) publishRoom(it fastItem) {
 			for _, w := range rq.waiting {
 				f.settleLocked(w, false)
 			}
+			f.sendOpsLocked()
 			f.mu.Unlock()
 			f.m.failed(pathFast, 1)
 			appCode, roomID, eventType := subjectParts(it.msg.Subject)
@@ -405,6 +434,7 @@ func (f *FastPath) publishRoom(it fastItem) {
 		default:
 			delete(f.rooms, it.key)
 		}
+		f.sendOpsLocked()
 		f.mu.Unlock()
 
 		f.m.acked(pathFast, it.msg.ID, it.committedAt, now, ack.Duplicate)
@@ -527,8 +557,8 @@ func (f *FastPath) groupLoop() {
 	take := func() {
 		for len(queue) < 4*f.cfg.MarkBatch {
 			select {
-			case op := <-f.groups:
-				queue = append(queue, op)
+			case unit := <-f.groups:
+				queue = append(queue, unit...)
 			default:
 				return
 			}
@@ -536,8 +566,8 @@ func (f *FastPath) groupLoop() {
 	}
 	for {
 		select {
-		case op := <-f.groups:
-			queue = append(queue, op)
+		case unit := <-f.groups:
+			queue = append(queue, unit...)
 		case <-retry.C:
 		case <-f.flush:
 			for {
@@ -558,10 +588,7 @@ func (f *FastPath) groupLoop() {
 func (f *FastPath) doGroupOps(queue *[]groupOp) bool {
 	for len(*queue) > 0 {
 		q := *queue
-		n := 1
-		for n < len(q) && n < f.cfg.MarkBatch && q[n].release == q[0].release {
-			n++
-		}
+		n := runLength(q, f.cfg.MarkBatch)
 		ids := make([]int64, n)
 		for i, op := range q[:n] {
 			ids[i] = op.id
@@ -572,6 +599,24 @@ func (f *FastPath) doGroupOps(queue *[]groupOp) bool {
 		*queue = q[n:]
 	}
 	return true
+}
+
+// runLength is how many ops at the head of q one statement does: ops of
+// one kind, at most limit, and cut where a unit starts unless one unit
+// alone fills the run.
+func runLength(q []groupOp, limit int) int {
+	n := 1
+	for n < len(q) && n < limit && q[n].release == q[0].release {
+		n++
+	}
+	if n == limit && n < len(q) && !q[n].unitStart && q[n].release == q[0].release {
+		for cut := n - 1; cut > 0; cut-- {
+			if q[cut].unitStart {
+				return cut
+			}
+		}
+	}
+	return n
 }
 
 // groupStatement sets rows back to pending or deletes groups' in-flight
