@@ -266,8 +266,8 @@ func (f *FastPath) sendOpsLocked() {
 
 // Behind tells the fast path that room key still has events pending in
 // the outbox, the newest newestID, which another process committed (a
-// room taken over from another rooms node, or loaded after a restart):
-// the room's next events are left to the relay until it has published
+// room taken over from another rooms node, loaded after a restart, or
+// reloaded after a commit whose outcome was unknown): the room's next events are left to the relay until it has published
 // newestID, so that they do not overtake those in the stream.
 func (f *FastPath) Behind(key voiceroom.RoomKey, newestID string) {
 	f.mu.Lock()
