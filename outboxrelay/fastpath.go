@@ -504,12 +504,12 @@ func (f *FastPath) mark(ids []string) {
 			return fmt.Errorf("begin: %w", err)
 		}
 		defer rollback(tx)
-		n := sized(len(ids), f.cfg.MarkBatch)
+		n, args := sizedArgs(ids, f.cfg.MarkBatch)
 		st, err := f.stmts.get(ctx, tx, lockPendingByEventSQL(n))
 		if err != nil {
 			return err
 		}
-		rs, err := st.QueryContext(ctx, padded(ids, n)...)
+		rs, err := st.QueryContext(ctx, args...)
 		if err != nil {
 			return fmt.Errorf("lock: %w", err)
 		}
@@ -527,12 +527,12 @@ func (f *FastPath) mark(ids []string) {
 			return fmt.Errorf("lock: %w", err)
 		}
 		if len(locked) > 0 {
-			n := sized(len(locked), f.cfg.MarkBatch)
+			n, args := sizedArgs(locked, f.cfg.MarkBatch, f.cfg.Now().UnixMilli())
 			st, err := f.stmts.get(ctx, tx, markPublishedSQL(n))
 			if err != nil {
 				return err
 			}
-			if _, err := st.ExecContext(ctx, append([]any{f.cfg.Now().UnixMilli()}, padded(locked, n)...)...); err != nil {
+			if _, err := st.ExecContext(ctx, args...); err != nil {
 				return fmt.Errorf("update: %w", err)
 			}
 		}
@@ -624,14 +624,14 @@ func runLength(q []groupOp, limit int) int {
 func (f *FastPath) groupStatement(release bool, ids []int64) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), f.cfg.StatementTimeout)
 	defer cancel()
-	n := sized(len(ids), f.cfg.MarkBatch)
+	n, args := sizedArgs(ids, f.cfg.MarkBatch)
 	query, what := rependRowsSQL(n), "fast_repend"
 	if release {
 		query, what = releaseInFlightSQL(n), "fast_release"
 	}
 	st, err := f.stmts.prepared(ctx, query)
 	if err == nil {
-		_, err = st.ExecContext(ctx, padded(ids, n)...)
+		_, err = st.ExecContext(ctx, args...)
 	}
 	if err != nil {
 		f.m.dbFailed(what)
@@ -719,12 +719,12 @@ func (f *FastPath) check(ctx context.Context) {
 	err := chunks(ids, chunk, func(c []string) error {
 		qctx, cancel := context.WithTimeout(ctx, f.cfg.StatementTimeout)
 		defer cancel()
-		n := sized(len(c), chunk)
+		n, args := sizedArgs(c, chunk)
 		st, err := f.stmts.prepared(qctx, pendingEventsSQL(n))
 		if err != nil {
 			return err
 		}
-		rs, err := st.QueryContext(qctx, padded(c, n)...)
+		rs, err := st.QueryContext(qctx, args...)
 		if err != nil {
 			return err
 		}

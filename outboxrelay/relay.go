@@ -725,8 +725,8 @@ func (r *Relay) mark(b *batch) error {
 	ctx, cancel := context.WithTimeout(b.ctx, r.cfg.StatementTimeout)
 	defer cancel()
 	if len(b.published) > 0 {
-		n := sized(len(b.published), r.cfg.BatchSize)
-		query, args := markPublishedSQL(n), append([]any{r.cfg.Now().UnixMilli()}, padded(b.published, n)...)
+		n, args := sizedArgs(b.published, r.cfg.BatchSize, r.cfg.Now().UnixMilli())
+		query := markPublishedSQL(n)
 		if contiguous(b.published) {
 			query, args = markPublishedRangeSQL, []any{args[0], b.published[0], b.published[len(b.published)-1]}
 		}
@@ -740,12 +740,12 @@ func (r *Relay) mark(b *batch) error {
 	}
 	for _, group := range []map[string][]int64{b.failed, b.bad} {
 		for msg, ids := range group {
-			n := sized(len(ids), r.cfg.BatchSize)
+			n, args := sizedArgs(ids, r.cfg.BatchSize, msg)
 			st, err := r.stmts.get(ctx, b.tx, markFailedSQL(n))
 			if err != nil {
 				return fmt.Errorf("mark failed: %w", err)
 			}
-			if _, err := st.ExecContext(ctx, append([]any{msg}, padded(ids, n)...)...); err != nil {
+			if _, err := st.ExecContext(ctx, args...); err != nil {
 				return fmt.Errorf("mark failed: %w", err)
 			}
 		}
@@ -820,12 +820,12 @@ func (r *Relay) retainWindow(ctx context.Context, cursor, cutoff int64) (deleted
 		return 0, 0, false, err
 	}
 	if len(old) > 0 {
-		k := sized(len(old), n)
+		k, args := sizedArgs(old, n)
 		del, err := r.stmts.prepared(ctx, deletePublishedSQL(k))
 		if err != nil {
 			return 0, 0, false, err
 		}
-		if _, err := del.ExecContext(ctx, padded(old, k)...); err != nil {
+		if _, err := del.ExecContext(ctx, args...); err != nil {
 			return 0, 0, false, err
 		}
 	}

@@ -29,3 +29,20 @@ func TestSizedPadsToAFewStatementSizes(t *testing.T) {
 		t.Errorf("ofEverySize(256) = %v", got)
 	}
 }
+
+// TestSizedArgs: the arguments are the lead values, then the values padded
+// with the last one to the statement's size.
+func TestSizedArgs(t *testing.T) {
+	n, args := sizedArgs([]int64{7, 8, 9}, 500, "now")
+	if want := []any{"now", int64(7), int64(8), int64(9), int64(9)}; n != 4 || !slices.Equal(args, want) {
+		t.Errorf("sizedArgs(3 ids, 500, lead) = %d, %v; want 4, %v", n, args, want)
+	}
+	n, args = sizedArgs([]string{"a"}, 500)
+	if n != 1 || !slices.Equal(args, []any{"a"}) {
+		t.Errorf("sizedArgs(1 id, 500) = %d, %v", n, args)
+	}
+	ids := make([]int64, 300)
+	if n, args := sizedArgs(ids, 300, 1, 2); n != 300 || len(args) != 302 {
+		t.Errorf("sizedArgs(300 ids, 300, 2 leads) = %d, %d args; want 300, 302", n, len(args))
+	}
+}

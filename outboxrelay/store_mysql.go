@@ -146,14 +146,18 @@ func ofEverySize(limit int, stmt func(n int) string) []string {
 	}
 }
 
-// padded returns vals as arguments, extended to n by repeating the last
-// value, followed by nothing else. vals must hold 1..n values.
-func padded[T any](vals []T, n int) []any {
-	args := make([]any, n)
-	for i := range args {
-		args[i] = vals[min(i, len(vals)-1)]
+// sizedArgs returns the placeholder count of a statement for vals
+// (sized) and its arguments: lead, then vals extended to n by repeating
+// the last value. vals must hold 1..limit values. Build the statement
+// from n: the two always agree.
+func sizedArgs[T any](vals []T, limit int, lead ...any) (n int, args []any) {
+	n = sized(len(vals), limit)
+	args = make([]any, len(lead), len(lead)+n)
+	copy(args, lead)
+	for i := range n {
+		args = append(args, vals[min(i, len(vals)-1)])
 	}
-	return args
+	return n, args
 }
 
 // chunks calls fn with consecutive slices of vals of at most n values.
