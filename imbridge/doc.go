@@ -24,7 +24,13 @@
 //     events carry on. A refused batch is first split, so only the
 //     offending event is dead-lettered.
 //   - Order: events of one room are sent in room order (stream order); a
-//     room's next message waits for the previous one.
+//     room's next message waits for the previous one. Known exception:
+//     events the server delivered into a NATS connection that then broke
+//     (a JetStream restart, a network cut) come back only after the
+//     durable's ack wait (VOICEROOM_IMBRIDGE_ACK_WAIT, 30 s), and the
+//     room's later events, fetched on the new connection meanwhile, may
+//     reach Tencent first. The stream's order and the webhooks' (an
+//     ordered consumer per app) are not affected.
 //   - No event is shown twice by a retry: a message's Random is derived
 //     from its event ids, and a retried message is the same message (same
 //     events, same Random, same bytes), so Tencent's 5-minute duplicate
