@@ -2,6 +2,7 @@ package listprojector
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"testing"
@@ -17,12 +18,7 @@ import (
 // TestCoalescing: one batch with many events of a room writes its newest
 // card once; older events, in the batch or after it, change nothing.
 func TestCoalescing(t *testing.T) {
-	db := testenv.NewDB(t)
-	m, err := NewMetrics(prometheus.NewRegistry())
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &Projector{db: db, cfg: Config{}.WithDefaults(), log: testenv.Logger(t), metrics: m, mirror: make(chan mirrored, 10)}
+	p, m, db := newTestProjector(t, Config{})
 	delivery := func(room string, version int64, title string) bus.Delivery {
 		raw, _ := json.Marshal(map[string]any{"room": map[string]any{"room_id": room, "status": "active", "title": title,
 			"created_at_ms": 1, "visible_region_id": 1, "room_version": version}})
@@ -58,14 +54,8 @@ func TestCoalescing(t *testing.T) {
 // not written (the row keeps its older version and write time); a changed
 // listing is, and a late event older than the stored version stays stale.
 func TestUnchangedListing(t *testing.T) {
-	db := testenv.NewDB(t)
-	m, err := NewMetrics(prometheus.NewRegistry())
-	if err != nil {
-		t.Fatal(err)
-	}
 	nowMs := int64(1000)
-	cfg := Config{Now: func() time.Time { return time.UnixMilli(nowMs) }}.WithDefaults()
-	p := &Projector{db: db, cfg: cfg, log: testenv.Logger(t), metrics: m, mirror: make(chan mirrored, 10)}
+	p, m, db := newTestProjector(t, Config{Now: func() time.Time { return time.UnixMilli(nowMs) }})
 	ctx := context.Background()
 	apply := func(version int64, title string) int {
 		t.Helper()
@@ -113,6 +103,18 @@ func TestUnchangedListing(t *testing.T) {
 	if a, u, s := value(m.applied), value(m.unchanged), value(m.stale); a != 2 || u != 3 || s != 1 {
 		t.Errorf("applied %v unchanged %v stale %v, want 2, 3 and 1", a, u, s)
 	}
+}
+
+// newTestProjector is a Projector on a fresh database, without a consumer
+// or Redis: a test calls handle and reads the mirror channel.
+func newTestProjector(t *testing.T, cfg Config) (*Projector, *Metrics, *sql.DB) {
+	t.Helper()
+	db := testenv.NewDB(t)
+	m, err := NewMetrics(prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &Projector{db: db, cfg: cfg.WithDefaults(), log: testenv.Logger(t), metrics: m, mirror: make(chan mirrored, 10)}, m, db
 }
 
 func value(c prometheus.Counter) float64 {

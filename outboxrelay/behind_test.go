@@ -31,13 +31,7 @@ func TestBehindAnAlreadyBlockedRoomWaitsForTheNewerEvent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	runInBackground(t, fp.Run)
-	testenv.Eventually(t, 5*time.Second, func() error {
-		if !fp.Taking() {
-			return fmt.Errorf("not taking yet")
-		}
-		return nil
-	})
+	runTaking(t, fp)
 	key := voiceroom.RoomKey{AppCode: testApp, RoomID: "room1"}
 
 	// First reload: v1 is pending, the room waits for it.

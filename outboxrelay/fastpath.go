@@ -249,6 +249,21 @@ func (f *FastPath) settleLocked(it fastItem, published bool) {
 	}
 }
 
+// leaveWaitingLocked leaves the events queued behind room key's head to
+// the relay, as the fast path stops, and forgets the room.
+func (f *FastPath) leaveWaitingLocked(key voiceroom.RoomKey) {
+	rq := f.rooms[key]
+	if rq == nil {
+		return
+	}
+	f.m.handOver("stopped", len(rq.waiting))
+	f.queued -= len(rq.waiting)
+	for _, w := range rq.waiting {
+		f.settleLocked(w, false)
+	}
+	delete(f.rooms, key)
+}
+
 // sendOpsLocked queues the ops settleLocked collected, as one unit; every
 // caller of settleLocked calls it before it unlocks.
 func (f *FastPath) sendOpsLocked() {
@@ -267,8 +282,9 @@ func (f *FastPath) sendOpsLocked() {
 // Behind tells the fast path that room key still has events pending in
 // the outbox, the newest newestID, which another process committed (a
 // room taken over from another rooms node, loaded after a restart, or
-// reloaded after a commit whose outcome was unknown): the room's next events are left to the relay until it has published
-// newestID, so that they do not overtake those in the stream.
+// reloaded after a commit whose outcome was unknown): the room's next
+// events are left to the relay until it has published newestID, so that
+// they do not overtake those in the stream.
 func (f *FastPath) Behind(key voiceroom.RoomKey, newestID string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -350,15 +366,7 @@ func (f *FastPath) Run(ctx context.Context) error {
 			f.m.handOver("stopped", 1)
 			f.mu.Lock()
 			f.settleLocked(it, false)
-			if rq := f.rooms[it.key]; rq != nil {
-				// Its room's events that queued behind it: no worker
-				// takes them any more.
-				f.m.handOver("stopped", len(rq.waiting))
-				for _, w := range rq.waiting {
-					f.settleLocked(w, false)
-				}
-				delete(f.rooms, it.key)
-			}
+			f.leaveWaitingLocked(it.key) // no worker takes them any more
 			f.sendOpsLocked()
 			f.mu.Unlock()
 		default:
@@ -425,12 +433,7 @@ func (f *FastPath) publishRoom(it fastItem) {
 			next = &rq.waiting[0]
 			rq.waiting = rq.waiting[1:]
 		case len(rq.waiting) > 0: // stopping: the relay takes the rest
-			f.m.handOver("stopped", len(rq.waiting))
-			f.queued -= len(rq.waiting)
-			for _, w := range rq.waiting {
-				f.settleLocked(w, false)
-			}
-			delete(f.rooms, it.key)
+			f.leaveWaitingLocked(it.key)
 		default:
 			delete(f.rooms, it.key)
 		}

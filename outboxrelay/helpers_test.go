@@ -3,6 +3,7 @@ package outboxrelay_test
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
@@ -36,6 +37,20 @@ func newTestRelay(tb testing.TB, db *sql.DB, pub outboxrelay.Publisher, m *outbo
 	if err != nil {
 		tb.Fatal(err)
 	}
+	return r
+}
+
+// runTaking runs fp in the background and waits until it takes groups in
+// flight.
+func runTaking(tb testing.TB, fp *outboxrelay.FastPath) *running {
+	tb.Helper()
+	r := runInBackground(tb, fp.Run)
+	testenv.Eventually(tb, 5*time.Second, func() error {
+		if !fp.Taking() {
+			return fmt.Errorf("not taking yet")
+		}
+		return nil
+	})
 	return r
 }
 

@@ -48,13 +48,7 @@ func TestFastPathReleasesInFlightGroups(t *testing.T) {
 		t.Fatalf("report %+v: want 2 pending, the oldest %s", rep, msgs[0].ID)
 	}
 
-	runInBackground(t, fp.Run)
-	testenv.Eventually(t, 5*time.Second, func() error {
-		if !fp.Taking() {
-			return fmt.Errorf("not taking yet")
-		}
-		return nil
-	})
+	runTaking(t, fp)
 	var all []bus.Message
 	fp.Committed(msgs, g, time.Now())
 	all = append(all, msgs...)
@@ -105,13 +99,7 @@ func TestFastPathRependsGroupItCannotPublish(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	runInBackground(t, fp.Run)
-	testenv.Eventually(t, 5*time.Second, func() error {
-		if !fp.Taking() {
-			return fmt.Errorf("not taking yet")
-		}
-		return nil
-	})
+	runTaking(t, fp)
 	msgs, g := testenv.InsertOutboxInFlight(t, db, time.Now(), testenv.NewEnvelope(testApp, "room1", 1, "user_joined"),
 		testenv.NewEnvelope(testApp, "room2", 1, "user_joined"))
 	up.Store(false) // the connection drops between the commit and the hand-over
