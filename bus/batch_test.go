@@ -128,3 +128,71 @@ func TestBatchConsumerWithinMaxAckPending(t *testing.T) {
 		t.Fatalf("handled %d of %d, biggest batch %d (max ack pending %d)", handled, events, biggest, maxAckPending)
 	}
 }
+
+// TestHoldingBatchConsumer: a holding handler may settle deliveries after
+// it returns. A held message stays unacked and is kept in progress past the
+// ack wait (never redelivered), the fetch goes on beside the held ones,
+// and Run's stop waits until the handler settles what it holds.
+func TestHoldingBatchConsumer(t *testing.T) {
+	conn, js, p := newTestBus(t)
+	const events = 30
+	var (
+		mu      sync.Mutex
+		held    []func()
+		handled = map[string]int{}
+	)
+	r := startTestConsumer(t, conn, bus.ConsumerConfig{Durable: "holder", AckWait: time.Second}, bus.ConsumerRunConfig{FetchBatch: 8, Held: 20},
+		func(js jetstream.JetStream, rc bus.ConsumerRunConfig) (*bus.Consumer, error) {
+			return bus.NewHoldingBatchConsumer(js, rc, func(_ context.Context, ds []bus.Delivery, settle func(int, error)) {
+				mu.Lock()
+				defer mu.Unlock()
+				for i, d := range ds {
+					handled[d.Envelope.EventID]++
+					if d.Envelope.RoomID == "held" {
+						held = append(held, func() { settle(i, nil) })
+						continue
+					}
+					settle(i, nil)
+				}
+			}, testenv.Logger(t), nil)
+		})
+	var last bus.PubAck
+	for v := range int64(events) {
+		room := "free"
+		if v%3 == 0 {
+			room = "held"
+		}
+		last = mustPublish(t, p, newTestEnvelope(room, v+1))
+	}
+	testenv.Eventually(t, 10*time.Second, func() error {
+		if info := mustConsumerInfo(t, js, "holder"); info.NumAckPending != events/3 || info.NumPending != 0 {
+			return fmt.Errorf("ack pending %d, pending %d, want %d and 0", info.NumAckPending, info.NumPending, events/3)
+		}
+		return nil
+	})
+	time.Sleep(2500 * time.Millisecond) // past two ack waits: the heartbeat keeps them
+	stopped := make(chan time.Duration, 1)
+	go func() { stopped <- r.stop(t, 20*time.Second) }()
+	select {
+	case <-stopped:
+		t.Fatal("Run returned while the handler held deliveries")
+	case <-time.After(300 * time.Millisecond):
+	}
+	mu.Lock()
+	for _, settle := range held {
+		settle()
+	}
+	mu.Unlock()
+	<-stopped
+	testenv.Eventually(t, 10*time.Second, settled(js, "holder", last.Sequence))
+	mu.Lock()
+	defer mu.Unlock()
+	if len(handled) != events {
+		t.Errorf("%d events handled, want %d", len(handled), events)
+	}
+	for id, n := range handled {
+		if n != 1 {
+			t.Errorf("event %s handled %d times: a held message was redelivered", id, n)
+		}
+	}
+}

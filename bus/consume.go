@@ -52,6 +52,20 @@ type Handler func(ctx context.Context, d Delivery) error
 // ShutdownTimeout.
 type BatchHandler func(ctx context.Context, ds []Delivery) []error
 
+// HoldingBatchHandler is a BatchHandler that may keep some deliveries
+// past its return: it reports each delivery's result by calling settle(i,
+// err) exactly once (later calls are ignored), during the call or later,
+// with nil to ack and an error sorted like a Handler's. Until it is
+// settled a delivery holds one slot (see ConsumerRunConfig.Held) and the
+// consumer keeps telling the server it is in progress; at shutdown Run
+// waits for every settle (ShutdownTimeout), so a handler that holds
+// deliveries must settle them once Run's ctx ends. Batches are cut as for
+// a BatchHandler, and the next batch of a room may come while the
+// handler still holds earlier deliveries of that room: a sink that holds
+// a room's events to write them together (the list projector's counts)
+// keeps its own order.
+type HoldingBatchHandler func(ctx context.Context, ds []Delivery, settle func(i int, err error))
+
 // AsyncHandler takes one delivery and must return at once; it settles the
 // message later by calling done exactly once (later calls are ignored):
 // nil acks, an error is sorted like a Handler's. Until done is called the
@@ -84,6 +98,11 @@ type ConsumerRunConfig struct {
 	// batch is fetched and decoded while its handler runs. Neither bound
 	// exceeds the durable's MaxAckPending. Default 64.
 	FetchBatch int
+	// Held is, for a HoldingBatchHandler, the most deliveries it holds
+	// after returning: they get slots of their own, on top of a batch
+	// consumer's (Concurrency+2) × FetchBatch, so that holding does not
+	// starve the fetch. Default 0; ignored by the other handlers.
+	Held int
 	// NakDelays is the redelivery delay after a retryable error, by
 	// delivery attempt: NakDelays[n-1] after delivery n, the last value
 	// repeating. Default: the consumer's BackOff, else 1s.
@@ -133,6 +152,9 @@ func (c ConsumerRunConfig) Validate() error {
 	}
 	if c.Concurrency < 1 || c.Concurrency > MaxConcurrency {
 		return apperr.BadConfig("Concurrency", "%w: consumer %s: concurrency %d: want 1..%d", ErrInvalidConfig, c.Durable, c.Concurrency, MaxConcurrency)
+	}
+	if c.Held < 0 {
+		return apperr.BadConfig("Held", "%w: consumer %s: held %d: must not be negative", ErrInvalidConfig, c.Durable, c.Held)
 	}
 	if c.FetchBatch < 1 {
 		return apperr.BadConfig("FetchBatch", "%w: consumer %s: fetch batch %d: must be at least 1", ErrInvalidConfig, c.Durable, c.FetchBatch)
@@ -207,6 +229,22 @@ func NewBatchConsumer(js jetstream.JetStream, cfg ConsumerRunConfig, h BatchHand
 		return nil, fmt.Errorf("%w: consumer %s: nil batch handler", ErrInvalidConfig, cfg.Durable)
 	}
 	return newConsumer(js, cfg, batched(h), true, log, m)
+}
+
+// NewHoldingBatchConsumer returns a Consumer that runs h over batches as
+// NewBatchConsumer does, and lets h settle deliveries after it returns
+// (see HoldingBatchHandler); cfg.Held slots are added for those it holds.
+// log may be nil (discard), m may be nil.
+func NewHoldingBatchConsumer(js jetstream.JetStream, cfg ConsumerRunConfig, h HoldingBatchHandler, log *slog.Logger, m *Metrics) (*Consumer, error) {
+	if h == nil {
+		return nil, fmt.Errorf("%w: consumer %s: nil holding batch handler", ErrInvalidConfig, cfg.Durable)
+	}
+	c, err := newConsumer(js, cfg, holding(h), true, log, m)
+	if err != nil {
+		return nil, err
+	}
+	c.inFlight += c.cfg.Held
+	return c, nil
 }
 
 // NewAsyncConsumer returns a Consumer that hands every message to h, which
@@ -285,6 +323,12 @@ func batched(h BatchHandler) handlerFunc {
 			t.settle(i, err)
 		}
 	}
+}
+
+// holding adapts a HoldingBatchHandler: it settles through the turn, now
+// or later.
+func holding(h HoldingBatchHandler) handlerFunc {
+	return func(ctx context.Context, t *turn) { h(ctx, t.ds, t.settle) }
 }
 
 // async adapts an AsyncHandler: each delivery is settled by its done.

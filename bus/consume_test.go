@@ -40,6 +40,7 @@ func TestConsumerRunConfigValidate(t *testing.T) {
 		"negative batch":    {Durable: "d", FetchBatch: -1},
 		"negative delay":    {Durable: "d", NakDelays: []time.Duration{-time.Second}},
 		"negative shutdown": {Durable: "d", ShutdownTimeout: -time.Second},
+		"negative held":     {Durable: "d", Held: -1},
 	} {
 		if _, err := bus.NewConsumer(nil, cfg, h, nil, nil); !errors.Is(err, bus.ErrInvalidConfig) {
 			t.Errorf("%s: err %v", name, err)

@@ -17,6 +17,19 @@ type Config struct {
 	// WriteTimeout bounds one batch's MySQL and Redis writes. Default 10s.
 	WriteTimeout time.Duration
 
+	// CountsDelay is how long a room's card may wait when its listing
+	// differs from the stored card only in its counts (heat, online_count,
+	// occupied_seat_count): it is written at most this long after the
+	// room's first such change, at the room's newest card by then, or at
+	// once with any other change (see hold.go). The region list's
+	// consistency model lets counts lag briefly and heat and order by
+	// seconds. Default 1s, at most 10s; negative: write every change at
+	// once.
+	CountsDelay time.Duration
+	// MaxHeld bounds the events whose cards are held: past it the rooms
+	// held longest are written early. Default 3000.
+	MaxHeld int
+
 	// KeyPrefix is put before every Redis key (tests isolate themselves
 	// with it). Default empty.
 	KeyPrefix string
@@ -43,6 +56,10 @@ func (c Config) WithDefaults() Config {
 		c.FetchBatch = 500
 	}
 	def(&c.WriteTimeout, 10*time.Second)
+	def(&c.CountsDelay, time.Second)
+	if c.MaxHeld == 0 {
+		c.MaxHeld = 3000
+	}
 	def(&c.CardTTL, 10*time.Minute)
 	def(&c.ReconcileEvery, 30*time.Second)
 	if c.Now == nil {
@@ -59,6 +76,8 @@ func (c Config) Validate() error {
 	checks := apperr.NewConfigChecks(ErrInvalidConfig)
 	checks.Check(c.FetchBatch >= 1 && c.FetchBatch <= 5000, "FetchBatch", "want 1..5000, got %d", c.FetchBatch)
 	checks.Check(c.WriteTimeout > 0, "WriteTimeout", "must be positive")
+	checks.Check(c.CountsDelay <= 10*time.Second, "CountsDelay", "want at most 10s, got %v", c.CountsDelay)
+	checks.Check(c.MaxHeld >= 1 && c.MaxHeld <= 100000, "MaxHeld", "want 1..100000, got %d", c.MaxHeld)
 	checks.Check(c.ReconcileEvery >= time.Second, "ReconcileEvery", "want at least 1s, got %v", c.ReconcileEvery)
 	checks.Check(c.CardTTL >= 2*c.ReconcileEvery, "CardTTL", "want at least twice ReconcileEvery (%v), got %v", c.ReconcileEvery, c.CardTTL)
 	return checks.Err()

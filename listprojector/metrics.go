@@ -15,6 +15,7 @@ type Metrics struct {
 	lag       prometheus.Histogram
 	events    *prometheus.CounterVec
 	redisErrs *prometheus.CounterVec
+	held      prometheus.Gauge
 
 	applied, stale, unchanged, coalesced, unknown prometheus.Counter
 }
@@ -31,17 +32,22 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		}),
 		events: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: promreg.Namespace, Subsystem: "list", Name: "projector_events_total",
-			Help: "Events the projector handled, by result: applied (its card was written), stale (an equal or newer card was there), unchanged (the stored card, of an older version, already shows the same listing: not written), coalesced (a newer event of the room in the same batch carried the card), unknown (an event type the projector does not know; its card is still applied).",
+			Help: "Events the projector handled, by result: applied (its card was written), stale (an equal or newer card was there), unchanged (the stored card, of an older version, already shows the same listing: not written), coalesced (a newer event of the room, in the same batch or held with it, carried the card), unknown (an event type the projector does not know; its card is still applied).",
 		}, []string{"result"}),
 		redisErrs: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: promreg.Namespace, Subsystem: "list", Name: "redis_write_failures_total",
 			Help: "Failed Redis writes, by writer (projector, reconcile, repair, hides: a hide set's fill or invalidation); the reconcile job repairs them.",
 		}, []string{"writer"}),
+		held: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: promreg.Namespace, Subsystem: "list", Name: "projector_held_rooms",
+			Help: "Rooms whose card the projector holds because only counts changed (heat, online_count, occupied_seat_count); each is written within VOICEROOM_LIST_COUNTS_DELAY.",
+		}),
 	}
 	r := promreg.On(reg)
 	promreg.Add(r, &m.lag)
 	promreg.Add(r, &m.events)
 	promreg.Add(r, &m.redisErrs)
+	promreg.Add(r, &m.held)
 	if err := r.Err(); err != nil {
 		return nil, fmt.Errorf("room list projection metrics: %w", err)
 	}
@@ -65,6 +71,12 @@ func (m *Metrics) observeLag(seconds float64) {
 func (m *Metrics) add(c func(*Metrics) prometheus.Counter, n int) {
 	if m != nil && n > 0 {
 		c(m).Add(float64(n))
+	}
+}
+
+func (m *Metrics) setHeld(rooms int) {
+	if m != nil {
+		m.held.Set(float64(rooms))
 	}
 }
 

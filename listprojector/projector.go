@@ -1,10 +1,12 @@
 package listprojector
 
 import (
+	"container/list"
 	"context"
 	"database/sql"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -31,6 +33,17 @@ type Projector struct {
 	// a batch's Redis write overlaps the next batch's MySQL write. The
 	// one writer keeps a room's writes in the order its worker sent them.
 	mirror chan mirrored
+
+	// wmu is held shared by every batch from reading the stored cards to
+	// handing its own to the mirror, and exclusively by the writes of held
+	// cards (writeHeld).
+	wmu sync.RWMutex
+	// mu guards the held cards (hold.go).
+	mu         sync.Mutex
+	held       map[roomKey]*heldRoom
+	queue      *list.List // of *heldRoom, by due time
+	heldEvents int        // the deliveries the held cards settle
+	stopping   bool       // holds no more: Run's ctx ended
 
 	// onApplied, when set (benchmarks), sees the id of every event of a
 	// batch once the batch is in MySQL and Redis.
@@ -71,15 +84,25 @@ func New(db *sql.DB, rdb redis.UniversalClient, js jetstream.JetStream, run bus.
 	if run.Concurrency == 0 {
 		run.Concurrency = DefaultWorkers
 	}
-	p := &Projector{db: db, cache: newCache(rdb, cfg), cfg: cfg,
-		log: log.With("component", "listprojector"), metrics: m, mirror: make(chan mirrored, run.Concurrency+1)}
+	p := newProjector(db, cfg, log.With("component", "listprojector"), m, run.Concurrency+1)
+	p.cache = newCache(rdb, cfg)
 	run.FetchBatch = cfg.FetchBatch
-	c, err := bus.NewBatchConsumer(js, run, p.handle, log, busMetrics)
+	if cfg.CountsDelay > 0 {
+		run.Held = cfg.MaxHeld
+	}
+	c, err := bus.NewHoldingBatchConsumer(js, run, p.handle, log, busMetrics)
 	if err != nil {
 		return nil, err
 	}
 	p.consumer = c
 	return p, nil
+}
+
+// newProjector returns a Projector without its consumer and cache, its
+// mirror channel buffering mirrorBuf batches.
+func newProjector(db *sql.DB, cfg Config, log *slog.Logger, m *Metrics, mirrorBuf int) *Projector {
+	return &Projector{db: db, cfg: cfg, log: log, metrics: m, mirror: make(chan mirrored, mirrorBuf),
+		held: map[roomKey]*heldRoom{}, queue: list.New()}
 }
 
 // newCache returns the cache over rdb, or nil without Redis.
@@ -93,16 +116,26 @@ func newCache(rdb redis.UniversalClient, cfg Config) *cache {
 // Running is closed once the projector consumes.
 func (p *Projector) Running() <-chan struct{} { return p.consumer.Running() }
 
-// Run consumes until ctx ends, then lets the batches in flight finish
-// within the consumer's ShutdownTimeout. It returns an error only when it cannot
-// start.
+// Run consumes until ctx ends, then writes every held card and lets the
+// batches in flight finish within the consumer's ShutdownTimeout. It
+// returns an error only when it cannot start.
 func (p *Projector) Run(ctx context.Context) error {
 	mirrorDone := make(chan struct{})
 	go func() {
 		defer close(mirrorDone)
 		p.writeMirror(context.WithoutCancel(ctx))
 	}()
+	flushCtx, stopFlush := context.WithCancel(ctx) // also ends if the consumer cannot start
+	flushDone := make(chan struct{})
+	go func() {
+		defer close(flushDone)
+		if p.cfg.CountsDelay > 0 {
+			p.flushHeld(flushCtx)
+		}
+	}()
 	err := p.consumer.Run(ctx)
+	stopFlush()
+	<-flushDone
 	close(p.mirror) // no batch runs any more
 	<-mirrorDone
 	return err
@@ -129,21 +162,57 @@ func (p *Projector) writeMirror(ctx context.Context) {
 
 // handle applies one batch: the newest card of each room, written over
 // older cards only, and only when its listing differs from the stored
-// one's (one UPDATE for the rooms that have a row, one upsert
-// for the others: writeCards), then handed to the Redis writer (which
-// runs while the next batch is written to MySQL). A MySQL failure
-// fails every delivery (retried); a Redis failure fails none (the
-// reconcile job repairs Redis). A known event without a decodable card is
-// permanent (dead-lettered); an unknown one without a card is acked.
+// one's (one UPDATE for the rooms that have a row, one upsert for the
+// others: writeCards), then handed to the Redis writer (which runs while
+// the next batch is written to MySQL). A card that changes only counts is
+// held instead (hold.go), its deliveries settled when it is written. A
+// MySQL failure fails every delivery it would have settled (retried); a
+// Redis failure fails none (the reconcile job repairs Redis). A known
+// event without a decodable card is permanent (dead-lettered); an unknown
+// one without a card is acked.
 //
 // The consumer's workers call handle at once for batches of different
-// rooms: it shares only the database, the metrics and the mirror channel.
-func (p *Projector) handle(ctx context.Context, ds []bus.Delivery) []error {
-	errs := make([]error, len(ds))
-	newest := make(map[roomKey]*Card, len(ds))
-	var order []roomKey
-	var handled []int
-	var unknown, coalesced int
+// rooms: they share the database, the metrics, the mirror channel and
+// the held rooms (mu), and hold wmu shared from reading the stored cards
+// to handing theirs to the mirror, so the flusher's writes of held rooms
+// (wmu exclusive) never cross them.
+func (p *Projector) handle(ctx context.Context, ds []bus.Delivery, settle func(int, error)) {
+	rooms := p.coalesce(ds, settle)
+	if len(rooms) == 0 {
+		return
+	}
+	p.wmu.RLock()
+	defer p.wmu.RUnlock()
+	wctx, cancel := context.WithTimeout(ctx, p.cfg.WriteTimeout)
+	defer cancel()
+	keys := make([]roomKey, len(rooms))
+	for i, r := range rooms {
+		keys[i] = r.key
+	}
+	priors, err := readPriors(wctx, p.db, keys)
+	if err != nil {
+		p.fail(rooms, err)
+		return
+	}
+	w := p.decide(rooms, priors)
+	p.write(wctx, w)
+}
+
+// batchRoom is one room's newest card in a batch and the batch's
+// deliveries of the room.
+type batchRoom struct {
+	key     roomKey
+	card    *Card
+	waiters []waiter
+}
+
+// coalesce decodes the batch's cards and keeps each room's newest, in
+// order of the rooms' first events. It settles at once what has no card:
+// permanent for a known event, acked for an unknown one.
+func (p *Projector) coalesce(ds []bus.Delivery, settle func(int, error)) []*batchRoom {
+	byKey := make(map[roomKey]*batchRoom, len(ds))
+	var rooms []*batchRoom
+	unknown := 0
 	for i, d := range ds {
 		env := d.Envelope
 		_, known := roomevent.Lookup(env.EventType)
@@ -153,90 +222,149 @@ func (p *Projector) handle(ctx context.Context, ds []bus.Delivery) []error {
 		c, err := decodeCard(env.AppCode, env.RoomID, env.RoomVersion, env.Payload)
 		if err != nil {
 			if known {
-				errs[i] = bus.Permanent(fmt.Errorf("event %s (%s): %w", env.EventID, env.EventType, err))
+				err = bus.Permanent(fmt.Errorf("event %s (%s): %w", env.EventID, env.EventType, err))
+			} else {
+				err = nil
 			}
+			settle(i, err)
 			continue
 		}
-		handled = append(handled, i)
 		k := roomKey{c.AppCode, c.RoomID}
-		cur, ok := newest[k]
-		switch {
-		case !ok:
-			newest[k] = c
-			order = append(order, k)
-		case c.RoomVersion > cur.RoomVersion:
-			newest[k] = c
-			coalesced++
-		default:
-			coalesced++
+		r := byKey[k]
+		if r == nil {
+			r = &batchRoom{key: k, card: c}
+			byKey[k] = r
+			rooms = append(rooms, r)
+		} else if c.RoomVersion > r.card.RoomVersion {
+			r.card = c
 		}
+		r.waiters = append(r.waiters, waiter{settle: func(err error) { settle(i, err) }, eventID: env.EventID, occurredMs: env.OccurredAtMs})
 	}
 	p.metrics.add(func(m *Metrics) prometheus.Counter { return m.unknown }, unknown)
-	if len(order) == 0 {
-		return errs
-	}
-	wctx, cancel := context.WithTimeout(ctx, p.cfg.WriteTimeout)
-	defer cancel()
-	fail := func(err error) []error {
-		p.log.Warn("list projection failed, retrying", "events", len(handled), "error", err)
-		for _, i := range handled {
-			errs[i] = err
-		}
-		return errs
-	}
-	priors, err := readPriors(wctx, p.db, order)
-	if err != nil {
-		return fail(err)
-	}
-	nowMs := p.cfg.nowMs()
-	var write []*Card
-	var as []applied
+	return rooms
+}
+
+// decide sorts each room of a batch, against its stored card (priors)
+// and its held one: stale (an equal or newer card is stored), unchanged
+// (the stored card shows the same listing: the row keeps its older
+// version, which still guards it, as every event between the two carried
+// the same listing), held (only counts changed), or written. What is not
+// written nor held is settled here.
+func (p *Projector) decide(rooms []*batchRoom, priors map[roomKey]*Card) *write {
+	w := &write{}
+	var settled []waiter
 	stale, unchanged := 0, 0
-	for _, k := range order {
-		c := newest[k]
-		pr, had := priors[k]
-		switch {
-		case had && pr.RoomVersion >= c.RoomVersion:
-			stale++
-			continue
-		case had && pr.Listing == c.Listing:
-			// Nothing a list shows changed (a seat mute, a rank, a mic
-			// request): the stored card stays, with its older version,
-			// which still guards it, as any event between the two
-			// versions carried this same listing.
-			unchanged++
-			continue
+	p.mu.Lock()
+	for _, r := range rooms {
+		c, ws := r.card, r.waiters
+		pr, had := priors[r.key]
+		h := p.held[r.key]
+		if h != nil && had && pr.RoomVersion >= h.card.RoomVersion {
+			// Written since by another instance: what it held is covered.
+			held := p.unhold(h)
+			settled, stale, h = append(settled, held...), stale+len(held), nil
 		}
-		c.SortScore, c.UpdatedAtMs = sortScore(c, nowMs), nowMs
-		old := int64(-1)
+		oldRegion := int64(-1)
 		if had {
-			old = pr.VisibleRegionID
+			oldRegion = pr.VisibleRegionID
 		}
-		write = append(write, c)
-		as = append(as, applied{card: c, oldRegion: old})
+		switch {
+		case h != nil && h.card.RoomVersion >= c.RoomVersion:
+			p.hold(h, r.key, c, oldRegion, ws) // a redelivery the held card covers
+		case had && pr.RoomVersion >= c.RoomVersion:
+			settled, stale = append(settled, ws...), stale+len(ws)
+		case had && pr.Listing == c.Listing:
+			settled, unchanged = append(settled, ws...), unchanged+len(ws)
+			if h != nil {
+				held := p.unhold(h)
+				settled, unchanged = append(settled, held...), unchanged+len(held)
+			}
+		case had && p.holds() && countsOnly(pr.Listing, c.Listing):
+			p.hold(h, r.key, c, oldRegion, ws)
+		default:
+			if h != nil {
+				ws = append(p.unhold(h), ws...)
+			}
+			w.add(c, oldRegion, ws)
+		}
 	}
-	// Batches of several workers hold disjoint rooms, but their locks on
-	// the secondary indexes may still cross: each statement (autocommit,
-	// so no BEGIN and COMMIT round trips) runs again after a deadlock; it
-	// writes over older versions only, so it is safe to repeat.
-	stored := func(k roomKey) bool { _, ok := priors[k]; return ok }
-	if err := writeCards(wctx, p.db, write, stored); err != nil {
-		return fail(err)
-	}
-	now := p.cfg.Now()
-	for _, i := range handled {
-		p.metrics.observeLag(now.Sub(time.UnixMilli(ds[i].Envelope.OccurredAtMs)).Seconds())
-	}
-	p.metrics.add(func(m *Metrics) prometheus.Counter { return m.applied }, len(write))
+	p.mu.Unlock()
 	p.metrics.add(func(m *Metrics) prometheus.Counter { return m.stale }, stale)
 	p.metrics.add(func(m *Metrics) prometheus.Counter { return m.unchanged }, unchanged)
-	p.metrics.add(func(m *Metrics) prometheus.Counter { return m.coalesced }, coalesced)
-	m := mirrored{cards: as}
-	if p.onApplied != nil {
-		for _, i := range handled {
-			m.events = append(m.events, ds[i].Envelope.EventID)
+	for _, s := range settled {
+		s.settle(nil)
+	}
+	w.done = settled
+	return w
+}
+
+// fail fails every delivery of rooms with err (retried).
+func (p *Projector) fail(rooms []*batchRoom, err error) {
+	n := 0
+	for _, r := range rooms {
+		for _, s := range r.waiters {
+			s.settle(err)
+			n++
 		}
 	}
-	p.mirror <- m
-	return errs
+	p.log.Warn("list projection failed, retrying", "events", n, "error", err)
+}
+
+// write writes w's cards to MySQL, hands them to the Redis writer and
+// settles their deliveries: a MySQL failure fails them (retried). Batches
+// of several workers hold disjoint rooms, but their locks on the
+// secondary indexes may still cross: each statement (autocommit, so no
+// BEGIN and COMMIT round trips) runs again after a deadlock; it writes
+// over older versions only, so it is safe to repeat.
+func (p *Projector) write(ctx context.Context, w *write) {
+	nowMs := p.cfg.nowMs()
+	cards := make([]*Card, len(w.as))
+	stored := make(map[roomKey]bool, len(w.as))
+	events := 0
+	for i, a := range w.as {
+		c := a.card
+		c.SortScore, c.UpdatedAtMs = sortScore(c, nowMs), nowMs
+		cards[i] = c
+		if a.oldRegion >= 0 {
+			stored[roomKey{c.AppCode, c.RoomID}] = true
+		}
+		events += len(w.waiters[i])
+	}
+	if len(cards) > 0 {
+		if err := writeCards(ctx, p.db, cards, func(k roomKey) bool { return stored[k] }); err != nil {
+			p.log.Warn("list projection failed, retrying", "events", events, "error", err)
+			for _, ws := range w.waiters {
+				for _, s := range ws {
+					s.settle(err)
+				}
+			}
+			return
+		}
+	}
+	p.metrics.add(func(m *Metrics) prometheus.Counter { return m.applied }, len(cards))
+	p.metrics.add(func(m *Metrics) prometheus.Counter { return m.coalesced }, events-len(cards))
+	now := p.cfg.Now()
+	m := mirrored{cards: w.as}
+	report := func(s waiter) {
+		p.metrics.observeLag(now.Sub(time.UnixMilli(s.occurredMs)).Seconds())
+		if p.onApplied != nil {
+			m.events = append(m.events, s.eventID)
+		}
+	}
+	for _, s := range w.done {
+		report(s)
+	}
+	for _, ws := range w.waiters {
+		for _, s := range ws {
+			report(s)
+		}
+	}
+	if len(cards) > 0 || len(w.done) > 0 {
+		p.mirror <- m
+	}
+	for _, ws := range w.waiters {
+		for _, s := range ws {
+			s.settle(nil)
+		}
+	}
 }

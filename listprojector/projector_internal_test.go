@@ -4,7 +4,10 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -27,7 +30,7 @@ func TestCoalescing(t *testing.T) {
 	}
 	ctx := context.Background()
 	batch := []bus.Delivery{delivery("r1", 2, "v2"), delivery("r1", 4, "v4"), delivery("r2", 1, "x"), delivery("r1", 3, "v3"), delivery("r1", 4, "v4")}
-	for i, err := range p.handle(ctx, batch) {
+	for i, err := range handled(p, ctx, batch) {
 		if err != nil {
 			t.Errorf("delivery %d: %v", i, err)
 		}
@@ -38,7 +41,7 @@ func TestCoalescing(t *testing.T) {
 	if a, c := value(m.applied), value(m.coalesced); a != 2 || c != 3 {
 		t.Errorf("applied %v coalesced %v, want 2 and 3", a, c)
 	}
-	p.handle(ctx, []bus.Delivery{delivery("r1", 3, "v3 late"), delivery("r2", 1, "x again")})
+	handled(p, ctx, []bus.Delivery{delivery("r1", 3, "v3 late"), delivery("r2", 1, "x again")})
 	<-p.mirror
 	if s := value(m.stale); s != 2 {
 		t.Errorf("stale %v, want 2", s)
@@ -64,7 +67,7 @@ func TestUnchangedListing(t *testing.T) {
 			"created_at_ms": 1, "visible_region_id": 1, "online_count": 3, "room_version": version}})
 		d := bus.Delivery{Envelope: bus.Envelope{EventID: fmt.Sprint("e", version), AppCode: "a1", RoomID: "r1",
 			RoomVersion: version, EventType: "RoomSeatMuteChanged", Payload: raw}}
-		for _, err := range p.handle(ctx, []bus.Delivery{d}) {
+		for _, err := range handled(p, ctx, []bus.Delivery{d}) {
 			if err != nil {
 				t.Fatalf("v%d: %v", version, err)
 			}
@@ -114,7 +117,30 @@ func newTestProjector(t *testing.T, cfg Config) (*Projector, *Metrics, *sql.DB) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &Projector{db: db, cfg: cfg.WithDefaults(), log: testenv.Logger(t), metrics: m, mirror: make(chan mirrored, 10)}, m, db
+	return newProjector(db, cfg.WithDefaults(), testenv.Logger(t), m, 10), m, db
+}
+
+// errHeld is handled's result for a delivery the projector still holds.
+var errHeld = errors.New("held")
+
+// handled runs p.handle over ds and returns each delivery's result as it
+// returns: errHeld for a delivery not settled yet.
+func handled(p *Projector, ctx context.Context, ds []bus.Delivery) []error {
+	errs := make([]error, len(ds))
+	for i := range errs {
+		errs[i] = errHeld
+	}
+	var mu sync.Mutex
+	p.handle(ctx, ds, func(i int, err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if errs[i] == errHeld {
+			errs[i] = err
+		}
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	return slices.Clone(errs)
 }
 
 func value(c prometheus.Counter) float64 {

@@ -329,3 +329,91 @@ func TestRedisDownKeepsWritingMySQL(t *testing.T) {
 		return nil
 	})
 }
+
+// TestCountsWaitUnacked: over JetStream, joins that change only the
+// online count are held unacked (in progress past the ack wait), then
+// written together within the delay; a projector that stops writes what
+// it holds before Run returns, and every event is acked.
+func TestCountsWaitUnacked(t *testing.T) {
+	s := newSink(t)
+	s.cfg.CountsDelay = 3 * time.Second
+	js := s.conn.JetStream()
+	ackPending := func() int {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		c, err := js.Consumer(ctx, bus.StreamName, bus.DurableListProjector)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c.CachedInfo().NumAckPending
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	p, err := listprojector.New(s.db, s.rdb, js, bus.ConsumerRunConfig{Durable: bus.DurableListProjector,
+		NakDelays: []time.Duration{50 * time.Millisecond}}, nil, s.cfg, testenv.Logger(t), s.metrics())
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx) }()
+	<-p.Running()
+	online := func(want int) func([]*listprojector.Card) error {
+		return func(cards []*listprojector.Card) error {
+			if len(cards) != 1 || cards[0].OnlineCount != want {
+				return fmt.Errorf("listed %+v, want r1 with %d online", cards, want)
+			}
+			return nil
+		}
+	}
+	room := func(version int64, online int) roomevent.Card {
+		c := card("r1", version, 1, "t", online)
+		c.CreatedAtMs = 1_700_000_000_000 // card's varies with the version
+		return c
+	}
+	s.publish("a1", roomevent.RoomCreated, room(1, 0))
+	s.eventually("a1", 1, online(0))
+	start := time.Now()
+	for v := int64(2); v <= 5; v++ {
+		s.publish("a1", roomevent.RoomUserJoined, room(v, int(v-1)))
+	}
+	testenv.Eventually(t, 2*time.Second, func() error {
+		if n, held := ackPending(), testenv.MetricValue(t, s.reg, "voiceroom_list_projector_held_rooms"); n != 4 || held != 1 {
+			return fmt.Errorf("ack pending %d, held rooms %v; want 4 and 1", n, held)
+		}
+		return nil
+	})
+	if cards, err := s.listed("a1", 1); err != nil || online(0)(cards) != nil {
+		t.Fatalf("held joins already listed: %v %v", online(0)(cards), err)
+	}
+	s.eventually("a1", 1, online(4))
+	if waited := time.Since(start); waited < 2*time.Second {
+		t.Errorf("joins listed after %s, before the delay", waited)
+	}
+	testenv.Eventually(t, 5*time.Second, func() error {
+		if n := ackPending(); n != 0 {
+			return fmt.Errorf("ack pending %d after the write", n)
+		}
+		return nil
+	})
+
+	s.publish("a1", roomevent.RoomUserJoined, room(6, 5))
+	testenv.Eventually(t, 2*time.Second, func() error {
+		if n, held := ackPending(), testenv.MetricValue(t, s.reg, "voiceroom_list_projector_held_rooms"); n != 1 || held != 1 {
+			return fmt.Errorf("ack pending %d, held rooms %v; want the join held", n, held)
+		}
+		return nil
+	})
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if cards, err := s.listed("a1", 1); err != nil || online(5)(cards) != nil {
+		t.Errorf("after stop: %v %v", online(5)(cards), err)
+	}
+	testenv.Eventually(t, 5*time.Second, func() error {
+		if n := ackPending(); n != 0 {
+			return fmt.Errorf("ack pending %d after stop", n)
+		}
+		return nil
+	})
+}

@@ -237,7 +237,7 @@ func TestProjectorUpdatesExistingRooms(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &Projector{db: db, cfg: Config{}.WithDefaults(), log: testenv.Logger(t), metrics: m, mirror: make(chan mirrored, 10)}
+	p := newProjector(db, Config{}.WithDefaults(), testenv.Logger(t), m, 10)
 	batch := func(version int64, eventType string, rooms ...string) []bus.Delivery {
 		var ds []bus.Delivery
 		for _, room := range rooms {
@@ -252,7 +252,7 @@ func TestProjectorUpdatesExistingRooms(t *testing.T) {
 	}
 	apply := func(ds []bus.Delivery) {
 		t.Helper()
-		for i, err := range p.handle(context.Background(), ds) {
+		for i, err := range handled(p, context.Background(), ds) {
 			if err != nil {
 				t.Fatalf("delivery %d: %v", i, err)
 			}

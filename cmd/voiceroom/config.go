@@ -94,9 +94,11 @@ type config struct {
 	ProjectorMaxAckPending int             `env:"VOICEROOM_PROJECTOR_MAX_ACK_PENDING" envDefault:"5000"`
 	ProjectorConcurrency   int             `env:"VOICEROOM_PROJECTOR_CONCURRENCY" envDefault:"1"` // listprojector.DefaultWorkers
 	ProjectorFetchBatch    int             `env:"VOICEROOM_PROJECTOR_FETCH_BATCH" envDefault:"500"`
+	ProjectorMaxHeld       int             `env:"VOICEROOM_PROJECTOR_MAX_HELD" envDefault:"3000"`
 
 	ListReconcileEvery  time.Duration `env:"VOICEROOM_LIST_RECONCILE_EVERY" envDefault:"30s"`
 	ListCardTTL         time.Duration `env:"VOICEROOM_LIST_CARD_TTL" envDefault:"10m"`
+	ListCountsDelay     time.Duration `env:"VOICEROOM_LIST_COUNTS_DELAY" envDefault:"1s"`
 	ListRedisTimeout    time.Duration `env:"VOICEROOM_LIST_REDIS_TIMEOUT" envDefault:"50ms"`
 	ListFreezeEvery     time.Duration `env:"VOICEROOM_LIST_FREEZE_EVERY" envDefault:"1s"`
 	ListChainTTL        time.Duration `env:"VOICEROOM_LIST_CHAIN_TTL" envDefault:"2m"`
@@ -298,6 +300,11 @@ func (c config) validate() error {
 
 	// Values that span packages.
 	check(c.ProjectorFetchBatch <= c.ProjectorMaxAckPending, "VOICEROOM_PROJECTOR_FETCH_BATCH", "must not exceed VOICEROOM_PROJECTOR_MAX_ACK_PENDING (%d)", c.ProjectorMaxAckPending)
+	if c.ListCountsDelay >= 0 {
+		// A held event keeps its message unacked: a batch must still fit.
+		check(c.ProjectorMaxHeld+c.ProjectorFetchBatch <= c.ProjectorMaxAckPending, "VOICEROOM_PROJECTOR_MAX_HELD",
+			"with VOICEROOM_PROJECTOR_FETCH_BATCH (%d) must not exceed VOICEROOM_PROJECTOR_MAX_ACK_PENDING (%d)", c.ProjectorFetchBatch, c.ProjectorMaxAckPending)
+	}
 	check(c.RoomsCommitWorkers < c.MySQLMaxOpenConns, "VOICEROOM_ROOMS_COMMIT_WORKERS", "must be below VOICEROOM_MYSQL_MAX_OPEN_CONNS (%d), which reads need too", c.MySQLMaxOpenConns)
 	// MySQL closes once the workers have stopped or the shutdown timeout
 	// has passed: the relay must be able to finish its batch before that.

@@ -32,6 +32,7 @@ var listVars = map[string]string{
 	"ChainTTL": "VOICEROOM_LIST_CHAIN_TTL", "ChainDepth": "VOICEROOM_LIST_CHAIN_DEPTH",
 	"MaxFrozenRooms": "VOICEROOM_LIST_MAX_FROZEN_ROOMS", "SearchMaxResults": "VOICEROOM_LIST_SEARCH_MAX_RESULTS",
 	"NearCacheCards": "VOICEROOM_LIST_NEAR_CACHE_CARDS", "NearCacheMaxAge": "VOICEROOM_LIST_NEAR_CACHE_MAX_AGE",
+	"CountsDelay": "VOICEROOM_LIST_COUNTS_DELAY", "MaxHeld": "VOICEROOM_PROJECTOR_MAX_HELD",
 }
 
 // listProjector is the configuration of the read model's writers: the
@@ -39,6 +40,8 @@ var listVars = map[string]string{
 func (c *config) listProjector() listprojector.Config {
 	return listprojector.Config{
 		FetchBatch:     c.ProjectorFetchBatch,
+		CountsDelay:    c.ListCountsDelay,
+		MaxHeld:        c.ProjectorMaxHeld,
 		CardTTL:        c.ListCardTTL,
 		ReconcileEvery: c.ListReconcileEvery,
 	}
