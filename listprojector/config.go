@@ -26,8 +26,9 @@ type Config struct {
 	// seconds. Default 1s, at most 10s; negative: write every change at
 	// once.
 	CountsDelay time.Duration
-	// MaxHeld bounds the events whose cards are held: past it the rooms
-	// held longest are written early. Default 3000.
+	// MaxHeld bounds the rooms whose cards are held, each with one unacked
+	// message: past it the rooms held longest are written early. Default
+	// 3000.
 	MaxHeld int
 
 	// KeyPrefix is put before every Redis key (tests isolate themselves

@@ -15,25 +15,34 @@ import (
 // card whose listing differs from the stored card only in its counts
 // (countsOnly) is held, and written at most Config.CountsDelay after the
 // room's first held change, at the room's newest card by then; any other
-// change is written at once and takes the held card's events with it. A
-// held card's events stay unacked until it is written (the consumer keeps
-// them in progress), so a crash loses nothing: they come again.
+// change is written at once and takes the held card with it.
+//
+// Every event carries the room's whole card, so only the newest held
+// event's message stays unacked until its card is written (the consumer
+// keeps it in progress): a crash loses nothing, as that message comes
+// again with the newest card. The older ones are acked as soon as a newer
+// card covers them (counted coalesced): the stream's consumer then keeps
+// one unacked message per held room, not one per event, which the server
+// pays for on every delivery and ack.
 
 // waiter is one delivery waiting for its room's card to be written (or
-// found not to need writing).
+// found not to need writing); one with a nil settle was settled already
+// (covered by a newer held card) and is only reported with the write.
 type waiter struct {
 	settle     func(error)
+	version    int64 // of the event's card
 	eventID    string
 	occurredMs int64
 }
 
-// heldRoom is one room's held card and the deliveries it covers.
+// heldRoom is one room's held card and the delivery that carried it.
 type heldRoom struct {
 	key       roomKey
 	card      *Card
 	oldRegion int64
 	due       time.Time
-	waiters   []waiter
+	newest    waiter        // the held card's delivery, settled when it is written
+	covered   []waiter      // acked already, reported when the card is written
 	elem      *list.Element // in Projector.queue
 }
 
@@ -65,38 +74,55 @@ func (w *write) add(c *Card, oldRegion int64, ws []waiter) {
 // with mu held.
 func (p *Projector) holds() bool { return p.cfg.CountsDelay > 0 && !p.stopping }
 
-// hold holds c, of room k stored in region oldRegion, with ws; h is the
-// room's held card, or nil. Called with mu held.
-func (p *Projector) hold(h *heldRoom, k roomKey, c *Card, oldRegion int64, ws []waiter) {
+// hold holds c, of room k stored in region oldRegion, carried by ws; h is
+// the room's held card, or nil. It returns the deliveries the held card
+// now covers, to be acked: all but the newest card's. Called with mu
+// held.
+func (p *Projector) hold(h *heldRoom, k roomKey, c *Card, oldRegion int64, ws []waiter) (covered []waiter) {
 	if h == nil {
-		h = &heldRoom{key: k, card: c, oldRegion: oldRegion, due: p.cfg.Now().Add(p.cfg.CountsDelay)}
+		h = &heldRoom{key: k, card: c, oldRegion: oldRegion, due: p.cfg.Now().Add(p.cfg.CountsDelay), newest: ws[0]}
 		h.elem = p.queue.PushBack(h)
 		p.held[k] = h
 		p.metrics.setHeld(len(p.held))
-	} else if c.RoomVersion > h.card.RoomVersion {
+		ws = ws[1:]
+	}
+	if c.RoomVersion > h.card.RoomVersion {
 		h.card = c
 	}
-	h.waiters = append(h.waiters, ws...)
-	p.heldEvents += len(ws)
+	for _, w := range ws {
+		if w.version >= h.newest.version {
+			h.newest, w = w, h.newest
+		}
+		covered = append(covered, w)
+		w.settle = nil
+		h.covered = append(h.covered, w)
+	}
+	return covered
 }
 
-// unhold removes h from the held rooms and returns its deliveries. Called
-// with mu held.
+// unhold removes h from the held rooms and returns its deliveries: the
+// newest first, then those acked already. Called with mu held.
 func (p *Projector) unhold(h *heldRoom) []waiter {
 	delete(p.held, h.key)
 	p.queue.Remove(h.elem)
-	p.heldEvents -= len(h.waiters)
 	p.metrics.setHeld(len(p.held))
-	return h.waiters
+	return append([]waiter{h.newest}, h.covered...)
+}
+
+// done settles w with err unless it was settled already.
+func (w waiter) done(err error) {
+	if w.settle != nil {
+		w.settle(err)
+	}
 }
 
 // takeDue moves into w the held rooms due by now (all of them when all
-// is set), then the oldest while more than MaxHeld events are held.
+// is set), then the oldest while more than MaxHeld rooms are held.
 // Called with mu held.
 func (p *Projector) takeDue(w *write, now time.Time, all bool) {
 	for e := p.queue.Front(); e != nil; e = p.queue.Front() {
 		h := e.Value.(*heldRoom)
-		if !all && h.due.After(now) && p.heldEvents <= p.cfg.MaxHeld {
+		if !all && h.due.After(now) && len(p.held) <= p.cfg.MaxHeld {
 			return
 		}
 		w.add(h.card, h.oldRegion, p.unhold(h))

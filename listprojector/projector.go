@@ -42,7 +42,6 @@ type Projector struct {
 	mu         sync.Mutex
 	held       map[roomKey]*heldRoom
 	queue      *list.List // of *heldRoom, by due time
-	heldEvents int        // the deliveries the held cards settle
 	stopping   bool       // holds no more: Run's ctx ended
 
 	// onApplied, when set (benchmarks), sees the id of every event of a
@@ -238,7 +237,8 @@ func (p *Projector) coalesce(ds []bus.Delivery, settle func(int, error)) []*batc
 		} else if c.RoomVersion > r.card.RoomVersion {
 			r.card = c
 		}
-		r.waiters = append(r.waiters, waiter{settle: func(err error) { settle(i, err) }, eventID: env.EventID, occurredMs: env.OccurredAtMs})
+		r.waiters = append(r.waiters, waiter{settle: func(err error) { settle(i, err) }, version: c.RoomVersion,
+			eventID: env.EventID, occurredMs: env.OccurredAtMs})
 	}
 	p.metrics.add(func(m *Metrics) prometheus.Counter { return m.unknown }, unknown)
 	return rooms
@@ -252,7 +252,7 @@ func (p *Projector) coalesce(ds []bus.Delivery, settle func(int, error)) []*batc
 // written nor held is settled here.
 func (p *Projector) decide(rooms []*batchRoom, priors map[roomKey]*Card) *write {
 	w := &write{}
-	var settled []waiter
+	var settled, covered []waiter // covered: reported when their held card is written
 	stale, unchanged := 0, 0
 	p.mu.Lock()
 	for _, r := range rooms {
@@ -261,8 +261,7 @@ func (p *Projector) decide(rooms []*batchRoom, priors map[roomKey]*Card) *write 
 		h := p.held[r.key]
 		if h != nil && had && pr.RoomVersion >= h.card.RoomVersion {
 			// Written since by another instance: what it held is covered.
-			held := p.unhold(h)
-			settled, stale, h = append(settled, held...), stale+len(held), nil
+			settled, stale, h = append(settled, p.unhold(h)...), stale+1, nil
 		}
 		oldRegion := int64(-1)
 		if had {
@@ -270,17 +269,16 @@ func (p *Projector) decide(rooms []*batchRoom, priors map[roomKey]*Card) *write 
 		}
 		switch {
 		case h != nil && h.card.RoomVersion >= c.RoomVersion:
-			p.hold(h, r.key, c, oldRegion, ws) // a redelivery the held card covers
+			covered = append(covered, p.hold(h, r.key, c, oldRegion, ws)...) // a redelivery the held card covers
 		case had && pr.RoomVersion >= c.RoomVersion:
 			settled, stale = append(settled, ws...), stale+len(ws)
 		case had && pr.Listing == c.Listing:
 			settled, unchanged = append(settled, ws...), unchanged+len(ws)
 			if h != nil {
-				held := p.unhold(h)
-				settled, unchanged = append(settled, held...), unchanged+len(held)
+				settled, unchanged = append(settled, p.unhold(h)...), unchanged+1
 			}
 		case had && p.holds() && countsOnly(pr.Listing, c.Listing):
-			p.hold(h, r.key, c, oldRegion, ws)
+			covered = append(covered, p.hold(h, r.key, c, oldRegion, ws)...)
 		default:
 			if h != nil {
 				ws = append(p.unhold(h), ws...)
@@ -291,8 +289,9 @@ func (p *Projector) decide(rooms []*batchRoom, priors map[roomKey]*Card) *write 
 	p.mu.Unlock()
 	p.metrics.add(func(m *Metrics) prometheus.Counter { return m.stale }, stale)
 	p.metrics.add(func(m *Metrics) prometheus.Counter { return m.unchanged }, unchanged)
-	for _, s := range settled {
-		s.settle(nil)
+	p.metrics.add(func(m *Metrics) prometheus.Counter { return m.coalesced }, len(covered))
+	for _, s := range append(settled, covered...) {
+		s.done(nil)
 	}
 	w.done = settled
 	return w
@@ -303,7 +302,7 @@ func (p *Projector) fail(rooms []*batchRoom, err error) {
 	n := 0
 	for _, r := range rooms {
 		for _, s := range r.waiters {
-			s.settle(err)
+			s.done(err)
 			n++
 		}
 	}
@@ -328,14 +327,18 @@ func (p *Projector) write(ctx context.Context, w *write) {
 		if a.oldRegion >= 0 {
 			stored[roomKey{c.AppCode, c.RoomID}] = true
 		}
-		events += len(w.waiters[i])
+		for _, s := range w.waiters[i] {
+			if s.settle != nil {
+				events++ // the covered ones were counted coalesced when acked
+			}
+		}
 	}
 	if len(cards) > 0 {
 		if err := writeCards(ctx, p.db, cards, func(k roomKey) bool { return stored[k] }); err != nil {
 			p.log.Warn("list projection failed, retrying", "events", events, "error", err)
 			for _, ws := range w.waiters {
 				for _, s := range ws {
-					s.settle(err)
+					s.done(err)
 				}
 			}
 			return
@@ -364,7 +367,7 @@ func (p *Projector) write(ctx context.Context, w *write) {
 	}
 	for _, ws := range w.waiters {
 		for _, s := range ws {
-			s.settle(nil)
+			s.done(nil)
 		}
 	}
 }

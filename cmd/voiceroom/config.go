@@ -300,7 +300,7 @@ func (c config) validate() error {
 
 	// Values that span packages.
 	check(c.ProjectorFetchBatch <= c.ProjectorMaxAckPending, "VOICEROOM_PROJECTOR_FETCH_BATCH", "must not exceed VOICEROOM_PROJECTOR_MAX_ACK_PENDING (%d)", c.ProjectorMaxAckPending)
-	if c.ListCountsDelay >= 0 {
+	if c.ListCountsDelay > 0 {
 		// A held event keeps its message unacked: a batch must still fit.
 		check(c.ProjectorMaxHeld+c.ProjectorFetchBatch <= c.ProjectorMaxAckPending, "VOICEROOM_PROJECTOR_MAX_HELD",
 			"with VOICEROOM_PROJECTOR_FETCH_BATCH (%d) must not exceed VOICEROOM_PROJECTOR_MAX_ACK_PENDING (%d)", c.ProjectorFetchBatch, c.ProjectorMaxAckPending)
@@ -416,6 +416,7 @@ var zeroOK = map[string]bool{
 	"VOICEROOM_IMBRIDGE_MAX_DELIVER":   true, // -1: no delivery limit
 	"VOICEROOM_RANKS_MAX_DELIVER":      true, // -1: no delivery limit
 	"VOICEROOM_TIM_SDKAPPID":           true, // 0: no default Tencent application
+	"VOICEROOM_LIST_COUNTS_DELAY":      true, // 0: every count change written at once
 }
 
 // varErrors collects configuration errors, at most one per variable.

@@ -38,9 +38,13 @@ var listVars = map[string]string{
 // listProjector is the configuration of the read model's writers: the
 // projector, the reconcile job and the Redis mirror.
 func (c *config) listProjector() listprojector.Config {
+	countsDelay := c.ListCountsDelay
+	if countsDelay <= 0 {
+		countsDelay = -1 // off; the package's 0 is its default
+	}
 	return listprojector.Config{
 		FetchBatch:     c.ProjectorFetchBatch,
-		CountsDelay:    c.ListCountsDelay,
+		CountsDelay:    countsDelay,
 		MaxHeld:        c.ProjectorMaxHeld,
 		CardTTL:        c.ListCardTTL,
 		ReconcileEvery: c.ListReconcileEvery,
