@@ -39,10 +39,10 @@ type Projector struct {
 	// cards (writeHeld).
 	wmu sync.RWMutex
 	// mu guards the held cards (hold.go).
-	mu         sync.Mutex
-	held       map[roomKey]*heldRoom
-	queue      *list.List // of *heldRoom, by due time
-	stopping   bool       // holds no more: Run's ctx ended
+	mu       sync.Mutex
+	held     map[roomKey]*heldRoom
+	queue    *list.List // of *heldRoom, by due time
+	stopping bool       // holds no more: Run's ctx ended
 
 	// onApplied, when set (benchmarks), sees the id of every event of a
 	// batch once the batch is in MySQL and Redis.
