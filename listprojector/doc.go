@@ -15,9 +15,10 @@
 // place. Within one batch (the events that arrive together, see
 // bus.NewBatchConsumer) it coalesces the events of a room into its newest card,
 // skips a card whose listing (roomevent.Listing: everything a list shows)
-// equals the stored one (its row keeps the older room_version, still a
-// sound guard, as every event between the two carried the same listing;
-// counted "unchanged"), and writes the other rooms in at most two statements, MySQL first (one
+// equals the stored one, as did every event of the room since (its row
+// keeps the older room_version, still a sound guard, as every event
+// between the two carried the same listing; counted "unchanged"), holds a
+// card that changes only counts for up to Config.CountsDelay (hold.go), and writes the other rooms in at most two statements, MySQL first (one
 // multi-row UPDATE of the rooms that have a row, one multi-row upsert of the
 // others, each in key order); Redis second,
 // whose failure never holds MySQL back or fails a delivery. A MySQL

@@ -203,6 +203,7 @@ type batchRoom struct {
 	key     roomKey
 	card    *Card
 	waiters []waiter
+	mixed   bool // the cards of the batch's events do not all show one listing
 }
 
 // coalesce decodes the batch's cards and keeps each room's newest, in
@@ -234,8 +235,11 @@ func (p *Projector) coalesce(ds []bus.Delivery, settle func(int, error)) []*batc
 			r = &batchRoom{key: k, card: c}
 			byKey[k] = r
 			rooms = append(rooms, r)
-		} else if c.RoomVersion > r.card.RoomVersion {
-			r.card = c
+		} else {
+			r.mixed = r.mixed || c.Listing != r.card.Listing
+			if c.RoomVersion > r.card.RoomVersion {
+				r.card = c
+			}
 		}
 		r.waiters = append(r.waiters, waiter{settle: func(err error) { settle(i, err) }, version: c.RoomVersion,
 			eventID: env.EventID, occurredMs: env.OccurredAtMs})
@@ -246,10 +250,14 @@ func (p *Projector) coalesce(ds []bus.Delivery, settle func(int, error)) []*batc
 
 // decide sorts each room of a batch, against its stored card (priors)
 // and its held one: stale (an equal or newer card is stored), unchanged
-// (the stored card shows the same listing: the row keeps its older
-// version, which still guards it, as every event between the two carried
-// the same listing), held (only counts changed), or written. What is not
-// written nor held is settled here.
+// (the stored card shows the same listing, and so did every event of the
+// room seen since: the row keeps its older version, which still guards
+// it, as a redelivery of any of those events carries that same listing),
+// held (only counts changed), or written. A newest card back at the
+// stored listing after events that showed another (a join, then a leave)
+// is written: an acked event in between, redelivered after a lost ack,
+// would otherwise pass the older version's guard and show its counts.
+// What is not written nor held is settled here.
 func (p *Projector) decide(rooms []*batchRoom, priors map[roomKey]*Card) *write {
 	w := &write{}
 	var settled, covered []waiter // covered: reported when their held card is written
@@ -272,11 +280,8 @@ func (p *Projector) decide(rooms []*batchRoom, priors map[roomKey]*Card) *write 
 			covered = append(covered, p.hold(h, r.key, c, oldRegion, ws)...) // a redelivery the held card covers
 		case had && pr.RoomVersion >= c.RoomVersion:
 			settled, stale = append(settled, ws...), stale+len(ws)
-		case had && pr.Listing == c.Listing:
+		case had && pr.Listing == c.Listing && !r.mixed && h == nil:
 			settled, unchanged = append(settled, ws...), unchanged+len(ws)
-			if h != nil {
-				settled, unchanged = append(settled, p.unhold(h)...), unchanged+1
-			}
 		case had && p.holds() && countsOnly(pr.Listing, c.Listing):
 			covered = append(covered, p.hold(h, r.key, c, oldRegion, ws)...)
 		default:
