@@ -118,9 +118,16 @@ func (c *cluster) check(ctx context.Context, outs, all []outcome) (account, erro
 		{"room row ahead of its log", `SELECT CONCAT(r.room_id, ' row v', r.room_version, ' log v', MAX(l.room_version)) FROM rooms r
 			JOIN room_command_log l ON l.app_code = r.app_code AND l.room_id = r.room_id
 			WHERE r.app_code = ? GROUP BY r.room_id, r.room_version HAVING MAX(l.room_version) < r.room_version`},
-		{"room row disagrees with its latest card", `SELECT CONCAT(r.room_id, ' row ', r.status, '/', r.online_count, ' card ', e.status, '/', e.online_count)
-			FROM rooms r JOIN room_list_entries e ON e.app_code = r.app_code AND e.room_id = r.room_id
-			WHERE r.app_code = ? AND (r.status <> e.status OR r.visible_region_id <> e.visible_region_id OR (r.online_count > 0) <> (e.online_count > 0))`},
+		// The latest card is the one in the room's newest outbox row, as
+		// committed (the list's copy may still hold a counts change back).
+		{"room row disagrees with its latest card", `SELECT CONCAT(r.room_id, ' row ', r.status, '/', r.online_count, ' card v', o.room_version, ' ',
+				JSON_VALUE(o.envelope, '$.payload.room.status'), '/', JSON_VALUE(o.envelope, '$.payload.room.online_count'))
+			FROM rooms r JOIN room_outbox o ON o.id = (SELECT o2.id FROM room_outbox o2
+				WHERE o2.app_code = r.app_code AND o2.room_id = r.room_id AND JSON_EXISTS(o2.envelope, '$.payload.room')
+				ORDER BY o2.room_version DESC, o2.id DESC LIMIT 1)
+			WHERE r.app_code = ? AND (r.status <> JSON_VALUE(o.envelope, '$.payload.room.status')
+				OR r.visible_region_id <> JSON_VALUE(o.envelope, '$.payload.room.visible_region_id')
+				OR (r.online_count > 0) <> (JSON_VALUE(o.envelope, '$.payload.room.online_count') > 0))`},
 	} {
 		bad, err := strings1(ctx, c, q.sql)
 		if err != nil {
