@@ -46,6 +46,27 @@ func TestConfigDefaultsAndValidation(t *testing.T) {
 	}
 }
 
+func TestFastPathConfigDefaultsAndValidation(t *testing.T) {
+	if def := (outboxrelay.FastPathConfig{}).WithDefaults(); def.Workers != 128 || def.PublishTimeout != 3*time.Second {
+		t.Fatalf("defaults %+v", def)
+	}
+	tests := []struct {
+		cfg  outboxrelay.FastPathConfig
+		want error
+	}{
+		{outboxrelay.FastPathConfig{}, nil},
+		{outboxrelay.FastPathConfig{Workers: outboxrelay.MaxFastWorkers}, nil},
+		{outboxrelay.FastPathConfig{Workers: outboxrelay.MaxFastWorkers + 1}, outboxrelay.ErrInvalidConfig},
+		{outboxrelay.FastPathConfig{MarkBatch: outboxrelay.MaxBatchSize + 1}, outboxrelay.ErrInvalidConfig},
+		{outboxrelay.FastPathConfig{MarkBatch: 600, MarkQueueSize: 500}, outboxrelay.ErrInvalidConfig},
+	}
+	for _, tt := range tests {
+		if err := tt.cfg.Validate(); !errors.Is(err, tt.want) || (tt.want == nil) != (err == nil) {
+			t.Errorf("Validate(%+v) = %v, want %v", tt.cfg, err, tt.want)
+		}
+	}
+}
+
 func TestSanitizeError(t *testing.T) {
 	err := fmt.Errorf("publish event ev-1 to room.events.a.r.t: %w", errors.New("dial nats://user:s3cret@10.0.0.1:4222:\nrefused"))
 	got := outboxrelay.SanitizeError(err, "ev-1", "room.events.a.r.t")

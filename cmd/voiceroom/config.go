@@ -125,6 +125,7 @@ type config struct {
 	OutboxPollInterval    time.Duration `env:"VOICEROOM_OUTBOX_POLL_INTERVAL" envDefault:"1s"`
 	OutboxBatchSize       int           `env:"VOICEROOM_OUTBOX_BATCH_SIZE" envDefault:"100"`
 	OutboxPublishTimeout  time.Duration `env:"VOICEROOM_OUTBOX_PUBLISH_TIMEOUT" envDefault:"3s"`
+	OutboxFastWorkers     int           `env:"VOICEROOM_OUTBOX_FAST_WORKERS" envDefault:"128"`
 	OutboxRetryStrategy   string        `env:"VOICEROOM_OUTBOX_RETRY_STRATEGY" envDefault:"fixed_interval"`
 	OutboxRetention       time.Duration `env:"VOICEROOM_OUTBOX_RETENTION" envDefault:"72h"`
 
@@ -367,7 +368,7 @@ var (
 	outboxVars = map[string]string{
 		"PollInterval": "VOICEROOM_OUTBOX_POLL_INTERVAL", "BatchSize": "VOICEROOM_OUTBOX_BATCH_SIZE",
 		"PublishTimeout": "VOICEROOM_OUTBOX_PUBLISH_TIMEOUT", "RetryStrategy": "VOICEROOM_OUTBOX_RETRY_STRATEGY",
-		"Retention": "VOICEROOM_OUTBOX_RETENTION",
+		"Retention": "VOICEROOM_OUTBOX_RETENTION", "Workers": "VOICEROOM_OUTBOX_FAST_WORKERS",
 	}
 	roomsVars = map[string]string{
 		"PresenceTTL": "VOICEROOM_ROOMS_PRESENCE_TTL", "SweepInterval": "VOICEROOM_ROOMS_SWEEP_INTERVAL",
@@ -563,7 +564,7 @@ func (c *config) outbox() outboxrelay.Config {
 // fastPath is the configuration of the outbox fast path: it shares the
 // relay's publish timeout.
 func (c *config) fastPath() outboxrelay.FastPathConfig {
-	return outboxrelay.FastPathConfig{PublishTimeout: c.OutboxPublishTimeout}
+	return outboxrelay.FastPathConfig{PublishTimeout: c.OutboxPublishTimeout, Workers: c.OutboxFastWorkers}
 }
 
 func (c *config) natsConn() bus.ConnConfig {

@@ -48,6 +48,8 @@ func TestBadValuesNameTheVariable(t *testing.T) {
 		{"VOICEROOM_OUTBOX_POLL_INTERVAL", "soon"},
 		{"VOICEROOM_OUTBOX_PUBLISH_TIMEOUT", "20s"}, // cannot finish within the 15s shutdown timeout
 		{"VOICEROOM_OUTBOX_ENABLED", "maybe"},
+		{"VOICEROOM_OUTBOX_FAST_WORKERS", "0"},
+		{"VOICEROOM_OUTBOX_FAST_WORKERS", "5000"},
 		{"VOICEROOM_REGIONS_CACHE_SIZE", "-1"},
 		{"VOICEROOM_REGIONS_CACHE_SIZE", "many"},
 		{"VOICEROOM_REGIONS_CACHE_TTL", "10ms"},
