@@ -120,14 +120,16 @@ func (c *cluster) check(ctx context.Context, outs, all []outcome) (account, erro
 			WHERE r.app_code = ? GROUP BY r.room_id, r.room_version HAVING MAX(l.room_version) < r.room_version`},
 		// The latest card is the one in the room's newest outbox row, as
 		// committed (the list's copy may still hold a counts change back).
-		{"room row disagrees with its latest card", `SELECT CONCAT(r.room_id, ' row ', r.status, '/', r.online_count, ' card v', o.room_version, ' ',
-				JSON_VALUE(o.envelope, '$.payload.room.status'), '/', JSON_VALUE(o.envelope, '$.payload.room.online_count'))
-			FROM rooms r JOIN room_outbox o ON o.id = (SELECT o2.id FROM room_outbox o2
-				WHERE o2.app_code = r.app_code AND o2.room_id = r.room_id AND JSON_EXISTS(o2.envelope, '$.payload.room')
-				ORDER BY o2.room_version DESC, o2.id DESC LIMIT 1)
-			WHERE r.app_code = ? AND (r.status <> JSON_VALUE(o.envelope, '$.payload.room.status')
-				OR r.visible_region_id <> JSON_VALUE(o.envelope, '$.payload.room.visible_region_id')
-				OR (r.online_count > 0) <> (JSON_VALUE(o.envelope, '$.payload.room.online_count') > 0))`},
+		{"room row disagrees with its latest card", `SELECT CONCAT(x.room_id, ' row ', x.status, '/', x.online_count, ' card v', x.card_version, ' ', x.card_status, '/', x.card_online)
+			FROM (SELECT r.room_id, r.status, r.online_count, r.visible_region_id, o.room_version AS card_version,
+					JSON_VALUE(o.envelope, '$.payload.room.status') AS card_status,
+					JSON_VALUE(o.envelope, '$.payload.room.online_count') AS card_online,
+					JSON_VALUE(o.envelope, '$.payload.room.visible_region_id') AS card_region
+				FROM rooms r JOIN room_outbox o ON o.id = (SELECT o2.id FROM room_outbox o2
+					WHERE o2.app_code = r.app_code AND o2.room_id = r.room_id AND JSON_EXISTS(o2.envelope, '$.payload.room')
+					ORDER BY o2.room_version DESC, o2.id DESC LIMIT 1)
+				WHERE r.app_code = ?) x
+			WHERE x.status <> x.card_status OR x.visible_region_id <> x.card_region OR (x.online_count > 0) <> (x.card_online > 0)`},
 	} {
 		bad, err := strings1(ctx, c, q.sql)
 		if err != nil {

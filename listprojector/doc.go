@@ -13,14 +13,15 @@
 // room's card only over an older one (room_list_entries.room_version):
 // duplicates, redeliveries and out-of-order events leave the newest card in
 // place. Within one batch (the events that arrive together, see
-// bus.NewBatchConsumer) it coalesces the events of a room into its newest card,
-// skips a card whose listing (roomevent.Listing: everything a list shows)
-// equals the stored one, as did every event of the room since (its row
-// keeps the older room_version, still a sound guard, as every event
-// between the two carried the same listing; counted "unchanged"), holds a
-// card that changes only counts for up to Config.CountsDelay (hold.go), and writes the other rooms in at most two statements, MySQL first (one
-// multi-row UPDATE of the rooms that have a row, one multi-row upsert of the
-// others, each in key order); Redis second,
+// bus.NewHoldingBatchConsumer) it coalesces the events of a room into its
+// newest card, skips a card whose listing (roomevent.Listing: everything a
+// list shows) equals the stored one, as did every event of the room since
+// (its row keeps the older room_version, still a sound guard, as every
+// event between the two carried the same listing; counted "unchanged"),
+// holds a card that changes only counts for up to Config.CountsDelay
+// (hold.go), and writes the other rooms in at most two statements, MySQL
+// first (one multi-row UPDATE of the rooms that have a row, one multi-row
+// upsert of the others, each in key order); Redis second,
 // whose failure never holds MySQL back or fails a delivery. A MySQL
 // failure naks the batch (retried with the consumer's delays); an event
 // of a known type without a readable card is dead-lettered; an event type
