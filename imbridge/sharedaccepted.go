@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"voiceroom/bus"
@@ -30,9 +31,14 @@ const AcceptedBucket = "IMBRIDGE_ACCEPTED"
 // accepted leaves only this process's own record.
 type sharedAccepted struct {
 	kv   jetstream.KeyValue
+	nc   *nats.Conn
 	log  *slog.Logger
 	puts chan string
 }
+
+// sharedPutSubject is the subject a key of the bucket is written on: the
+// bucket's stream captures it (JetStream's default API prefix).
+func sharedPutSubject(key string) string { return "$KV." + AcceptedBucket + "." + key }
 
 // sharedPutQueue bounds the writes waiting for the bucket.
 const sharedPutQueue = 8192
@@ -57,7 +63,7 @@ func openSharedAccepted(ctx context.Context, js jetstream.JetStream, window time
 	if err != nil {
 		return nil, fmt.Errorf("bucket %s: %w", AcceptedBucket, err)
 	}
-	return &sharedAccepted{kv: kv, log: log, puts: make(chan string, sharedPutQueue)}, nil
+	return &sharedAccepted{kv: kv, nc: js.Conn(), log: log, puts: make(chan string, sharedPutQueue)}, nil
 }
 
 func sharedKey(sdkAppID int64, eventID string) string {
@@ -93,14 +99,17 @@ func (s *sharedAccepted) record(sdkAppID int64, eventIDs []string) {
 	}
 }
 
-// run writes the queued records until ctx ends, then what is queued
-// within drain.
+// run writes the queued records until ctx ends, then what is queued,
+// and waits up to drain for the server to have them. A record is a plain publish on the key's subject, which
+// the bucket's stream stores, without waiting for its ack: the write is
+// best effort anyway, and a put that waited for each ack (a JetStream
+// publish round trip per accepted event, one at a time) cost the bridge
+// a reply subscription, a timer and an ack to decode per event. A stop
+// flushes the connection, so that what was queued reached the server.
 func (s *sharedAccepted) run(ctx context.Context, drain time.Duration) {
 	var warned time.Time
-	put := func(ctx context.Context, key string) {
-		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		defer cancel()
-		if _, err := s.kv.Put(pctx, key, []byte{'1'}); err != nil && ctx.Err() == nil && time.Since(warned) > 10*time.Second {
+	put := func(key string) {
+		if err := s.nc.Publish(sharedPutSubject(key), sharedValue); err != nil && time.Since(warned) > 10*time.Second {
 			warned = time.Now()
 			s.log.Warn("accepted-events bucket write failed (logged at most every 10s)", "error", err)
 		}
@@ -108,23 +117,18 @@ func (s *sharedAccepted) run(ctx context.Context, drain time.Duration) {
 	for {
 		select {
 		case key := <-s.puts:
-			// Not cancelled by ctx: a write under way when the bridge
-			// stops is finished (within its own bound), not dropped.
-			put(context.WithoutCancel(ctx), key)
+			put(key)
 		case <-ctx.Done():
-			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), drain)
-			defer cancel()
-			for {
-				select {
-				case key := <-s.puts:
-					put(dctx, key)
-					if dctx.Err() != nil {
-						return
-					}
-				default:
-					return
-				}
+			for n := len(s.puts); n > 0; n-- {
+				put(<-s.puts)
 			}
+			if err := s.nc.FlushTimeout(drain); err != nil && !errors.Is(err, nats.ErrConnectionClosed) {
+				s.log.Warn("accepted-events bucket writes not confirmed at stop", "error", err)
+			}
+			return
 		}
 	}
 }
+
+// sharedValue is the value of every key: the key's presence is the record.
+var sharedValue = []byte{'1'}

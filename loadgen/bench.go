@@ -209,7 +209,7 @@ func (b *Bench) Run(ctx context.Context) (*Report, error) {
 			rep.ServerAck = append(rep.ServerAck, ServerAck{Path: path, Count: int64(n), P50LeMs: q[0], P99LeMs: q[1], P999LeMs: q[2]})
 		}
 	}
-	if sa, err := b.streamAck(ctx, cfg.Apps, commits, loadStart); err != nil {
+	if sa, err := b.streamAck(ctx, commits, loadStart); err != nil {
 		rep.StreamAckNA = err.Error()
 	} else {
 		rep.StreamAck = &sa

@@ -259,10 +259,14 @@ func listOrder(ctx context.Context, db *sql.DB, app string, region int64, tab, q
 	return queryEntries(ctx, db, q, args...)
 }
 
+// likeEscaper escapes LIKE's wildcards and its escape character. A
+// Replacer builds its tables on first use: one for the process, not one
+// per search.
+var likeEscaper = strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`)
+
 // likePrefix escapes query for LIKE and makes it a prefix pattern.
 func likePrefix(query string) string {
-	r := strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`)
-	return r.Replace(query) + "%"
+	return likeEscaper.Replace(query) + "%"
 }
 
 func queryEntries(ctx context.Context, db *sql.DB, q string, args ...any) ([]entry, error) {
