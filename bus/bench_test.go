@@ -212,3 +212,62 @@ func BenchmarkConsume(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkPublishCPU is the process's CPU time (client and embedded
+// server together) per message stored, for the bus's synchronous publish
+// one at a time, the same from 128 goroutines at once (as the outbox fast
+// path's workers publish), and the async batch publish: what a stream
+// round trip per message costs beyond the storing itself.
+func BenchmarkPublishCPU(b *testing.B) {
+	for _, mode := range []string{"sync", "sync_x128", "batch"} {
+		b.Run(mode, func(b *testing.B) {
+			conn := testenv.NewJetStream(b)
+			p := testenv.NewPublisher(b, conn)
+			msgs := benchMessages(b, b.N)
+			ctx := context.Background()
+			b.ReportAllocs()
+			b.ResetTimer()
+			cpu := testenv.ProcessCPU(b)
+			switch mode {
+			case "sync":
+				for _, m := range msgs {
+					if _, err := p.PublishMessage(ctx, m); err != nil {
+						b.Fatal(err)
+					}
+				}
+			case "sync_x128":
+				var next atomic.Int64
+				var failed atomic.Value
+				done := make(chan struct{})
+				for range 128 {
+					go func() {
+						defer func() { done <- struct{}{} }()
+						for i := next.Add(1) - 1; i < int64(len(msgs)); i = next.Add(1) - 1 {
+							if _, err := p.PublishMessage(ctx, msgs[i]); err != nil {
+								failed.Store(err)
+								return
+							}
+						}
+					}()
+				}
+				for range 128 {
+					<-done
+				}
+				if err, _ := failed.Load().(error); err != nil {
+					b.Fatal(err)
+				}
+			case "batch":
+				for lo := 0; lo < len(msgs); lo += benchBatch {
+					for i, r := range p.PublishBatch(ctx, msgs[lo:min(lo+benchBatch, len(msgs))]) {
+						if r.Err != nil {
+							b.Fatalf("message %d: %v", lo+i, r.Err)
+						}
+					}
+				}
+			}
+			b.StopTimer()
+			b.ReportMetric(float64((testenv.ProcessCPU(b)-cpu).Nanoseconds())/float64(b.N), "cpu-ns/msg")
+			checkStored(b, conn.JetStream(), b.N)
+		})
+	}
+}

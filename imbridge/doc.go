@@ -50,14 +50,16 @@
 //     are forgotten early, and such an event, delivered again, may be
 //     shown again. Every process also writes the accepted ids, in the
 //     background, to the JetStream key-value bucket AcceptedBucket (TTL
-//     Config.AcceptedWindow, the replicas of ROOM_EVENTS), and looks a
+//     Config.AcceptedWindow, the replicas of ROOM_EVENTS) as plain
+//     publishes on the keys' subjects, not waiting for acks, and looks a
 //     redelivered event (NumDelivered > 1) its own record lacks up there
 //     before sending it: a restarted bridge, or another instance on the
 //     durable, acks an event Tencent accepted from elsewhere without a
 //     call. That shared record is best effort: a write is lost when the
 //     process dies in the milliseconds after Tencent accepted (a graceful
-//     stop writes what is queued, for up to 2 s), when its queue is full,
-//     or while the bucket is unreachable (a failed lookup sends the event).
+//     stop writes what is queued and waits up to 2 s for the server to
+//     have it), when its queue is full, or while the bucket is
+//     unreachable (a failed lookup sends the event).
 //     Such an event, and one whose call had an unknown outcome, may be
 //     grouped differently and shown again; clients de-duplicate by
 //     event_id.
