@@ -498,9 +498,15 @@ func testShutdownNaksQueued(t *testing.T, m consumerMode) {
 		mustPublish(t, p, newTestEnvelope("r1", v))
 	}
 	// All four are delivered: three wait behind the first, which blocks.
+	// The server counts a message delivered before the client has queued
+	// it; one still on its way at shutdown is not nakked (it comes back
+	// after the ack wait), so wait for the client's queue too.
 	testenv.Eventually(t, 5*time.Second, func() error {
 		if info := mustConsumerInfo(t, js, durable); info.NumAckPending != 4 {
 			return fmt.Errorf("ack pending %d, want 4", info.NumAckPending)
+		}
+		if n := bus.QueuedCount(rc.Consumer); n != 4 {
+			return fmt.Errorf("queued %d, want 4", n)
 		}
 		return nil
 	})
