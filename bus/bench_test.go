@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -117,6 +118,19 @@ func BenchmarkNATSPublish(b *testing.B) {
 
 const benchBatch = 1000
 
+// publishBatches publishes msgs with the bus's async batch publish,
+// benchBatch per call, failing b on any error.
+func publishBatches(ctx context.Context, b *testing.B, p *bus.Publisher, msgs []bus.Message) {
+	b.Helper()
+	for lo := 0; lo < len(msgs); lo += benchBatch {
+		for i, r := range p.PublishBatch(ctx, msgs[lo:min(lo+benchBatch, len(msgs))]) {
+			if r.Err != nil {
+				b.Fatalf("message %d: %v", lo+i, r.Err)
+			}
+		}
+	}
+}
+
 // BenchmarkPublishBatch is the bus's async batch publish, 1000 pre-encoded
 // messages per call, default MaxInFlight.
 func BenchmarkPublishBatch(b *testing.B) {
@@ -127,13 +141,7 @@ func BenchmarkPublishBatch(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	start := time.Now()
-	for lo := 0; lo < len(msgs); lo += benchBatch {
-		for i, r := range p.PublishBatch(ctx, msgs[lo:min(lo+benchBatch, len(msgs))]) {
-			if r.Err != nil {
-				b.Fatalf("message %d: %v", lo+i, r.Err)
-			}
-		}
-	}
+	publishBatches(ctx, b, p, msgs)
 	elapsed := time.Since(start)
 	b.StopTimer()
 	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "msgs/s")
@@ -238,32 +246,23 @@ func BenchmarkPublishCPU(b *testing.B) {
 			case "sync_x128":
 				var next atomic.Int64
 				var failed atomic.Value
-				done := make(chan struct{})
+				var wg sync.WaitGroup
 				for range 128 {
-					go func() {
-						defer func() { done <- struct{}{} }()
+					wg.Go(func() {
 						for i := next.Add(1) - 1; i < int64(len(msgs)); i = next.Add(1) - 1 {
 							if _, err := p.PublishMessage(ctx, msgs[i]); err != nil {
 								failed.Store(err)
 								return
 							}
 						}
-					}()
+					})
 				}
-				for range 128 {
-					<-done
-				}
+				wg.Wait()
 				if err, _ := failed.Load().(error); err != nil {
 					b.Fatal(err)
 				}
 			case "batch":
-				for lo := 0; lo < len(msgs); lo += benchBatch {
-					for i, r := range p.PublishBatch(ctx, msgs[lo:min(lo+benchBatch, len(msgs))]) {
-						if r.Err != nil {
-							b.Fatalf("message %d: %v", lo+i, r.Err)
-						}
-					}
-				}
+				publishBatches(ctx, b, p, msgs)
 			}
 			b.StopTimer()
 			b.ReportMetric(float64((testenv.ProcessCPU(b)-cpu).Nanoseconds())/float64(b.N), "cpu-ns/msg")
