@@ -35,17 +35,14 @@ func (c *Card) ListedIn(app string, region int64) bool {
 	return c.AppCode == app && c.VisibleRegionID == region && c.Status == roomevent.StatusActive
 }
 
-// decodeCard reads the card of an event of app's room at version, straight
-// into the read model's Card (see fromEvent).
+// decodeCard reads the card of an event of app's room at version as the
+// read model's Card (see fromEvent).
 func decodeCard(app, roomID string, version int64, payload []byte) (*Card, error) {
-	c, err := roomevent.DecodeCardAs[Card](payload)
+	rc, err := roomevent.DecodeCard(payload)
 	if err != nil {
 		return nil, err
 	}
-	if err := c.fromEvent(app, roomID, version); err != nil {
-		return nil, err
-	}
-	return c, nil
+	return fromEventCard(app, roomID, version, rc)
 }
 
 // fromEventCard makes an event's card app's read-model card (see

@@ -39,29 +39,22 @@ var ErrNoCard = errors.New("payload has no room card")
 
 // DecodeCard reads the card of an event's payload. Fields the card lacks
 // stay zero; unknown fields are ignored. Errors: the payload is not JSON,
-// or ErrNoCard.
+// or ErrNoCard. A payload as the rooms package writes it is read without
+// reflection (decodeCardFast).
 func DecodeCard(payload []byte) (Card, error) {
-	c, err := DecodeCardAs[Card](payload)
-	if err != nil {
-		return Card{}, err
+	if c, ok := decodeCardFast(payload); ok {
+		return c, nil
 	}
-	return *c, nil
-}
-
-// DecodeCardAs is DecodeCard into a new T: a Card, or a sink's own struct
-// that embeds one (and adds fields of its own, which the payload does not
-// set), so a sink decodes the card straight into what it keeps.
-func DecodeCardAs[T any](payload []byte) (*T, error) {
 	var p struct {
-		Room *T `json:"room"`
+		Room *Card `json:"room"`
 	}
 	if err := json.Unmarshal(payload, &p); err != nil {
-		return nil, fmt.Errorf("decode payload: %w", err)
+		return Card{}, fmt.Errorf("decode payload: %w", err)
 	}
 	if p.Room == nil {
-		return nil, ErrNoCard
+		return Card{}, ErrNoCard
 	}
-	return p.Room, nil
+	return *p.Room, nil
 }
 
 // Check reports whether c may be the card of an event of room roomID at

@@ -715,10 +715,8 @@ func (s *Service) mutation(c *cell, cmd *Command, next *State, events []Event) (
 	if m.roomAudit, err = roomAuditOf(cmd, c.state.Load(), next); err != nil {
 		return nil, View{}, apperr.Wrap(apperr.Internal, "encode audit", err)
 	}
-	card, err := json.Marshal(next.Card())
-	if err != nil {
-		return nil, View{}, apperr.Wrap(apperr.Internal, "encode card", err)
-	}
+	nextCard := next.Card()
+	card := nextCard.AppendJSON(make([]byte, 0, 512))
 	m.msgs = make([]bus.Message, 0, len(events))
 	for _, ev := range events {
 		env := bus.Envelope{
