@@ -186,6 +186,7 @@ type Consumer struct {
 	started atomic.Bool
 
 	handle   handlerFunc // the mode's adapter inside the middlewares
+	beats    *beats      // reports the open turns in progress (inProgress)
 	settle   settleFunc  // sorts a handler's result into ack, nak or dead letter
 	maxTurn  int         // deliveries per handler call: 1, or FetchBatch for a batch handler
 	inFlight int         // messages fetched and not yet settled, at most
@@ -285,7 +286,8 @@ func newConsumer(js jetstream.JetStream, cfg ConsumerRunConfig, h handlerFunc, b
 		c.maxTurn = cfg.FetchBatch
 		c.inFlight = (cfg.Concurrency + 2) * cfg.FetchBatch
 	}
-	c.handle = recoverer(c.log)(inProgress(c.heartbeatEvery, c.log)(h))
+	c.beats = newBeats(c.log)
+	c.handle = recoverer(c.log)(inProgress(c.heartbeatEvery, c.beats)(h))
 	c.settle = poisonQueue(c.sortFailure, c.deadLetter)(retry(c.sortFailure, c.nak)(c.handled))
 	return c, nil
 }

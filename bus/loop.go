@@ -62,7 +62,8 @@ func (c *Consumer) Run(ctx context.Context) error {
 	c.runCtx, c.hctx = ctx, hctx
 	c.slots = make(chan struct{}, c.inFlight)
 
-	var workers, watch sync.WaitGroup
+	var workers, watch, beating sync.WaitGroup
+	beating.Go(func() { c.beats.run(hctx, c.beatTick()) })
 	queues := make([]chan *job, c.cfg.Concurrency)
 	for i := range queues {
 		q := make(chan *job, c.inFlight) // never blocks: it holds what the slots allow
@@ -87,6 +88,8 @@ func (c *Consumer) Run(ctx context.Context) error {
 		close(done)
 	}()
 	c.awaitHandlers(done, cancelHandlers)
+	cancelHandlers() // every turn is over or abandoned: no more heartbeats
+	beating.Wait()
 	watch.Wait()
 	advisories.close()
 	// Acks and naks are fire-and-forget; make sure they left.

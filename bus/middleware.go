@@ -39,10 +39,13 @@ type turn struct {
 	settled []bool
 	left    int
 	onDone  []func()
+	hooks   [2]func() // onDone's first: the consumer's and the heartbeat's
 }
 
 func newTurn(jobs []*job, ds []Delivery, finish func(*job, error)) *turn {
-	return &turn{ds: ds, jobs: jobs, finish: finish, settled: make([]bool, len(jobs)), left: len(jobs)}
+	t := &turn{ds: ds, jobs: jobs, finish: finish, settled: make([]bool, len(jobs)), left: len(jobs)}
+	t.onDone = t.hooks[:0]
+	return t
 }
 
 // settle settles delivery i with err, unless it already was.
@@ -120,48 +123,85 @@ func recoverer(log *slog.Logger) middleware {
 // inProgress tells the server, every period given by every (0: never),
 // that the turn's unsettled messages are still being worked on, so that a
 // slow handler (or an async one holding its deliveries) does not see them
-// redelivered to another instance. It stops once the turn is over or ctx
-// ends.
-func inProgress(every func(*turn) time.Duration, log *slog.Logger) middleware {
+// redelivered to another instance. b sends the signals; a turn leaves it
+// once it is over.
+func inProgress(every func(*turn) time.Duration, b *beats) middleware {
 	return func(next handlerFunc) handlerFunc {
 		return func(ctx context.Context, t *turn) {
 			if period := every(t); period > 0 {
-				t.whenDone(heartbeat(ctx, t, period, log))
+				b.add(t, period)
+				t.whenDone(func() { b.remove(t) })
 			}
 			next(ctx, t)
 		}
 	}
 }
 
-// heartbeat sends "in progress" for t's unsettled messages every period
-// until stop is called or ctx ends. A timer, not a goroutine: an async
-// handler may hold thousands of turns.
-func heartbeat(ctx context.Context, t *turn, period time.Duration, log *slog.Logger) (stop func()) {
-	var (
-		mu      sync.Mutex
-		stopped bool
-		timer   *time.Timer
-	)
-	mu.Lock()
-	defer mu.Unlock()
-	timer = time.AfterFunc(period, func() {
-		mu.Lock()
-		defer mu.Unlock()
-		if stopped || ctx.Err() != nil {
+// beats sends "in progress" for the unsettled messages of the open turns
+// it holds, each turn every its period, from one goroutine (run) per
+// consumer: a turn costs a map entry, not a timer of its own, and an
+// async handler may hold thousands of turns.
+type beats struct {
+	log *slog.Logger
+
+	mu    sync.Mutex
+	turns map[*turn]beat
+}
+
+// beat is when an open turn is due to be reported next, and how often.
+type beat struct {
+	period time.Duration
+	due    time.Time
+}
+
+func newBeats(log *slog.Logger) *beats {
+	return &beats{log: log, turns: map[*turn]beat{}}
+}
+
+// add holds t, first due a period from now.
+func (b *beats) add(t *turn, period time.Duration) {
+	b.mu.Lock()
+	b.turns[t] = beat{period: period, due: time.Now().Add(period)}
+	b.mu.Unlock()
+}
+
+// remove lets t go: it is reported no more.
+func (b *beats) remove(t *turn) {
+	b.mu.Lock()
+	delete(b.turns, t)
+	b.mu.Unlock()
+}
+
+// run reports the turns that are due every tick, until ctx ends. A turn is
+// reported between its period and its period plus a tick after the last
+// time: the caller's tick is a fraction of the shortest period.
+func (b *beats) run(ctx context.Context, tick time.Duration) {
+	ticker := time.NewTicker(tick)
+	defer ticker.Stop()
+	var due []*turn
+	for {
+		select {
+		case <-ctx.Done():
 			return
-		}
-		for _, j := range t.unsettled() {
-			if err := j.msg.InProgress(); err != nil { // a lost one only risks a redelivery
-				log.Debug("in progress", "subject", j.msg.Subject(), "error", err)
+		case now := <-ticker.C:
+			due = due[:0]
+			b.mu.Lock()
+			for t, bt := range b.turns {
+				if !now.Before(bt.due) {
+					b.turns[t] = beat{period: bt.period, due: now.Add(bt.period)}
+					due = append(due, t)
+				}
 			}
+			b.mu.Unlock()
+			for _, t := range due {
+				for _, j := range t.unsettled() {
+					if err := j.msg.InProgress(); err != nil { // a lost one only risks a redelivery
+						b.log.Debug("in progress", "subject", j.msg.Subject(), "error", err)
+					}
+				}
+			}
+			clear(due)
 		}
-		timer.Reset(period)
-	})
-	return func() {
-		mu.Lock()
-		defer mu.Unlock()
-		stopped = true
-		timer.Stop()
 	}
 }
 

@@ -154,7 +154,12 @@ func TestInProgressWhileUnsettled(t *testing.T) {
 	const period = 5 * time.Millisecond
 	tr, _ := newTestTurn(2)
 	held := make(chan struct{})
-	h := inProgress(func(*turn) time.Duration { return period }, slog.New(slog.DiscardHandler))(func(_ context.Context, t *turn) {
+	b := newBeats(slog.New(slog.DiscardHandler))
+	ctx, cancel := context.WithCancel(context.Background())
+	var beating sync.WaitGroup
+	beating.Go(func() { b.run(ctx, period/2) })
+	defer func() { cancel(); beating.Wait() }()
+	h := inProgress(func(*turn) time.Duration { return period }, b)(func(_ context.Context, t *turn) {
 		t.settle(0, nil) // at once
 		close(held)      // 1 stays with the handler (an async one)
 	})
@@ -178,9 +183,15 @@ func TestInProgressWhileUnsettled(t *testing.T) {
 	if got := second.inProgressCount(); got != n {
 		t.Fatalf("in progress sent %d times after the turn ended", got-n)
 	}
+	b.mu.Lock()
+	open := len(b.turns)
+	b.mu.Unlock()
+	if open != 0 {
+		t.Fatalf("%d turns still held after they ended", open)
+	}
 
 	never, _ := newTestTurn(1)
-	inProgress(func(*turn) time.Duration { return 0 }, slog.New(slog.DiscardHandler))(func(context.Context, *turn) {})(context.Background(), never)
+	inProgress(func(*turn) time.Duration { return 0 }, b)(func(context.Context, *turn) {})(context.Background(), never)
 	time.Sleep(10 * period) // as above: an absence
 	if n := never.jobs[0].msg.(*fakeMsg).inProgressCount(); n != 0 {
 		t.Fatalf("period 0 sent %d signals", n)
@@ -331,4 +342,23 @@ func TestAsyncAdapterTakesOneDone(t *testing.T) {
 	if got := fmt.Sprint(results()); got != "[1:retry me]" {
 		t.Fatalf("results %s", got)
 	}
+}
+
+// BenchmarkInProgressTurn is the heartbeat's cost for a turn its handler
+// settles at once, as most are: held and let go.
+func BenchmarkInProgressTurn(b *testing.B) {
+	beats := newBeats(slog.New(slog.DiscardHandler))
+	ctx, cancel := context.WithCancel(context.Background())
+	var beating sync.WaitGroup
+	beating.Go(func() { beats.run(ctx, time.Second) })
+	defer func() { cancel(); beating.Wait() }()
+	h := inProgress(func(*turn) time.Duration { return 10 * time.Second }, beats)(func(_ context.Context, t *turn) { t.settle(0, nil) })
+	jobs := []*job{newTestJob(1, 1)}
+	ds := []Delivery{{StreamSeq: 1, NumDelivered: 1}}
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			h(ctx, newTurn(jobs, ds, func(*job, error) {}))
+		}
+	})
 }

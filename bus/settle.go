@@ -249,6 +249,22 @@ func (c *Consumer) heartbeatEvery(t *turn) time.Duration {
 	return shortest / 3
 }
 
+// beatTick is how often the open turns are looked at for a heartbeat: a
+// sixth of the shortest ack wait of any delivery, so that a turn is
+// reported at most half its ack wait after the last time.
+func (c *Consumer) beatTick() time.Duration {
+	shortest := c.ackWait
+	for _, w := range c.backOff {
+		if shortest <= 0 || w > 0 && w < shortest {
+			shortest = w
+		}
+	}
+	if shortest <= 0 {
+		return time.Second
+	}
+	return max(shortest/6, time.Millisecond)
+}
+
 // ackWaitFor is the server's ack wait for delivery nd.
 func (c *Consumer) ackWaitFor(nd uint64) time.Duration {
 	if len(c.backOff) == 0 {
