@@ -3,6 +3,7 @@ package bus
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 	"unicode"
 	"unicode/utf8"
 
@@ -45,17 +46,26 @@ func (e Envelope) Validate() error {
 
 // validate checks e and returns its subject.
 func (e Envelope) validate() (string, error) {
-	if err := checkEventID(e.EventID); err != nil {
-		return "", fmt.Errorf("%w: %w", ErrInvalidEnvelope, err)
+	if err := e.check(); err != nil {
+		return "", err
 	}
-	subject, err := e.subject()
-	if err != nil {
-		return "", fmt.Errorf("%w: %w", ErrInvalidEnvelope, err)
+	return e.subject()
+}
+
+// check is Validate without building the subject.
+func (e Envelope) check() error {
+	if err := checkEventID(e.EventID); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidEnvelope, err)
+	}
+	for _, f := range [...]struct{ name, tok string }{{"app_code", e.AppCode}, {"room_id", e.RoomID}, {"event_type", e.EventType}} {
+		if err := checkToken(f.name, f.tok); err != nil {
+			return fmt.Errorf("%w: %w", ErrInvalidEnvelope, err)
+		}
 	}
 	if e.RoomVersion <= 0 {
-		return "", fmt.Errorf("%w: room_version %d: must be positive", ErrInvalidEnvelope, e.RoomVersion)
+		return fmt.Errorf("%w: room_version %d: must be positive", ErrInvalidEnvelope, e.RoomVersion)
 	}
-	return subject, nil
+	return nil
 }
 
 // Subject returns the subject e is published on,
@@ -104,14 +114,34 @@ func (e Envelope) Message() (Message, error) {
 // data, not checked here: the sink that decodes the payload checks it.
 // Anything else goes through encoding/json.
 func DecodeEnvelope(data []byte) (Envelope, error) {
-	e, ok := decodeEnvelopeFast(data)
+	return decodeEnvelope(data, eventTokens{})
+}
+
+// decodeDelivered is DecodeEnvelope of a message delivered on subject (a
+// room.events subject): the envelope's app_code, room_id and event_type
+// share the subject's strings when they are the same.
+func decodeDelivered(subject string, data []byte) (Envelope, error) {
+	var tok eventTokens
+	if rest, ok := strings.CutPrefix(subject, SubjectPrefix+"."); ok {
+		var ok1, ok2 bool
+		tok.app, rest, ok1 = strings.Cut(rest, ".")
+		tok.room, tok.typ, ok2 = strings.Cut(rest, ".")
+		if !ok1 || !ok2 {
+			tok = eventTokens{}
+		}
+	}
+	return decodeEnvelope(data, tok)
+}
+
+func decodeEnvelope(data []byte, tok eventTokens) (Envelope, error) {
+	e, ok := decodeEnvelopeFast(data, tok)
 	if !ok {
 		e = Envelope{}
 		if err := json.Unmarshal(data, &e); err != nil {
 			return Envelope{}, fmt.Errorf("%w: decode: %w", ErrInvalidEnvelope, err)
 		}
 	}
-	if err := e.Validate(); err != nil {
+	if err := e.check(); err != nil {
 		return Envelope{}, err
 	}
 	return e, nil

@@ -45,10 +45,14 @@ func (e *Envelope) encodedSize() int {
 	return 200 + len(e.EventID) + len(e.AppCode) + len(e.RoomID) + len(e.EventType) + len(e.CommandID) + len(e.RequestID) + len(e.Payload)
 }
 
+// eventTokens are the app_code, room_id and event_type of the subject an
+// envelope came on, if known: strings its decoded fields may share.
+type eventTokens struct{ app, room, typ string }
+
 // decodeEnvelopeFast reads data in the exact shape appendJSON writes,
 // with strings that need no unescaping; ok is false for anything else
 // (DecodeEnvelope then uses encoding/json). Payload aliases data.
-func decodeEnvelopeFast(data []byte) (e Envelope, ok bool) {
+func decodeEnvelopeFast(data []byte, tok eventTokens) (e Envelope, ok bool) {
 	p := data
 	if p, ok = plainjson.Skip(p, `{"event_id":`); !ok {
 		return e, false
@@ -59,13 +63,13 @@ func decodeEnvelopeFast(data []byte) (e Envelope, ok bool) {
 	if p, ok = plainjson.Skip(p, `,"app_code":`); !ok {
 		return e, false
 	}
-	if e.AppCode, p, ok = plainjson.String(p); !ok {
+	if e.AppCode, p, ok = plainjson.StringAs(p, tok.app); !ok {
 		return e, false
 	}
 	if p, ok = plainjson.Skip(p, `,"room_id":`); !ok {
 		return e, false
 	}
-	if e.RoomID, p, ok = plainjson.String(p); !ok {
+	if e.RoomID, p, ok = plainjson.StringAs(p, tok.room); !ok {
 		return e, false
 	}
 	if p, ok = plainjson.Skip(p, `,"room_version":`); !ok {
@@ -77,7 +81,7 @@ func decodeEnvelopeFast(data []byte) (e Envelope, ok bool) {
 	if p, ok = plainjson.Skip(p, `,"event_type":`); !ok {
 		return e, false
 	}
-	if e.EventType, p, ok = plainjson.String(p); !ok {
+	if e.EventType, p, ok = plainjson.StringAs(p, tok.typ); !ok {
 		return e, false
 	}
 	if p, ok = plainjson.Skip(p, `,"command_id":`); !ok {

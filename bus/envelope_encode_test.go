@@ -87,7 +87,15 @@ func TestDecodeEnvelopeAsJSONUnmarshal(t *testing.T) {
 		t.Helper()
 		var want Envelope
 		wantErr := json.Unmarshal(data, &want)
-		got, ok := decodeEnvelopeFast(data)
+		// On delivery the subject's tokens are known: the same result,
+		// whether they match the envelope's or not.
+		full, fullErr := DecodeEnvelope(data)
+		for _, subject := range []string{"room.events.a.r.t", "room.events.x.r2.t", "other"} {
+			if d, err := decodeDelivered(subject, data); (err == nil) != (fullErr == nil) || !sameEnvelope(d, full) {
+				t.Fatalf("%s on %s: decodeDelivered %+v, %v; DecodeEnvelope %+v, %v", data, subject, d, err, full, fullErr)
+			}
+		}
+		got, ok := decodeEnvelopeFast(data, eventTokens{})
 		if !ok {
 			return // DecodeEnvelope uses json.Unmarshal
 		}
@@ -110,7 +118,7 @@ func TestDecodeEnvelopeAsJSONUnmarshal(t *testing.T) {
 			CommandID: odd[rng.IntN(len(odd))], RequestID: odd[rng.IntN(len(odd))], OccurredAtMs: rng.Int64N(1 << 50),
 			Payload: json.RawMessage(payloads[rng.IntN(len(payloads))])}
 		data := e.appendJSON(nil)
-		if _, ok := decodeEnvelopeFast(data); ok {
+		if _, ok := decodeEnvelopeFast(data, eventTokens{}); ok {
 			fast++
 		}
 		check(data)
@@ -132,5 +140,27 @@ func TestDecodeEnvelopeAsJSONUnmarshal(t *testing.T) {
 		`{"event_id":"e","app_code":"a","room_id":"r","room_version":1,"event_type":"t","command_id":"c","occurred_at_ms":2,"payload":{"x":1}}`,
 	} {
 		check([]byte(s))
+	}
+}
+
+func sameEnvelope(a, b Envelope) bool {
+	aj, _ := json.Marshal(a)
+	bj, _ := json.Marshal(b)
+	return string(aj) == string(bj)
+}
+
+func BenchmarkDecodeDelivered(b *testing.B) {
+	e := Envelope{EventID: "0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b", AppCode: "bencha", RoomID: "bencha_0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b",
+		RoomVersion: 42, EventType: "RoomUserJoined", CommandID: "0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5c", RequestID: "req-1",
+		OccurredAtMs: 1764620000000, Payload: json.RawMessage(`{"room":{"room_id":"bencha_x","title":"Room 1","online_count":5,"heat":1200},"user_id":7}`)}
+	m, err := e.Message()
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := decodeDelivered(m.Subject, m.Data); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

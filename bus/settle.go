@@ -61,7 +61,7 @@ func newJob(msg jetstream.Msg) *job {
 	if j.replayFor != "" {
 		j.replayOf, _ = strconv.ParseUint(msg.Headers().Get(HeaderReplayOf), 10, 64)
 	}
-	j.env, j.decodeErr = DecodeEnvelope(msg.Data())
+	j.env, j.decodeErr = decodeDelivered(j.subject, msg.Data())
 	return j
 }
 

@@ -81,22 +81,41 @@ func Skip(p []byte, prefix string) ([]byte, bool) {
 // backslash, no control character) at the start of p and returns it with
 // the rest of p.
 func String(p []byte) (string, []byte, bool) {
-	if len(p) == 0 || p[0] != '"' {
+	end, ok := plainEnd(p)
+	if !ok {
 		return "", p, false
+	}
+	return string(p[1 : end-1]), p[end:], true
+}
+
+// StringAs is String, returning known itself (no copy) when the string
+// read is equal to it.
+func StringAs(p []byte, known string) (string, []byte, bool) {
+	end, ok := plainEnd(p)
+	if !ok {
+		return "", p, false
+	}
+	if s := p[1 : end-1]; string(s) != known {
+		return string(s), p[end:], true
+	}
+	return known, p[end:], true
+}
+
+// plainEnd returns the end of the plain JSON string at the start of p:
+// the index after its closing quote.
+func plainEnd(p []byte) (int, bool) {
+	if len(p) == 0 || p[0] != '"' {
+		return 0, false
 	}
 	for i := 1; i < len(p); i++ {
 		switch c := p[i]; {
 		case c == '"':
-			s := p[1:i]
-			if !utf8.Valid(s) {
-				return "", p, false
-			}
-			return string(s), p[i+1:], true
+			return i + 1, utf8.Valid(p[1:i])
 		case c == '\\' || c < 0x20:
-			return "", p, false
+			return 0, false
 		}
 	}
-	return "", p, false
+	return 0, false
 }
 
 // Int reads a JSON integer (digits, optionally a minus sign, no leading

@@ -40,6 +40,15 @@ func TestReadersAsJSONUnmarshal(t *testing.T) {
 			t.Errorf("String(%q) = %q, %q, %v; json %q, %v", tc.in, got, rest, ok, want, err)
 		}
 	}
+	for _, known := range []string{"plain", "other", `a\"b`} {
+		got, rest, ok := StringAs([]byte(`"plain",x`), known)
+		if !ok || got != "plain" || string(rest) != ",x" {
+			t.Errorf("StringAs(%q) = %q, %q, %v", known, got, rest, ok)
+		}
+	}
+	if _, _, ok := StringAs([]byte(`"a\"b"`), `a\"b`); ok {
+		t.Error("StringAs read an escaped string")
+	}
 	for _, tc := range []struct {
 		in   string
 		want bool
