@@ -270,3 +270,83 @@ func BenchmarkPublishCPU(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkConsumeOneType is a sink that needs one event type in six
+// (as roomranks needs only RoomGiftSent), over 1,000 rooms: a durable on
+// every event that skips the others in its handler (all), against one
+// filtered to the type (filtered: room.events.*.*.<type>, plus its
+// replays). backlog drains b.N stored events; live consumes them as they
+// are published. cpu-ns/event is the process's (client and embedded
+// server, the publishing included for live) per event stored.
+func BenchmarkConsumeOneType(b *testing.B) {
+	const rooms, types = 1000, 6
+	for _, mode := range []string{"backlog", "live"} {
+		for _, filtered := range []bool{false, true} {
+			name := mode + "/all"
+			if filtered {
+				name = mode + "/filtered"
+			}
+			b.Run(name, func(b *testing.B) {
+				msgs := make([]bus.Message, b.N)
+				wanted := 0
+				for i := range msgs {
+					env := newTestEnvelope(fmt.Sprintf("room%d", i%rooms), int64(i/rooms+1))
+					env.EventType = fmt.Sprintf("Type%d", i%types)
+					if i%types == 0 {
+						wanted++
+					}
+					m, err := env.Message()
+					if err != nil {
+						b.Fatal(err)
+					}
+					msgs[i] = m
+				}
+				conn := testenv.NewJetStream(b)
+				p := testenv.NewPublisher(b, conn)
+				ctx, cancel := context.WithCancel(context.Background())
+				defer cancel()
+				cc := bus.ConsumerConfig{Durable: "bench", MaxAckPending: 10000}
+				if filtered {
+					cc.FilterSubject = bus.SubjectPrefix + ".*.*.Type0"
+				}
+				mustProvisionConsumer(b, conn, cc)
+				var handled atomic.Int64
+				all := make(chan struct{})
+				c, err := bus.NewConsumer(conn.JetStream(), bus.ConsumerRunConfig{Durable: "bench", FetchBatch: 256},
+					func(_ context.Context, d bus.Delivery) error {
+						if d.Envelope.EventType == "Type0" && handled.Add(1) == int64(wanted) {
+							close(all)
+						}
+						return nil
+					}, nil, nil)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if mode == "backlog" {
+					publishBatches(ctx, b, p, msgs)
+				}
+				b.ResetTimer()
+				cpu := testenv.ProcessCPU(b)
+				start := time.Now()
+				done := make(chan error, 1)
+				go func() { done <- c.Run(ctx) }()
+				if mode == "live" {
+					publishBatches(ctx, b, p, msgs)
+				}
+				select {
+				case <-all:
+				case <-time.After(5 * time.Minute):
+					b.Fatalf("handled %d of %d", handled.Load(), wanted)
+				}
+				elapsed := time.Since(start)
+				b.StopTimer()
+				b.ReportMetric(float64((testenv.ProcessCPU(b)-cpu).Nanoseconds())/float64(b.N), "cpu-ns/event")
+				b.ReportMetric(float64(wanted)/elapsed.Seconds(), "wanted/s")
+				cancel()
+				if err := <-done; err != nil {
+					b.Fatal(err)
+				}
+			})
+		}
+	}
+}

@@ -211,7 +211,10 @@ func (c ConsumerConfig) Validate() error {
 // 200,000-event backlog drained at 2,300 events/s with the filters
 // [room.events.>, room.replay.<durable>.>] and at 20,000 without. A
 // narrower FilterSubject (tests) keeps its own replays through a second
-// filter.
+// filter. A sink that needs one event type (roomranks) reads every event
+// too: filtered to room.events.*.*.<type> it costs a third less CPU at the
+// stream's tail, but drains a backlog 18 times slower
+// (BenchmarkConsumeOneType).
 func (c ConsumerConfig) consumer() jetstream.ConsumerConfig {
 	cc := jetstream.ConsumerConfig{
 		Durable:       c.Durable,
