@@ -15,6 +15,11 @@ type RoomKey struct {
 // unambiguous.
 func (k RoomKey) String() string { return k.AppCode + "." + k.RoomID }
 
+// Hash is Hash(k.String()), without building the string.
+func (k RoomKey) Hash() uint32 {
+	return hashMore(hashMore(hashMore(fnvOffset, k.AppCode), "."), k.RoomID)
+}
+
 // RoomIDMax is the longest room_id, the size of the room_id columns
 // (VARCHAR(96)). A room id is "<app_code>_<uuid>", at most
 // AppCodeMax + 1 + 36 = 69 bytes; the rest is headroom.
@@ -23,8 +28,12 @@ const RoomIDMax = 96
 // Hash is FNV-1a (32 bits) of s, without allocating: what spreads rooms
 // over the consume loop's workers and over the rooms nodes' partitions.
 // Both depend on its values staying as they are.
-func Hash(s string) uint32 {
-	h := uint32(2166136261)
+func Hash(s string) uint32 { return hashMore(fnvOffset, s) }
+
+const fnvOffset = uint32(2166136261)
+
+// hashMore goes on hashing s after h.
+func hashMore(h uint32, s string) uint32 {
 	for i := 0; i < len(s); i++ {
 		h ^= uint32(s[i])
 		h *= 16777619

@@ -1,11 +1,14 @@
 package bus
 
 import (
+	"errors"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"voiceroom"
 )
 
 func TestServerNakDelay(t *testing.T) {
@@ -59,14 +62,20 @@ func TestCleanReason(t *testing.T) {
 func TestShardIsStable(t *testing.T) {
 	seen := map[int]bool{}
 	for i := range 100 {
-		key := "app1." + strings.Repeat("r", i%7) + string(rune('a'+i%26))
-		s := shard(key, 4)
-		if s != shard(key, 4) || s < 0 || s >= 4 {
-			t.Fatalf("shard(%q) = %d", key, s)
+		room := strings.Repeat("r", i%7) + string(rune('a'+i%26))
+		j := &job{env: Envelope{AppCode: "app1", RoomID: room}}
+		s := j.shard(4)
+		// The room's worker is FNV-1a of "<app>.<room>", as before.
+		if want := int(voiceroom.Hash("app1."+room) % 4); s != want || s != j.shard(4) {
+			t.Fatalf("shard of %s = %d, want %d", room, s, want)
 		}
 		seen[s] = true
 	}
 	if len(seen) < 3 {
 		t.Errorf("keys spread over %d of 4 shards", len(seen))
+	}
+	bad := &job{subject: "room.events.a.b.c", decodeErr: errors.New("bad")}
+	if got, want := bad.shard(4), int(voiceroom.Hash("room.events.a.b.c")%4); got != want {
+		t.Errorf("undecodable job's shard = %d, want its subject's %d", got, want)
 	}
 }

@@ -249,7 +249,7 @@ func (c *Consumer) fetch(ctx context.Context, cons jetstream.Consumer, n int, qu
 		got++
 		j := newJob(msg)
 		c.noteQueued(j, 1)
-		queues[shard(j.roomKey(), len(queues))] <- j
+		queues[j.shard(len(queues))] <- j
 	}
 	if err := batch.Error(); err != nil && !errorsIsContext(err) {
 		return got, fmt.Errorf("fetch: %w", err)
@@ -301,17 +301,15 @@ func (c *Consumer) OldestQueued() (seq uint64, ok bool) {
 // fetched).
 func (c *Consumer) free() { <-c.slots }
 
-// roomKey is what j is sharded by: its room, or its subject when the
-// envelope does not decode.
-func (j *job) roomKey() string {
+// shard is the worker of n that j goes to: its room's (FNV-1a of the
+// RoomKey), or its subject's when the envelope does not decode.
+func (j *job) shard(n int) int {
+	h := voiceroom.RoomKey{AppCode: j.env.AppCode, RoomID: j.env.RoomID}.Hash()
 	if j.decodeErr != nil {
-		return j.subject
+		h = voiceroom.Hash(j.subject)
 	}
-	return voiceroom.RoomKey{AppCode: j.env.AppCode, RoomID: j.env.RoomID}.String()
+	return int(h % uint32(n))
 }
-
-// shard hashes key (FNV-1a) onto n workers.
-func shard(key string, n int) int { return int(voiceroom.Hash(key) % uint32(n)) }
 
 // work runs one worker until its queue is closed and drained: it cuts a
 // turn from its queue and runs the handler over it, one turn after the
