@@ -85,8 +85,10 @@
 // cost of a round trip per message (see BenchmarkConsume).
 //
 // While a handler has a message (for an AsyncHandler, until its done),
-// the consumer sends "in progress" every third of the ack wait, so a slow
-// handler never sees its message redelivered to another instance. If the process dies (or hangs) on a message's last
+// the consumer sends "in progress" every third to half of the ack wait
+// (one goroutine per consumer looks at the open turns every sixth of it),
+// so a slow handler never sees its message redelivered to another
+// instance. If the process dies (or hangs) on a message's last
 // delivery, the server stops redelivering on its own and only publishes a
 // MAX_DELIVERIES advisory; every running Consumer of that durable listens
 // for it, reads the message back from the stream and dead-letters it with
