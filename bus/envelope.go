@@ -49,7 +49,7 @@ func (e Envelope) validate() (string, error) {
 	if err := e.check(); err != nil {
 		return "", err
 	}
-	return e.subject()
+	return joinSubject(e.AppCode, e.RoomID, e.EventType), nil
 }
 
 // check is Validate without building the subject.
@@ -57,10 +57,8 @@ func (e Envelope) check() error {
 	if err := checkEventID(e.EventID); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidEnvelope, err)
 	}
-	for _, f := range [...]struct{ name, tok string }{{"app_code", e.AppCode}, {"room_id", e.RoomID}, {"event_type", e.EventType}} {
-		if err := checkToken(f.name, f.tok); err != nil {
-			return fmt.Errorf("%w: %w", ErrInvalidEnvelope, err)
-		}
+	if err := checkEventTokens(e.AppCode, e.RoomID, e.EventType); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidEnvelope, err)
 	}
 	if e.RoomVersion <= 0 {
 		return fmt.Errorf("%w: room_version %d: must be positive", ErrInvalidEnvelope, e.RoomVersion)

@@ -304,11 +304,10 @@ func (c *Consumer) free() { <-c.slots }
 // shard is the worker of n that j goes to: its room's (FNV-1a of the
 // RoomKey), or its subject's when the envelope does not decode.
 func (j *job) shard(n int) int {
-	h := voiceroom.RoomKey{AppCode: j.env.AppCode, RoomID: j.env.RoomID}.Hash()
 	if j.decodeErr != nil {
-		h = voiceroom.Hash(j.subject)
+		return int(voiceroom.Hash(j.subject) % uint32(n))
 	}
-	return int(h % uint32(n))
+	return int(voiceroom.RoomKey{AppCode: j.env.AppCode, RoomID: j.env.RoomID}.Hash() % uint32(n))
 }
 
 // work runs one worker until its queue is closed and drained: it cuts a

@@ -40,15 +40,27 @@ const MaxTokenLen = 128
 // characters are rejected like their ASCII cousins, since they break
 // subject parsing or header transport.
 func Subject(appCode, roomID, eventType string) (string, error) {
-	if err := checkToken("app_code", appCode); err != nil {
+	if err := checkEventTokens(appCode, roomID, eventType); err != nil {
 		return "", err
+	}
+	return joinSubject(appCode, roomID, eventType), nil
+}
+
+// checkEventTokens applies the token rule to a room event subject's
+// three tokens, naming the field in the error.
+func checkEventTokens(appCode, roomID, eventType string) error {
+	if err := checkToken("app_code", appCode); err != nil {
+		return err
 	}
 	if err := checkToken("room_id", roomID); err != nil {
-		return "", err
+		return err
 	}
-	if err := checkToken("event_type", eventType); err != nil {
-		return "", err
-	}
+	return checkToken("event_type", eventType)
+}
+
+// joinSubject builds room.events.<appCode>.<roomID>.<eventType> from
+// checked tokens.
+func joinSubject(appCode, roomID, eventType string) string {
 	var b strings.Builder
 	b.Grow(len(SubjectPrefix) + 3 + len(appCode) + len(roomID) + len(eventType))
 	b.WriteString(SubjectPrefix)
@@ -58,7 +70,7 @@ func Subject(appCode, roomID, eventType string) (string, error) {
 	b.WriteString(roomID)
 	b.WriteByte('.')
 	b.WriteString(eventType)
-	return b.String(), nil
+	return b.String()
 }
 
 // checkToken applies the token rule and names field in the error.
@@ -127,13 +139,7 @@ func splitSubject(subject string) (appCode, roomID, eventType string, err error)
 	if !ok1 || !ok2 {
 		return "", "", "", fmt.Errorf("subject %s: want %s.<app_code>.<room_id>.<event_type>", quoteShort(subject), SubjectPrefix)
 	}
-	if err := checkToken("app_code", appCode); err != nil {
-		return "", "", "", err
-	}
-	if err := checkToken("room_id", roomID); err != nil {
-		return "", "", "", err
-	}
-	if err := checkToken("event_type", eventType); err != nil {
+	if err := checkEventTokens(appCode, roomID, eventType); err != nil {
 		return "", "", "", err
 	}
 	return appCode, roomID, eventType, nil
