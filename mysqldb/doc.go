@@ -11,5 +11,11 @@
 // row locks. An error from Update means nothing was committed, unless it
 // wraps ErrOutcomeUnknown (the COMMIT went unanswered).
 //
+// A Batch sends several statements in one query, so a transaction pays
+// one round trip for all of them rather than one each; UpdateBatch sends
+// a transaction's batch together with its begin and commit, which makes
+// a group commit one round trip. Its outcome is unknown when ctx ends
+// while that query is out, since the COMMIT travels with it.
+//
 // MySQL is the source of truth: every other store is derived from it.
 package mysqldb

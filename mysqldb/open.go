@@ -58,8 +58,10 @@ const DefaultLockWaitSeconds = 5
 
 // ParseDSN checks a DSN and returns the driver configuration with the options
 // voiceroom relies on: dial, read and write timeouts and
-// innodb_lock_wait_timeout (unless the DSN sets them), UTC and client-side parameter interpolation. Times are stored as Unix milliseconds, so parseTime plays no
-// part. It fails when the DSN names no database.
+// innodb_lock_wait_timeout (unless the DSN sets them), UTC, client-side
+// parameter interpolation and several statements per query (Batch).
+// Times are stored as Unix milliseconds, so parseTime plays no part. It
+// fails when the DSN names no database.
 func ParseDSN(dsn string) (*mysql.Config, error) {
 	cfg, err := mysql.ParseDSN(dsn)
 	if err != nil {
@@ -97,6 +99,10 @@ func ParseDSN(dsn string) (*mysql.Config, error) {
 	// instead of prepare, execute and close. Safe with utf8mb4, the only
 	// charset voiceroom uses.
 	cfg.InterpolateParams = true
+	// A Batch sends several statements in one query (a group commit's
+	// inserts in one round trip). Every statement is built from constant
+	// text and placeholders, never from a client's text.
+	cfg.MultiStatements = true
 	return cfg, nil
 }
 
