@@ -3,8 +3,11 @@ package voiceroom
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"strconv"
 	"strings"
+
+	"voiceroom/mysqldb"
 )
 
 // OutboxRow is one row of room_outbox: one event of a committed room
@@ -56,13 +59,10 @@ func (r OutboxRow) InsertArgs() []any {
 // OutboxInFlightValues is OutboxInsertValues for a group commit whose
 // events the fast path takes: its rows are written 'published' (with no
 // published_at_ms) together with one room_outbox_inflight row covering
-// their ids (OutboxInFlightInsertSQL), and are pending for every reader
-// while that row exists (OutboxInFlightCovers). See migration 00009.
+// their ids (written right after them, see AddOutbox), and are pending
+// for every reader while that row exists (OutboxInFlightCovers). See
+// migration 00009.
 const OutboxInFlightValues = `(?, ?, ?, ?, ?, ?, 'published', 0, ?)`
-
-// OutboxInFlightInsertSQL records a group's rows first_id..last_id as in
-// flight: arguments first_id, last_id, created_at_ms.
-const OutboxInFlightInsertSQL = `INSERT INTO room_outbox_inflight (first_id, last_id, created_at_ms) VALUES (?, ?, ?)`
 
 // OutboxMaxGroupRows bounds the rows of one in-flight group; a group
 // commit with more writes them pending. It keeps OutboxInFlightCovers a
@@ -109,12 +109,34 @@ func (g OutboxGroup) Rows() int { return int(g.LastID - g.FirstID + 1) }
 // INSERT takes consecutive ids from the first under
 // innodb_autoinc_lock_mode 0 or 1; the outbox fast path checks the mode
 // before it takes groups). More than OutboxMaxGroupRows rows, or none,
-// are written pending and group is zero.
+// are written pending and group is zero. Both statements go in one round
+// trip (AddOutbox).
 func InsertOutbox(ctx context.Context, tx interface {
 	ExecContext(context.Context, string, ...any) (sql.Result, error)
 }, rows []OutboxRow, inFlight bool, nowMs int64) (group OutboxGroup, err error) {
+	var b mysqldb.Batch
+	inFlight = AddOutbox(&b, rows, inFlight, nowMs)
+	res, err := b.Exec(ctx, tx)
+	if err != nil || !inFlight {
+		return group, err
+	}
+	first, err := res.LastInsertId()
+	if err != nil {
+		return group, err
+	}
+	return OutboxGroupOf(first, len(rows))
+}
+
+// AddOutbox appends to b the multi-row INSERT of rows into room_outbox:
+// pending, or with inFlight in flight, followed by the
+// room_outbox_inflight row covering them (InsertOutbox). It reports
+// whether it wrote them in flight: then the in-flight row is b's last
+// statement, and once b ran, OutboxGroupOf(the insert id that statement
+// reported, len(rows)) names the group. None, or more than
+// OutboxMaxGroupRows rows, are written pending (none adds nothing).
+func AddOutbox(b *mysqldb.Batch, rows []OutboxRow, inFlight bool, nowMs int64) bool {
 	if len(rows) == 0 {
-		return group, nil
+		return false
 	}
 	inFlight = inFlight && len(rows) <= OutboxMaxGroupRows
 	values := OutboxInsertValues
@@ -132,15 +154,28 @@ func InsertOutbox(ctx context.Context, tx interface {
 		q.WriteString(values)
 		args = append(args, r.InsertArgs()...)
 	}
-	res, err := tx.ExecContext(ctx, q.String(), args...)
-	if err != nil || !inFlight {
-		return group, err
+	b.Add(q.String(), args...)
+	if inFlight {
+		b.Add(outboxInFlightFollowSQL, len(rows)-1, nowMs)
 	}
-	first, err := res.LastInsertId()
-	if err != nil {
-		return group, err
+	return inFlight
+}
+
+// outboxInFlightFollowSQL records a group's rows as in flight (its
+// room_outbox_inflight row) right after their INSERT, in the same
+// session: LAST_INSERT_ID() is the first of their ids. Setting it to itself (LAST_INSERT_ID(expr)) makes
+// the server report it as this statement's insert id, which is how the
+// client learns the group. Arguments: the rows' count minus one,
+// created_at_ms.
+const outboxInFlightFollowSQL = `INSERT INTO room_outbox_inflight (first_id, last_id, created_at_ms)
+	VALUES (LAST_INSERT_ID(LAST_INSERT_ID()), LAST_INSERT_ID() + ?, ?)`
+
+// OutboxGroupOf is the in-flight group of n rows whose statements
+// (AddOutbox) ended a batch, from the insert id its last statement
+// reported.
+func OutboxGroupOf(firstID int64, n int) (OutboxGroup, error) {
+	if firstID <= 0 {
+		return OutboxGroup{}, fmt.Errorf("outbox in-flight group: the server reported first id %d", firstID)
 	}
-	group = OutboxGroup{FirstID: first, LastID: first + int64(len(rows)) - 1}
-	_, err = tx.ExecContext(ctx, OutboxInFlightInsertSQL, group.FirstID, group.LastID, nowMs)
-	return group, err
+	return OutboxGroup{FirstID: firstID, LastID: firstID + int64(n) - 1}, nil
 }

@@ -105,7 +105,7 @@ func (e *ranksEnv) gift(app, room string, sender, receiver, value, atMs int64) b
 			return nil
 		}
 		ok, err := wallet.DebitTx(ctx, tx, []wallet.Debit{{AppCode: app, UserID: sender, Amount: value, EntryKey: wallet.GiftEntryKey(room, cmd),
-			RoomID: room, ReceiverUserID: receiver, AtMs: atMs}}, time.Now().UnixMilli())
+			RoomID: room, ReceiverUserID: receiver, AtMs: atMs}}, time.Now().UnixMilli(), nil)
 		if err == nil && !ok[0] {
 			err = fmt.Errorf("debit of %d refused", value)
 		}

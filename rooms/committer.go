@@ -197,14 +197,8 @@ func (c *committer) write(ctx context.Context, batch []*pendingWrite) {
 	for i, p := range batch {
 		ms[i] = p.m
 	}
-	var short []bool
-	var group voiceroom.OutboxGroup
 	inFlight := c.fast != nil && c.fast.Taking()
-	err := mysqldb.Update(ctx, c.db, func(tx *sql.Tx) error {
-		var err error
-		short, group, err = writeGroup(ctx, tx, ms, c.now().UnixMilli(), inFlight)
-		return err
-	})
+	short, group, err := writeGroup(ctx, c.db, ms, c.now().UnixMilli(), inFlight)
 	c.metrics.commitBatch.Observe(float64(len(batch)))
 	c.metrics.commitSeconds.Observe(c.now().Sub(start).Seconds())
 	if err == nil {

@@ -12,7 +12,9 @@
 // room_outbox row per event (status pending, holding the bus.Envelope), the
 // rooms row, the snapshot when due, the gift's wallet debit and the region
 // audit row. The committer writes mutations of different rooms in shared
-// transactions (group commit; see committer.go) and answers each command only
+// transactions (group commit; see committer.go), each sent with its
+// begin and commit in one query (one round trip; a group with gifts first
+// reads and locks the payers' wallets), and answers each command only
 // after its transaction commits; only then does the copy replace the cell's
 // state, and the outbox messages go to the FastPath. If MySQL fails, the
 // command fails with UNAVAILABLE and the state is unchanged; deadlocks are
@@ -37,9 +39,12 @@
 // A group transaction serves commands of several rooms: it runs until the
 // latest deadline of its members (never longer than CommandTimeout), so a
 // stuck group holds one of the CommitWorkers that long while the others go
-// on writing other rooms' commands (only a COMMIT the server does not
-// answer can hold it longer, up to the DSN's read timeout). A member whose own deadline passes first
-// does not wait for the group:
+// on writing other rooms' commands. The query that carries the group's
+// writes also carries its COMMIT, so a group cut at its deadline while
+// that query is out ends in doubt for every member (the server may have
+// committed just before the connection closed): each member's cell is
+// dropped as below. A member whose own deadline passes first does not
+// wait for the group:
 //   - if its mutation was still queued, it is never written and the room is
 //     unchanged;
 //   - if its group was already writing, the outcome is in doubt: the cell is

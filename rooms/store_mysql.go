@@ -193,12 +193,43 @@ type regionAudit struct {
 	operator, reason         string
 }
 
-// writeGroup writes the mutations in tx. Gift debits go first: a mutation
+// writeGroup writes the mutations in one transaction and returns its
+// outcome as mysqldb.UpdateBatch does. Gift debits go first: a mutation
 // whose payer lacks coins is left out of everything else and reported in
 // short[i]. With inFlight the outbox rows are written in flight and group
 // covers them (see voiceroom.OutboxGroup); else they are pending and group
-// is zero. An error means the transaction must be rolled back.
-func writeGroup(ctx context.Context, tx *sql.Tx, ms []*mutation, nowMs int64, inFlight bool) (short []bool, group voiceroom.OutboxGroup, err error) {
+// is zero.
+//
+// A group without gifts is one round trip: its rooms rows, command log,
+// snapshots, audit rows and outbox rows with their in-flight row (which
+// must come last, voiceroom.AddOutbox) go in one query with the
+// transaction's begin and commit. A group with gifts first reads and
+// locks the payers' wallets (one more round trip, and one to begin); the
+// debits and ledger rows then go with the rest.
+func writeGroup(ctx context.Context, db *sql.DB, ms []*mutation, nowMs int64, inFlight bool) (short []bool, group voiceroom.OutboxGroup, err error) {
+	var rows int
+	ids, err := mysqldb.UpdateBatch(ctx, db, func(q mysqldb.Querier, b *mysqldb.Batch) error {
+		var err error
+		short, rows, inFlight, err = prepareGroup(ctx, q, b, ms, nowMs, inFlight)
+		return err
+	})
+	if err != nil || !inFlight {
+		return short, group, err
+	}
+	group, err = voiceroom.OutboxGroupOf(ids[len(ids)-1], rows)
+	if err != nil {
+		// Committed, yet the group is unknown: the fast path cannot take
+		// it, and the relay would only after the in-flight row expires.
+		return short, group, fmt.Errorf("%w: %w", mysqldb.ErrOutcomeUnknown, err)
+	}
+	return short, group, nil
+}
+
+// prepareGroup is writeGroup's transaction: it locks the payers' wallets
+// through q and adds every write to b. It returns the outbox rows it
+// wrote and whether they are in flight, in which case their in-flight
+// row is b's last statement.
+func prepareGroup(ctx context.Context, q mysqldb.Querier, b *mysqldb.Batch, ms []*mutation, nowMs int64, inFlight bool) (short []bool, outboxRows int, _ bool, err error) {
 	short = make([]bool, len(ms))
 	var debits []wallet.Debit
 	var debitOf []int
@@ -209,15 +240,15 @@ func writeGroup(ctx context.Context, tx *sql.Tx, ms []*mutation, nowMs int64, in
 		}
 	}
 	if len(debits) > 0 {
-		paid, err := wallet.DebitTx(ctx, tx, debits, nowMs)
+		paid, err := wallet.DebitTx(ctx, q, debits, nowMs, b)
 		if err != nil {
-			return nil, group, err
+			return nil, 0, false, err
 		}
 		for j, ok := range paid {
 			short[debitOf[j]] = !ok
 		}
 	}
-	var creates, updates, logs, snaps, audits, roomAudits rowsBuilder
+	var creates, updates, logs, snaps, audits, roomAudits mysqldb.Rows
 	var outbox []voiceroom.OutboxRow
 	for i, m := range ms {
 		if short[i] {
@@ -227,76 +258,43 @@ func writeGroup(ctx context.Context, tx *sql.Tx, ms []*mutation, nowMs int64, in
 		switch {
 		case !m.writeRoom:
 		case m.create:
-			creates.add("(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", m.appCode, m.roomID, r.shortID, r.ownerUserID, r.status,
+			creates.Add("(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", m.appCode, m.roomID, r.shortID, r.ownerUserID, r.status,
 				r.visibleRegionID, r.mode, m.version, r.onlineCount, r.createdAtMs, m.nowMs)
 		default:
-			updates.add("(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", m.appCode, m.roomID, r.shortID, r.ownerUserID, r.status,
+			updates.Add("(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", m.appCode, m.roomID, r.shortID, r.ownerUserID, r.status,
 				r.visibleRegionID, r.mode, m.version, r.onlineCount, r.createdAtMs, m.nowMs)
 		}
-		logs.add("(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", m.appCode, m.roomID, m.version, m.commandID, string(m.kind),
+		logs.Add("(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", m.appCode, m.roomID, m.version, m.commandID, string(m.kind),
 			m.actorUserID, m.requestID, m.command, m.result, m.nowMs)
 		outbox = append(outbox, m.outbox...)
 		if m.snapshot != nil {
-			snaps.add("(?, ?, ?, ?, ?)", m.appCode, m.roomID, m.version, m.snapshot, m.nowMs)
+			snaps.Add("(?, ?, ?, ?, ?)", m.appCode, m.roomID, m.version, m.snapshot, m.nowMs)
 		}
 		if a := m.audit; a != nil {
-			audits.add("(?, ?, ?, ?, ?, ?, ?, ?)", m.appCode, m.roomID, m.version, a.oldRegionID, a.newRegionID, a.operator, a.reason, m.nowMs)
+			audits.Add("(?, ?, ?, ?, ?, ?, ?, ?)", m.appCode, m.roomID, m.version, a.oldRegionID, a.newRegionID, a.operator, a.reason, m.nowMs)
 		}
 		if e := m.roomAudit; e != nil {
-			roomAudits.add(auditTuple, e.values()...)
+			roomAudits.Add(auditTuple, e.values()...)
 		}
 	}
 	const roomCols = `(app_code, room_id, room_short_id, owner_user_id, status, visible_region_id, mode, room_version, online_count, created_at_ms, updated_at_ms)`
-	// Each statement is head + VALUES tuples + tail.
-	stmts := []struct {
-		head   string
-		values *rowsBuilder
-		tail   string
-	}{
-		// A plain insert: a second active room of one owner hits uk_rooms_active_owner.
-		{`INSERT INTO rooms ` + roomCols + ` VALUES `, &creates, ``},
-		// The rows exist (primary key): this only updates them, in one statement.
-		{`INSERT INTO rooms ` + roomCols + ` VALUES `, &updates, ` ON DUPLICATE KEY UPDATE status = VALUES(status),
+	// A plain insert: a second active room of one owner hits uk_rooms_active_owner.
+	b.AddRows(`INSERT INTO rooms `+roomCols+` VALUES `, &creates, ``)
+	// The rows exist (primary key): this only updates them, in one statement.
+	b.AddRows(`INSERT INTO rooms `+roomCols+` VALUES `, &updates, ` ON DUPLICATE KEY UPDATE status = VALUES(status),
 			visible_region_id = VALUES(visible_region_id), room_version = VALUES(room_version),
-			online_count = VALUES(online_count), updated_at_ms = VALUES(updated_at_ms)`},
-		// The primary key (app_code, room_id, room_version) fences a second
-		// writer of the same room: its insert of a taken version fails.
-		{`INSERT INTO room_command_log (app_code, room_id, room_version, command_id, command_type, actor_user_id,
-			request_id, command, result, created_at_ms) VALUES `, &logs, ``},
-		{`INSERT INTO room_snapshots (app_code, room_id, room_version, state, updated_at_ms) VALUES `, &snaps,
-			` ON DUPLICATE KEY UPDATE room_version = VALUES(room_version), state = VALUES(state), updated_at_ms = VALUES(updated_at_ms)`},
-		{`INSERT INTO room_region_audit (app_code, room_id, room_version, old_region_id, new_region_id, operator,
-			reason, created_at_ms) VALUES `, &audits, ``},
-		{auditInsertHead, &roomAudits, ``},
-	}
-	for _, s := range stmts {
-		if s.values.n == 0 {
-			continue
-		}
-		if _, err := tx.ExecContext(ctx, s.head+s.values.sql.String()+s.tail, s.values.args...); err != nil {
-			return nil, group, err
-		}
-	}
-	if group, err = voiceroom.InsertOutbox(ctx, tx, outbox, inFlight, nowMs); err != nil {
-		return nil, group, err
-	}
-	return short, group, nil
-}
-
-// rowsBuilder accumulates the VALUES of a multi-row insert.
-type rowsBuilder struct {
-	sql  strings.Builder
-	args []any
-	n    int
-}
-
-func (b *rowsBuilder) add(tuple string, args ...any) {
-	if b.n > 0 {
-		b.sql.WriteByte(',')
-	}
-	b.sql.WriteString(tuple)
-	b.args = append(b.args, args...)
-	b.n++
+			online_count = VALUES(online_count), updated_at_ms = VALUES(updated_at_ms)`)
+	// The primary key (app_code, room_id, room_version) fences a second
+	// writer of the same room: its insert of a taken version fails.
+	b.AddRows(`INSERT INTO room_command_log (app_code, room_id, room_version, command_id, command_type, actor_user_id,
+			request_id, command, result, created_at_ms) VALUES `, &logs, ``)
+	b.AddRows(`INSERT INTO room_snapshots (app_code, room_id, room_version, state, updated_at_ms) VALUES `, &snaps,
+		` ON DUPLICATE KEY UPDATE room_version = VALUES(room_version), state = VALUES(state), updated_at_ms = VALUES(updated_at_ms)`)
+	b.AddRows(`INSERT INTO room_region_audit (app_code, room_id, room_version, old_region_id, new_region_id, operator,
+			reason, created_at_ms) VALUES `, &audits, ``)
+	b.AddRows(auditInsertHead, &roomAudits, ``)
+	inFlight = voiceroom.AddOutbox(b, outbox, inFlight, nowMs)
+	return short, len(outbox), inFlight, nil
 }
 
 // classifyWriteError turns a failed single-mutation transaction into the

@@ -1,6 +1,7 @@
 package wallet
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -123,62 +124,134 @@ type Debit struct {
 // GiftEntryKey is the ledger key of a gift command.
 func GiftEntryKey(roomID, commandID string) string { return "gift:" + roomID + ":" + commandID }
 
-// DebitTx applies debits inside tx, the caller's transaction, and reports
-// which could not be paid: ok[i] is false when debits[i]'s user had fewer
-// coins than its amount, in which case nothing of it was written. Debits are
-// applied in (app_code, user_id) order so that concurrent transactions lock
-// wallet rows in one order. The paid ones get their ledger rows in one
-// statement. An error means tx must be rolled back.
-func DebitTx(ctx context.Context, tx *sql.Tx, debits []Debit, nowMs int64) (ok []bool, err error) {
+// DebitTx applies debits inside tx, the caller's transaction (a *sql.Tx,
+// or mysqldb.UpdateBatch's Querier), and reports which could not be
+// paid: ok[i] is false when debits[i]'s user had fewer coins than its
+// amount (or no wallet), in which case nothing of it was
+// written. Debits are applied in (app_code, user_id) order.
+//
+// It costs one round trip: the payers' wallet rows are read and locked
+// (FOR UPDATE, in primary-key order, so that concurrent transactions lock
+// them in one order) and the debits decided here. The new balances (one
+// UPDATE) and the paid ones' ledger rows (one INSERT) are added to rest,
+// which the caller runs in tx with its own statements; with rest nil they
+// are run at once. An error means tx must be rolled back.
+func DebitTx(ctx context.Context, tx mysqldb.Querier, debits []Debit, nowMs int64, rest *mysqldb.Batch) (ok []bool, err error) {
 	ok = make([]bool, len(debits))
+	if len(debits) == 0 {
+		return ok, nil
+	}
 	order := make([]int, len(debits))
 	for i := range order {
 		order[i] = i
 	}
-	slices.SortFunc(order, func(a, b int) int {
-		if c := strings.Compare(debits[a].AppCode, debits[b].AppCode); c != 0 {
-			return c
+	slices.SortStableFunc(order, func(a, b int) int { return compareWallet(debits[a].walletKey(), debits[b].walletKey()) })
+	var keys []walletKey
+	for _, i := range order {
+		if k := debits[i].walletKey(); len(keys) == 0 || keys[len(keys)-1] != k {
+			keys = append(keys, k)
 		}
-		switch {
-		case debits[a].UserID < debits[b].UserID:
-			return -1
-		case debits[a].UserID > debits[b].UserID:
-			return 1
-		}
-		return 0
-	})
-	var ledger strings.Builder
-	args := make([]any, 0, len(debits)*8)
+	}
+	balances, err := lockWallets(ctx, tx, keys)
+	if err != nil {
+		return nil, err
+	}
+	var ledger mysqldb.Rows
+	changed := map[walletKey]bool{}
 	for _, i := range order {
 		d := debits[i]
-		res, err := tx.ExecContext(ctx, `UPDATE wallets SET balance = balance - ?, updated_at_ms = ?
-			WHERE app_code = ? AND user_id = ? AND balance >= ?`, d.Amount, nowMs, d.AppCode, d.UserID, d.Amount)
-		if err != nil {
-			return nil, fmt.Errorf("debit %s/%d: %w", d.AppCode, d.UserID, err)
-		}
-		n, err := res.RowsAffected()
-		if err != nil {
-			return nil, fmt.Errorf("debit %s/%d: %w", d.AppCode, d.UserID, err)
-		}
-		if n == 0 {
+		k := d.walletKey()
+		balance, found := balances[k]
+		if !found || balance < d.Amount {
 			continue
 		}
+		balances[k] = balance - d.Amount
+		changed[k] = true
 		ok[i] = true
-		if ledger.Len() > 0 {
-			ledger.WriteString(",")
-		}
-		ledger.WriteString("(?, ?, ?, ?, ?, 'gift', ?, ?)")
 		at := d.AtMs
 		if at == 0 {
 			at = nowMs
 		}
-		args = append(args, d.AppCode, d.EntryKey, d.UserID, d.ReceiverUserID, -d.Amount, d.RoomID, at)
+		ledger.Add("(?, ?, ?, ?, ?, 'gift', ?, ?)", d.AppCode, d.EntryKey, d.UserID, d.ReceiverUserID, -d.Amount, d.RoomID, at)
 	}
-	if len(args) > 0 {
-		if _, err := tx.ExecContext(ctx, `INSERT INTO wallet_ledger (app_code, entry_key, user_id, peer_user_id, delta, kind, room_id, created_at_ms) VALUES `+
-			ledger.String(), args...); err != nil {
-			return nil, fmt.Errorf("write gift ledger: %w", err)
+	if ledger.Len() == 0 {
+		return ok, nil
+	}
+	var set, where strings.Builder
+	var setArgs, whereArgs []any
+	for _, k := range keys {
+		if !changed[k] {
+			continue
+		}
+		if len(whereArgs) > 0 {
+			where.WriteString(" OR ")
+		}
+		set.WriteString(" WHEN app_code = ? AND user_id = ? THEN ?")
+		where.WriteString("(app_code = ? AND user_id = ?)")
+		setArgs = append(setArgs, k.appCode, k.userID, balances[k])
+		whereArgs = append(whereArgs, k.appCode, k.userID)
+	}
+	b := rest
+	if b == nil {
+		b = &mysqldb.Batch{}
+	}
+	b.Add(`UPDATE wallets SET balance = CASE`+set.String()+` ELSE balance END, updated_at_ms = ? WHERE `+where.String(),
+		append(append(setArgs, nowMs), whereArgs...)...)
+	b.AddRows(`INSERT INTO wallet_ledger (app_code, entry_key, user_id, peer_user_id, delta, kind, room_id, created_at_ms) VALUES `, &ledger, ``)
+	if rest == nil {
+		if _, err := b.Exec(ctx, tx); err != nil {
+			return nil, fmt.Errorf("write gift debits: %w", err)
 		}
 	}
 	return ok, nil
+}
+
+// walletKey is a wallet row's primary key.
+type walletKey struct {
+	appCode string
+	userID  int64
+}
+
+func (d Debit) walletKey() walletKey { return walletKey{d.AppCode, d.UserID} }
+
+func compareWallet(a, b walletKey) int {
+	if c := strings.Compare(a.appCode, b.appCode); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.userID, b.userID)
+}
+
+// lockWallets reads and locks (FOR UPDATE) the wallet rows of keys, which
+// are sorted and distinct, and returns their balances; a key without a
+// row is missing from the map.
+func lockWallets(ctx context.Context, tx mysqldb.Querier, keys []walletKey) (map[walletKey]int64, error) {
+	var q strings.Builder
+	q.WriteString("SELECT app_code, user_id, balance FROM wallets WHERE ")
+	args := make([]any, 0, 2*len(keys))
+	for i, k := range keys {
+		if i > 0 {
+			q.WriteString(" OR ")
+		}
+		q.WriteString("(app_code = ? AND user_id = ?)")
+		args = append(args, k.appCode, k.userID)
+	}
+	q.WriteString(" ORDER BY app_code, user_id FOR UPDATE")
+	rows, err := tx.QueryContext(ctx, q.String(), args...)
+	if err != nil {
+		return nil, fmt.Errorf("lock wallets: %w", err)
+	}
+	defer rows.Close()
+	balances := make(map[walletKey]int64, len(keys))
+	for rows.Next() {
+		var k walletKey
+		var balance int64
+		if err := rows.Scan(&k.appCode, &k.userID, &balance); err != nil {
+			return nil, fmt.Errorf("lock wallets: %w", err)
+		}
+		balances[k] = balance
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("lock wallets: %w", err)
+	}
+	return balances, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -72,7 +73,7 @@ func TestConcurrentDebitsNeverOverdraw(t *testing.T) {
 			err := mysqldb.Update(ctx, db, func(tx *sql.Tx) error {
 				var err error
 				ok, err = wallet.DebitTx(ctx, tx, []wallet.Debit{{AppCode: "app1", UserID: 1, Amount: amount,
-					EntryKey: wallet.GiftEntryKey("room", fmt.Sprint(i)), RoomID: "room"}}, time.Now().UnixMilli())
+					EntryKey: wallet.GiftEntryKey("room", fmt.Sprint(i)), RoomID: "room"}}, time.Now().UnixMilli(), nil)
 				return err
 			})
 			if err != nil {
@@ -99,5 +100,59 @@ func TestConcurrentDebitsNeverOverdraw(t *testing.T) {
 	}
 	if ledgerSum := testenv.Scalar[int64](t, db, "SELECT COALESCE(SUM(delta), 0) FROM wallet_ledger WHERE app_code = 'app1' AND user_id = 1"); ledgerSum != balance {
 		t.Fatalf("ledger sums to %d, balance is %d", ledgerSum, balance)
+	}
+}
+
+// TestDebitsOfOneGroup pays a group's debits in (app, user) order, each
+// against what the ones before it left: a payer's second gift is refused
+// when the first took too much, a payer without a wallet is refused, and
+// with a batch nothing is written until the caller runs it.
+func TestDebitsOfOneGroup(t *testing.T) {
+	for _, batched := range []bool{false, true} {
+		t.Run(fmt.Sprintf("batched=%v", batched), func(t *testing.T) {
+			db := testenv.NewDB(t)
+			w := wallet.New(db, time.Now)
+			ctx := context.Background()
+			for user, coins := range map[int64]int64{1: 1000, 3: 50} {
+				if _, err := w.Credit(ctx, "app1", user, coins, fmt.Sprint("seed", user), "admin"); err != nil {
+					t.Fatal(err)
+				}
+			}
+			gift := func(user, amount int64, cmd string) wallet.Debit {
+				return wallet.Debit{AppCode: "app1", UserID: user, Amount: amount, EntryKey: wallet.GiftEntryKey("room", cmd), RoomID: "room", ReceiverUserID: 9}
+			}
+			debits := []wallet.Debit{gift(3, 60, "a"), gift(1, 600, "b"), gift(2, 10, "c"), gift(1, 300, "d"), gift(1, 200, "e"), gift(3, 50, "f")}
+			var ok []bool
+			err := mysqldb.Update(ctx, db, func(tx *sql.Tx) error {
+				var b *mysqldb.Batch
+				if batched {
+					b = &mysqldb.Batch{}
+				}
+				var err error
+				if ok, err = wallet.DebitTx(ctx, tx, debits, time.Now().UnixMilli(), b); err != nil || b == nil {
+					return err
+				}
+				var n int
+				if err := tx.QueryRowContext(ctx, "SELECT COUNT(*) FROM wallet_ledger WHERE kind = 'gift'").Scan(&n); err != nil || n != 0 {
+					t.Errorf("%d ledger rows (%v) in the transaction before the batch ran", n, err)
+				}
+				_, err = b.Exec(ctx, tx)
+				return err
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := []bool{false, true, false, true, false, true}; !slices.Equal(ok, want) {
+				t.Fatalf("paid %v, want %v", ok, want)
+			}
+			for user, want := range map[int64]int64{1: 100, 3: 0} {
+				if got, err := w.Balance(ctx, "app1", user); err != nil || got != want {
+					t.Errorf("user %d: balance %d (%v), want %d", user, got, err, want)
+				}
+			}
+			if got := testenv.Scalar[string](t, db, "SELECT GROUP_CONCAT(entry_key ORDER BY entry_key) FROM wallet_ledger WHERE kind = 'gift'"); got != "gift:room:b,gift:room:d,gift:room:f" {
+				t.Errorf("gift ledger rows %s", got)
+			}
+		})
 	}
 }
