@@ -37,8 +37,9 @@ type Querier interface {
 // Update's COMMIT, the query that holds the COMMIT is interrupted when
 // ctx ends: its statements may wait on row locks, and a write stuck past
 // its commands' deadlines must end with them. Its outcome is then
-// unknown (ErrOutcomeUnknown): the server may have run the COMMIT before
-// the connection closed.
+// unknown (ErrOutcomeUnknown): the server notices the closed connection
+// only once the query ends, so it may still run the COMMIT, after a lock
+// it waited for is released.
 func UpdateBatch(ctx context.Context, db *sql.DB, prepare func(q Querier, b *Batch) error) (insertIDs []int64, err error) {
 	err = Retry(ctx, func() error {
 		var err error

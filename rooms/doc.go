@@ -41,9 +41,10 @@
 // stuck group holds one of the CommitWorkers that long while the others go
 // on writing other rooms' commands. The query that carries the group's
 // writes also carries its COMMIT, so a group cut at its deadline while
-// that query is out ends in doubt for every member (the server may have
-// committed just before the connection closed): each member's cell is
-// dropped as below. A member whose own deadline passes first does not
+// that query is out ends in doubt for every member (the server notices
+// the closed connection only once the query ends, so it may still commit
+// it, after the lock it waited for): each member's cell is dropped as
+// below. A member whose own deadline passes first does not
 // wait for the group:
 //   - if its mutation was still queued, it is never written and the room is
 //     unchanged;
