@@ -213,6 +213,7 @@ func (c *committer) write(ctx context.Context, batch []*pendingWrite) {
 		return
 	}
 	if errors.Is(err, mysqldb.ErrOutcomeUnknown) {
+		c.metrics.inDoubt.Inc()
 		c.log.Warn("room commands' commit outcome unknown; their rooms reload", "commands", len(batch), "error", err)
 		for _, p := range batch {
 			p.done <- errInDoubt

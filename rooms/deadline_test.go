@@ -219,6 +219,11 @@ func TestInDoubtWriteIsFoundByItsKey(t *testing.T) {
 	if got := <-xDone; !apperr.Is(got.err, apperr.Unavailable) {
 		t.Fatalf("x: %v", got.err)
 	}
+	// x's group was cut at x's deadline while its query, COMMIT included,
+	// waited on x's row: its outcome is unknown.
+	if v := testenv.MetricValue(t, e.reg, "voiceroom_rooms_commits_in_doubt_total"); v != 1 {
+		t.Errorf("commits in doubt %v, want 1 (x's group)", v)
+	}
 	// a and b now write in one group, stuck on b's row; a's deadline passes.
 	got := <-aDone
 	if !errors.Is(got.err, errInDoubt) {

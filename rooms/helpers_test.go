@@ -123,6 +123,7 @@ type testEnv struct {
 	clock *testenv.Clock
 	fast  *recordingFastPath
 	cfg   Config
+	reg   *prometheus.Registry
 }
 
 func newTestEnv(tb testing.TB, cfg Config) *testEnv {
@@ -139,8 +140,8 @@ func newTestEnvOn(tb testing.TB, db *sql.DB, cfg Config) *testEnv {
 		cfg.BcryptCost = 4 // the minimum: tests need no slow hashes
 	}
 	e := &testEnv{db: db, users: &testUsers{regions: map[int64]int64{}, missing: map[int64]bool{}},
-		clock: testenv.NewClock(time.Time{}), fast: &recordingFastPath{}, cfg: cfg}
-	svc, err := New(db, e.users, e.users, e.fast, cfg, testenv.Logger(tb), prometheus.NewRegistry(), e.clock.Now)
+		clock: testenv.NewClock(time.Time{}), fast: &recordingFastPath{}, cfg: cfg, reg: prometheus.NewRegistry()}
+	svc, err := New(db, e.users, e.users, e.fast, cfg, testenv.Logger(tb), e.reg, e.clock.Now)
 	if err != nil {
 		tb.Fatal(err)
 	}

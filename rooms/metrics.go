@@ -15,6 +15,7 @@ type metrics struct {
 	commandSecs   *prometheus.HistogramVec
 	commitBatch   prometheus.Histogram
 	commitSeconds prometheus.Histogram
+	inDoubt       prometheus.Counter
 	loadedRooms   prometheus.GaugeFunc
 	loads         *prometheus.CounterVec
 	evictions     prometheus.Counter
@@ -42,6 +43,10 @@ func newMetrics(reg prometheus.Registerer, loaded func() float64) (*metrics, err
 			Help:    "Duration of one group transaction.",
 			Buckets: []float64{.0005, .001, .002, .005, .01, .02, .05, .1, .25, .5, 1},
 		}),
+		inDoubt: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: promreg.Namespace, Subsystem: "rooms", Name: "commits_in_doubt_total",
+			Help: "Group transactions whose outcome is unknown (cut at their deadline while their one query, COMMIT included, was out, or the COMMIT unanswered): their commands answer UNAVAILABLE and their rooms reload.",
+		}),
 		loadedRooms: prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Namespace: promreg.Namespace, Subsystem: "rooms", Name: "loaded",
 			Help: "Rooms whose cell is in memory.",
@@ -64,6 +69,7 @@ func newMetrics(reg prometheus.Registerer, loaded func() float64) (*metrics, err
 	promreg.Add(r, &m.commandSecs)
 	promreg.Add(r, &m.commitBatch)
 	promreg.Add(r, &m.commitSeconds)
+	promreg.Add(r, &m.inDoubt)
 	promreg.Add(r, &m.loadedRooms)
 	promreg.Add(r, &m.loads)
 	promreg.Add(r, &m.evictions)

@@ -23,6 +23,9 @@ func TestAlertSeriesExistAtZero(t *testing.T) {
 			}
 		}
 	}
+	if v, ok := testenv.Metric(t, reg, "voiceroom_rooms_commits_in_doubt_total"); !ok || v != 0 {
+		t.Errorf("voiceroom_rooms_commits_in_doubt_total: %v, exists %v; want 0 from the start", v, ok)
+	}
 	for _, outcome := range []string{"ok", "error", "corrupt"} {
 		if _, ok := testenv.Metric(t, reg, "voiceroom_rooms_loads_total", "outcome", outcome); !ok {
 			t.Errorf("voiceroom_rooms_loads_total{outcome=%s} missing at start", outcome)
