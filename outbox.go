@@ -2,10 +2,8 @@ package voiceroom
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"strconv"
-	"strings"
 
 	"voiceroom/mysqldb"
 )
@@ -111,9 +109,7 @@ func (g OutboxGroup) Rows() int { return int(g.LastID - g.FirstID + 1) }
 // before it takes groups). More than OutboxMaxGroupRows rows, or none,
 // are written pending and group is zero. Both statements go in one round
 // trip (AddOutbox).
-func InsertOutbox(ctx context.Context, tx interface {
-	ExecContext(context.Context, string, ...any) (sql.Result, error)
-}, rows []OutboxRow, inFlight bool, nowMs int64) (group OutboxGroup, err error) {
+func InsertOutbox(ctx context.Context, tx mysqldb.Execer, rows []OutboxRow, inFlight bool, nowMs int64) (group OutboxGroup, err error) {
 	var b mysqldb.Batch
 	inFlight = AddOutbox(&b, rows, inFlight, nowMs)
 	res, err := b.Exec(ctx, tx)
@@ -143,18 +139,11 @@ func AddOutbox(b *mysqldb.Batch, rows []OutboxRow, inFlight bool, nowMs int64) b
 	if inFlight {
 		values = OutboxInFlightValues
 	}
-	var q strings.Builder
-	q.Grow(len(OutboxInsertSQL) + len(rows)*(len(values)+1))
-	q.WriteString(OutboxInsertSQL)
-	args := make([]any, 0, 7*len(rows))
-	for i, r := range rows {
-		if i > 0 {
-			q.WriteByte(',')
-		}
-		q.WriteString(values)
-		args = append(args, r.InsertArgs()...)
+	var tuples mysqldb.Rows
+	for _, r := range rows {
+		tuples.Add(values, r.InsertArgs()...)
 	}
-	b.Add(q.String(), args...)
+	b.AddRows(OutboxInsertSQL, &tuples, "")
 	if inFlight {
 		b.Add(outboxInFlightFollowSQL, len(rows)-1, nowMs)
 	}

@@ -59,9 +59,7 @@ func (b *Batch) Len() int { return b.n }
 // *sql.DB of these pools). The result's RowsAffected and LastInsertId are
 // those of the last statement. An empty batch sends nothing and returns
 // a nil result.
-func (b *Batch) Exec(ctx context.Context, ex interface {
-	ExecContext(context.Context, string, ...any) (sql.Result, error)
-}) (sql.Result, error) {
+func (b *Batch) Exec(ctx context.Context, ex Execer) (sql.Result, error) {
 	if b.n == 0 {
 		return nil, nil
 	}

@@ -16,12 +16,8 @@ import (
 func TestBatchRunsInOrderAndStopsAtTheFirstError(t *testing.T) {
 	db := testenv.NewDB(t)
 	ctx := context.Background()
-	if _, err := db.Exec("CREATE TABLE ba (id BIGINT AUTO_INCREMENT PRIMARY KEY, v INT NOT NULL)"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := db.Exec("CREATE TABLE bb (id BIGINT PRIMARY KEY, n INT NOT NULL)"); err != nil {
-		t.Fatal(err)
-	}
+	testenv.Exec(t, db, "CREATE TABLE ba (id BIGINT AUTO_INCREMENT PRIMARY KEY, v INT NOT NULL)",
+		"CREATE TABLE bb (id BIGINT PRIMARY KEY, n INT NOT NULL)")
 
 	var rows mysqldb.Rows
 	for v := range 3 {

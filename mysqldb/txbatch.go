@@ -11,10 +11,15 @@ import (
 	"github.com/go-sql-driver/mysql"
 )
 
-// Querier runs statements in a transaction: a *sql.Tx, or the reader
+// Execer runs a statement: a *sql.Tx, *sql.Conn, *sql.DB or Querier.
+type Execer interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+}
+
+// Querier runs statements in a transaction: a *sql.Tx, or the one
 // UpdateBatch hands its prepare.
 type Querier interface {
-	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	Execer
 	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
 }
 

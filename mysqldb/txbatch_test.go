@@ -19,15 +19,8 @@ func TestUpdateBatch(t *testing.T) {
 	db := testenv.NewDB(t)
 	db.SetMaxOpenConns(1) // every step reuses the one connection
 	ctx := context.Background()
-	for _, q := range []string{
-		"CREATE TABLE ua (id BIGINT AUTO_INCREMENT PRIMARY KEY, v INT NOT NULL)",
-		"CREATE TABLE ub (id BIGINT PRIMARY KEY, v INT NOT NULL)",
-		"INSERT INTO ub VALUES (1, 100)",
-	} {
-		if _, err := db.Exec(q); err != nil {
-			t.Fatal(err)
-		}
-	}
+	testenv.Exec(t, db, "CREATE TABLE ua (id BIGINT AUTO_INCREMENT PRIMARY KEY, v INT NOT NULL)",
+		"CREATE TABLE ub (id BIGINT PRIMARY KEY, v INT NOT NULL)", "INSERT INTO ub VALUES (1, 100)")
 	inTransaction := func() int { return testenv.Scalar[int](t, db, "SELECT @@in_transaction") }
 
 	ids, err := mysqldb.UpdateBatch(ctx, db, func(_ mysqldb.Querier, b *mysqldb.Batch) error {
@@ -111,12 +104,7 @@ func TestUpdateBatch(t *testing.T) {
 func TestUpdateBatchEndsWithItsContext(t *testing.T) {
 	db := testenv.NewDB(t)
 	ctx := context.Background()
-	if _, err := db.Exec("CREATE TABLE uc (id BIGINT PRIMARY KEY, v INT NOT NULL)"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := db.Exec("INSERT INTO uc VALUES (1, 0)"); err != nil {
-		t.Fatal(err)
-	}
+	testenv.Exec(t, db, "CREATE TABLE uc (id BIGINT PRIMARY KEY, v INT NOT NULL)", "INSERT INTO uc VALUES (1, 0)")
 	holder, err := db.BeginTx(ctx, nil)
 	if err != nil {
 		t.Fatal(err)

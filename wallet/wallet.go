@@ -177,26 +177,20 @@ func DebitTx(ctx context.Context, tx mysqldb.Querier, debits []Debit, nowMs int6
 	if ledger.Len() == 0 {
 		return ok, nil
 	}
-	var set, where strings.Builder
-	var setArgs, whereArgs []any
-	for _, k := range keys {
-		if !changed[k] {
-			continue
-		}
-		if len(whereArgs) > 0 {
-			where.WriteString(" OR ")
-		}
+	paying := slices.DeleteFunc(keys, func(k walletKey) bool { return !changed[k] })
+	var set strings.Builder
+	args := make([]any, 0, 5*len(paying)+1)
+	for _, k := range paying {
 		set.WriteString(" WHEN app_code = ? AND user_id = ? THEN ?")
-		where.WriteString("(app_code = ? AND user_id = ?)")
-		setArgs = append(setArgs, k.appCode, k.userID, balances[k])
-		whereArgs = append(whereArgs, k.appCode, k.userID)
+		args = append(args, k.appCode, k.userID, balances[k])
 	}
+	where, whereArgs := matchWallets(paying)
 	b := rest
 	if b == nil {
 		b = &mysqldb.Batch{}
 	}
-	b.Add(`UPDATE wallets SET balance = CASE`+set.String()+` ELSE balance END, updated_at_ms = ? WHERE `+where.String(),
-		append(append(setArgs, nowMs), whereArgs...)...)
+	b.Add(`UPDATE wallets SET balance = CASE`+set.String()+` ELSE balance END, updated_at_ms = ? WHERE `+where,
+		append(append(args, nowMs), whereArgs...)...)
 	b.AddRows(`INSERT INTO wallet_ledger (app_code, entry_key, user_id, peer_user_id, delta, kind, room_id, created_at_ms) VALUES `, &ledger, ``)
 	if rest == nil {
 		if _, err := b.Exec(ctx, tx); err != nil {
@@ -221,12 +215,10 @@ func compareWallet(a, b walletKey) int {
 	return cmp.Compare(a.userID, b.userID)
 }
 
-// lockWallets reads and locks (FOR UPDATE) the wallet rows of keys, which
-// are sorted and distinct, and returns their balances; a key without a
-// row is missing from the map.
-func lockWallets(ctx context.Context, tx mysqldb.Querier, keys []walletKey) (map[walletKey]int64, error) {
+// matchWallets is the condition that picks the wallet rows of keys, a
+// primary-key range read each, and its arguments.
+func matchWallets(keys []walletKey) (string, []any) {
 	var q strings.Builder
-	q.WriteString("SELECT app_code, user_id, balance FROM wallets WHERE ")
 	args := make([]any, 0, 2*len(keys))
 	for i, k := range keys {
 		if i > 0 {
@@ -235,8 +227,16 @@ func lockWallets(ctx context.Context, tx mysqldb.Querier, keys []walletKey) (map
 		q.WriteString("(app_code = ? AND user_id = ?)")
 		args = append(args, k.appCode, k.userID)
 	}
-	q.WriteString(" ORDER BY app_code, user_id FOR UPDATE")
-	rows, err := tx.QueryContext(ctx, q.String(), args...)
+	return q.String(), args
+}
+
+// lockWallets reads and locks (FOR UPDATE) the wallet rows of keys, which
+// are sorted and distinct, and returns their balances; a key without a
+// row is missing from the map.
+func lockWallets(ctx context.Context, tx mysqldb.Querier, keys []walletKey) (map[walletKey]int64, error) {
+	where, args := matchWallets(keys)
+	rows, err := tx.QueryContext(ctx, "SELECT app_code, user_id, balance FROM wallets WHERE "+where+
+		" ORDER BY app_code, user_id FOR UPDATE", args...)
 	if err != nil {
 		return nil, fmt.Errorf("lock wallets: %w", err)
 	}

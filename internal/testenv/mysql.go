@@ -98,3 +98,14 @@ func Scalar[T any](tb testing.TB, db *sql.DB, query string, args ...any) T {
 	}
 	return v
 }
+
+// Exec runs statements on db in order, failing the test at the first
+// that fails: a test's tables and rows.
+func Exec(tb testing.TB, db *sql.DB, statements ...string) {
+	tb.Helper()
+	for _, q := range statements {
+		if _, err := db.Exec(q); err != nil {
+			tb.Fatalf("%s: %v", q, err)
+		}
+	}
+}
