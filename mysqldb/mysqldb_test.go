@@ -94,12 +94,7 @@ func TestParseDSNNeedsDatabase(t *testing.T) {
 func TestUpdateRetriesDeadlock(t *testing.T) {
 	db := testenv.NewDB(t)
 	ctx := context.Background()
-	if _, err := db.Exec("CREATE TABLE dl (id INT PRIMARY KEY, v INT NOT NULL)"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := db.Exec("INSERT INTO dl VALUES (1, 0), (2, 0)"); err != nil {
-		t.Fatal(err)
-	}
+	testenv.Exec(t, db, "CREATE TABLE dl (id INT PRIMARY KEY, v INT NOT NULL)", "INSERT INTO dl VALUES (1, 0), (2, 0)")
 
 	var attempts atomic.Int32
 	var barrier sync.WaitGroup
@@ -134,9 +129,7 @@ func TestUpdateRetriesDeadlock(t *testing.T) {
 
 func TestUpdateRollsBackOnError(t *testing.T) {
 	db := testenv.NewDB(t)
-	if _, err := db.Exec("CREATE TABLE rb (id INT PRIMARY KEY)"); err != nil {
-		t.Fatal(err)
-	}
+	testenv.Exec(t, db, "CREATE TABLE rb (id INT PRIMARY KEY)")
 	boom := errors.New("boom")
 	err := mysqldb.Update(context.Background(), db, func(tx *sql.Tx) error {
 		if _, err := tx.Exec("INSERT INTO rb VALUES (1)"); err != nil {
@@ -150,9 +143,7 @@ func TestUpdateRollsBackOnError(t *testing.T) {
 	if n := testenv.Scalar[int](t, db, "SELECT COUNT(*) FROM rb"); n != 0 {
 		t.Fatal("insert survived the rollback")
 	}
-	if _, err := db.Exec("INSERT INTO rb VALUES (1)"); err != nil {
-		t.Fatal(err)
-	}
+	testenv.Exec(t, db, "INSERT INTO rb VALUES (1)")
 	err = mysqldb.Update(context.Background(), db, func(tx *sql.Tx) error {
 		_, err := tx.Exec("INSERT INTO rb VALUES (1)")
 		return err
@@ -178,12 +169,7 @@ func TestUpdateEndsWithItsContext(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	if _, err := db.Exec("CREATE TABLE probe (id INT PRIMARY KEY, v INT) ENGINE=InnoDB"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := db.Exec("INSERT INTO probe VALUES (1, 0), (2, 0)"); err != nil {
-		t.Fatal(err)
-	}
+	testenv.Exec(t, db, "CREATE TABLE probe (id INT PRIMARY KEY, v INT) ENGINE=InnoDB", "INSERT INTO probe VALUES (1, 0), (2, 0)")
 	holder, err := db.Begin()
 	if err != nil {
 		t.Fatal(err)

@@ -91,9 +91,9 @@ func updateBatchOnce(ctx context.Context, db *sql.DB, prepare func(q Querier, b 
 		return ids[:b.n], nil
 	case ErrorNumber(err) != 0:
 		// The server refused a statement and ran none after it: the
-		// COMMIT did not run.
-		q.begun = true
-		q.rollback()
+		// COMMIT did not run, and the batch's own START TRANSACTION (or
+		// prepare's) left a transaction open.
+		q.abort()
 		return nil, err
 	default:
 		q.discard()
@@ -136,12 +136,16 @@ func (t *lazyTx) QueryContext(ctx context.Context, query string, args ...any) (*
 // rollbackTimeout bounds the ROLLBACK after a failed transaction.
 const rollbackTimeout = 5 * time.Second
 
-// rollback ends a begun transaction; a connection that cannot roll back
-// is not given back to the pool.
+// rollback ends the transaction prepare's statements began, if any.
 func (t *lazyTx) rollback() {
-	if !t.begun {
-		return
+	if t.begun {
+		t.abort()
 	}
+}
+
+// abort rolls back whatever transaction the connection holds; a
+// connection that cannot roll back is not given back to the pool.
+func (t *lazyTx) abort() {
 	ctx, cancel := context.WithTimeout(context.Background(), rollbackTimeout)
 	defer cancel()
 	if _, err := t.conn.ExecContext(ctx, "ROLLBACK"); err != nil {

@@ -69,6 +69,19 @@ func TestUpdateBatch(t *testing.T) {
 		t.Fatalf("after a refused batch: %d rows, v %d, in transaction %d", n, v, inTransaction())
 	}
 
+	// The same refusal in a batch that began its transaction itself.
+	_, err = mysqldb.UpdateBatch(ctx, db, func(_ mysqldb.Querier, b *mysqldb.Batch) error {
+		b.Add("INSERT INTO ua (v) VALUES (?)", 4)
+		b.Add("INSERT INTO ub VALUES (1, 0)") // duplicate key
+		return nil
+	})
+	if !mysqldb.IsDuplicate(err) || errors.Is(err, mysqldb.ErrOutcomeUnknown) {
+		t.Fatalf("got %v, want the duplicate key error, outcome known", err)
+	}
+	if n := testenv.Scalar[int](t, db, "SELECT COUNT(*) FROM ua"); n != 3 || inTransaction() != 0 {
+		t.Fatalf("after a refused batch of its own: %d rows, in transaction %d", n, inTransaction())
+	}
+
 	boom := errors.New("boom")
 	_, err = mysqldb.UpdateBatch(ctx, db, func(q mysqldb.Querier, b *mysqldb.Batch) error {
 		if _, err := q.ExecContext(ctx, "INSERT INTO ua (v) VALUES (6)"); err != nil {
