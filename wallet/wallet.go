@@ -157,7 +157,7 @@ func DebitTx(ctx context.Context, tx mysqldb.Querier, debits []Debit, nowMs int6
 		return nil, err
 	}
 	var ledger mysqldb.Rows
-	changed := map[walletKey]bool{}
+	var paying []walletKey // the wallets debited, sorted and distinct as keys
 	for _, i := range order {
 		d := debits[i]
 		k := d.walletKey()
@@ -166,7 +166,9 @@ func DebitTx(ctx context.Context, tx mysqldb.Querier, debits []Debit, nowMs int6
 			continue
 		}
 		balances[k] = balance - d.Amount
-		changed[k] = true
+		if n := len(paying); n == 0 || paying[n-1] != k {
+			paying = append(paying, k)
+		}
 		ok[i] = true
 		at := d.AtMs
 		if at == 0 {
@@ -177,7 +179,6 @@ func DebitTx(ctx context.Context, tx mysqldb.Querier, debits []Debit, nowMs int6
 	if ledger.Len() == 0 {
 		return ok, nil
 	}
-	paying := slices.DeleteFunc(keys, func(k walletKey) bool { return !changed[k] })
 	var set strings.Builder
 	args := make([]any, 0, 5*len(paying)+1)
 	for _, k := range paying {
