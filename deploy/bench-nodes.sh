@@ -5,11 +5,15 @@
 # processes run only the rooms role on a's JetStream. The Tencent IM
 # emulator stands in for IM. Flags after DURATION go to the bench (the last
 # of a flag given twice wins), e.g. --mix joinleave. With N=1 it measures
-# voiceroom's own process, without the load generator's CPU.
+# voiceroom's own process, without the load generator's CPU. BENCH_ROLES
+# sets process a's VOICEROOM_ROLES (default: every role): without the
+# sinks (api,rooms,relay) it measures what the command path costs before
+# any durable reads the events; the events stay in the stream.
 #
 #   go build -o bin/voiceroom ./cmd/voiceroom
 #   bash deploy/bench-nodes.sh 3 30s
 #   bash deploy/bench-nodes.sh 1 30s --mix joinleave
+#   BENCH_ROLES=api,rooms,relay bash deploy/bench-nodes.sh 1 60s --list-clients 0
 #
 # It needs MySQL (root, no password, on 127.0.0.1:3306: a database
 # vr_nodes_bench is created and dropped) and Redis, as deploy/services.sh
@@ -43,7 +47,8 @@ $BIN imemu --listen 127.0.0.1:28080 --sdkappid 1400000001 --admin administrator 
 pids+=($!)
 # MariaDB's default 151 connections are shared by every process and the bench.
 VOICEROOM_MYSQL_MAX_OPEN_CONNS=32 VOICEROOM_NATS_LISTEN=127.0.0.1:24222 VOICEROOM_HTTP_ADDR=127.0.0.1:28081 \
-  VOICEROOM_OPS_ADDR=127.0.0.1:29091 VOICEROOM_DATA_DIR="$T/a" VOICEROOM_NODE_ID=a $BIN serve >"$T/a.log" 2>&1 &
+  VOICEROOM_OPS_ADDR=127.0.0.1:29091 VOICEROOM_DATA_DIR="$T/a" VOICEROOM_NODE_ID=a \
+  env ${BENCH_ROLES:+VOICEROOM_ROLES=$BENCH_ROLES} $BIN serve >"$T/a.log" 2>&1 &
 pids+=($!)
 for _ in $(seq 1 60); do curl -sf http://127.0.0.1:28081/readyz >/dev/null && break; sleep 0.5; done
 for i in $(seq 2 "$N"); do
