@@ -32,8 +32,14 @@ func benchEnvelopes(n int) []bus.Envelope {
 
 func benchMessages(b *testing.B, n int) []bus.Message {
 	b.Helper()
-	msgs := make([]bus.Message, n)
-	for i, env := range benchEnvelopes(n) {
+	return messagesOf(b, benchEnvelopes(n))
+}
+
+// messagesOf encodes envs for publishing.
+func messagesOf(b *testing.B, envs []bus.Envelope) []bus.Message {
+	b.Helper()
+	msgs := make([]bus.Message, len(envs))
+	for i, env := range envs {
 		m, err := env.Message()
 		if err != nil {
 			b.Fatal(err)
@@ -205,24 +211,13 @@ const cardPayload = `{"room":{"room_id":"demo_0192a3b4-c5d6-7e8f-9a0b-1c2d3e4f5a
 // benchConsume stores b.N events, then times one durable handling them all.
 func benchConsume(b *testing.B, ackSync, card bool) {
 	envs := benchEnvelopes(b.N)
-	msgs := make([]bus.Message, len(envs))
-	for i, env := range envs {
-		if card {
-			env.Payload = []byte(cardPayload)
+	if card {
+		for i := range envs {
+			envs[i].Payload = []byte(cardPayload)
 		}
-		m, err := env.Message()
-		if err != nil {
-			b.Fatal(err)
-		}
-		msgs[i] = m
 	}
 	conn := testenv.NewJetStream(b)
-	p := testenv.NewPublisher(b, conn)
-	for _, r := range p.PublishBatch(context.Background(), msgs) {
-		if r.Err != nil {
-			b.Fatal(r.Err)
-		}
-	}
+	publishBatches(context.Background(), b, testenv.NewPublisher(b, conn), messagesOf(b, envs))
 	var handled atomic.Int64
 	all := make(chan struct{})
 	mustProvisionConsumer(b, conn, bus.ConsumerConfig{Durable: "bench"})
@@ -323,20 +318,16 @@ func BenchmarkConsumeOneType(b *testing.B) {
 				name = mode + "/filtered"
 			}
 			b.Run(name, func(b *testing.B) {
-				msgs := make([]bus.Message, b.N)
+				envs := make([]bus.Envelope, b.N)
 				wanted := 0
-				for i := range msgs {
-					env := newTestEnvelope(fmt.Sprintf("room%d", i%rooms), int64(i/rooms+1))
-					env.EventType = fmt.Sprintf("Type%d", i%types)
+				for i := range envs {
+					envs[i] = newTestEnvelope(fmt.Sprintf("room%d", i%rooms), int64(i/rooms+1))
+					envs[i].EventType = fmt.Sprintf("Type%d", i%types)
 					if i%types == 0 {
 						wanted++
 					}
-					m, err := env.Message()
-					if err != nil {
-						b.Fatal(err)
-					}
-					msgs[i] = m
 				}
+				msgs := messagesOf(b, envs)
 				conn := testenv.NewJetStream(b)
 				p := testenv.NewPublisher(b, conn)
 				ctx, cancel := context.WithCancel(context.Background())
