@@ -58,6 +58,15 @@ func TestChaos(t *testing.T) {
 		t.Skip("starts servers; skipped with -short")
 	}
 	m := chaosMode(t)
+	// What failed is said again last: on a failure the cluster's cleanup
+	// prints every process's log, which pushes the scenarios' own errors
+	// far up the output (and out of a CI excerpt of its end).
+	var failures []string
+	t.Cleanup(func() {
+		if len(failures) > 0 {
+			t.Logf("what failed, again:\n%s", strings.Join(failures, "\n"))
+		}
+	})
 	c := newCluster(t, m)
 	d := newDriver(t, c, 12, 48)
 	imSkip := c.emuWhy
@@ -159,7 +168,7 @@ func TestChaos(t *testing.T) {
 			rows = append(rows, r)
 			continue
 		}
-		t.Run(sc.name, func(t *testing.T) {
+		passed := t.Run(sc.name, func(t *testing.T) {
 			if sc.prepare != nil {
 				sc.prepare(t, c)
 			}
@@ -271,6 +280,12 @@ func TestChaos(t *testing.T) {
 				t.Error(p)
 			}
 		})
+		for _, p := range r.problems {
+			failures = append(failures, sc.name+": "+p)
+		}
+		if !passed && len(r.problems) == 0 {
+			failures = append(failures, sc.name+": failed (its output above says where)")
+		}
 		rows = append(rows, r)
 	}
 	report(t, rows, imSkip, listSkip)
