@@ -2,7 +2,10 @@ package bus_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -199,21 +202,28 @@ func BenchmarkConsume(b *testing.B) {
 	}
 }
 
-// cardPayload is the payload of roomevent's golden RoomGiftSent event:
-// the room card, then the gift.
-const cardPayload = `{"room":{"room_id":"demo_0192a3b4-c5d6-7e8f-9a0b-1c2d3e4f5a6b","room_short_id":"48213",` +
-	`"im_group_id":"demo_0192a3b4-c5d6-7e8f-9a0b-1c2d3e4f5a6b","owner_user_id":1001,"host_user_id":1002,` +
-	`"visible_region_id":3,"title":"Friday night","cover_url":"https://cdn.example.com/c.png","mode":"chat",` +
-	`"status":"active","locked":true,"heat":120,"online_count":7,"seat_count":8,"occupied_seat_count":3,` +
-	`"created_at_ms":1764590400000,"room_version":42},"sender_user_id":2001,"receiver_user_id":1002,` +
-	`"gift_id":9,"gift_name":"rose","count":3,"value":30,"heat_delta":30}`
+// cardPayload returns the payload of roomevent's golden RoomGiftSent
+// event (the room card, then the gift), as the outbox stores it.
+func cardPayload(b *testing.B) json.RawMessage {
+	b.Helper()
+	raw, err := os.ReadFile(filepath.Join("..", "roomevent", "testdata", "RoomGiftSent.json"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	var env bus.Envelope
+	if err := json.Unmarshal(raw, &env); err != nil {
+		b.Fatal(err)
+	}
+	return env.Payload
+}
 
 // benchConsume stores b.N events, then times one durable handling them all.
 func benchConsume(b *testing.B, ackSync, card bool) {
 	envs := benchEnvelopes(b.N)
 	if card {
+		payload := cardPayload(b)
 		for i := range envs {
-			envs[i].Payload = []byte(cardPayload)
+			envs[i].Payload = payload
 		}
 	}
 	conn := testenv.NewJetStream(b)

@@ -61,8 +61,14 @@ func TestChaos(t *testing.T) {
 	// What failed is said again last: on a failure the cluster's cleanup
 	// prints every process's log, which pushes the scenarios' own errors
 	// far up the output (and out of a CI excerpt of its end).
-	var failures []string
+	var rows []row
 	t.Cleanup(func() {
+		var failures []string
+		for _, r := range rows {
+			for _, p := range r.problems {
+				failures = append(failures, r.name+": "+p)
+			}
+		}
 		if len(failures) > 0 {
 			t.Logf("what failed, again:\n%s", strings.Join(failures, "\n"))
 		}
@@ -157,7 +163,6 @@ func TestChaos(t *testing.T) {
 		}},
 	}
 
-	var rows []row
 	var all []outcome
 	var prev account // the previous scenario's totals, for per-scenario figures
 	var prevHooks struct{ outOfOrder, unverified int }
@@ -280,11 +285,9 @@ func TestChaos(t *testing.T) {
 				t.Error(p)
 			}
 		})
-		for _, p := range r.problems {
-			failures = append(failures, sc.name+": "+p)
-		}
 		if !passed && len(r.problems) == 0 {
-			failures = append(failures, sc.name+": failed (its output above says where)")
+			// It stopped on a t.Fatal: the report and the list above say so.
+			r.problems = append(r.problems, "failed (its output above says where)")
 		}
 		rows = append(rows, r)
 	}
