@@ -43,8 +43,15 @@ cleanup() {
   echo "logs in $T"
 }
 trap cleanup EXIT
-$BIN imemu --listen 127.0.0.1:28080 --sdkappid 1400000001 --admin administrator --secret-key voiceroom-dev-im-secret >"$T/imemu.log" 2>&1 &
+# The nodes sign their IM calls: they start only once the emulator proved it
+# is the one started here (not something else holding port 28080).
+key=$(od -An -N32 -tx1 /dev/urandom | tr -d ' \n')
+VOICEROOM_IMEMU_PROOF_KEY=$key $BIN imemu --listen 127.0.0.1:28080 --sdkappid 1400000001 --admin administrator --secret-key voiceroom-dev-im-secret >"$T/imemu.log" 2>&1 &
 pids+=($!)
+if ! VOICEROOM_IMEMU_PROOF_KEY=$key $BIN imemu verify --url http://127.0.0.1:28080 --wait 30s; then
+  cat "$T/imemu.log" >&2
+  exit 1
+fi
 # MariaDB's default 151 connections are shared by every process and the bench.
 VOICEROOM_MYSQL_MAX_OPEN_CONNS=32 VOICEROOM_NATS_LISTEN=127.0.0.1:24222 VOICEROOM_HTTP_ADDR=127.0.0.1:28081 \
   VOICEROOM_OPS_ADDR=127.0.0.1:29091 VOICEROOM_DATA_DIR="$T/a" VOICEROOM_NODE_ID=a \

@@ -1,9 +1,20 @@
 #!/usr/bin/env bash
 # Runs `voiceroom serve` for development (task run). Unless real Tencent IM
 # credentials are configured (VOICEROOM_TIM_SDKAPPID or VOICEROOM_TIM_APPS),
-# it first starts the local IM emulator (`voiceroom imemu`) and points the
-# bridge and the callback guard at it. It lets webhooks go to http:// and
-# loopback URLs (the demo's receiver) unless those variables are set.
+# it first starts the local IM emulator (`voiceroom imemu`, on
+# VOICEROOM_IMEMU_LISTEN, default 127.0.0.1:18080) and points the bridge and
+# the callback guard at it. It lets webhooks go to http:// and loopback URLs
+# (the demo's receiver) unless those variables are set.
+#
+# The bridge signs every call, so it is pointed at the emulator only once
+# the emulator has proved it is the one this script started: the script
+# generates a random key, hands it to the emulator and to `voiceroom imemu
+# verify` (in the environment, never on a command line), and the emulator
+# must answer a fresh nonce with its HMAC. When the emulator cannot listen
+# (the port is taken) or does not prove itself, the script stops with an
+# error before serve starts; when the emulator ends while serve runs, it
+# stops serve too, so that nothing goes on calling whatever takes the port
+# next.
 #
 # Usage: deploy/run.sh [--under-task] [BIN]   (BIN default ./bin/voiceroom)
 #
@@ -74,16 +85,49 @@ watchtask() {
   done
 }
 
+# waitall waits for everything this script started.
+waitall() {
+  local pid
+  for pid in "${pids[@]}"; do waitfor "$pid" || true; done
+}
+
+# fail stops what this script started, says why and exits 1.
+fail() {
+  echo "run: error: $*" >&2
+  stop
+  waitall
+  exit 1
+}
+
+emu= # the emulator's pid, when this script started one
 if [ -z "${VOICEROOM_TIM_SDKAPPID:-}${VOICEROOM_TIM_APPS:-}" ]; then
   listen=${VOICEROOM_IMEMU_LISTEN:-127.0.0.1:18080}
-  "$bin" imemu --listen "$listen" --sdkappid 1400000001 --admin administrator \
-    --secret-key voiceroom-dev-im-secret &
-  pids+=("$!")
-  export VOICEROOM_TIM_DOMAIN="http://$listen"
-  export VOICEROOM_TIM_SDKAPPID=1400000001
-  export VOICEROOM_TIM_ADMIN=administrator
-  export VOICEROOM_TIM_SECRET_KEY=voiceroom-dev-im-secret
-  echo "run: Tencent IM emulator on http://$listen (inspect: curl http://$listen/_emu/stats)" >&2
+  rundir=$(mktemp -d "${TMPDIR:-/tmp}/voiceroom-run.XXXXXX")
+  trap 'rm -rf "$rundir"' EXIT
+  proof_key=$(od -An -N32 -tx1 /dev/urandom | tr -d ' \n')
+  VOICEROOM_IMEMU_PROOF_KEY=$proof_key "$bin" imemu --listen "$listen" --addr-file "$rundir/imemu.addr" \
+    --sdkappid 1400000001 --admin administrator --secret-key voiceroom-dev-im-secret &
+  emu=$!
+  pids+=("$emu")
+  # It writes the address it listens on once it does; it ends at once when
+  # it cannot (the port is taken).
+  while [ ! -s "$rundir/imemu.addr" ] && [ -z "$stopping" ] && kill -0 "$emu" 2>/dev/null; do
+    sleep 0.05
+  done
+  if [ -z "$stopping" ]; then
+    if [ ! -s "$rundir/imemu.addr" ]; then
+      fail "the Tencent IM emulator could not listen on $listen (its error is above): stop what holds that port, or move the emulator with VOICEROOM_IMEMU_LISTEN=127.0.0.1:PORT"
+    fi
+    addr=$(<"$rundir/imemu.addr")
+    if ! VOICEROOM_IMEMU_PROOF_KEY=$proof_key "$bin" imemu verify --url "http://$addr"; then
+      fail "what answers on $addr is not the emulator this run started; the IM bridge is not pointed at it"
+    fi
+    export VOICEROOM_TIM_DOMAIN="http://$addr"
+    export VOICEROOM_TIM_SDKAPPID=1400000001
+    export VOICEROOM_TIM_ADMIN=administrator
+    export VOICEROOM_TIM_SECRET_KEY=voiceroom-dev-im-secret
+    echo "run: Tencent IM emulator on http://$addr, proved with this run's key (inspect: curl http://$addr/_emu/stats)" >&2
+  fi
 fi
 
 # Development: the demo's webhook receiver listens on http://127.0.0.1 (the
@@ -100,9 +144,26 @@ if [ -z "$stopping" ]; then
     watchtask &
     pids+=("$!")
   fi
-  waitfor "$srv" || status=$?
+  # Until serve or the emulator ends (a signal interrupts the wait: wait
+  # again, serve ends once stop has signalled it).
+  watched=("$srv")
+  if [ -n "$emu" ]; then watched+=("$emu"); fi
+  ended=
+  while [ -z "${ended:-}" ]; do
+    rc=0
+    wait -n -p ended "${watched[@]}" || rc=$?
+    if [ "$rc" = 127 ]; then break; fi # none of them left to wait for
+  done
+  if [ "${ended:-}" = "$emu" ] && [ -z "$stopping" ]; then
+    echo "run: error: the Tencent IM emulator ended; stopping serve, so that the IM bridge does not call whatever takes its port next" >&2
+    status=1
+  fi
+  stop
+  st=0
+  waitfor "$srv" || st=$?
+  if [ "$status" = 0 ]; then status=$st; fi
 fi
 # serve has ended (asked to, or by itself): stop the rest and wait for it.
 stop
-for pid in "${pids[@]}"; do waitfor "$pid" || true; done
+waitall
 exit "$status"

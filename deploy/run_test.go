@@ -4,12 +4,14 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -26,7 +28,16 @@ var runLine = regexp.MustCompile(`(?m)^\s+- (bash deploy/run\.sh .*\./bin/voicer
 // and checks that the task ends and nothing it started (serve, the IM
 // emulator, run.sh) outlives it. go-task keeps such a signal to itself, so
 // this holds only through run.sh's --under-task watch.
-func TestTaskRunStopsWhatItStarted(t *testing.T) {
+// testRun is the Taskfile's run.sh command in a Taskfile of the test's
+// own, on a binary built for the test, with a database of its own.
+type testRun struct {
+	root, taskfile, dsn string
+}
+
+// newTestRun builds the binary and the task tool and writes a Taskfile
+// holding the Taskfile's run.sh command pointed at that binary.
+func newTestRun(t *testing.T) *testRun {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("runs go-task, serve and the IM emulator; skipped with -short")
 	}
@@ -62,89 +73,214 @@ func TestTaskRunStopsWhatItStarted(t *testing.T) {
 	if err := os.WriteFile(tf, []byte("version: \"3\"\ntasks:\n  run:\n    cmds:\n      - "+line+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	return &testRun{root: root, taskfile: tf, dsn: dsn}
+}
 
+// runningTask is one `task run` of a testRun.
+type runningTask struct {
+	cmd  *exec.Cmd
+	logs *testenv.LogBuffer
+	done chan error
+}
+
+// start runs the task (`go tool ... task run`, as task run does) in a
+// process group of its own, with env added to the test's environment
+// (the emulator on a port of its own unless env moves it).
+func (r *testRun) start(t *testing.T, env ...string) *runningTask {
+	t.Helper()
+	cmd := exec.Command("go", "tool", "-modfile=tools.mod", "task", "--taskfile", r.taskfile, "--dir", r.root, "run")
+	cmd.Dir = r.root
+	cmd.Env = append(os.Environ(),
+		"VOICEROOM_HTTP_ADDR=127.0.0.1:0",
+		"VOICEROOM_OPS_ADDR=127.0.0.1:0",
+		"VOICEROOM_NATS_LISTEN=127.0.0.1:0",
+		"VOICEROOM_IMEMU_LISTEN=127.0.0.1:0",
+		"VOICEROOM_DATA_DIR="+t.TempDir(),
+		"VOICEROOM_MYSQL_DSN="+r.dsn,
+		"VOICEROOM_REDIS_ADDR="+testenv.RedisAddr(),
+		"VOICEROOM_LOG_FORMAT=text",
+		"VOICEROOM_JWT_SECRET=run-test-secret-0123456789",
+		"VOICEROOM_TIM_SDKAPPID=", "VOICEROOM_TIM_APPS=",
+	)
+	cmd.Env = append(cmd.Env, env...)
+	// A group of its own, so that the cleanup can stop what the test
+	// failed to, and a signal to the task goes to one process only.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	logs := &testenv.LogBuffer{}
+	cmd.Stdout, cmd.Stderr = logs, logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	t.Cleanup(func() {
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		if t.Failed() {
+			t.Logf("task run output:\n%s", logs.String())
+		}
+	})
+	return &runningTask{cmd: cmd, logs: logs, done: done}
+}
+
+// serving waits until serve answers 200 on /readyz.
+func (rt *runningTask) serving(t *testing.T) {
+	t.Helper()
+	serving := regexp.MustCompile(`msg="http serving".* addr=(\S+)`)
+	testenv.Eventually(t, 2*time.Minute, func() error {
+		select {
+		case err := <-rt.done:
+			t.Fatalf("task ended before serving: %v", err)
+		default:
+		}
+		m := serving.FindStringSubmatch(rt.logs.String())
+		if m == nil {
+			return errors.New("serve is not serving yet")
+		}
+		resp, err := http.Get("http://" + m[1] + "/readyz")
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("readyz %d", resp.StatusCode)
+		}
+		return nil
+	})
+}
+
+// ended waits for the task to end and returns its error.
+func (rt *runningTask) ended(t *testing.T, why string) error {
+	t.Helper()
+	select {
+	case err := <-rt.done:
+		return err
+	case <-time.After(2 * time.Minute):
+		t.Fatalf("task run still running 2m after %s", why)
+		return nil
+	}
+}
+
+// TestTaskRunStopsWhatItStarted runs the Taskfile's run.sh command under
+// go-task (`go tool -modfile=tools.mod task`, as task run does), sends a
+// signal to the `go tool` process alone, as a script or a supervisor does,
+// and checks that the task ends and nothing it started (serve, the IM
+// emulator, run.sh) outlives it. go-task keeps such a signal to itself, so
+// this holds only through run.sh's --under-task watch.
+func TestTaskRunStopsWhatItStarted(t *testing.T) {
+	r := newTestRun(t)
 	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM} {
 		t.Run(sig.String(), func(t *testing.T) {
-			cmd := exec.Command("go", "tool", "-modfile=tools.mod", "task", "--taskfile", tf, "--dir", root, "run")
-			cmd.Dir = root
-			cmd.Env = append(os.Environ(),
-				"VOICEROOM_HTTP_ADDR=127.0.0.1:0",
-				"VOICEROOM_NATS_LISTEN=127.0.0.1:0",
-				// The bridge is never asked to deliver here, so the
-				// emulator's port (and the bridge's domain) may be any.
-				"VOICEROOM_IMEMU_LISTEN=127.0.0.1:0",
-				"VOICEROOM_DATA_DIR="+t.TempDir(),
-				"VOICEROOM_MYSQL_DSN="+dsn,
-				"VOICEROOM_REDIS_ADDR="+testenv.RedisAddr(),
-				"VOICEROOM_LOG_FORMAT=text",
-				"VOICEROOM_JWT_SECRET=run-test-secret-0123456789",
-				"VOICEROOM_TIM_SDKAPPID=", "VOICEROOM_TIM_APPS=",
-			)
-			// A group of its own, so that the cleanup can stop what the test
-			// failed to, and the signal below goes to one process only.
-			cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-			logs := &testenv.LogBuffer{}
-			cmd.Stdout, cmd.Stderr = logs, logs
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			done := make(chan error, 1)
-			go func() { done <- cmd.Wait() }()
-			t.Cleanup(func() {
-				syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-				if t.Failed() {
-					t.Logf("task run output:\n%s", logs.String())
-				}
-			})
-
-			serving := regexp.MustCompile(`msg="http serving".* addr=(\S+)`)
-			testenv.Eventually(t, 2*time.Minute, func() error {
-				select {
-				case err := <-done:
-					t.Fatalf("task ended before serving: %v", err)
-				default:
-				}
-				m := serving.FindStringSubmatch(logs.String())
-				if m == nil {
-					return errors.New("serve is not serving yet")
-				}
-				resp, err := http.Get("http://" + m[1] + "/readyz")
-				if err != nil {
-					return err
-				}
-				resp.Body.Close()
-				if resp.StatusCode != http.StatusOK {
-					return fmt.Errorf("readyz %d", resp.StatusCode)
-				}
-				return nil
-			})
-			started := descendants(t, cmd.Process.Pid)
+			rt := r.start(t)
+			rt.serving(t)
+			started := descendants(t, rt.cmd.Process.Pid)
 			for _, want := range []string{"run.sh", " serve", " imemu"} {
 				if !containsArgs(started, want) {
 					t.Fatalf("no process %q under the task: %v", want, started)
 				}
 			}
+			// The proof key is handed over in the environment: a command
+			// line is visible to every user of the machine.
+			for _, p := range started {
+				if longHex.MatchString(p.args) {
+					t.Errorf("%d %q: a key on the command line", p.pid, p.args)
+				}
+			}
+			if out := rt.logs.String(); !strings.Contains(out, "proved with this run's key") {
+				t.Errorf("run.sh did not say the emulator proved itself:\n%s", out)
+			}
 
-			if err := cmd.Process.Signal(sig); err != nil {
+			if err := rt.cmd.Process.Signal(sig); err != nil {
 				t.Fatal(err)
 			}
-			select {
-			case err := <-done:
-				if err != nil {
-					t.Errorf("task run after %v: %v, want a clean exit", sig, err)
-				}
-			case <-time.After(2 * time.Minute):
-				t.Fatalf("task run still running 2m after %v", sig)
+			if err := rt.ended(t, sig.String()); err != nil {
+				t.Errorf("task run after %v: %v, want a clean exit", sig, err)
 			}
 			for _, p := range started {
 				if p.alive() {
 					t.Errorf("%d %q outlived the task", p.pid, p.args)
 				}
 			}
-			if out := logs.String(); strings.Contains(out, "cannot watch the task process") {
+			if out := rt.logs.String(); strings.Contains(out, "cannot watch the task process") {
 				t.Errorf("run.sh did not watch the task process:\n%s", out)
 			}
 		})
+	}
+}
+
+// longHex matches a key as run.sh makes them (32 random bytes in hex).
+var longHex = regexp.MustCompile(`(^|[\s=])[0-9a-f]{64}(\s|$)`)
+
+// TestTaskRunStopsOnATakenEmulatorPort: when something else holds the
+// emulator's port, task run stops with an error naming the address and
+// the variable that moves it, before serve starts, and the IM bridge never
+// calls the stranger (before the fix, serve ran and the bridge sent it
+// signed Tencent calls).
+func TestTaskRunStopsOnATakenEmulatorPort(t *testing.T) {
+	r := newTestRun(t)
+	var mu sync.Mutex
+	var asked []string
+	stranger := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		mu.Lock()
+		asked = append(asked, req.Method+" "+req.URL.RequestURI())
+		mu.Unlock()
+		w.Write([]byte(`{"ActionStatus":"OK","ErrorCode":0}`))
+	}))
+	t.Cleanup(stranger.Close)
+	addr := stranger.Listener.Addr().String()
+
+	rt := r.start(t, "VOICEROOM_IMEMU_LISTEN="+addr)
+	err := rt.ended(t, "the emulator failed to listen")
+	out := rt.logs.String()
+	if err == nil {
+		t.Errorf("task run ended cleanly, want an error")
+	}
+	for _, want := range []string{"could not listen on " + addr, "VOICEROOM_IMEMU_LISTEN", "address already in use"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "http serving") {
+		t.Errorf("serve started:\n%s", out)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, a := range asked {
+		if strings.Contains(a, "usersig") || strings.HasPrefix(a, "POST") {
+			t.Errorf("the stranger on the emulator's port was sent %s", a)
+		}
+	}
+}
+
+// TestTaskRunStopsWhenTheEmulatorEnds: when the emulator ends while serve
+// runs, run.sh stops serve with an error rather than leave the bridge
+// calling whatever takes the port next.
+func TestTaskRunStopsWhenTheEmulatorEnds(t *testing.T) {
+	r := newTestRun(t)
+	rt := r.start(t)
+	rt.serving(t)
+	started := descendants(t, rt.cmd.Process.Pid)
+	var emu process
+	for _, p := range started {
+		if strings.Contains(p.args, " imemu --listen") {
+			emu = p
+		}
+	}
+	if emu.pid == 0 {
+		t.Fatalf("no emulator under the task: %v", started)
+	}
+	if err := syscall.Kill(emu.pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	if err := rt.ended(t, "the emulator was killed"); err == nil {
+		t.Errorf("task run ended cleanly, want an error")
+	}
+	if out := rt.logs.String(); !strings.Contains(out, "the Tencent IM emulator ended; stopping serve") {
+		t.Errorf("run.sh did not say why it stopped:\n%s", out)
+	}
+	for _, p := range started {
+		if p.alive() {
+			t.Errorf("%d %q outlived the task", p.pid, p.args)
+		}
 	}
 }
 

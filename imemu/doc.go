@@ -48,6 +48,18 @@
 //     answer until the caller gives up, for every call or one API, for a
 //     while or until cleared.
 //
+// # Proving it is the emulator
+//
+// Whoever points a bridge at an emulator must know that what answers on
+// that address is the emulator it started, not a stranger that took the
+// port: the bridge signs every call with the application's credentials.
+// An emulator given Config.ProofKey answers GET /_emu/proof?nonce=N with
+// an HMAC-SHA256 of the nonce under that key, and [Verify] sends a fresh
+// random nonce and checks the answer. deploy/run.sh generates a key per
+// run, hands it to the emulator and to `voiceroom imemu verify` (never on
+// a command line), and points the bridge at the emulator only once it has
+// proved itself. The check sends no credential.
+//
 // Everything it received is shown under /_emu/ (groups, messages, events
 // by id, members' mutes, counters; see the README), for tests and the
 // benchmark to check that each event was shown once and each mute set.

@@ -18,6 +18,7 @@ type Emulator struct {
 	now         func() time.Time
 	maxMessages int
 	onShown     func([]string, time.Time)
+	proofKey    []byte
 
 	mu       sync.Mutex
 	groups   map[string]*group // "<sdkappid>/<group_id>"
@@ -45,6 +46,10 @@ type Config struct {
 	// OnShown, when set (benchmarks), sees every message shown, with its
 	// event ids, under the emulator's lock: it must be quick.
 	OnShown func(eventIDs []string, at time.Time)
+	// ProofKey, when set, is the key the emulator proves it holds on
+	// GET /_emu/proof (see Verify), at least MinProofKey bytes. Empty: it
+	// proves nothing and that route answers 404.
+	ProofKey []byte
 }
 
 // Tencent's limits, as the emulator applies them.
@@ -89,6 +94,9 @@ func (c Config) Validate() error {
 			return apperr.BadConfig("Apps", "emulator: application %d: %w", a.SDKAppID, err)
 		}
 	}
+	if len(c.ProofKey) > 0 && len(c.ProofKey) < MinProofKey {
+		return apperr.BadConfig("ProofKey", "emulator: proof key of %d bytes: want at least %d", len(c.ProofKey), MinProofKey)
+	}
 	if c.MaxMessages < 1 {
 		return apperr.BadConfig("MaxMessages", "emulator: max messages %d: must be at least 1", c.MaxMessages)
 	}
@@ -101,7 +109,8 @@ func New(cfg Config) (*Emulator, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	e := &Emulator{apps: map[int64]imbridge.Application{}, now: cfg.Now, maxMessages: cfg.MaxMessages, onShown: cfg.OnShown}
+	e := &Emulator{apps: map[int64]imbridge.Application{}, now: cfg.Now, maxMessages: cfg.MaxMessages, onShown: cfg.OnShown,
+		proofKey: cfg.ProofKey}
 	for _, a := range cfg.Apps {
 		e.apps[a.SDKAppID] = a
 	}
@@ -116,6 +125,7 @@ func New(cfg Config) (*Emulator, error) {
 	mux.HandleFunc("POST /_emu/faults", e.serveSetFault)
 	mux.HandleFunc("DELETE /_emu/faults", e.serveClearFault)
 	mux.HandleFunc("POST /_emu/reset", e.serveReset)
+	mux.HandleFunc("GET /_emu/proof", e.serveProof)
 	e.mux = mux
 	return e, nil
 }

@@ -52,6 +52,8 @@ func TestConfigValidate(t *testing.T) {
 		{"no application", imemu.Config{}, "Apps"},
 		{"application without key", imemu.Config{Apps: []imbridge.Application{{SDKAppID: testSDKAppID, Admin: testAdmin}}}, "Apps"},
 		{"negative max messages", imemu.Config{Apps: []imbridge.Application{good}, MaxMessages: -1}, "MaxMessages"},
+		{"short proof key", imemu.Config{Apps: []imbridge.Application{good}, ProofKey: []byte("15-bytes-is-few")}, "ProofKey"},
+		{"proof key", imemu.Config{Apps: []imbridge.Application{good}, ProofKey: []byte("16-bytes-will-do")}, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := tc.cfg.Validate()

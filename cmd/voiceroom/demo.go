@@ -18,14 +18,16 @@ import (
 
 // demoConfig is what `voiceroom demo` runs against.
 type demoConfig struct {
-	// URL is the running voiceroom's base URL. Default http://127.0.0.1:8080.
+	// URL is the running voiceroom's base URL. Default http://127.0.0.1:8080;
+	// demo sets it from --url, else from VOICEROOM_HTTP_ADDR.
 	URL string
 	// OpsURL is the base URL of its operators' listener (/metrics); empty:
 	// the metrics step is skipped. demo sets it from --ops-url, else from
 	// URL's host and VOICEROOM_OPS_ADDR's port.
 	OpsURL string
 	// IMEmuURL is the base URL of the Tencent IM emulator serve delivers
-	// system messages to. Default http://127.0.0.1:18080.
+	// system messages to. Default http://127.0.0.1:18080; demo sets it from
+	// --imemu, else from VOICEROOM_IMEMU_LISTEN.
 	IMEmuURL string
 	// App is the app_code the demo acts in. Default "demo" (the seeded app).
 	App string
@@ -84,6 +86,36 @@ func (c demoConfig) Validate() error {
 	return nil
 }
 
+// imemuListenVar is where deploy/run.sh (task run) starts the IM emulator;
+// the demo looks for it there.
+const imemuListenVar = "VOICEROOM_IMEMU_LISTEN"
+
+// fromEnv fills what the flags left empty from where task run puts things:
+// URL from VOICEROOM_HTTP_ADDR, OpsURL from URL's host and
+// VOICEROOM_OPS_ADDR's port, IMEmuURL from VOICEROOM_IMEMU_LISTEN (each on
+// loopback when it listens on every address).
+func (c demoConfig) fromEnv(cfg config) (demoConfig, error) {
+	var err error
+	if c.URL == "" {
+		if c.URL, err = localURL(cfg.HTTPAddr, ""); err != nil {
+			return c, badVar("VOICEROOM_HTTP_ADDR", "%v", err)
+		}
+	}
+	if c.IMEmuURL == "" {
+		if listen := os.Getenv(imemuListenVar); listen != "" {
+			if c.IMEmuURL, err = localURL(listen, ""); err != nil {
+				return c, badVar(imemuListenVar, "%v", err)
+			}
+		}
+	}
+	if c.OpsURL == "" {
+		if c.OpsURL, err = defaultOpsURL(c.WithDefaults().URL, cfg.OpsAddr); err != nil {
+			return c, err
+		}
+	}
+	return c, nil
+}
+
 // demo walks a newcomer through the running product: users, rooms, seats,
 // gifts, the hosts' tools, region lists, an operator's pin, hide and ban, the IM system
 // messages, and where to look next. Every run makes fresh users and rooms
@@ -93,8 +125,8 @@ func demo(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	var dc demoConfig
-	fs.StringVar(&dc.URL, "url", "", "base URL of the running voiceroom (default http://127.0.0.1:8080)")
-	fs.StringVar(&dc.IMEmuURL, "imemu", "", "base URL of the IM emulator (default http://127.0.0.1:18080)")
+	fs.StringVar(&dc.URL, "url", "", "base URL of the running voiceroom (default VOICEROOM_HTTP_ADDR on loopback, http://127.0.0.1:8080)")
+	fs.StringVar(&dc.IMEmuURL, "imemu", "", "base URL of the IM emulator (default VOICEROOM_IMEMU_LISTEN, http://127.0.0.1:18080, where task run starts it)")
 	fs.StringVar(&dc.OpsURL, "ops-url", "", "base URL of voiceroom's operators' listener, for /metrics (default --url's host on VOICEROOM_OPS_ADDR's port, 9090)")
 	fs.StringVar(&dc.App, "app", "", "app_code to act in (default demo)")
 	fs.DurationVar(&dc.Wait, "wait", 0, "how long to wait for the lists and the emulator (default 20s)")
@@ -113,10 +145,8 @@ func demo(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	if dc.OpsURL == "" {
-		if dc.OpsURL, err = defaultOpsURL(dc.WithDefaults().URL, cfg.OpsAddr); err != nil {
-			return fmt.Errorf("%w: demo: %v", errUsage, err)
-		}
+	if dc, err = dc.fromEnv(cfg); err != nil {
+		return fmt.Errorf("%w: demo: %v", errUsage, err)
 	}
 	secret, err := cfg.existingJWTSecret()
 	if err != nil {

@@ -273,3 +273,31 @@ func TestSameRegionRooms(t *testing.T) {
 		})
 	}
 }
+
+// TestDemoFollowsTheRunVariables: without flags, the demo looks where
+// task run put things when its variables moved them (the API, the
+// operators' listener, the IM emulator); flags win.
+func TestDemoFollowsTheRunVariables(t *testing.T) {
+	t.Setenv("VOICEROOM_HTTP_ADDR", "0.0.0.0:8181")
+	t.Setenv("VOICEROOM_OPS_ADDR", "127.0.0.1:9191")
+	t.Setenv("VOICEROOM_IMEMU_LISTEN", "127.0.0.1:27080")
+	cfg, err := loadConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := demoConfig{}.fromEnv(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.URL != "http://127.0.0.1:8181" || got.OpsURL != "http://127.0.0.1:9191" || got.IMEmuURL != "http://127.0.0.1:27080" {
+		t.Errorf("from the variables: url %s, ops %s, imemu %s", got.URL, got.OpsURL, got.IMEmuURL)
+	}
+	flags := demoConfig{URL: "http://10.0.0.1:1", IMEmuURL: "http://10.0.0.1:2", OpsURL: "http://10.0.0.1:3"}
+	if got, err = flags.fromEnv(cfg); err != nil || got != flags {
+		t.Errorf("flags: %+v, %v; want them kept", got, err)
+	}
+	t.Setenv("VOICEROOM_IMEMU_LISTEN", "27080")
+	if _, err := (demoConfig{}).fromEnv(cfg); err == nil || !strings.Contains(err.Error(), "VOICEROOM_IMEMU_LISTEN") {
+		t.Errorf("a bad VOICEROOM_IMEMU_LISTEN: %v, want an error naming it", err)
+	}
+}

@@ -33,6 +33,9 @@ commands:
   token      print a JWT: token --app APP --user ID [--role admin] [--ttl 1h]
   imemu      run the local Tencent IM emulator: imemu [--listen 127.0.0.1:18080]
              [--sdkappid N --admin ID --secret-key K] [--apps FILE] [--fault MODE ...]
+             [--addr-file FILE]; with VOICEROOM_IMEMU_PROOF_KEY set it proves
+             it holds that key, and imemu verify --url URL [--wait 10s]
+             exits 0 only when the emulator at URL does
   bench      load a running stack (--url URL) or one started in this process
              (--inprocess) over HTTP and report throughput, latencies,
              ceilings, CPU and MySQL work: bench -h lists the flags
