@@ -1,13 +1,15 @@
 # syntax=docker/dockerfile:1
 # The voiceroom image: one static binary on an empty base, run as a
 # non-root user. Every role runs from it (VOICEROOM_ROLES); see deploy/compose.yaml.
-#   docker build -t voiceroom .
+#   docker build --build-arg VERSION=$(git describe --tags --always --dirty) -t voiceroom .
 #   docker run --rm voiceroom version
+# The build context leaves .git out, so VERSION is the only version the image
+# has (without it, `voiceroom version` says dev).
 
 # --- build: the same go build as on a developer's machine, static (no cgo)
 # so that it runs on scratch. deploy/deploy_test.go runs this command.
 FROM golang:1.26.8 AS build
-ARG VERSION=dev
+ARG VERSION=
 WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download

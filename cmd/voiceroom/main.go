@@ -19,9 +19,6 @@ import (
 	"syscall"
 )
 
-// version is set at build time with -ldflags "-X main.version=...".
-var version = "dev"
-
 const usage = `usage: voiceroom <command> [flags]
 
 commands:
@@ -47,7 +44,7 @@ commands:
              ranks rebuild --app APP [--room ROOM]
   nodes      print the live rooms nodes and the partitions each holds (from
              JetStream): nodes [--partitions] [--json] [--timeout 15s]
-  version    print the version
+  version    print the version and the VCS revision the binary was built from
   healthcheck
              exit 0 if this host's serve is ready (its public listener):
              healthcheck [--path /readyz|/healthz] [--addr host:port]
@@ -93,7 +90,7 @@ func run(args []string) int {
 	case "nodes":
 		err = nodes(ctx, args[1:])
 	case "version", "--version", "-v":
-		fmt.Println("voiceroom", version)
+		fmt.Println(readBuildVersion())
 	case "help", "--help", "-h":
 		fmt.Print(usage)
 	default:

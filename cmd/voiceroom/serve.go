@@ -58,7 +58,8 @@ func serve(ctx context.Context) error {
 		return err
 	}
 	log := newLogger(cfg)
-	log.Info("starting", "version", version, "roles", cfg.Roles)
+	bv := readBuildVersion()
+	log.Info("starting", "version", bv.Version, "revision", bv.Revision, "roles", cfg.Roles)
 
 	d, err := open(ctx, cfg, log)
 	if err != nil {
