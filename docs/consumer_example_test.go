@@ -15,7 +15,7 @@ import (
 	"voiceroom/internal/testenv"
 )
 
-// README:begin consumer
+// docs:begin consumer
 // consumeGifts hands every RoomGiftSent of every app to handle, in order
 // per room, from a durable consumer of its own: after a restart it goes on
 // where it stopped. A message handle fails on is delivered again later.
@@ -45,13 +45,13 @@ func consumeGifts(ctx context.Context, js jetstream.JetStream, handle func(ev ma
 	return nil
 }
 
-// README:end consumer
+// docs:end consumer
 
-// TestREADMEConsumerExample runs the README's consumer example against a
+// TestConsumerExample runs the events page's consumer example (events.md) against a
 // real JetStream with voiceroom's streams: it receives the gift event and
-// not the join, and takes a failed one again. The README must show the
+// not the join, and takes a failed one again. The page must show the
 // example exactly as it is here.
-func TestREADMEConsumerExample(t *testing.T) {
+func TestConsumerExample(t *testing.T) {
 	js := testenv.RunJetStream(t).Conn().JetStream()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -113,13 +113,13 @@ func TestREADMEConsumerExample(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, rest, _ := strings.Cut(string(src), "// README:begin consumer\n")
-	example, _, _ := strings.Cut(rest, "\n// README:end consumer")
-	readme, err := os.ReadFile(filepath.Join("..", "README.md"))
+	_, rest, _ := strings.Cut(string(src), "// docs:begin consumer\n")
+	example, _, _ := strings.Cut(rest, "\n// docs:end consumer")
+	readme, err := os.ReadFile("events.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if example == "" || !strings.Contains(string(readme), "```go\n"+example+"```") {
-		t.Errorf("the README does not show the consumer example as docs/consumer_example_test.go has it:\n%s", example)
+		t.Errorf("events.md does not show the consumer example as docs/consumer_example_test.go has it:\n%s", example)
 	}
 }

@@ -16,39 +16,96 @@ var (
 	notSlug   = regexp.MustCompile(`[^a-z0-9 _-]`)
 )
 
-// TestREADMELinksOnlyToTheRepository keeps the README usable from a clone:
-// every link is a file of the repository or a heading of the README itself.
-func TestREADMELinksOnlyToTheRepository(t *testing.T) {
-	raw, err := os.ReadFile("../README.md")
+// pages are the README and every page of docs/, as paths relative to this
+// directory.
+func pages(t *testing.T) []string {
+	t.Helper()
+	docs, err := filepath.Glob("*.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	readme := string(raw)
+	if len(docs) < 5 {
+		t.Fatalf("docs/ has %d pages: the pattern is wrong", len(docs))
+	}
+	return append([]string{filepath.Join("..", "README.md")}, docs...)
+}
+
+// anchorsOf returns the GitHub anchors of a page's headings: lower case,
+// punctuation dropped, spaces to '-'.
+func anchorsOf(page string) map[string]bool {
 	anchors := map[string]bool{}
-	for _, m := range mdHeading.FindAllStringSubmatch(readme, -1) {
-		// GitHub's anchors: lower case, punctuation dropped, spaces to '-'.
+	for _, m := range mdHeading.FindAllStringSubmatch(page, -1) {
 		slug := notSlug.ReplaceAllString(strings.ToLower(strings.TrimSpace(m[1])), "")
 		anchors["#"+strings.ReplaceAll(slug, " ", "-")] = true
 	}
-	links := mdLink.FindAllStringSubmatch(readme, -1)
-	if len(links) == 0 {
-		t.Fatal("the README has no links: the pattern is wrong")
+	return anchors
+}
+
+// TestLinksStayInTheRepository keeps the README and the docs/ pages usable
+// from a clone: every link is a file of the repository, or a heading of the
+// page itself or of the page it names.
+func TestLinksStayInTheRepository(t *testing.T) {
+	all := pages(t)
+	text := map[string]string{}
+	for _, p := range all {
+		raw, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		text[filepath.Clean(p)] = string(raw)
 	}
-	for _, m := range links {
-		target := m[1]
-		switch {
-		case strings.HasPrefix(target, "#"):
-			if !anchors[target] {
-				t.Errorf("README links to %s, which is no heading of it", target)
+	seen := 0
+	for _, p := range all {
+		links := mdLink.FindAllStringSubmatch(text[filepath.Clean(p)], -1)
+		seen += len(links)
+		for _, m := range links {
+			target := m[1]
+			if strings.Contains(target, "://") || strings.HasPrefix(target, "/") {
+				t.Errorf("%s links to %s, outside the repository", p, target)
+				continue
 			}
-		case strings.Contains(target, "://") || strings.HasPrefix(target, "/") || strings.Contains(target, ".."):
-			t.Errorf("README links to %s, outside the repository", target)
-		default:
-			path, _, _ := strings.Cut(target, "#")
-			if _, err := os.Stat(filepath.Join("..", path)); err != nil {
-				t.Errorf("README links to %s, which the repository does not have", target)
+			path, anchor, hasAnchor := strings.Cut(target, "#")
+			dest := filepath.Clean(p)
+			if path != "" {
+				dest = filepath.Clean(filepath.Join(filepath.Dir(p), path))
+				if strings.HasPrefix(dest, filepath.Join("..", "..")) {
+					t.Errorf("%s links to %s, outside the repository", p, target)
+					continue
+				}
+				if _, err := os.Stat(dest); err != nil {
+					t.Errorf("%s links to %s, which the repository does not have", p, target)
+					continue
+				}
+			}
+			if !hasAnchor {
+				continue
+			}
+			page, ok := text[dest]
+			if !ok {
+				continue // a heading of a file that is no page: not checked
+			}
+			if !anchorsOf(page)["#"+anchor] {
+				t.Errorf("%s links to %s, which is no heading of %s", p, target, dest)
 			}
 		}
+	}
+	if seen < 20 {
+		t.Errorf("found %d links in all the pages: the pattern is wrong", seen)
+	}
+}
+
+// TestREADMEIsAFrontDoor keeps the README short: what, run, test, demo, a
+// tour; the rest belongs on a page of docs/.
+func TestREADMEIsAFrontDoor(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join("..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(raw), "\n"); n > 400 {
+		t.Errorf("README.md is %d lines, more than 400: move the detail to a page of docs/", n)
+	}
+	if !strings.HasPrefix(string(raw), "# voiceroom\n") || !strings.Contains(string(raw), "```sh\ngo tool -modfile=tools.mod task run\ngo tool -modfile=tools.mod task test\n```") {
+		t.Error("README.md no longer starts with its two commands (run, test)")
 	}
 }
 

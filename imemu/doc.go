@@ -61,7 +61,7 @@
 // proved itself. The check sends no credential.
 //
 // Everything it received is shown under /_emu/ (groups, messages, events
-// by id, members' mutes, counters; see the README), for tests and the
+// by id, members' mutes, counters; see docs/tencent-im.md), for tests and the
 // benchmark to check that each event was shown once and each mute set.
 //
 // # What it does not

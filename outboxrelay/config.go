@@ -6,7 +6,7 @@ import (
 	"voiceroom/apperr"
 )
 
-// RetryFixedInterval is the only retry strategy (README "The outbox"): a
+// RetryFixedInterval is the only retry strategy (docs/operating.md, "The outbox"): a
 // failed row stays pending and is tried again on every pass, one poll
 // interval apart, forever. A room event is never dropped for having failed
 // too often.
@@ -17,7 +17,7 @@ const RetryFixedInterval = "fixed_interval"
 const MaxBatchSize = 10000
 
 // Config configures a Relay. A zero or negative field takes its default
-// (README "The outbox": no busy loop, no full-table scan, no unbounded wait).
+// (docs/operating.md, "The outbox": no busy loop, no full-table scan, no unbounded wait).
 type Config struct {
 	// PollInterval is the time between passes over the pending rows. A
 	// pass drains the backlog in batches, so it is also how long a failed

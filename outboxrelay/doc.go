@@ -1,5 +1,5 @@
 // Package outboxrelay moves room events from the MySQL room_outbox table
-// into the JetStream stream ROOM_EVENTS (the README's "The outbox"). A row
+// into the JetStream stream ROOM_EVENTS (docs/operating.md, "The outbox"). A row
 // is pending until the stream has stored its event, then published; status
 // says nothing about what any consumer did. A row is pending when its
 // status says so or when it lies in an in-flight group (below).
@@ -53,9 +53,9 @@
 // rows. A pass ends when a claim comes back short, when it has run for a
 // poll interval (the next starts again from the oldest row, so failed rows
 // are retried once per interval: a fixed interval, no backoff, forever, as
-// the README's "The outbox" promises), when a whole batch failed (JetStream is most likely
-// down; the next tick tries again), or when Run's ctx ends. A failure to
-// claim or mark is logged and retried next tick; rows whose marks failed
+// docs/operating.md's "The outbox" promises), when a whole batch failed
+// (JetStream is most likely down; the next tick tries again), or when
+// Run's ctx ends. A failure to claim or mark is logged and retried next tick; rows whose marks failed
 // stay pending and are published again, which the stream de-duplicates.
 //
 // A row whose envelope cannot be decoded, or does not agree with its

@@ -16,7 +16,7 @@ const (
 	pathFast  = "fast"
 )
 
-// Metrics are the outbox metrics the README's "The outbox" tells operators
+// Metrics are the outbox metrics docs/operating.md's "The outbox" tells operators
 // to watch, plus a few that show why rows wait. A nil *Metrics records nothing.
 type Metrics struct {
 	pending       prometheus.Gauge

@@ -14,7 +14,7 @@ import (
 	"voiceroom/bus"
 )
 
-// WorkerName is the value of the "worker" log field (README "The outbox").
+// WorkerName is the value of the "worker" log field (docs/operating.md, "The outbox").
 const WorkerName = "room_outbox"
 
 // Publisher is what the relay and the fast path need of *bus.Publisher.

@@ -1,4 +1,4 @@
-// Package regions owns the country and region rules of the README's
+// Package regions owns the country and region rules of docs/api.md's
 // "Regions" for every app_code: regions (list buckets; id 0 is
 // GLOBAL and never stored), ISO 3166-1 alpha-2 countries mapped to them, and
 // each user's profile (display_user_id, country) with the region_id the
@@ -48,7 +48,7 @@
 //     unless a TTL backs it, so the TTL is needed anyway. It could be added
 //     on top later to shorten the window, without changing the bound.
 //
-// The room list may be seconds behind (README "The room list"), and rooms never follow
+// The room list may be seconds behind (docs/api.md, "The room list"), and rooms never follow
 // their owner's region afterwards, so a region seen up to CacheTTL late by
 // another process is within the product's rules. The cost is one primary-key
 // read per active user per process per CacheTTL. Redis plays no part here: a

@@ -37,7 +37,7 @@ type SeedReport struct {
 	Users     int `json:"users_created"`
 }
 
-// DemoData is the development app of the README: SEA, MENA, South Asia and
+// DemoData is the development app of the demo (docs/api.md, "The demo app"): SEA, MENA, South Asia and
 // Latin America, two countries with no region (GLOBAL), one disabled
 // country, and a user in each case.
 func DemoData() SeedData {

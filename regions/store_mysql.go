@@ -75,7 +75,7 @@ type countryMapping struct {
 	regionCode   string
 }
 
-// region is the rule of the README's "Regions": the region of an enabled
+// region is the rule of docs/api.md's "Regions": the region of an enabled
 // country whose region is active, else GLOBAL (0).
 func (m countryMapping) region() (int64, string) {
 	if m.found && m.enabled && m.regionID != 0 && m.regionActive {

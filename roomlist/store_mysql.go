@@ -102,7 +102,7 @@ func pageArity(n int) int {
 // room and hide, the hide_id NULL when none applies, so a room with two
 // applying hides comes twice (read as one).
 //
-// Its shape keeps the list's hottest MySQL query cheap (README, "The room
+// Its shape keeps the list's hottest MySQL query cheap (docs/api.md, "The room
 // list"): the primary key is forced, since otherwise the optimizer weighs
 // a range over every index beginning with app_code at each execution; the
 // hides are a join on idx_hides_region, not a dependent subquery (run per

@@ -79,7 +79,7 @@ func checkEventTypes(types []string) ([]string, error) {
 	out := make([]string, 0, len(types))
 	for _, t := range types {
 		if _, ok := roomevent.Lookup(t); !ok {
-			return nil, apperr.Invalid("event_types", "%q is not an event type (see the README's Room events)", t)
+			return nil, apperr.Invalid("event_types", "%q is not an event type (see docs/events.md)", t)
 		}
 		if !slices.Contains(out, t) {
 			out = append(out, t)

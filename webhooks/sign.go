@@ -72,7 +72,7 @@ func Sign(h http.Header, secret, id string, now time.Time, body []byte) error {
 // Verify checks a delivery as a receiver would: a signature in h that
 // secret (whsec_...) makes over webhook-id, webhook-timestamp and body,
 // and a timestamp within tolerance of now. (A receiver in another
-// language uses the Standard Webhooks library of its own; the README
+// language uses the Standard Webhooks library of its own; docs/webhooks.md
 // shows the same check in a few lines of Go.)
 func Verify(secret string, h http.Header, body []byte, now time.Time, tolerance time.Duration) error {
 	key, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(secret, SecretPrefix))

@@ -68,9 +68,10 @@ func TestSignatureIsStandardWebhooks(t *testing.T) {
 	}
 }
 
-// TestREADMEVerifySnippet: the README's verification code is the
+// TestVerifySnippetInDocs: the webhooks page's verification code
+// (docs/webhooks.md) is the
 // function the tests' receivers verify every delivery with.
-func TestREADMEVerifySnippet(t *testing.T) {
+func TestVerifySnippetInDocs(t *testing.T) {
 	src, err := os.ReadFile("verify_example_test.go")
 	if err != nil {
 		t.Fatal(err)
@@ -78,18 +79,18 @@ func TestREADMEVerifySnippet(t *testing.T) {
 	_, fn, _ := strings.Cut(string(src), "// readme:verify:begin\n")
 	fn, _, _ = strings.Cut(fn, "// readme:verify:end")
 	fn = strings.TrimSpace(fn)
-	readme, err := os.ReadFile("../README.md")
+	readme, err := os.ReadFile("../docs/webhooks.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(string(readme), fn) {
-		t.Errorf("README.md does not hold the verify function of verify_example_test.go verbatim:\n%s", fn)
+		t.Errorf("docs/webhooks.md does not hold the verify function of verify_example_test.go verbatim:\n%s", fn)
 	}
 }
 
-// TestVerifyAgreesWithREADME: the package's Verify and the README's check
+// TestVerifyAgreesWithDocs: the package's Verify and the webhooks page's check
 // accept and refuse the same deliveries.
-func TestVerifyAgreesWithREADME(t *testing.T) {
+func TestVerifyAgreesWithDocs(t *testing.T) {
 	at := time.Unix(stdTimestamp, 0)
 	good := http.Header{}
 	good.Set("webhook-id", stdID)
@@ -110,7 +111,7 @@ func TestVerifyAgreesWithREADME(t *testing.T) {
 		readme := verify(stdSecret, tc.h, []byte(tc.body), tc.now) == nil
 		pkg := webhooks.Verify(stdSecret, tc.h, []byte(tc.body), tc.now, 5*time.Minute) == nil
 		if readme != pkg || readme != (tc.name == "good") {
-			t.Errorf("%s: README verify %v, package Verify %v", tc.name, readme, pkg)
+			t.Errorf("%s: docs verify %v, package Verify %v", tc.name, readme, pkg)
 		}
 	}
 }

@@ -11,7 +11,7 @@ import (
 	"time"
 )
 
-// The receiver's check, as the README gives it (TestREADMEVerifySnippet
+// The receiver's check, as docs/webhooks.md gives it (TestVerifySnippetInDocs
 // keeps the two the same); the tests' receivers verify every delivery
 // with it.
 

@@ -405,7 +405,7 @@ func sinkVars(durable string) map[string]string {
 }
 
 // zeroOK are the numeric variables that may be zero or less: zero has a
-// meaning of its own, or (the outbox's variables, README "The outbox") a
+// meaning of its own, or (the outbox's variables, docs/operating.md, "The outbox") a
 // value at or below zero takes the default.
 var zeroOK = map[string]bool{
 	"VOICEROOM_REDIS_DB":               true,

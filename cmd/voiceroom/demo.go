@@ -131,7 +131,7 @@ func demo(ctx context.Context, args []string) error {
 	fs.StringVar(&dc.App, "app", "", "app_code to act in (default demo)")
 	fs.DurationVar(&dc.Wait, "wait", 0, "how long to wait for the lists and the emulator (default 20s)")
 	if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
-		fmt.Println("usage: voiceroom demo [flags]\n\nWalks through the running product; see the README's demo section.")
+		fmt.Println("usage: voiceroom demo [flags]\n\nWalks through the running product; see the README's demo section and docs/api.md.")
 		fs.SetOutput(os.Stdout)
 		fs.PrintDefaults()
 		return nil
@@ -351,7 +351,7 @@ func (d *demoRun) stepUsers(ctx context.Context) error {
 		d.say("-> user %d %s: country %s, region %s (%d)", u.userID, u.display, u.country, p.RegionCode, p.RegionID)
 	}
 	if d.sg.regionID != d.my.regionID {
-		d.say("note: MY is not in SG's region now (an operator moved it; the README's region walk-through shows how, and puts it back)")
+		d.say("note: MY is not in SG's region now (an operator moved it; the region walk-through in docs/api.md shows how, and puts it back)")
 	}
 	return nil
 }

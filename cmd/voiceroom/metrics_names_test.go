@@ -62,45 +62,45 @@ func TestSeriesNames(t *testing.T) {
 	}
 }
 
-// alertTable returns the README's metric table of "Metrics and when to
-// alert" and the paragraph after it, the text an operator copies alerts
+// alertTable returns the operating guide's metric table of "Metrics and
+// when to alert" (docs/operating.md) and the paragraph after it, the text an operator copies alerts
 // and dashboards from.
 func alertTable(t *testing.T) string {
 	t.Helper()
-	raw, err := os.ReadFile("../../README.md")
+	raw, err := os.ReadFile("../../docs/operating.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, s, ok := strings.Cut(string(raw), "\n### Metrics and when to alert\n")
+	_, s, ok := strings.Cut(string(raw), "\n## Metrics and when to alert\n")
 	if !ok {
-		t.Fatal(`README has no "### Metrics and when to alert"`)
+		t.Fatal(`docs/operating.md has no "## Metrics and when to alert"`)
 	}
-	s, _, _ = strings.Cut(s, "\n### ")
+	s, _, _ = strings.Cut(s, "\n## ")
 	return s
 }
 
-// TestREADMEAlertTableMatchesServer: every series the README's alert
+// TestAlertTableMatchesServer: every series the operating guide's alert
 // table (and the dashboard list after it) names exists on a running
 // serve, with every label it names, and every label value it names
 // (alerted series are created at 0, so a fresh server has them).
-func TestREADMEAlertTableMatchesServer(t *testing.T) {
+func TestAlertTableMatchesServer(t *testing.T) {
 	fams := scrapeFamilies(t)
 	ref := regexp.MustCompile("`(voiceroom_[a-z_]+\\*?)(\\{[^}`]*\\})?`")
 	refs := ref.FindAllStringSubmatch(alertTable(t), -1)
 	if len(refs) < 20 {
-		t.Fatalf("found %d series in the README's table", len(refs))
+		t.Fatalf("found %d series in the alert table", len(refs))
 	}
 	for _, m := range refs {
 		name, labels := m[1], strings.Trim(m[2], "{}")
 		if prefix, glob := strings.CutSuffix(name, "*"); glob {
 			if !anyPrefix(fams, prefix) {
-				t.Errorf("README names %s: no series starts so", name)
+				t.Errorf("docs/operating.md names %s: no series starts so", name)
 			}
 			continue
 		}
 		f, ok := fams[name]
 		if !ok {
-			t.Errorf("README names %s: serve has no such series", name)
+			t.Errorf("docs/operating.md names %s: serve has no such series", name)
 			continue
 		}
 		if labels == "" {
@@ -110,7 +110,7 @@ func TestREADMEAlertTableMatchesServer(t *testing.T) {
 			key, value, withValue := strings.Cut(strings.TrimSpace(l), "=")
 			value = strings.Trim(value, `"`)
 			if !hasLabel(f, key, value, withValue) {
-				t.Errorf("README names %s{%s}: serve's %s has %v", name, l, name, labelsOf(f))
+				t.Errorf("docs/operating.md names %s{%s}: serve's %s has %v", name, l, name, labelsOf(f))
 			}
 		}
 	}

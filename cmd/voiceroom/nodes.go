@@ -26,7 +26,7 @@ type nodesOptions struct {
 }
 
 // nodes prints the rooms nodes of the deployment as the cluster's buckets
-// hold them (README "Rooms on several nodes"): each live node's record,
+// hold them (docs/operating.md, "Rooms on several nodes"): each live node's record,
 // the partitions each holds by the lease bucket, the free ones, and with
 // --partitions every partition's holder. It reads JetStream only
 // (VOICEROOM_NATS_URL, else serve's embedded server on

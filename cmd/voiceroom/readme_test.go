@@ -18,50 +18,73 @@ import (
 	"voiceroom/internal/testenv"
 )
 
-// readmeBlock is a shell block of the README marked for this test:
-// "<!-- readme-test: NAME -->" on the line above its ```sh fence.
+// readmeBlock is a shell block of a page (the README or a page of docs/)
+// marked for this test: "<!-- readme-test: NAME -->" on the line above its
+// ```sh fence.
 var readmeBlock = regexp.MustCompile("(?s)<!-- readme-test: ([a-z0-9-]+) -->\n```sh\n(.*?)\n```")
 
 // readmeBlocks are the blocks TestREADMEBlocks runs, in this order. A marked
 // block missing from this list fails the test, and so does a listed one
-// missing from the README. Not run, so not marked: the compose and Docker
+// missing from every page. Not run, so not marked: the compose and Docker
 // blocks (they need Docker), "Rooms on several nodes"'s change of P (it
 // deletes the deployment's record) and its `nats kv watch` (it runs until
 // Ctrl-C).
 var readmeBlocks = []string{"token", "regions", "rooms", "moderation", "ranks", "nats-streams", "rooms-nodes", "dlq-api", "dlq-nats"}
+
+// docPages are the pages users copy from: the README and every page of
+// docs/, relative to the repository root.
+func docPages(t *testing.T) []string {
+	t.Helper()
+	pages, err := filepath.Glob(filepath.Join("..", "..", "docs", "*.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return append([]string{filepath.Join("..", "..", "README.md")}, pages...)
+}
+
+// markedBlocks reads the marked blocks of every page, by name.
+func markedBlocks(t *testing.T) map[string]string {
+	t.Helper()
+	blocks := map[string]string{}
+	where := map[string]string{}
+	for _, page := range docPages(t) {
+		raw, err := os.ReadFile(page)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range readmeBlock.FindAllStringSubmatch(string(raw), -1) {
+			if first, dup := where[m[1]]; dup {
+				t.Fatalf("%s and %s both mark a block %q", first, page, m[1])
+			}
+			blocks[m[1]], where[m[1]] = m[2], page
+		}
+	}
+	return blocks
+}
 
 // blockLimit bounds one block's run. It is not a speed check: a block that
 // has not ended by then never will (the nats CLI and the binary are built
 // before any block runs).
 const blockLimit = 5 * time.Minute
 
-// TestREADMEBlocks runs the README's copy-paste shell blocks against a serve
-// of the test's own (the README's localhost:8080 and ./bin/voiceroom
-// replaced by the test's), from the repository root as the README says: each
-// must end, and no answer may be INTERNAL, UNAVAILABLE, UNAUTHENTICATED or
-// "route not found". The dead-letter blocks run with no letter (the normal
-// state) and with one, made by a permanent Tencent IM error in the
-// emulator, and leave none behind.
+// TestREADMEBlocks runs the copy-paste shell blocks of the README and of
+// the docs/ pages against a serve of the test's own (the pages'
+// localhost:8080 and ./bin/voiceroom replaced by the test's), from the
+// repository root as the pages say: each must end, and no answer may be
+// INTERNAL, UNAVAILABLE, UNAUTHENTICATED or "route not found". The
+// dead-letter blocks run with no letter (the normal state) and with one,
+// made by a permanent Tencent IM error in the emulator, and leave none
+// behind.
 func TestREADMEBlocks(t *testing.T) {
-	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	blocks := map[string]string{}
-	for _, m := range readmeBlock.FindAllStringSubmatch(string(readme), -1) {
-		if _, dup := blocks[m[1]]; dup {
-			t.Fatalf("README marks two blocks %q", m[1])
-		}
-		blocks[m[1]] = m[2]
-	}
+	blocks := markedBlocks(t)
 	for name := range blocks {
 		if !strings.Contains(" "+strings.Join(readmeBlocks, " ")+" ", " "+name+" ") {
-			t.Errorf("README block %q is marked but this test does not run it", name)
+			t.Errorf("block %q is marked but this test does not run it", name)
 		}
 	}
 	for _, name := range readmeBlocks {
 		if blocks[name] == "" {
-			t.Errorf("README has no block marked %q", name)
+			t.Errorf("no page marks a block %q", name)
 		}
 	}
 	if t.Failed() {
@@ -107,14 +130,14 @@ func TestREADMEBlocks(t *testing.T) {
 		script = strings.ReplaceAll(script, "./bin/voiceroom", bin)
 		out, err := runBlock(root, env, script)
 		if err != nil {
-			t.Fatalf("README block %q: %v\n%s", name, err, out)
+			t.Fatalf("block %q: %v\n%s", name, err, out)
 		}
 		for _, bad := range []string{`"code":"INTERNAL"`, `"code":"UNAVAILABLE"`, `"code":"UNAUTHENTICATED"`, "route not found"} {
 			if strings.Contains(out, bad) {
-				t.Errorf("README block %q answered %s:\n%s", name, bad, out)
+				t.Errorf("block %q answered %s:\n%s", name, bad, out)
 			}
 		}
-		t.Logf("README block %q:\n%s", name, out)
+		t.Logf("block %q:\n%s", name, out)
 		return out
 	}
 	admin := []byte(vars["VOICEROOM_JWT_SECRET"])

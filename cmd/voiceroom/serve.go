@@ -49,7 +49,7 @@ type deps struct {
 }
 
 // serve runs the roles of VOICEROOM_ROLES until SIGINT or SIGTERM, then shuts
-// down in the order of the README's "Lifecycle": draining (readyz 503),
+// down in the order of docs/operating.md's "Lifecycle": draining (readyz 503),
 // workers stop taking work and finish within a bound, HTTP shuts down
 // gracefully, then NATS, MySQL and Redis close.
 func serve(ctx context.Context) error {

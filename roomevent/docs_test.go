@@ -8,17 +8,17 @@ import (
 	"voiceroom/roomevent"
 )
 
-// TestREADMETableMatchesSpecs keeps the README's table of event types (in
-// "Room events") true: every type is in it once, and its Tencent IM column
+// TestEventsTableMatchesSpecs keeps the events page's table of event types
+// (docs/events.md, "Room events") true: every type is in it once, and its Tencent IM column
 // says what the Spec does.
-func TestREADMETableMatchesSpecs(t *testing.T) {
-	raw, err := os.ReadFile("../README.md")
+func TestEventsTableMatchesSpecs(t *testing.T) {
+	raw, err := os.ReadFile("../docs/events.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, section, ok := strings.Cut(string(raw), "\n### Room events\n")
+	_, section, ok := strings.Cut(string(raw), "\n## Room events\n")
 	if !ok {
-		t.Fatal(`README has no "### Room events" section`)
+		t.Fatal(`docs/events.md has no "## Room events" section`)
 	}
 	section, _, _ = strings.Cut(section, "\n#")
 	rowOf := map[string]string{}
@@ -40,7 +40,7 @@ func TestREADMETableMatchesSpecs(t *testing.T) {
 	for _, typ := range roomevent.Types() {
 		im, ok := rowOf[typ]
 		if !ok {
-			t.Errorf("%s is not in the README's table", typ)
+			t.Errorf("%s is not in the events table", typ)
 			continue
 		}
 		s, _ := roomevent.Lookup(typ)
@@ -61,7 +61,7 @@ func TestREADMETableMatchesSpecs(t *testing.T) {
 			want = "forbid_send_msg"
 		}
 		if !strings.Contains(im, want) {
-			t.Errorf("%s: the README says %q, the spec %q", typ, strings.TrimSpace(im), want)
+			t.Errorf("%s: the events page says %q, the spec %q", typ, strings.TrimSpace(im), want)
 		}
 	}
 }
