@@ -16,7 +16,7 @@ var (
 	notSlug   = regexp.MustCompile(`[^a-z0-9 _-]`)
 )
 
-// pages are the README and every page of docs/, as paths relative to this
+// pages are the README, the CHANGELOG and every page of docs/, as paths relative to this
 // directory.
 func pages(t *testing.T) []string {
 	t.Helper()
@@ -27,7 +27,7 @@ func pages(t *testing.T) []string {
 	if len(docs) < 5 {
 		t.Fatalf("docs/ has %d pages: the pattern is wrong", len(docs))
 	}
-	return append([]string{filepath.Join("..", "README.md")}, docs...)
+	return append([]string{filepath.Join("..", "README.md"), filepath.Join("..", "CHANGELOG.md")}, docs...)
 }
 
 // anchorsOf returns the GitHub anchors of a page's headings: lower case,
