@@ -16,11 +16,12 @@ import (
 	"voiceroom/internal/testenv"
 )
 
-// client calls a running voiceroom over HTTP as app "e2e".
+// client calls a running voiceroom over HTTP as app "e2e" (or app).
 type client struct {
 	t      *testing.T
 	base   string
 	secret []byte
+	app    string // default "e2e"
 }
 
 // call sends a request as a user id ("11") or as "admin" and decodes the
@@ -34,7 +35,11 @@ func (c *client) call(method, path, as, body string, out any, headers ...string)
 	} else {
 		fmt.Sscan(as, &user)
 	}
-	tok, err := authtoken.Issue(c.secret, "e2e", user, role, time.Hour, time.Now())
+	app := c.app
+	if app == "" {
+		app = "e2e"
+	}
+	tok, err := authtoken.Issue(c.secret, app, user, role, time.Hour, time.Now())
 	if err != nil {
 		c.t.Fatal(err)
 	}

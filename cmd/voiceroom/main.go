@@ -44,6 +44,11 @@ commands:
              ranks rebuild --app APP [--room ROOM]
   nodes      print the live rooms nodes and the partitions each holds (from
              JetStream): nodes [--partitions] [--json] [--timeout 15s]
+  backup     dump the MySQL database (the only state that cannot be rebuilt):
+             backup --out FILE[.gz]
+  restore    load a dump into an empty database and rebuild what derives from
+             it, before serve starts: restore (--dump FILE | --loaded)
+             [--republish-window 5m]
   version    print the version and the VCS revision the binary was built from
   healthcheck
              exit 0 if this host's serve is ready (its public listener):
@@ -89,6 +94,10 @@ func run(args []string) int {
 		err = ranksCmd(ctx, args[1:])
 	case "nodes":
 		err = nodes(ctx, args[1:])
+	case "backup":
+		err = backupCmd(ctx, args[1:])
+	case "restore":
+		err = restoreCmd(ctx, args[1:])
 	case "version", "--version", "-v":
 		fmt.Println(readBuildVersion())
 	case "help", "--help", "-h":

@@ -28,7 +28,8 @@ var readmeBlock = regexp.MustCompile("(?s)<!-- readme-test: ([a-z0-9-]+) -->\n``
 // missing from every page. Not run, so not marked: the compose and Docker
 // blocks (they need Docker), "Rooms on several nodes"'s change of P (it
 // deletes the deployment's record) and its `nats kv watch` (it runs until
-// Ctrl-C).
+// Ctrl-C), and docs/backup.md's backup and restore (they need a second,
+// empty database: TestBackupRestoreDrill runs them).
 var readmeBlocks = []string{"token", "regions", "rooms", "moderation", "ranks", "nats-streams", "rooms-nodes", "dlq-api", "dlq-nats"}
 
 // docPages are the pages users copy from: the README and every page of
