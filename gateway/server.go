@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/netip"
 	"runtime/debug"
 	"strconv"
 	"sync/atomic"
@@ -51,6 +52,16 @@ type Config struct {
 	// Pprof serves Go's profiles under /debug/pprof on the operators'
 	// listener (never on the public one); it needs OpsAddr. Default false.
 	Pprof bool
+	// TrustedProxies are the reverse proxies in front of the public
+	// listener, as IP addresses or CIDR prefixes: a request whose TCP peer
+	// is one of them has its client address read from X-Forwarded-For
+	// (clientip.go). Empty (the default): no proxy is trusted, and the
+	// client is the TCP peer whatever the request's headers say.
+	TrustedProxies []string
+	// AccessLog logs every request of the public listener at Info once
+	// answered (method, path, status, duration, client address, request
+	// id), passing health checks left out. Default false.
+	AccessLog bool
 }
 
 // Limits of Config.BodyLimit.
@@ -114,6 +125,9 @@ func (c Config) Validate() error {
 	}
 	if c.BodyLimit < MinBodyLimit || c.BodyLimit > MaxBodyLimit {
 		return apperr.BadConfig("BodyLimit", "body limit %d: want %d..%d bytes", c.BodyLimit, MinBodyLimit, MaxBodyLimit)
+	}
+	if _, err := parseTrustedProxies(c.TrustedProxies); err != nil {
+		return apperr.BadConfig("TrustedProxies", "trusted proxy %w", err)
 	}
 	if len(c.JWTSecret) < 16 {
 		return apperr.BadConfig("JWTSecret", "jwt secret must be at least 16 bytes")
@@ -186,6 +200,7 @@ type Server struct {
 	opsLn    net.Listener
 	limiter  *rateLimiter
 	metrics  *httpMetrics
+	trusted  []netip.Prefix // Config.TrustedProxies
 }
 
 // New builds the server and its routes. Nothing listens until Listen.
@@ -209,6 +224,7 @@ func New(cfg Config, log *slog.Logger, reg prometheus.Registerer, gatherer prome
 		limiter: newRateLimiter(cfg.RatePerUser, cfg.RateBurst, time.Now),
 		metrics: metrics,
 	}
+	s.trusted, _ = parseTrustedProxies(cfg.TrustedProxies) // Validate checked them
 	s.app = fiber.New(fiber.Config{
 		AppName:               "voiceroom",
 		BodyLimit:             cfg.BodyLimit,
@@ -221,7 +237,11 @@ func New(cfg Config, log *slog.Logger, reg prometheus.Registerer, gatherer prome
 	})
 	auth := newAuthenticator(cfg.JWTSecret, time.Now)
 
-	s.app.Use(answerHeaders, requestIDMiddleware, s.metrics.middleware, s.recoverMiddleware, s.deadlineMiddleware)
+	edge := []any{answerHeaders, requestIDMiddleware}
+	if cfg.AccessLog {
+		edge = append(edge, s.accessLog) // outside recover: it logs what a panic answered too
+	}
+	s.app.Use(append(edge, s.metrics.middleware, s.recoverMiddleware, s.deadlineMiddleware)...)
 	s.app.Get("/healthz", handleAlive)
 	s.app.Get("/readyz", s.handleReady)
 
@@ -367,7 +387,8 @@ func (s *Server) handleError(c *fiber.Ctx, err error) error {
 	e := kindOf(err)
 	status := httpStatus(e.Code)
 	if status >= 500 {
-		s.log.Error("request failed", "request_id", RequestID(c), "method", c.Method(), "path", c.Path(), "code", e.Code, "error", err)
+		s.log.Error("request failed", "request_id", RequestID(c), "method", c.Method(), "path", c.Path(), "code", e.Code,
+			"client_ip", s.clientIP(c).String(), "error", err)
 	} else {
 		s.log.Debug("request rejected", "request_id", RequestID(c), "method", c.Method(), "path", c.Path(), "code", e.Code, "error", err)
 	}

@@ -54,6 +54,10 @@ type config struct {
 	CORSOrigins []string `env:"VOICEROOM_CORS_ORIGINS" envSeparator:","`
 	// Console serves the operators' console under /console with the api role.
 	Console bool `env:"VOICEROOM_CONSOLE" envDefault:"true"`
+	// HTTPTrustedProxies are the reverse proxies whose X-Forwarded-For is
+	// believed (docs/proxy.md); HTTPAccessLog logs every request.
+	HTTPTrustedProxies []string `env:"VOICEROOM_HTTP_TRUSTED_PROXIES" envSeparator:","`
+	HTTPAccessLog      bool     `env:"VOICEROOM_HTTP_ACCESS_LOG" envDefault:"false"`
 
 	MySQLDSN          string        `env:"VOICEROOM_MYSQL_DSN" envDefault:"root:@tcp(127.0.0.1:3306)/voiceroom"`
 	MySQLMaxOpenConns int           `env:"VOICEROOM_MYSQL_MAX_OPEN_CONNS" envDefault:"64"`
@@ -354,6 +358,7 @@ var (
 		"RatePerUser": "VOICEROOM_HTTP_RATE_PER_USER", "RateBurst": "VOICEROOM_HTTP_RATE_BURST",
 		"RequestTimeout": "VOICEROOM_HTTP_REQUEST_TIMEOUT", "OpsAddr": "VOICEROOM_OPS_ADDR",
 		"CORSOrigins": "VOICEROOM_CORS_ORIGINS", "Pprof": "VOICEROOM_PPROF",
+		"TrustedProxies": "VOICEROOM_HTTP_TRUSTED_PROXIES", "AccessLog": "VOICEROOM_HTTP_ACCESS_LOG",
 	}
 	streamVars = map[string]string{
 		"DuplicateWindow": "VOICEROOM_STREAM_DUPLICATE_WINDOW", "MaxAge": "VOICEROOM_STREAM_MAX_AGE",
@@ -593,6 +598,8 @@ func (c *config) gateway(secret []byte) gateway.Config {
 		Pprof:          c.HTTPPprof,
 		OpsAddr:        c.OpsAddr,
 		CORSOrigins:    c.CORSOrigins,
+		TrustedProxies: c.HTTPTrustedProxies,
+		AccessLog:      c.HTTPAccessLog,
 	}
 }
 

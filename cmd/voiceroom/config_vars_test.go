@@ -102,3 +102,20 @@ func TestAppTimeZones(t *testing.T) {
 		t.Fatalf("zones %v, want %v", got, want)
 	}
 }
+
+// TestTrustedProxiesVariable: VOICEROOM_HTTP_TRUSTED_PROXIES reaches the
+// gateway, and a bad entry is reported under the variable.
+func TestTrustedProxiesVariable(t *testing.T) {
+	t.Setenv("VOICEROOM_HTTP_TRUSTED_PROXIES", "10.0.0.5, 10.1.0.0/16")
+	cfg, err := loadConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cfg.gateway(nil).TrustedProxies; len(got) != 2 || strings.TrimSpace(got[1]) != "10.1.0.0/16" {
+		t.Fatalf("gateway's trusted proxies %q", got)
+	}
+	t.Setenv("VOICEROOM_HTTP_TRUSTED_PROXIES", "10.0.0.5,proxy.internal")
+	if _, err := loadConfig(); err == nil || !strings.Contains(err.Error(), "VOICEROOM_HTTP_TRUSTED_PROXIES:") {
+		t.Fatalf("a host name: %v, want an error naming VOICEROOM_HTTP_TRUSTED_PROXIES", err)
+	}
+}
