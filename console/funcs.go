@@ -35,6 +35,10 @@ var funcs = template.FuncMap{
 		return string(b)
 	},
 	"pair": func(v, x any) pair { return pair{v, x} },
+	// region is how a region is shown: its code and name ("SEA · Southeast
+	// Asia"), GLOBAL for 0, "region N" for one the list lacks. regions is
+	// an answer's list of regions (GET /admin/v1/regions).
+	"region": regionLabel,
 	// initial is a card's stand-in for a cover image (the CSP loads no
 	// image of another origin).
 	"initial": func(v any) string {
@@ -47,3 +51,24 @@ var funcs = template.FuncMap{
 
 // pair hands a sub-template the page's view and one item.
 type pair struct{ V, X any }
+
+// regionLabel is the template function region.
+func regionLabel(regions, id any) string {
+	want := fmt.Sprint(id)
+	if want == "0" || want == "" {
+		return "GLOBAL"
+	}
+	list, _ := regions.([]any)
+	for _, r := range list {
+		m, ok := r.(map[string]any)
+		if !ok || fmt.Sprint(m["region_id"]) != want {
+			continue
+		}
+		label := fmt.Sprint(m["region_code"])
+		if name, _ := m["name"].(string); name != "" {
+			label += " · " + name
+		}
+		return label
+	}
+	return "region " + want
+}

@@ -23,6 +23,7 @@ type listData struct {
 	Hides    []map[string]any
 	PinOf    map[string]string // room id -> active pin id
 	HideOf   map[string]string // room id -> applying hide id
+	Titles   map[string]string // room id -> title, for the pins and hides tables
 	PageSize int
 }
 
@@ -30,7 +31,7 @@ func (c *Console) listsPage(k *call) error {
 	k.v.Title, k.v.Section = "Room lists", "lists"
 	q := k.r.URL.Query()
 	d := &listData{Region: q.Get("region"), Tab: q.Get("tab"), Query: q.Get("query"), Cursor: q.Get("cursor"),
-		PinOf: map[string]string{}, HideOf: map[string]string{}, PageSize: c.cfg.PageSize}
+		PinOf: map[string]string{}, HideOf: map[string]string{}, Titles: map[string]string{}, PageSize: c.cfg.PageSize}
 	if d.Region == "" {
 		d.Region = "0"
 	}
@@ -82,7 +83,38 @@ func (c *Console) listsPage(k *call) error {
 	}
 	err := k.get("/admin/v1/rooms", list, &page)
 	d.Rooms, d.Next = page.Rooms, page.NextCursor
+	c.titles(k, d)
 	return err
+}
+
+// maxTitleLookups bounds the rooms whose titles the lists page asks for
+// one by one: a longer table shows the rest by id.
+const maxTitleLookups = 50
+
+// titles fills d.Titles for the rooms of the pins and hides tables: from
+// the list's page when it holds them, else from each room (GET
+// /admin/v1/rooms/{id}; a hidden room is never in the list). A room it
+// cannot read is shown by id.
+func (c *Console) titles(k *call, d *listData) {
+	for _, r := range d.Rooms {
+		d.Titles[fmt.Sprint(r["room_id"])] = fmt.Sprint(r["title"])
+	}
+	lookups := 0
+	for _, rows := range [][]map[string]any{d.Pins, d.Hides} {
+		for _, row := range rows {
+			id := fmt.Sprint(row["room_id"])
+			if _, ok := d.Titles[id]; ok || lookups == maxTitleLookups {
+				continue
+			}
+			lookups++
+			var room struct {
+				Title string `json:"title"`
+			}
+			if err := k.get("/admin/v1/rooms/"+url.PathEscape(id), nil, &room); err == nil && room.Title != "" {
+				d.Titles[id] = room.Title
+			}
+		}
+	}
 }
 
 // num is a JSON number of an answer as an int64; 0 when it is none.

@@ -60,6 +60,11 @@ func (c *Console) roomPage(k *call) error {
 		return err
 	}
 	d["Room"] = room
+	var regions map[string]any
+	if err := k.get("/admin/v1/regions", nil, &regions); err != nil {
+		return err
+	}
+	d["Regions"] = regions["regions"]
 	q := url.Values{"limit": {strconv.Itoa(c.cfg.PageSize)}}
 	if cur := k.r.URL.Query().Get("cursor"); cur != "" {
 		q.Set("cursor", cur)

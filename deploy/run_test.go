@@ -358,3 +358,45 @@ func descendants(tb testing.TB, pid int) []process {
 	}
 	return out
 }
+
+// TestServicesInstallsNoBrowser: deploy/services.sh (task run's and task
+// test's first step) makes MariaDB and Redis reachable and installs
+// nothing else, Chromium in particular: only the console's browser test
+// needs it, and deploy/test-tools.sh installs it for that test. It runs
+// with a PATH of its own, where no browser is and apt-get only records
+// that it was called.
+func TestServicesInstallsNoBrowser(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs MariaDB and Redis running")
+	}
+	bin := t.TempDir()
+	calls := filepath.Join(t.TempDir(), "apt-get.calls")
+	fake := "#!/bin/sh\necho \"$*\" >>" + calls + "\nexit 0\n"
+	if err := os.WriteFile(filepath.Join(bin, "apt-get"), []byte(fake), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, tool := range []string{"sh", "bash", "id", "mariadb", "mysql", "cat", "sleep"} {
+		if p, err := exec.LookPath(tool); err == nil {
+			if err := os.Symlink(p, filepath.Join(bin, tool)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	bash, err := exec.LookPath("bash")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bash, "services.sh")
+	cmd.Env = []string{"PATH=" + bin, "HOME=" + t.TempDir(),
+		"VOICEROOM_MYSQL_DSN=" + testenv.MySQLDSN() + "voiceroom", "VOICEROOM_REDIS_ADDR=" + testenv.RedisAddr()}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("services.sh: %v\n%s", err, out)
+	}
+	if b, err := os.ReadFile(calls); err == nil {
+		t.Errorf("services.sh ran apt-get with MariaDB and Redis up:\n%s\noutput:\n%s", b, out)
+	}
+	if strings.Contains(strings.ToLower(string(out)), "chromium") {
+		t.Errorf("services.sh speaks of Chromium:\n%s", out)
+	}
+}

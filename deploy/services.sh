@@ -3,10 +3,9 @@
 # its tests. For each service, in this order: use a running one; else start an
 # installed one; else install it from Debian's packages and start it. Then it
 # makes sure the DSN's user can log in over TCP (a fresh Debian MariaDB lets
-# root in only through the Unix socket). Last, for the operators' console's
-# browser test, it makes sure a Chromium is installed (the one there, else
-# Debian's chromium); without one that test skips, so a failed install only
-# warns. SERVICES_BROWSER=0 leaves the browser alone.
+# root in only through the Unix socket). Nothing else: what only some tests
+# need (Chromium, nginx) is deploy/test-tools.sh's, which those tests run
+# themselves.
 #
 # Reads VOICEROOM_MYSQL_DSN (default root:@tcp(127.0.0.1:3306)/voiceroom) and
 # VOICEROOM_REDIS_ADDR (default 127.0.0.1:6379). Only loopback addresses are
@@ -123,19 +122,4 @@ elif is_loopback "$redis_host"; then
 else
   die "redis at $redis_addr is not reachable (remote servers are not managed here)"
 fi
-# --- Chromium (only the console's browser test needs it)
-browser=off
-if [[ ${SERVICES_BROWSER:-1} != 0 ]]; then
-  browser=$(command -v chromium || command -v chromium-browser || command -v google-chrome || true)
-  if [[ -z $browser && $(id -u) == 0 ]] && command -v apt-get >/dev/null; then
-    (apt_install chromium) || log "warning: could not install chromium; the console's browser test will skip"
-    browser=$(command -v chromium || true)
-  fi
-  if [[ -n $browser ]]; then
-    log "browser: using $browser"
-  else
-    browser=none
-    log "warning: no Chromium (install Debian's chromium as root); the console's browser test will skip"
-  fi
-fi
-log "ready: mysql $my_host:$my_port, redis ${redis_addr:-off}, browser $browser"
+log "ready: mysql $my_host:$my_port, redis ${redis_addr:-off}"

@@ -136,6 +136,27 @@ func TestDemoRunsAgainAndAgain(t *testing.T) {
 		if strings.Contains(out, "cleanup:") {
 			t.Fatalf("run %d: a completed run left something to clean up:\n%s", run, out)
 		}
+		// Step 5 shows the rooms with the counts their views show (the
+		// list's counts lag up to 1 s; the demo waits for them): every
+		// run's room has someone in it then.
+		lists := out[strings.Index(out, "5. Region lists"):strings.Index(out, "6. An operator pins")]
+		for _, line := range strings.Split(lists, "\n") {
+			if strings.Contains(line, "<- this run") && strings.Contains(line, "online 0,") {
+				t.Errorf("run %d: step 5 lists a room of this run as empty:\n%s", run, lists)
+			}
+		}
+		// Audit lines end with their reason, or with the operator when
+		// there is none (the pin and the unpin): never with a dangling
+		// colon.
+		audit := out[strings.Index(out, "every operator action on a room is audited:"):strings.Index(out, "9. The IM emulator")]
+		if !strings.Contains(audit, "unpin    by ") {
+			t.Errorf("run %d: the audit trail lacks the unpin:\n%s", run, audit)
+		}
+		for _, line := range strings.Split(audit, "\n") {
+			if strings.Contains(line, " by ") && strings.HasSuffix(strings.TrimSpace(line), ":") {
+				t.Errorf("run %d: an audit line ends in a colon: %q", run, line)
+			}
+		}
 		t.Logf("run %d:\n%s", run, out)
 	}
 
@@ -299,5 +320,26 @@ func TestDemoFollowsTheRunVariables(t *testing.T) {
 	t.Setenv("VOICEROOM_IMEMU_LISTEN", "27080")
 	if _, err := (demoConfig{}).fromEnv(cfg); err == nil || !strings.Contains(err.Error(), "VOICEROOM_IMEMU_LISTEN") {
 		t.Errorf("a bad VOICEROOM_IMEMU_LISTEN: %v, want an error naming it", err)
+	}
+}
+
+// TestDemoHelpers: an audit entry without a reason has no colon; the
+// list's counts must equal the rooms' views, for the caller's region only.
+func TestDemoHelpers(t *testing.T) {
+	if got := auditLine("unpin", "admin:7", ""); got != "unpin    by admin:7" {
+		t.Errorf("no reason: %q", got)
+	}
+	if got := auditLine("ban", "admin:7", "spam"); got != "ban      by admin:7: spam" {
+		t.Errorf("a reason: %q", got)
+	}
+	sg := &demoUser{regionID: 1, room: demoRoom{RoomID: "r1"}}
+	sa := &demoUser{regionID: 2, room: demoRoom{RoomID: "r2"}}
+	views := map[string]demoRoom{"r1": {OnlineCount: 3, Heat: 30}, "r2": {OnlineCount: 1}}
+	check := countsAsRooms(sg, []*demoUser{sg, sa}, views)
+	if err := check([]listItem{{RoomID: "r1", OnlineCount: 0, Heat: 0}}); err == nil {
+		t.Error("a list behind the room's view was accepted")
+	}
+	if err := check([]listItem{{RoomID: "r1", OnlineCount: 3, Heat: 30}, {RoomID: "other"}}); err != nil {
+		t.Errorf("a list as the view: %v", err)
 	}
 }
