@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"voiceroom/bus"
 	"voiceroom/internal/testenv"
 )
 
@@ -30,7 +31,8 @@ var readmeBlock = regexp.MustCompile("(?s)<!-- readme-test: ([a-z0-9-]+) -->\n``
 // deletes the deployment's record) and its `nats kv watch` (it runs until
 // Ctrl-C), and docs/backup.md's backup and restore (they need a second,
 // empty database: TestBackupRestoreDrill runs them).
-var readmeBlocks = []string{"token", "regions", "rooms", "moderation", "ranks", "nats-streams", "rooms-nodes", "dlq-api", "dlq-nats"}
+var readmeBlocks = []string{"token", "regions", "rooms", "moderation", "ranks", "webhooks", "events", "console-token", "metrics",
+	"nats-streams", "rooms-nodes", "dlq-api", "dlq-nats", "imemu"}
 
 // docPages are the pages users copy from: the README and every page of
 // docs/, relative to the repository root.
@@ -70,8 +72,11 @@ const blockLimit = 5 * time.Minute
 
 // TestREADMEBlocks runs the copy-paste shell blocks of the README and of
 // the docs/ pages against a serve of the test's own (the pages'
-// localhost:8080 and ./bin/voiceroom replaced by the test's), from the
-// repository root as the pages say: each must end, and no answer may be
+// localhost:8080, 127.0.0.1:9090, localhost:18080 and ./bin/voiceroom
+// replaced by the test's), from the repository root as the pages say,
+// after the demo has run, as a newcomer runs them (the demo makes and
+// deletes rooms, pins, hides and a webhook endpoint, so no block may
+// assume the first id of anything): each must end, and no answer may be
 // INTERNAL, UNAVAILABLE, UNAUTHENTICATED or "route not found". The
 // dead-letter blocks run with no letter (the normal state) and with one,
 // made by a permanent Tencent IM error in the emulator, and leave none
@@ -96,11 +101,16 @@ func TestREADMEBlocks(t *testing.T) {
 	if !haveEmu {
 		t.Fatal("this build has no IM emulator: the dead-letter blocks need one")
 	}
-	p, vars := startServe(t, emuEnv...)
+	// As task run: the demo's webhook receiver is on http://127.0.0.1.
+	p, vars := startServe(t, append(emuEnv, "VOICEROOM_WEBHOOKS_ALLOW_HTTP=true", "VOICEROOM_WEBHOOKS_ALLOW_PRIVATE_ADDRESSES=true")...)
 	base := p.waitServing(t, vars)
 	waitReady(t, p, base)
 	if code, out := runCommand(t, vars, "seed", "--app", "demo"); code != 0 {
 		t.Fatalf("seed: exit %d\n%s", code, out)
+	}
+	if code, out := runCommand(t, vars, "demo", "--url", base, "--ops-url", opsURL(vars), "--imemu", emu, "--wait", "60s"); code != 0 ||
+		!strings.Contains(out, "demo finished") {
+		t.Fatalf("demo: exit %d\n%s", code, out)
 	}
 	bin, err := buildBinary()
 	if err != nil {
@@ -128,6 +138,8 @@ func TestREADMEBlocks(t *testing.T) {
 	run := func(name string) string {
 		t.Helper()
 		script := strings.ReplaceAll(blocks[name], "localhost:8080", addr)
+		script = strings.ReplaceAll(script, "127.0.0.1:9090", vars["VOICEROOM_OPS_ADDR"])
+		script = strings.ReplaceAll(script, "localhost:18080", strings.TrimPrefix(emu, "http://"))
 		script = strings.ReplaceAll(script, "./bin/voiceroom", bin)
 		out, err := runBlock(root, env, script)
 		if err != nil {
@@ -151,18 +163,61 @@ func TestREADMEBlocks(t *testing.T) {
 		return len(page.Items)
 	}
 
+	// The statuses the comments promise are shown.
+	statuses := map[string][]string{
+		"regions":    {`"code":"INVALID_ARGUMENT"`, "} 400\n", `"code":"ALREADY_EXISTS"`, "} 409\n", "} 403\n", "} 404\n"},
+		"rooms":      {"} 409\n", `"code":"INSUFFICIENT_BALANCE"`, "} 402\n", "} 403\n"},
+		"moderation": {"} 409\n"},
+	}
 	for _, name := range []string{"token", "regions", "rooms", "moderation", "nats-streams"} {
-		if out := run(name); !strings.Contains(out, `"code":"OK"`) && name != "nats-streams" {
+		out := run(name)
+		if !strings.Contains(out, `"code":"OK"`) && name != "nats-streams" {
 			t.Errorf("README block %q: no OK answer", name)
 		}
+		for _, want := range statuses[name] {
+			if !strings.Contains(out, want) {
+				t.Errorf("README block %q does not show %q:\n%s", name, want, out)
+			}
+		}
 	}
-	// A gift, its retry, and the ranks: counted once, on both sides.
+	// A gift, its retry, and the ranks: counted once, on both sides; the
+	// room closed at the end.
 	out := run("ranks")
 	for _, want := range []string{`"items":[{"user_id":`, `"value":30,"rank":1}]`, `"me":{"rank":1,"value":30}`, `"me":null`,
-		`"code":"INVALID_ARGUMENT"`, `"rooms":1,"sets":4,"behind":0`} {
+		`"code":"INVALID_ARGUMENT"`, "} 400\n", `"rooms":1,"sets":4,"behind":0`, `"status":"closed"`} {
 		if !strings.Contains(out, want) {
 			t.Errorf("README block ranks lacks %q:\n%s", want, out)
 		}
+	}
+	// The webhooks walk-through works on the endpoint it made (the demo
+	// made and deleted the first), and deletes it.
+	out = run("webhooks")
+	if strings.Contains(out, "NOT_FOUND") || strings.Contains(out, "endpoint 1\n") || strings.Count(out, `"code":"OK"`) < 8 {
+		t.Errorf("README block webhooks:\n%s", out)
+	}
+	var endpoints struct {
+		Webhooks []map[string]any `json:"webhooks"`
+	}
+	if code := adminOf(t, base, []byte(vars["VOICEROOM_JWT_SECRET"]), "demo", "GET", "/admin/v1/webhooks", "", &endpoints); code != http.StatusOK || len(endpoints.Webhooks) != 0 {
+		t.Errorf("after the webhooks block: %d, endpoints %v; want none left", code, endpoints.Webhooks)
+	}
+	// Your own consumer: made, read (the demo's and the blocks' gifts),
+	// removed.
+	out = run("events")
+	if !strings.Contains(out, "RoomGiftSent") {
+		t.Errorf("README block events read no gift:\n%s", out)
+	}
+	js := mustJetStream(t, vars)
+	if _, err := js.Consumer(t.Context(), bus.StreamName, "my-gifts"); err == nil {
+		t.Errorf("README block events left its consumer my-gifts")
+	}
+	if out := run("console-token"); !strings.HasPrefix(out, "eyJ") {
+		t.Errorf("README block console-token:\n%s", out)
+	}
+	// "A few" series: the outbox's, not every bucket of its histograms.
+	out = run("metrics")
+	if n := strings.Count(strings.TrimSpace(out), "\n") + 1; n > 10 || !strings.Contains(out, "voiceroom_outbox_pending_rows") {
+		t.Errorf("README block metrics shows %d lines:\n%s", n, out)
 	}
 	// serve's one rooms node holds every partition, and each command shows it.
 	out = run("rooms-nodes")
@@ -188,8 +243,9 @@ func TestREADMEBlocks(t *testing.T) {
 	if out := run("dlq-api"); !strings.Contains(out, `"items":[]`) || strings.Contains(out, `"replayed":1`) {
 		t.Errorf("dlq-api with no letters:\n%s", out)
 	}
-	if out := run("dlq-nats"); !strings.Contains(out, "{}") || !strings.Contains(out, "no message found") ||
-		strings.Contains(out, "Received JetStream message") {
+	// ...and reads as empty: no error, no failed task.
+	if out := run("dlq-nats"); !strings.Contains(out, "{}") || !strings.Contains(out, "no dead letters of app demo in sink imbridge") ||
+		strings.Contains(out, "Received JetStream message") || strings.Contains(out, "error") || strings.Contains(out, "Failed") {
 		t.Errorf("dlq-nats with no letters:\n%s", out)
 	}
 
@@ -216,6 +272,11 @@ func TestREADMEBlocks(t *testing.T) {
 		}
 		return nil
 	})
+
+	// Last, as it fails IM calls for 10 s: the emulator's counters, a fault.
+	if out := run("imemu"); !strings.Contains(out, `"calls":`) || !strings.Contains(out, `"http500"`) {
+		t.Errorf("README block imemu:\n%s", out)
+	}
 }
 
 // runBlock runs script with bash from dir, in a process group of its own
