@@ -298,10 +298,10 @@ func readFrame(r *bufio.Reader) (frame []byte, ack bool, err error) {
 	return frame, bytes.HasPrefix(payload, pubAckPrefix), nil
 }
 
-// TestAckGate: the gate lets its budget of publish acks through and holds
+// TestChaosAckGate: the gate lets its budget of publish acks through and holds
 // the rest, while the server stores every message: what the relay sees at
 // scenario 3's kill.
-func TestAckGate(t *testing.T) {
+func TestChaosAckGate(t *testing.T) {
 	js := testenv.RunJetStream(t)
 	gate := startAckGate(t, strings.TrimPrefix(js.URL(), "nats://"), 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
