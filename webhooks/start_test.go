@@ -31,11 +31,7 @@ func (h *harness) publishSeq(envs ...bus.Envelope) uint64 {
 func waitAcked(t *testing.T, h *harness, seq uint64) {
 	t.Helper()
 	testenv.Eventually(t, 30*time.Second, func() error {
-		c, err := h.js.Conn().JetStream().Consumer(context.Background(), bus.StreamName, bus.DurableWebhooks)
-		if err != nil {
-			return err
-		}
-		if floor := c.CachedInfo().AckFloor.Stream; floor < seq {
+		if floor := durableInfo(t, h).AckFloor.Stream; floor < seq {
 			return fmt.Errorf("ack floor %d, want %d", floor, seq)
 		}
 		return nil

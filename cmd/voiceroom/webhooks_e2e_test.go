@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"maps"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -77,15 +76,7 @@ func TestServeWebhookEndpointGetsEventsFromItsAnswer(t *testing.T) {
 		"VOICEROOM_WEBHOOKS_ALLOW_HTTP=true", "VOICEROOM_WEBHOOKS_ALLOW_PRIVATE_ADDRESSES=true")
 	base := p.waitServing(t, vars)
 	waitReady(t, p, base)
-	hooks := maps.Clone(vars)
-	for k, v := range map[string]string{
-		"VOICEROOM_ROLES": "webhooks", "VOICEROOM_NODE_ID": "test-webhooks",
-		"VOICEROOM_NATS_URL":  "nats://" + vars["VOICEROOM_NATS_LISTEN"],
-		"VOICEROOM_HTTP_ADDR": "127.0.0.1:0", "VOICEROOM_OPS_ADDR": "127.0.0.1:0", "VOICEROOM_DATA_DIR": t.TempDir(),
-	} {
-		hooks[k] = v
-	}
-	h := startServeWith(t, hooks)
+	h := startServeWith(t, secondServe(t, vars, "webhooks", "test-webhooks"))
 	testenv.Eventually(t, 60*time.Second, func() error {
 		if !strings.Contains(h.logs.String(), "delivery lease taken: delivering") {
 			return fmt.Errorf("the webhooks process does not deliver yet")
