@@ -74,10 +74,16 @@ func NewEndpoints(db *sql.DB, js jetstream.JetStream, sealer *Sealer, deliveries
 	return &Endpoints{db: db, js: js, sealer: sealer, deliveries: deliveries, cfg: cfg}, nil
 }
 
+// streamReadTimeout bounds startSeq's read, so that JetStream down fails
+// an admin's change instead of holding it to the request's deadline.
+const streamReadTimeout = 5 * time.Second
+
 // startSeq is the ROOM_EVENTS sequence the next event stored will have at
 // least: every event committed after the caller answers is at or above
 // it. JetStream unreachable is UNAVAILABLE.
 func (s *Endpoints) startSeq(ctx context.Context) (uint64, error) {
+	ctx, cancel := context.WithTimeout(ctx, streamReadTimeout)
+	defer cancel()
 	st, err := s.js.Stream(ctx, bus.StreamName)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
 		return 1, nil // not provisioned yet: its first event will be 1
