@@ -5,7 +5,6 @@ package chaos
 import (
 	"context"
 	"fmt"
-	"math"
 	"net/http"
 	"os"
 	"slices"
@@ -14,8 +13,6 @@ import (
 	"testing"
 	"text/tabwriter"
 	"time"
-
-	"voiceroom"
 )
 
 // scenario is one fault: inject starts it and returns when it is over
@@ -100,8 +97,9 @@ func TestChaos(t *testing.T) {
 			// A backlog for the relay: the relay stopped, and JetStream away
 			// long enough for the fast path to leave events to the relay
 			// (it then leaves those rooms' later events to it too), then
-			// back. The relay starts on the backlog and is killed as soon
-			// as it has published part of it.
+			// back. The relay starts on the backlog behind a gate that
+			// lets part of its publishes' acks through and holds the rest,
+			// and is killed while it waits for one (killMidDrain).
 			c.relay.signal(t, syscall.SIGTERM)
 			c.nats.stop()
 			time.Sleep(m.fault)
@@ -344,83 +342,6 @@ func until(timeout time.Duration, check func() error) error {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-}
-
-// minBacklog is the backlog killMidDrain waits for before it starts the
-// relay: enough batches (of 10) that the relay is still draining when the
-// kill lands.
-const minBacklog = 300
-
-// killMidDrain starts the relay (stopped, with JetStream back) on the
-// pending rows, SIGKILLs it as soon as it has published some of them, and
-// notes in r how many of them were still pending when it died. Unless
-// some were, the kill proves nothing, and r gets that problem.
-func killMidDrain(t *testing.T, c *cluster, r *row) {
-	t.Helper()
-	// The backlog: the pending rows now, and those the load adds while
-	// the relay is down (the fast path leaves the rooms with a backlog to
-	// the relay), up to minBacklog or for m.quiet.
-	var backlog, top int64
-	if err := until(c.mode.quiet, func() error {
-		var err error
-		if backlog, top, err = c.pendingUpTo(context.Background(), -1); err != nil {
-			return err
-		}
-		if backlog < minBacklog {
-			return fmt.Errorf("%d rows pending", backlog)
-		}
-		return nil
-	}); err != nil && backlog == 0 {
-		r.problems = append(r.problems, fmt.Sprintf("no backlog for the relay (%v): the kill proves nothing", err))
-		return
-	}
-	c.relay.launch(t)
-	// Poll every 5 ms: the relay drains a few hundred rows in well under
-	// a second. Wait for fewer rows than the backlog, not for a different
-	// count: a command that took its id before the count and commits after
-	// it adds a pending row up to top, and would otherwise end the wait
-	// before the relay has published anything.
-	left := backlog
-	deadline := time.Now().Add(c.mode.quiet)
-	for left >= backlog {
-		if c.relay.exited() {
-			t.Fatalf("the relay exited on its own:\n%s", c.relay.tail())
-		}
-		if time.Now().After(deadline) {
-			r.problems = append(r.problems, fmt.Sprintf("the relay published none of %d rows within %s: the kill proves nothing", backlog, c.mode.quiet))
-			c.relay.signal(t, syscall.SIGKILL)
-			return
-		}
-		time.Sleep(5 * time.Millisecond)
-		var err error
-		if left, _, err = c.pendingUpTo(context.Background(), top); err != nil {
-			t.Fatalf("count pending rows: %v", err)
-		}
-	}
-	c.relay.signal(t, syscall.SIGKILL) // returns once the process is gone
-	// Its open transactions roll back: their rows read as pending.
-	left, _, err := c.pendingUpTo(context.Background(), top)
-	if err != nil {
-		t.Fatalf("count pending rows: %v", err)
-	}
-	r.note = fmt.Sprintf("relay killed with %d of a %d-row backlog pending", left, backlog)
-	t.Log(r.note)
-	if left == 0 {
-		r.problems = append(r.problems, fmt.Sprintf("the relay drained its backlog of %d rows before the kill: the kill proves nothing", backlog))
-	}
-}
-
-// pendingUpTo counts the app's pending outbox rows with an id up to top
-// (every one when top < 0), and returns the highest such id.
-func (c *cluster) pendingUpTo(ctx context.Context, top int64) (n, maxID int64, err error) {
-	if top < 0 {
-		top = math.MaxInt64
-	}
-	// Marked pending, or in an in-flight group (read from the small
-	// in-flight table: a per-row check over the whole outbox is slow).
-	err = c.db.QueryRowContext(ctx, "SELECT COUNT(*), COALESCE(MAX(id), 0) FROM (SELECT id FROM room_outbox WHERE app_code = ? AND status = 'pending' AND id <= ? "+
-		"UNION ALL SELECT o.id FROM "+voiceroom.OutboxInFlightJoin+" WHERE o.app_code = ? AND o.id <= ?) t", app, top, app, top).Scan(&n, &maxID)
-	return n, maxID, err
 }
 
 // longestGap is the longest time between two consecutive 200s of the

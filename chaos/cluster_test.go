@@ -463,7 +463,7 @@ func newCluster(t *testing.T, m mode) *cluster {
 	c.rooms3.start(t)
 	c.relay = mk("relay", "relay")
 	// Small batches: a backlog takes many of them, so a kill lands mid-way.
-	c.relay.env = append(c.relay.env, "VOICEROOM_OUTBOX_BATCH_SIZE=10")
+	c.relay.env = append(c.relay.env, fmt.Sprintf("VOICEROOM_OUTBOX_BATCH_SIZE=%d", relayBatchSize))
 	c.relay.start(t)
 	// The sinks run apart, so that killing the projector is not also
 	// killing the bridge (whose record of accepted events is in memory: a

@@ -10,8 +10,11 @@
 //  1. IM emulator errors, then timeouts (skipped until the emulator exists);
 //  2. the JetStream server restarted (the embedded server's whole host);
 //  3. the relay-only process SIGKILLed while it drains a backlog (committed
-//     while it was stopped and JetStream away); the row says how many rows
-//     were pending at the kill, and the scenario fails unless some were;
+//     while it was stopped and JetStream away), mid-batch: it is started
+//     behind a proxy to JetStream that lets 50 publish acks through and
+//     holds the rest, and killed while it waits for a held one, its batch
+//     claimed; the row says how many rows were pending at the kill, and the
+//     scenario fails unless some were;
 //  4. the api+rooms process SIGKILLed under load, then restarted;
 //  5. the projector process SIGKILLed, then restarted;
 //  6. Redis stopped, then started again;

@@ -25,6 +25,7 @@ import (
 	"github.com/moby/buildkit/frontend/dockerfile/instructions"
 	"github.com/moby/buildkit/frontend/dockerfile/parser"
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/oasdiff/yaml"
 )
 
 // natsServers are the compose services of the NATS cluster.
@@ -106,8 +107,8 @@ func loadCompose(tb testing.TB, env ...string) (*types.Project, error) {
 }
 
 // pinnedImages are the third-party images compose may use, each at an
-// exact version: official images only.
-var pinnedImages = regexp.MustCompile(`^(mariadb|redis|nats):(\d+\.\d+\.\d+)(-alpine)?$`)
+// exact version: official images, and Prometheus's and Grafana's own.
+var pinnedImages = regexp.MustCompile(`^(mariadb|redis|nats|prom/prometheus|grafana/grafana):v?(\d+\.\d+\.\d+)(-alpine)?$`)
 
 // voiceroomRoles are the voiceroom services and their roles and counts:
 // one service per role, every role of serve, and the api and rooms roles
@@ -144,7 +145,7 @@ func TestComposeLoads(t *testing.T) {
 	}
 	_, natsVersion := goMod(t)
 
-	want := []string{"api", "imbridge", "imemu", "mariadb", "migrate", "projector", "redis", "relay", "rooms", "webhooks"}
+	want := []string{"api", "grafana", "imbridge", "imemu", "mariadb", "migrate", "projector", "prometheus", "redis", "relay", "rooms", "webhooks"}
 	want = append(want, natsServers...)
 	slices.Sort(want)
 	if got := p.ServiceNames(); !slices.Equal(sortedCopy(got), want) {
@@ -230,6 +231,8 @@ func TestComposeLoads(t *testing.T) {
 	}
 
 	checkIMEmulator(t, p)
+	checkPrometheus(t, p, repoRoot)
+	checkGrafana(t, p, repoRoot)
 }
 
 // checkVoiceroomEnv checks what every voiceroom process must agree on.
@@ -532,5 +535,137 @@ func TestDockerignoreKeepsLocalStateOut(t *testing.T) {
 		if !slices.Contains(lines, want) {
 			t.Errorf(".dockerignore lacks %s", want)
 		}
+	}
+}
+
+// mustYAML reads a YAML file of the repository into out.
+func mustYAML(tb testing.TB, path string, out any) {
+	tb.Helper()
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := yaml.Unmarshal(raw, out); err != nil {
+		tb.Fatalf("%s: %v", path, err)
+	}
+}
+
+// mountOf returns the read-only bind mount of source in s, or fails.
+func mountOf(tb testing.TB, s types.ServiceConfig, source string) types.ServiceVolumeConfig {
+	tb.Helper()
+	for _, v := range s.Volumes {
+		if v.Type == types.VolumeTypeBind && v.Source == source {
+			if !v.ReadOnly {
+				tb.Errorf("%s: mounts %s writable, want :ro", s.Name, source)
+			}
+			return v
+		}
+	}
+	tb.Fatalf("%s: does not mount %s", s.Name, source)
+	return types.ServiceVolumeConfig{}
+}
+
+// checkLoopbackPort: s publishes target on a loopback host port only.
+func checkLoopbackPort(tb testing.TB, s types.ServiceConfig, target uint32) {
+	tb.Helper()
+	if len(s.Ports) != 1 || s.Ports[0].Target != target || s.Ports[0].HostIP != "127.0.0.1" {
+		tb.Errorf("%s: ports %+v, want %d on 127.0.0.1 only", s.Name, s.Ports, target)
+	}
+}
+
+// checkPrometheus: the prometheus service reads deploy/prometheus (its
+// config, the recording rules and the alerts), scrapes every voiceroom
+// service on the operators' port, and keeps its data in a volume.
+func checkPrometheus(tb testing.TB, p *types.Project, repoRoot string) {
+	tb.Helper()
+	s := p.Services["prometheus"]
+	dir := filepath.Join(repoRoot, "deploy", "prometheus")
+	m := mountOf(tb, s, dir)
+	args := strings.Join(s.Command, " ")
+	conf, ok := strings.CutPrefix(regexp.MustCompile(`--config\.file=\S+`).FindString(args), "--config.file=")
+	rel, err := filepath.Rel(m.Target, conf)
+	if !ok || err != nil || strings.HasPrefix(rel, "..") {
+		tb.Fatalf("prometheus: command %q: want --config.file in %s", args, m.Target)
+	}
+	if !slices.ContainsFunc(s.Volumes, func(v types.ServiceVolumeConfig) bool { return v.Type == types.VolumeTypeVolume }) {
+		tb.Errorf("prometheus: no volume: its data would go with the container")
+	}
+	checkLoopbackPort(tb, s, 9090)
+
+	var cfg struct {
+		RuleFiles     []string `json:"rule_files"`
+		ScrapeConfigs []struct {
+			DNSSD []struct {
+				Names []string `json:"names"`
+				Type  string   `json:"type"`
+				Port  int      `json:"port"`
+			} `json:"dns_sd_configs"`
+		} `json:"scrape_configs"`
+	}
+	mustYAML(tb, filepath.Join(dir, rel), &cfg)
+	rules := slices.Clone(cfg.RuleFiles)
+	slices.Sort(rules)
+	if !slices.Equal(rules, []string{"alerts.yml", "recording.yml"}) {
+		tb.Errorf("prometheus: rule_files %v, want alerts.yml and recording.yml", cfg.RuleFiles)
+	}
+	var scraped []string
+	for _, sc := range cfg.ScrapeConfigs {
+		for _, d := range sc.DNSSD {
+			if d.Port == opsPort && d.Type == "A" {
+				scraped = append(scraped, d.Names...)
+			}
+		}
+	}
+	for name := range voiceroomRoles {
+		if !slices.Contains(scraped, name) {
+			tb.Errorf("prometheus: does not scrape %s on port %d (scrapes %v)", name, opsPort, scraped)
+		}
+	}
+}
+
+// checkGrafana: the grafana service provisions the Prometheus above as
+// its data source and loads every dashboard of deploy/grafana/dashboards.
+func checkGrafana(tb testing.TB, p *types.Project, repoRoot string) {
+	tb.Helper()
+	s := p.Services["grafana"]
+	prov := mountOf(tb, s, filepath.Join(repoRoot, "deploy", "grafana", "provisioning"))
+	boards := mountOf(tb, s, filepath.Join(repoRoot, "deploy", "grafana", "dashboards"))
+	if prov.Target != "/etc/grafana/provisioning" {
+		tb.Errorf("grafana: provisioning at %s, want /etc/grafana/provisioning (Grafana's default)", prov.Target)
+	}
+	if d := s.DependsOn["prometheus"]; d.Condition != types.ServiceConditionHealthy {
+		tb.Errorf("grafana: depends on prometheus with %q, want healthy", d.Condition)
+	}
+	checkLoopbackPort(tb, s, 3000)
+
+	var ds struct {
+		Datasources []struct {
+			Type, URL string
+			IsDefault bool `json:"isDefault"`
+		} `json:"datasources"`
+	}
+	mustYAML(tb, filepath.Join("grafana", "provisioning", "datasources", "prometheus.yml"), &ds)
+	if len(ds.Datasources) != 1 || ds.Datasources[0].Type != "prometheus" || !ds.Datasources[0].IsDefault ||
+		ds.Datasources[0].URL != "http://prometheus:9090" {
+		tb.Errorf("grafana: data sources %+v, want the prometheus service, by default", ds.Datasources)
+	}
+	var dp struct {
+		Providers []struct {
+			Type    string `json:"type"`
+			Options struct {
+				Path string `json:"path"`
+			} `json:"options"`
+		} `json:"providers"`
+	}
+	mustYAML(tb, filepath.Join("grafana", "provisioning", "dashboards", "voiceroom.yml"), &dp)
+	if len(dp.Providers) != 1 || dp.Providers[0].Type != "file" || dp.Providers[0].Options.Path != boards.Target {
+		tb.Errorf("grafana: dashboard providers %+v, want files from %s, where the dashboards are mounted", dp.Providers, boards.Target)
+	}
+	files, err := filepath.Glob(filepath.Join("grafana", "dashboards", "*.json"))
+	if err != nil || len(files) < 4 {
+		tb.Errorf("grafana/dashboards holds %v (%v): want the four dashboards", files, err)
+	}
+	if home := value(s.Environment, "GF_DASHBOARDS_DEFAULT_HOME_DASHBOARD_PATH"); !slices.Contains(files, filepath.Join("grafana", "dashboards", filepath.Base(home))) || filepath.Dir(home) != boards.Target {
+		tb.Errorf("grafana: home dashboard %q is none of the mounted %v", home, files)
 	}
 }

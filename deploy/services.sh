@@ -7,6 +7,13 @@
 # need (Chromium, nginx) is deploy/test-tools.sh's, which those tests run
 # themselves.
 #
+# `services.sh promtool` does only one thing instead: makes sure Prometheus's
+# promtool is installed (Debian's prometheus package), for the rule checks
+# of `task lint:rules` (CI runs them; `task run` and `task test` never
+# install it). The package's own Prometheus server is stopped and disabled
+# where systemd started it: it would take port 9090, voiceroom's operators'
+# listener.
+#
 # Reads VOICEROOM_MYSQL_DSN (default root:@tcp(127.0.0.1:3306)/voiceroom) and
 # VOICEROOM_REDIS_ADDR (default 127.0.0.1:6379). Only loopback addresses are
 # managed; a remote service is left alone and only checked.
@@ -19,6 +26,31 @@ wait_secs=${SERVICES_WAIT_SECONDS:-60}
 
 log() { printf 'services: %s\n' "$*" >&2; }
 die() { log "error: $*"; exit 1; }
+
+apt_install() {
+  [[ $(id -u) == 0 ]] || die "$* missing and not root: install $* yourself"
+  command -v apt-get >/dev/null || die "$* missing and no apt-get on this machine"
+  log "installing $* from Debian's packages"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq >/dev/null || log "apt-get update failed; trying the install anyway"
+  apt-get install -y -qq --no-install-recommends "$@" >/dev/null
+}
+
+# --- promtool, alone (see above)
+if [[ ${1:-} == promtool ]]; then
+  if ! command -v promtool >/dev/null; then
+    apt_install prometheus
+    if [[ -d /run/systemd/system ]] && command -v systemctl >/dev/null; then
+      log "stopping the prometheus service the package started (only promtool is wanted; it would take port 9090)"
+      systemctl disable --now prometheus >/dev/null 2>&1 || log "warning: could not stop the prometheus service"
+    fi
+  fi
+  command -v promtool >/dev/null || die "no promtool after installing prometheus"
+  log "ready: $(promtool --version 2>&1 | head -n 1)"
+  exit 0
+elif [[ $# -gt 0 ]]; then
+  die "unknown argument $1 (want none, or promtool)"
+fi
 
 # user:password@tcp(host:port)/db
 if [[ $dsn =~ ^([^:@]*)(:([^@]*))?@tcp\(([^:\)]+):([0-9]+)\) ]]; then
@@ -40,15 +72,6 @@ wait_port() { # host port name
     sleep 0.2
   done
   die "$3 did not come up on $1:$2 within ${wait_secs}s"
-}
-
-apt_install() {
-  [[ $(id -u) == 0 ]] || die "$* missing and not root: install $* yourself"
-  command -v apt-get >/dev/null || die "$* missing and no apt-get on this machine"
-  log "installing $* from Debian's packages"
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq >/dev/null || log "apt-get update failed; trying the install anyway"
-  apt-get install -y -qq --no-install-recommends "$@" >/dev/null
 }
 
 mysql_client() {

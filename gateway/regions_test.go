@@ -473,9 +473,11 @@ func TestRegionRoutesBadInput(t *testing.T) {
 }
 
 // TestUserRegionCacheFollowsEveryChangeSource changes one user's region
-// through every change source in turn, over HTTP, and reads it back through
-// the cached lookup right after each. The service's clock is frozen, so a
-// missing invalidation would serve the previous value forever.
+// through every change source in turn, over HTTP, and reads it back right
+// after each through the cached lookup and GET /api/v1/users/me (served
+// from the same cache), the latter compared with the operators' uncached
+// view of the profile. The service's clock is frozen, so a missing
+// invalidation would serve the previous value forever.
 func TestUserRegionCacheFollowsEveryChangeSource(t *testing.T) {
 	e := newRegionEnv(t)
 	f := e.fixture("app1")
@@ -489,18 +491,34 @@ func TestUserRegionCacheFollowsEveryChangeSource(t *testing.T) {
 		}
 		return display, region
 	}
+	getMe := func(user int64) regions.Profile {
+		t.Helper()
+		var p regions.Profile
+		e.must("GET", "/api/v1/users/me", e.user("app1", user), "", &p)
+		return p
+	}
+	stored := func(user int64) regions.Profile {
+		t.Helper()
+		var info regions.UserRegionInfo
+		e.must("GET", fmt.Sprintf("/admin/v1/users/%d/region", user), admin, "", &info)
+		return info.Profile
+	}
 
-	// First, the lookup really is cached: a change made behind the service's
-	// back (user 2) is not seen.
+	// First, the lookup and the profile really are cached: a change made
+	// behind the service's back (user 2) is not seen.
 	e.putMe("app1", 2, `{"display_user_id":"other","country":"SG"}`)
 	if _, _, err := e.svc.UserRegion(ctx, "app1", 2); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.db.Exec("UPDATE users SET region_id = ? WHERE app_code = 'app1' AND user_id = 2", f.mena); err != nil {
+	before := getMe(2)
+	if _, err := e.db.Exec("UPDATE users SET region_id = ?, country = 'SA' WHERE app_code = 'app1' AND user_id = 2", f.mena); err != nil {
 		t.Fatal(err)
 	}
 	if _, region, err := e.svc.UserRegion(ctx, "app1", 2); err != nil || region != f.sea {
 		t.Fatalf("the lookup read MySQL (%d, %v): this test would prove nothing", region, err)
+	}
+	if got := getMe(2); got != before || stored(2) == before {
+		t.Fatalf("GET /users/me gives %+v, MySQL %+v: want the cached %+v, or this test would prove nothing", got, stored(2), before)
 	}
 
 	e.putMe("app1", 1, `{"display_user_id":"ana","country":"MY"}`)
@@ -542,9 +560,13 @@ func TestUserRegionCacheFollowsEveryChangeSource(t *testing.T) {
 	}
 	for _, st := range steps {
 		lookup() // make sure the previous value is cached
+		getMe(1)
 		st.do()
 		if display, region := lookup(); display != st.wantDisplay || region != st.wantRegion {
 			t.Fatalf("after %q: lookup gives %q %d, want %q %d", st.source, display, region, st.wantDisplay, st.wantRegion)
+		}
+		if got, want := getMe(1), stored(1); got != want {
+			t.Fatalf("after %q: GET /users/me gives %+v, MySQL holds %+v", st.source, got, want)
 		}
 	}
 }

@@ -17,8 +17,7 @@ type cacheKey struct {
 }
 
 type cacheEntry struct {
-	display string
-	region  int64
+	profile Profile
 	expires int64 // Unix nanoseconds
 }
 
@@ -34,7 +33,7 @@ type cacheShard struct {
 	_ [64]byte
 }
 
-// cache is the in-process user → (display_user_id, region_id) cache: bounded,
+// cache is the in-process user → profile cache: bounded,
 // sharded by user id so that parallel lookups rarely share a lock, and with a
 // TTL that bounds how stale an entry can be when another process changed the
 // user (see the package documentation).
@@ -104,7 +103,7 @@ func (c *cache) generation(k cacheKey) uint64 {
 // when the shard saw an invalidation since gen was taken: the value may
 // predate the change that invalidated it, and storing it would bring the old
 // region back for a whole TTL.
-func (c *cache) put(k cacheKey, display string, region int64, readAt time.Time, gen uint64) {
+func (c *cache) put(k cacheKey, p Profile, readAt time.Time, gen uint64) {
 	s := c.shard(k)
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -114,7 +113,7 @@ func (c *cache) put(k cacheKey, display string, region int64, readAt time.Time, 
 	if _, ok := s.entries[k]; !ok && len(s.entries) >= c.perShard {
 		s.evictOne(readAt.UnixNano())
 	}
-	s.entries[k] = cacheEntry{display: display, region: region, expires: readAt.Add(c.ttl).UnixNano()}
+	s.entries[k] = cacheEntry{profile: p, expires: readAt.Add(c.ttl).UnixNano()}
 }
 
 // evictOne drops one entry of a full shard. Sampling a few entries (map
@@ -175,11 +174,11 @@ func (c *cache) collectors() []prometheus.Collector {
 	return []prometheus.Collector{
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Namespace: promreg.Namespace, Subsystem: "regions", Name: "cache_hits_total",
-			Help: "User region lookups answered from the in-process cache.",
+			Help: "User profile and region lookups answered from the in-process cache.",
 		}, func() float64 { return c.sum(func(s *cacheShard) *atomic.Uint64 { return &s.hits }) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Namespace: promreg.Namespace, Subsystem: "regions", Name: "cache_misses_total",
-			Help: "User region lookups that read MySQL (absent or expired entry).",
+			Help: "User profile and region lookups that read MySQL (absent or expired entry).",
 		}, func() float64 { return c.sum(func(s *cacheShard) *atomic.Uint64 { return &s.misses }) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Namespace: promreg.Namespace, Subsystem: "regions", Name: "cache_evictions_total",
@@ -187,7 +186,7 @@ func (c *cache) collectors() []prometheus.Collector {
 		}, func() float64 { return c.sum(func(s *cacheShard) *atomic.Uint64 { return &s.evictions }) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Namespace: promreg.Namespace, Subsystem: "regions", Name: "cache_entries",
-			Help: "Entries in the user region cache, live or expired.",
+			Help: "Entries in the user profile cache, live or expired.",
 		}, func() float64 { return float64(c.len()) }),
 	}
 }

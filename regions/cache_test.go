@@ -11,8 +11,8 @@ func TestCacheTTL(t *testing.T) {
 	c := newCache(1000, time.Second)
 	now := time.Unix(1000, 0)
 	k := cacheKey{"app1", 42}
-	c.put(k, "ana", 7, now, c.generation(k))
-	if e, ok := c.get(k, now.Add(999*time.Millisecond)); !ok || e.region != 7 || e.display != "ana" {
+	c.put(k, Profile{DisplayUserID: "ana", RegionID: 7}, now, c.generation(k))
+	if e, ok := c.get(k, now.Add(999*time.Millisecond)); !ok || e.profile.RegionID != 7 || e.profile.DisplayUserID != "ana" {
 		t.Fatalf("live entry: %v %v", e, ok)
 	}
 	if _, ok := c.get(k, now.Add(time.Second)); ok {
@@ -30,7 +30,7 @@ func TestCacheIsBounded(t *testing.T) {
 			now := time.Unix(1000, 0)
 			for i := range int64(size * 5) {
 				k := cacheKey{"app1", i + 1}
-				c.put(k, "u", 1, now, c.generation(k))
+				c.put(k, Profile{DisplayUserID: "u", RegionID: 1}, now, c.generation(k))
 			}
 			// Shards round their share up, so allow one per shard above size.
 			if n := c.len(); n > size+len(c.shards) || n < size/2 {
@@ -49,12 +49,12 @@ func TestCacheEvictsExpiredFirst(t *testing.T) {
 		t.Fatalf("%d shards", len(c.shards))
 	}
 	old := time.Unix(1000, 0)
-	c.put(cacheKey{"a", 1}, "old", 1, old, c.generation(cacheKey{"a", 1}))
+	c.put(cacheKey{"a", 1}, Profile{DisplayUserID: "old", RegionID: 1}, old, c.generation(cacheKey{"a", 1}))
 	now := old.Add(10 * time.Second)
 	for i := int64(2); i <= 8; i++ {
-		c.put(cacheKey{"a", i}, "new", 1, now, c.generation(cacheKey{"a", i}))
+		c.put(cacheKey{"a", i}, Profile{DisplayUserID: "new", RegionID: 1}, now, c.generation(cacheKey{"a", i}))
 	}
-	c.put(cacheKey{"a", 9}, "new", 1, now, c.generation(cacheKey{"a", 9}))
+	c.put(cacheKey{"a", 9}, Profile{DisplayUserID: "new", RegionID: 1}, now, c.generation(cacheKey{"a", 9}))
 	for i := int64(2); i <= 9; i++ {
 		if _, ok := c.get(cacheKey{"a", i}, now); !ok {
 			t.Fatalf("live entry %d evicted while an expired one was there", i)
@@ -70,13 +70,13 @@ func TestCacheFillRace(t *testing.T) {
 	k := cacheKey{"app1", 42}
 	gen := c.generation(k) // the lookup starts, reads region 1 from MySQL...
 	c.invalidate(k)        // ...a change to region 2 commits and invalidates...
-	c.put(k, "ana", 1, now, gen)
+	c.put(k, Profile{DisplayUserID: "ana", RegionID: 1}, now, gen)
 	if e, ok := c.get(k, now); ok {
 		t.Fatalf("stale fill stored: %+v", e)
 	}
 	gen = c.generation(k)
-	c.put(k, "ana", 2, now, gen)
-	if e, ok := c.get(k, now); !ok || e.region != 2 {
+	c.put(k, Profile{DisplayUserID: "ana", RegionID: 2}, now, gen)
+	if e, ok := c.get(k, now); !ok || e.profile.RegionID != 2 {
 		t.Fatalf("fresh fill not stored: %+v %v", e, ok)
 	}
 }

@@ -18,7 +18,7 @@ import (
 // Config configures a Service. The zero value is valid: zero fields take
 // the defaults given.
 type Config struct {
-	// CacheSize bounds the in-process user region cache, in users.
+	// CacheSize bounds the in-process user profile cache, in users.
 	// 1..10000000, default 100000 (about 10 MB).
 	CacheSize int
 	// CacheTTL is the longest an entry is served after it was read from
@@ -116,34 +116,46 @@ func (s *Service) Close() { s.stmts.close() }
 // UserRegion returns the user's display_user_id and region_id (0 = GLOBAL). A user without a profile is an *apperr.Error of kind NotFound; a store failure is kind Unavailable.
 //
 // It is the hot path of room creation and listing: answered from the
-// in-process cache when it can. It fails closed: when the user cannot be
-// read, the caller gets the error, never a stale or default region.
+// in-process cache when it can (see profile). It fails closed: when the
+// user cannot be read, the caller gets the error, never a stale or default
+// region.
 func (s *Service) UserRegion(ctx context.Context, appCode string, userID int64) (displayUserID string, regionID int64, err error) {
+	p, err := s.profile(ctx, appCode, userID)
+	if err != nil {
+		return "", 0, err
+	}
+	return p.DisplayUserID, p.RegionID, nil
+}
+
+// profile returns the user's profile from the in-process cache, or reads
+// it from MySQL and caches it. A change made through this Service is seen
+// at once; one made by another process within CacheTTL.
+func (s *Service) profile(ctx context.Context, appCode string, userID int64) (Profile, error) {
 	k := cacheKey{app: appCode, user: userID}
 	now := s.now()
 	var gen uint64
 	if s.cache != nil {
 		if e, ok := s.cache.get(k, now); ok {
-			return e.display, e.region, nil
+			return e.profile, nil
 		}
 		gen = s.cache.generation(k)
 	}
 	if err := validAppCode(appCode); err != nil {
-		return "", 0, err
+		return Profile{}, err
 	}
 	if err := validUserID("user_id", userID); err != nil {
-		return "", 0, err
+		return Profile{}, err
 	}
-	display, region, err := readUserRegion(ctx, s.stmts.on(nil), appCode, userID)
+	p, _, err := readProfile(ctx, s.stmts.on(nil), appCode, userID)
 	if err != nil {
-		return "", 0, err
+		return Profile{}, err
 	}
 	if s.cache != nil {
 		// now was taken before the read, so the entry expires no later than
 		// CacheTTL after the value was current.
-		s.cache.put(k, display, region, now, gen)
+		s.cache.put(k, p, now, gen)
 	}
-	return display, region, nil
+	return p, nil
 }
 
 // CheckRegion returns nil when regionID is 0 (GLOBAL) or an active region of appCode; otherwise an *apperr.Error (InvalidArgument naming field "region_id", or NotFound).

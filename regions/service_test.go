@@ -177,7 +177,8 @@ func TestUserRegionIsCachedWithinTTL(t *testing.T) {
 
 // TestCrossProcessCacheSeesChangeWithinTTL runs two services (two api
 // processes) on one database: the one that makes a change sees it at once,
-// the other within the TTL.
+// the other within the TTL, in the region lookup and in the profile
+// (GET /api/v1/users/me), which are served from one cache.
 func TestCrossProcessCacheSeesChangeWithinTTL(t *testing.T) {
 	db := testenv.NewDB(t)
 	clock := testenv.NewClock(time.Time{})
@@ -186,17 +187,38 @@ func TestCrossProcessCacheSeesChangeWithinTTL(t *testing.T) {
 	f := mustFixture(t, a, "app1")
 	mustPut(t, a, "app1", 1, "sg_user", "SG")
 	mustRegion(t, a, "app1", 1)
+	mustProfile(t, a, "app1", 1)
 	if got := mustRegion(t, b, "app1", 1); got != f.sea {
 		t.Fatalf("b: %d", got)
 	}
-	mustPut(t, a, "app1", 1, "sg_user", "SA")
+	old := mustProfile(t, b, "app1", 1)
+	put := mustPut(t, a, "app1", 1, "sa_user", "SA")
 	if got := mustRegion(t, a, "app1", 1); got != f.mena {
 		t.Fatalf("a does not see its own change: %d", got)
 	}
-	clock.Advance(testTTL)
+	if got := mustProfile(t, a, "app1", 1); got != put {
+		t.Fatalf("a's profile %+v, want what its PUT answered, %+v", got, put)
+	}
+	clock.Advance(testTTL - time.Millisecond)
+	if got := mustProfile(t, b, "app1", 1); got != old {
+		t.Fatalf("b's profile within the TTL %+v, want the cached %+v (or the test proves nothing)", got, old)
+	}
+	clock.Advance(time.Millisecond)
 	if got := mustRegion(t, b, "app1", 1); got != f.mena {
 		t.Fatalf("b still sees %d after the TTL", got)
 	}
+	if got := mustProfile(t, b, "app1", 1); got != put {
+		t.Fatalf("b's profile after the TTL %+v, want %+v", got, put)
+	}
+}
+
+func mustProfile(tb testing.TB, svc *regions.Service, app string, user int64) regions.Profile {
+	tb.Helper()
+	p, err := svc.Profile(context.Background(), app, user)
+	if err != nil {
+		tb.Fatalf("profile of %d: %v", user, err)
+	}
+	return p
 }
 
 // TestUserRegionFailsClosed: with MySQL unreachable a lookup that misses the

@@ -32,8 +32,7 @@ var (
 // The statements of the hot paths: a lookup miss and a profile write. They
 // are prepared once per pooled connection (see stmtCache).
 const (
-	sqlUserRegion = "SELECT display_user_id, region_id FROM users WHERE app_code = ? AND user_id = ?"
-	sqlProfile    = `SELECT u.display_user_id, u.country, u.region_id, r.region_code, u.region_source, u.updated_at_ms
+	sqlProfile = `SELECT u.display_user_id, u.country, u.region_id, r.region_code, u.region_source, u.updated_at_ms
 		FROM users u
 		LEFT JOIN regions r ON r.app_code = u.app_code AND r.region_id = u.region_id
 		WHERE u.app_code = ? AND u.user_id = ?`
@@ -53,7 +52,7 @@ const (
 
 // hotStatements lists what stmtCache prepares.
 func hotStatements() []string {
-	return []string{sqlUserRegion, sqlProfile, sqlCountryMapping, sqlLockUser, sqlInsertUser, sqlUpdateUser, sqlRegionCode, insertAuditSQL(1)}
+	return []string{sqlProfile, sqlCountryMapping, sqlLockUser, sqlInsertUser, sqlUpdateUser, sqlRegionCode, insertAuditSQL(1)}
 }
 
 // userRow is a user as the write paths read it.
@@ -82,17 +81,6 @@ func (m countryMapping) region() (int64, string) {
 		return m.regionID, m.regionCode
 	}
 	return 0, GlobalRegionCode
-}
-
-func readUserRegion(ctx context.Context, q querier, app string, userID int64) (display string, regionID int64, err error) {
-	err = q.QueryRowContext(ctx, sqlUserRegion, app, userID).Scan(&display, &regionID)
-	if errors.Is(err, sql.ErrNoRows) {
-		return "", 0, ErrUserNotFound
-	}
-	if err != nil {
-		return "", 0, unavailable("read user region", err)
-	}
-	return display, regionID, nil
 }
 
 func readProfile(ctx context.Context, q querier, app string, userID int64) (Profile, string, error) {

@@ -13,14 +13,15 @@ import (
 // auditLimit is how many audit rows UserRegionInfo returns.
 const auditLimit = 50
 
-// Profile returns a user's profile, read from MySQL (not the cache). A user
-// without one is ErrUserNotFound.
+// Profile returns a user's profile (GET /api/v1/users/me). A user without
+// one is ErrUserNotFound.
+//
+// It is answered from the in-process cache that UserRegion fills, so that
+// a profile read costs MySQL nothing on a hit: a change made through this
+// process (PutProfile, an operator's) is seen by its next read, one made
+// through another process within CacheTTL (see the package documentation).
 func (s *Service) Profile(ctx context.Context, appCode string, userID int64) (Profile, error) {
-	if err := validAppCode(appCode); err != nil {
-		return Profile{}, err
-	}
-	p, _, err := readProfile(ctx, s.stmts.on(nil), appCode, userID)
-	return p, err
+	return s.profile(ctx, appCode, userID)
 }
 
 // PutProfile registers a user or changes their display_user_id or country

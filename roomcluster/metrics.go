@@ -12,6 +12,7 @@ import (
 // requests a router sends to the rooms' owners. One value serves a node
 // and a router of the same process.
 type Metrics struct {
+	partitions    prometheus.Gauge
 	held          prometheus.Gauge
 	liveNodes     prometheus.Gauge
 	taken         prometheus.Counter
@@ -45,6 +46,10 @@ var handoverReasons = []string{"rebalance", "shutdown", "expired", "fenced"}
 func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	const sub = "cluster"
 	m := &Metrics{
+		partitions: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: promreg.Namespace, Subsystem: sub, Name: "partitions",
+			Help: "P, the partitions rooms are hashed into (VOICEROOM_ROOMS_PARTITIONS, checked against the deployment's), on every rooms and api process; 0 until its node or router has started.",
+		}),
 		held: prometheus.NewGauge(prometheus.GaugeOpts{
 			Namespace: promreg.Namespace, Subsystem: sub, Name: "leases_held",
 			Help: "Partitions this node serves under a live lease.",
@@ -88,6 +93,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		}, []string{"reason"}),
 	}
 	r := promreg.On(reg)
+	promreg.Add(r, &m.partitions)
 	promreg.Add(r, &m.held)
 	promreg.Add(r, &m.liveNodes)
 	promreg.Add(r, &m.taken)
@@ -120,4 +126,13 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		m.retries.WithLabelValues(reason)
 	}
 	return m, nil
+}
+
+// setPartitions records P once the node or router has checked it against
+// the deployment's: the alert on partitions no node serves compares the
+// nodes' leases_held with it.
+func (m *Metrics) setPartitions(p int) {
+	if m != nil {
+		m.partitions.Set(float64(p))
+	}
 }

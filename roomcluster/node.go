@@ -126,6 +126,7 @@ func NewNode(ctx context.Context, js jetstream.JetStream, cfg Config, hostName s
 	}
 	n.startClock = n.clock.now()
 	n.owners = newOwners(cfg.Partitions, n.poke)
+	m.setPartitions(cfg.Partitions)
 	return n, nil
 }
 

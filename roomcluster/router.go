@@ -73,6 +73,7 @@ func NewRouter(ctx context.Context, js jetstream.JetStream, cfg Config, node *No
 	}
 	r := &Router{cfg: cfg, nc: js.Conn(), buckets: b, owners: newOwners(cfg.Partitions, nil), node: node, local: local,
 		records: records, log: log.With("component", "roomcluster"), metrics: m, lastRefresh: make([]atomic.Int64, cfg.Partitions)}
+	m.setPartitions(cfg.Partitions)
 	wctx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	r.stop = stop
 	if node != nil {

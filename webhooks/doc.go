@@ -29,6 +29,12 @@
 //     start>"), listed and replayed with /admin/v1/dlq?sink=webhooks; the
 //     room carries on. A replay goes to the app's endpoints that want the
 //     event, including those that had it.
+//   - From its answer: a new endpoint gets every event it wants that is
+//     committed after POST /admin/v1/webhooks answered, and an endpoint
+//     whose event types a PATCH widened gets every event of the added
+//     types committed after the PATCH answered; whichever process
+//     delivers, and however late it reads the change (see "Starts").
+//     Events stored before are not sent to a new endpoint.
 //   - An endpoint with no 2xx for Config.PauseAfter (15 min) since its
 //     first failed attempt is paused, the reason stored; its backlog stays
 //     in the stream and is delivered first, in order, once an admin
@@ -119,6 +125,25 @@
 // restarted, say) ends the same way: the durable may have sent it events
 // that never arrived, so it hands nothing more over, and the next tenure
 // reads back from the first unsettled event.
+//
+// # Starts
+//
+// The process delivering reads the endpoints from MySQL every
+// Config.RefreshInterval (and at the start of a tenure); its handler
+// meanwhile acks the events of an endpoint it does not know yet, or with
+// the event types it knew. So the admin side stores a start with the
+// change: the ROOM_EVENTS sequence after the stream's last one, read
+// before it answers, in webhook_endpoints.start_seq (a widening keeps a
+// lower start not yet made sure of). When the delivering process reads
+// a start, it makes sure of it: if its handler has been handed nothing
+// from the start on (nor a reader read it) the endpoint simply takes what
+// comes; otherwise the endpoint moves to backlog mode from the start and
+// reads the events back (a new endpoint met at the start of a tenure
+// begins there). It then clears start_seq, in the statement that stores
+// the cursor, and only if the row still has that start and those event
+// types, so an admin's change meanwhile is made sure of in turn. Until it
+// is cleared, any tenure makes sure of it again. Events of the old types
+// delivered in the range read back may be delivered again.
 //
 // # History and metrics
 //

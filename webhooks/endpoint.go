@@ -101,6 +101,23 @@ func (n NewEndpoint) check(ctx context.Context, p Policy) (NewEndpoint, error) {
 	return NewEndpoint{URL: u, EventTypes: types}, nil
 }
 
+// typesWithin reports whether an endpoint wanting types wants nothing
+// that one wanting of does not (empty: every type).
+func typesWithin(types, of []string) bool {
+	if len(of) == 0 {
+		return true
+	}
+	if len(types) == 0 {
+		return false
+	}
+	for _, t := range types {
+		if !slices.Contains(of, t) {
+			return false
+		}
+	}
+	return true
+}
+
 func joinTypes(types []string) string { return strings.Join(types, ",") }
 
 func splitTypes(s string) []string {

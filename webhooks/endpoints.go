@@ -3,10 +3,14 @@ package webhooks
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"voiceroom/apperr"
+	"voiceroom/bus"
 	"voiceroom/mysqldb"
 )
 
@@ -50,31 +54,59 @@ func (c EndpointsConfig) Validate() error {
 // NOT_FOUND. MySQL failing is UNAVAILABLE.
 type Endpoints struct {
 	db         *sql.DB
+	js         jetstream.JetStream
 	sealer     *Sealer
 	deliveries *DeliveryLog
 	cfg        EndpointsConfig
 }
 
 // NewEndpoints returns the admins' side over db, sealing secrets with
-// sealer. deliveries may be nil: Deliveries then answers UNAVAILABLE.
-func NewEndpoints(db *sql.DB, sealer *Sealer, deliveries *DeliveryLog, cfg EndpointsConfig) (*Endpoints, error) {
+// sealer; js is where it reads the ROOM_EVENTS position a new endpoint
+// starts from. deliveries may be nil: Deliveries then answers UNAVAILABLE.
+func NewEndpoints(db *sql.DB, js jetstream.JetStream, sealer *Sealer, deliveries *DeliveryLog, cfg EndpointsConfig) (*Endpoints, error) {
 	cfg = cfg.WithDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if db == nil || sealer == nil {
-		return nil, fmt.Errorf("%w: endpoints need a database and a sealer", ErrInvalidConfig)
+	if db == nil || js == nil || sealer == nil {
+		return nil, fmt.Errorf("%w: endpoints need a database, jetstream and a sealer", ErrInvalidConfig)
 	}
-	return &Endpoints{db: db, sealer: sealer, deliveries: deliveries, cfg: cfg}, nil
+	return &Endpoints{db: db, js: js, sealer: sealer, deliveries: deliveries, cfg: cfg}, nil
+}
+
+// streamReadTimeout bounds startSeq's read, so that JetStream down fails
+// an admin's change instead of holding it to the request's deadline.
+const streamReadTimeout = 5 * time.Second
+
+// startSeq is the ROOM_EVENTS sequence the next event stored will have at
+// least: every event committed after the caller answers is at or above
+// it. JetStream unreachable is UNAVAILABLE.
+func (s *Endpoints) startSeq(ctx context.Context) (uint64, error) {
+	ctx, cancel := context.WithTimeout(ctx, streamReadTimeout)
+	defer cancel()
+	st, err := s.js.Stream(ctx, bus.StreamName)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return 1, nil // not provisioned yet: its first event will be 1
+	}
+	if err != nil {
+		return 0, apperr.Wrap(apperr.Unavailable, "webhooks unavailable, try again", fmt.Errorf("read stream %s: %w", bus.StreamName, err))
+	}
+	return st.CachedInfo().State.LastSeq + 1, nil
 }
 
 // Create adds an endpoint to appCode and returns it with its secret, which
 // is never shown again. The URL must pass the Policy and the event types
 // be known (INVALID_ARGUMENT); an app holds at most MaxEndpointsPerApp
-// (FAILED_PRECONDITION). A new endpoint gets the events stored after the
-// sink has seen it (within a second), not older ones.
+// (FAILED_PRECONDITION). The endpoint gets every event it wants that is
+// committed after Create returns (it starts from the stream's position
+// read here, whichever process delivers and whenever that process reads
+// the new row), not older ones.
 func (s *Endpoints) Create(ctx context.Context, appCode, operator string, n NewEndpoint) (WithSecret, error) {
 	n, err := n.check(ctx, s.cfg.Policy)
+	if err != nil {
+		return WithSecret{}, err
+	}
+	start, err := s.startSeq(ctx)
 	if err != nil {
 		return WithSecret{}, err
 	}
@@ -92,8 +124,8 @@ func (s *Endpoints) Create(ctx context.Context, appCode, operator string, n NewE
 			return apperr.New(apperr.FailedPrecondition, "an app has at most %d webhooks; delete one first", MaxEndpointsPerApp)
 		}
 		res, err := tx.ExecContext(ctx, `INSERT INTO webhook_endpoints (app_code, url, event_types, enabled, secret,
-			created_by, created_at_ms, updated_at_ms) VALUES (?, ?, ?, 1, ?, ?, ?, ?)`,
-			appCode, e.URL, joinTypes(e.EventTypes), sealed, e.CreatedBy, nowMs, nowMs)
+			start_seq, created_by, created_at_ms, updated_at_ms) VALUES (?, ?, ?, 1, ?, ?, ?, ?, ?)`,
+			appCode, e.URL, joinTypes(e.EventTypes), sealed, start, e.CreatedBy, nowMs, nowMs)
 		if err != nil {
 			return err
 		}
@@ -145,7 +177,9 @@ func (s *Endpoints) Get(ctx context.Context, appCode string, id int64) (Endpoint
 // Update changes what p sets of appCode's endpoint id and returns it. A
 // URL and event types are checked as at creation. Enabled false pauses it
 // (the paused reason names operator), true resumes it: its backlog since
-// the pause comes first, in order, then new events.
+// the pause comes first, in order, then new events. Event types that add
+// a type it did not want take effect for every event committed after
+// Update returns, as at creation.
 func (s *Endpoints) Update(ctx context.Context, appCode, operator string, id int64, p Patch) (Endpoint, error) {
 	if p.URL != nil {
 		u, err := s.cfg.Policy.CheckURL(ctx, *p.URL)
@@ -154,12 +188,16 @@ func (s *Endpoints) Update(ctx context.Context, appCode, operator string, id int
 		}
 		p.URL = &u
 	}
+	var start uint64
 	if p.EventTypes != nil {
 		types, err := checkEventTypes(*p.EventTypes)
 		if err != nil {
 			return Endpoint{}, err
 		}
 		p.EventTypes = &types
+		if start, err = s.startSeq(ctx); err != nil {
+			return Endpoint{}, err
+		}
 	}
 	now := s.cfg.Now()
 	out, err := s.change(ctx, appCode, id, now, func(r *record) {
@@ -167,6 +205,13 @@ func (s *Endpoints) Update(ctx context.Context, appCode, operator string, id int
 			r.URL = *p.URL
 		}
 		if p.EventTypes != nil {
+			if !typesWithin(*p.EventTypes, r.EventTypes) {
+				// A start the sink has not made sure of yet stays: it
+				// reads back from the lower one with the new types.
+				if r.start == 0 || start < r.start {
+					r.start = start
+				}
+			}
 			r.EventTypes = *p.EventTypes
 		}
 		if p.Enabled != nil && *p.Enabled != r.Enabled {
@@ -246,10 +291,12 @@ func (s *Endpoints) change(ctx context.Context, appCode string, id int64, now ti
 		}
 		fn(&r)
 		r.UpdatedAtMs = msOf(now)
+		start := sql.NullInt64{Int64: int64(r.start), Valid: r.start > 0}
 		_, err = tx.ExecContext(ctx, `UPDATE webhook_endpoints SET url = ?, event_types = ?, enabled = ?, paused_reason = ?,
-			paused_at_ms = ?, secret = ?, old_secret = ?, old_secret_until_ms = ?, updated_at_ms = ? WHERE endpoint_id = ?`,
+			paused_at_ms = ?, secret = ?, old_secret = ?, old_secret_until_ms = ?, start_seq = ?, updated_at_ms = ?
+			WHERE endpoint_id = ?`,
 			r.URL, joinTypes(r.EventTypes), r.Enabled, r.PausedReason, r.PausedAtMs, r.secret, r.oldSecret,
-			r.PreviousSecretUntilMs, r.UpdatedAtMs, id)
+			r.PreviousSecretUntilMs, start, r.UpdatedAtMs, id)
 		out = r
 		return err
 	})

@@ -234,3 +234,28 @@ func TestRotationSignsWithBoth(t *testing.T) {
 		return errWaiting
 	})
 }
+
+// TestChangesNeedTheStreamPosition: with JetStream down, a creation and a
+// change of event types are UNAVAILABLE (the endpoint's start cannot be
+// read) and change nothing; a pause still works.
+func TestChangesNeedTheStreamPosition(t *testing.T) {
+	h := newHarness(t)
+	e := h.create("app1", "http://127.0.0.1:9/a", "RoomClosed")
+	h.js.Stop()
+	ctx := context.Background()
+	if _, err := h.endpoints.Create(ctx, "app1", "admin:7", webhooks.NewEndpoint{URL: "http://127.0.0.1:9/b"}); !apperr.Is(err, apperr.Unavailable) {
+		t.Errorf("create with JetStream down: %v, want UNAVAILABLE", err)
+	}
+	types := []string{"RoomClosed", "RoomCreated"}
+	if _, err := h.endpoints.Update(ctx, "app1", "admin:7", e.ID, webhooks.Patch{EventTypes: &types}); !apperr.Is(err, apperr.Unavailable) {
+		t.Errorf("widening with JetStream down: %v, want UNAVAILABLE", err)
+	}
+	off := false
+	if _, err := h.endpoints.Update(ctx, "app1", "admin:7", e.ID, webhooks.Patch{Enabled: &off}); err != nil {
+		t.Errorf("pause with JetStream down: %v", err)
+	}
+	list, err := h.endpoints.List(ctx, "app1")
+	if err != nil || len(list) != 1 || len(list[0].EventTypes) != 1 || list[0].Enabled {
+		t.Errorf("after the refusals: %+v, %v; want the one endpoint, paused, types unchanged", list, err)
+	}
+}

@@ -56,7 +56,7 @@ func newHarness(t *testing.T) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if h.endpoints, err = webhooks.NewEndpoints(h.db, h.sealer, log, webhooks.EndpointsConfig{Policy: allowLocal}); err != nil {
+	if h.endpoints, err = webhooks.NewEndpoints(h.db, h.js.Conn().JetStream(), h.sealer, log, webhooks.EndpointsConfig{Policy: allowLocal}); err != nil {
 		t.Fatal(err)
 	}
 	if h.metrics, err = webhooks.NewMetrics(h.reg); err != nil {

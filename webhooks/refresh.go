@@ -84,6 +84,11 @@ func (w *worker) apply(recs []record) {
 		if keys[i].secret != nil {
 			ep.secret, ep.old = keys[i].secret, keys[i].old
 		}
+		if !typesWithin(ep.made.types, r.EventTypes) {
+			// Narrowed: the handler skips some of what the start was
+			// made sure of, so a start kept in the row is not any more.
+			ep.made = startMark{}
+		}
 		ep.rec = r
 		switch {
 		case r.Enabled && !ep.enabled:
@@ -92,6 +97,7 @@ func (w *worker) apply(recs []record) {
 			ep.enabled = false // refresh stores its cursor and releases what it holds
 			w.stopReaderLocked(ep)
 		}
+		w.takeStartLocked(ep)
 	}
 	for id, ep := range w.eps {
 		if !seen[id] {
@@ -103,13 +109,25 @@ func (w *worker) apply(recs []record) {
 // addLocked adds an endpoint met for the first time in this tenure. With
 // no cursor it is live: every event it has not had is still in the
 // durable, unacked. With one it reads its backlog from there, and must
-// read at least up to what an earlier tenure may have acked.
+// read at least up to what an earlier tenure may have acked. With a start
+// (a new endpoint, or one whose event types widened) that the handler has
+// passed already, it reads back from the start, if lower: refresh then
+// stores the cursor and clears the start together (syncCursors); until
+// then a next tenure reads back from the start again.
 func (w *worker) addLocked(r record, secret, old []byte) {
 	ep := &endpoint{rec: r, secret: secret, old: old, enabled: r.Enabled, lanes: map[string]*lane{}, busy: map[string]bool{}, ahead: map[uint64]bool{}}
+	c := uint64(0)
 	if r.cursor.Valid && r.cursor.Int64 > 0 {
-		c := uint64(r.cursor.Int64)
-		ep.mode, ep.from, ep.stored, ep.readTo, ep.maxSkipped = modeBacklog, c, c, c-1, w.maxSeen
+		c = uint64(r.cursor.Int64)
+		ep.stored = c
 	}
+	if r.start > 0 && r.start <= w.maxSeen && (c == 0 || r.start < c) {
+		c = r.start
+	}
+	if c > 0 {
+		ep.mode, ep.from, ep.readTo, ep.maxSkipped = modeBacklog, c, c-1, w.maxSeen
+	}
+	w.takeStartLocked(ep) // made sure of now: read back from it, or live before it
 	w.eps[r.ID] = ep
 	w.byApp[r.appCode] = append(w.byApp[r.appCode], ep)
 	if ep.enabled && ep.mode == modeBacklog {
@@ -216,12 +234,13 @@ func (w *worker) dropLanesLocked(ep *endpoint, from uint64, keepInFlight bool) [
 
 // plan is a move of an endpoint to backlog mode from cursor, stored
 // first: as paused (pause says why when the sink pauses it), or reading
-// (under pressure: its deliveries in flight go on).
+// (under pressure or from its start: its deliveries in flight go on).
 type plan struct {
 	ep       *endpoint
 	cursor   uint64
 	pause    string
 	pressure bool
+	start    startMark // a start it reads back from (see takeStartLocked); cleared with the cursor
 }
 
 // plans lists the moves refresh makes: a paused endpoint that still
@@ -233,6 +252,9 @@ func (w *worker) plans() []plan {
 	var out []plan
 	for _, ep := range w.eps {
 		switch {
+		case ep.startMove != 0:
+			out = append(out, plan{ep: ep, cursor: min(ep.startMove, w.cursorLocked(ep)), pressure: ep.enabled,
+				start: startMark{ep.startMove, ep.rec.EventTypes}})
 		case !ep.enabled:
 			if ep.mode == modeLive || ep.releasable() {
 				out = append(out, plan{ep: ep, cursor: w.cursorLocked(ep)})
@@ -296,9 +318,12 @@ func (w *worker) cursorLocked(ep *endpoint) uint64 {
 func (w *worker) move(ctx context.Context, p plan) {
 	id := p.ep.rec.ID
 	var err error
-	if p.pause != "" {
+	switch {
+	case p.pause != "":
 		_, err = storePause(ctx, w.s.db, id, p.pause, w.cfg.Now().UnixMilli(), p.cursor)
-	} else {
+	case p.start.seq != 0:
+		err = storeCursorStarted(ctx, w.s.db, id, p.cursor, p.start.seq, p.start.types)
+	default:
 		err = storeCursor(ctx, w.s.db, id, p.cursor)
 	}
 	if err != nil {
@@ -313,8 +338,16 @@ func (w *worker) move(ctx context.Context, p plan) {
 	}
 	w.stopReaderLocked(ep)
 	// What was delivered while the cursor was being stored need not be
-	// read back: the reader starts at the oldest event held now, if later.
+	// read back: the reader starts at the oldest event held now, if later
+	// (but not after a start, from which the endpoint's new settings apply).
 	from := max(p.cursor, w.cursorLocked(ep))
+	if p.start.seq != 0 {
+		from = min(from, p.start.seq)
+		ep.made, ep.clearStart = p.start, false
+		if ep.startMove == p.start.seq {
+			ep.startMove = 0
+		}
+	}
 	before := ep.held + ep.backlog
 	dones := w.dropLanesLocked(ep, from, p.pressure)
 	// What it released waits in the stream now: the pending gauge counts
@@ -348,11 +381,12 @@ func (w *worker) syncCursors(ctx context.Context) {
 	type sync struct {
 		ep     *endpoint
 		cursor uint64
+		start  startMark // a start made sure of, cleared with the cursor
 	}
 	var todo []sync
 	w.mu.Lock()
 	for _, ep := range w.eps {
-		if !ep.enabled {
+		if !ep.enabled && !ep.clearStart {
 			continue
 		}
 		c := uint64(0)
@@ -366,18 +400,32 @@ func (w *worker) syncCursors(ctx context.Context) {
 				}
 			}
 		}
-		if c != ep.stored && (c == 0 || c > ep.stored) {
-			todo = append(todo, sync{ep, c})
+		switch {
+		case ep.clearStart:
+			// The cursor goes with it: below the start when ep reads
+			// back from there (addLocked), which nothing stored yet.
+			todo = append(todo, sync{ep, c, ep.made})
+		case c != ep.stored && (c == 0 || c > ep.stored):
+			todo = append(todo, sync{ep: ep, cursor: c})
 		}
 	}
 	w.mu.Unlock()
 	for _, t := range todo {
-		if err := storeCursor(ctx, w.s.db, t.ep.rec.ID, t.cursor); err != nil {
+		var err error
+		if t.start.seq != 0 {
+			err = storeCursorStarted(ctx, w.s.db, t.ep.rec.ID, t.cursor, t.start.seq, t.start.types)
+		} else {
+			err = storeCursor(ctx, w.s.db, t.ep.rec.ID, t.cursor)
+		}
+		if err != nil {
 			w.s.log.Warn("webhook cursor not stored", "webhook_id", t.ep.rec.ID, "error", err)
 			continue
 		}
 		w.mu.Lock()
 		t.ep.stored = t.cursor
+		if t.start.seq != 0 && t.ep.made.seq == t.start.seq {
+			t.ep.clearStart = false
+		}
 		w.mu.Unlock()
 	}
 }

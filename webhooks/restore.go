@@ -11,8 +11,9 @@ import (
 type RestoreReport struct {
 	// Endpoints are the endpoints restored, of every app.
 	Endpoints int `json:"endpoints"`
-	// CursorsReset are the endpoints that were reading their backlog from
-	// the old stream, now reading it from the start of the new one.
+	// CursorsReset are the endpoints whose stream positions (a backlog
+	// cursor, a start to read back from) named the old stream, now naming
+	// the start of the new one.
 	CursorsReset int64 `json:"cursors_reset"`
 }
 
@@ -23,9 +24,10 @@ type RestoreReport struct {
 // error wrapping ErrSealedSecret naming the first endpoint it does not
 // open, changing nothing: the secrets were sealed with the key of the
 // deployment the dump came from, and only that key signs for them. Then it
-// moves the backlog cursor of every endpoint that had one (a stream
-// sequence of the old ROOM_EVENTS, meaningless in the new one) to the new
-// stream's first event, so that a paused or catching-up endpoint reads
+// moves every stream position an endpoint holds (cursor_seq, the backlog of
+// a paused or catching-up endpoint; start_seq, where a new or widened one
+// must read from: sequences of the old ROOM_EVENTS, meaningless in the new
+// one) to the new stream's first event, so that the endpoint reads
 // everything the relay publishes there. It is safe to repeat.
 func PrepareRestored(ctx context.Context, db *sql.DB, sealer *Sealer) (RestoreReport, error) {
 	var rep RestoreReport
@@ -45,7 +47,8 @@ func PrepareRestored(ctx context.Context, db *sql.DB, sealer *Sealer) (RestoreRe
 			}
 		}
 	}
-	res, err := db.ExecContext(ctx, `UPDATE webhook_endpoints SET cursor_seq = 1 WHERE cursor_seq IS NOT NULL`)
+	res, err := db.ExecContext(ctx, `UPDATE webhook_endpoints SET cursor_seq = IF(cursor_seq IS NULL, NULL, 1),
+		start_seq = IF(start_seq IS NULL, NULL, 1) WHERE cursor_seq IS NOT NULL OR start_seq IS NOT NULL`)
 	if err != nil {
 		return rep, fmt.Errorf("reset webhook cursors: %w", err)
 	}

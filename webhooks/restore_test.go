@@ -11,7 +11,7 @@ import (
 
 // TestPrepareRestored: with the key the secrets were sealed with, every
 // endpoint passes (a rotated one's previous secret too) and the backlog
-// cursors of the old stream move to the new stream's start; with another
+// cursors and starts of the old stream move to the new stream's start; with another
 // key it names an endpoint, wraps ErrSealedSecret, and changes nothing.
 func TestPrepareRestored(t *testing.T) {
 	h := newHarness(t)
@@ -23,12 +23,15 @@ func TestPrepareRestored(t *testing.T) {
 	}
 	// The old deployment's sink had the second endpoint reading its
 	// backlog from sequence 52,000 of the old ROOM_EVENTS.
-	if _, err := h.db.Exec(`UPDATE webhook_endpoints SET cursor_seq = 52000 WHERE endpoint_id = ?`, backlog.ID); err != nil {
+	if _, err := h.db.Exec(`UPDATE webhook_endpoints SET cursor_seq = 52000, start_seq = 52001 WHERE endpoint_id = ?`, backlog.ID); err != nil {
 		t.Fatal(err)
 	}
-	cursor := func(id int64) any {
+	if _, err := h.db.Exec(`UPDATE webhook_endpoints SET start_seq = NULL WHERE endpoint_id = ?`, live.ID); err != nil {
+		t.Fatal(err)
+	}
+	seq := func(column string, id int64) any {
 		var c *int64
-		if err := h.db.QueryRow(`SELECT cursor_seq FROM webhook_endpoints WHERE endpoint_id = ?`, id).Scan(&c); err != nil {
+		if err := h.db.QueryRow(`SELECT `+column+` FROM webhook_endpoints WHERE endpoint_id = ?`, id).Scan(&c); err != nil {
 			t.Fatal(err)
 		}
 		if c == nil {
@@ -36,6 +39,7 @@ func TestPrepareRestored(t *testing.T) {
 		}
 		return *c
 	}
+	cursor := func(id int64) any { return seq("cursor_seq", id) }
 
 	other, err := webhooks.NewSealer(append(make([]byte, webhooks.KeySize-1), 1))
 	if err != nil {
@@ -58,7 +62,10 @@ func TestPrepareRestored(t *testing.T) {
 	if c := cursor(backlog.ID); c != int64(1) {
 		t.Errorf("backlog cursor %v, want 1 (the new stream's start)", c)
 	}
-	if c := cursor(live.ID); c != nil {
-		t.Errorf("live endpoint's cursor %v, want none", c)
+	if c := seq("start_seq", backlog.ID); c != int64(1) {
+		t.Errorf("start %v, want 1 (the new stream's start)", c)
+	}
+	if c, s := cursor(live.ID), seq("start_seq", live.ID); c != nil || s != nil {
+		t.Errorf("live endpoint's cursor %v and start %v, want none", c, s)
 	}
 }

@@ -13,16 +13,20 @@ import (
 
 // endpointColumns are read by scanRecord, in its order.
 const endpointColumns = `endpoint_id, app_code, url, event_types, enabled, paused_reason, paused_at_ms,
-	secret, old_secret, old_secret_until_ms, cursor_seq, created_by, created_at_ms, updated_at_ms`
+	secret, old_secret, old_secret_until_ms, cursor_seq, start_seq, created_by, created_at_ms, updated_at_ms`
 
 // record is an endpoint as stored: what admins see, its app, its sealed
-// secrets and the sink's cursor (see doc.go).
+// secrets, the sink's cursor and the admin's start (see doc.go).
 type record struct {
 	Endpoint
 	appCode   string
 	secret    []byte // sealed
 	oldSecret []byte // sealed; nil when none
 	cursor    sql.NullInt64
+	// start is the stream sequence from which the endpoint must get every
+	// event it wants, set at its creation or when a PATCH widened its
+	// event types, until the sink has made sure of it; 0 when none.
+	start uint64
 }
 
 type scanner interface{ Scan(dest ...any) error }
@@ -30,9 +34,13 @@ type scanner interface{ Scan(dest ...any) error }
 func scanRecord(s scanner) (record, error) {
 	var r record
 	var types string
+	var start sql.NullInt64
 	err := s.Scan(&r.ID, &r.appCode, &r.URL, &types, &r.Enabled, &r.PausedReason, &r.PausedAtMs,
-		&r.secret, &r.oldSecret, &r.PreviousSecretUntilMs, &r.cursor, &r.CreatedBy, &r.CreatedAtMs, &r.UpdatedAtMs)
+		&r.secret, &r.oldSecret, &r.PreviousSecretUntilMs, &r.cursor, &start, &r.CreatedBy, &r.CreatedAtMs, &r.UpdatedAtMs)
 	r.EventTypes = splitTypes(types)
+	if start.Valid && start.Int64 > 0 {
+		r.start = uint64(start.Int64)
+	}
 	return r, err
 }
 
@@ -95,6 +103,21 @@ func storeCursor(ctx context.Context, db *sql.DB, id int64, cursor uint64) error
 	v := sql.NullInt64{Int64: int64(cursor), Valid: cursor > 0}
 	return mysqldb.Retry(ctx, func() error {
 		_, err := db.ExecContext(ctx, `UPDATE webhook_endpoints SET cursor_seq = ? WHERE endpoint_id = ?`, v, id)
+		return err
+	})
+}
+
+// storeCursorStarted records an endpoint's cursor (0: NULL) and, in the
+// same statement, clears its start once the sink has made sure of it:
+// only if the row still has that start and those event types, so that an
+// admin's widening meanwhile (which may keep the start, see
+// Endpoints.Update) is made sure of in turn.
+func storeCursorStarted(ctx context.Context, db *sql.DB, id int64, cursor, start uint64, types []string) error {
+	v := sql.NullInt64{Int64: int64(cursor), Valid: cursor > 0}
+	return mysqldb.Retry(ctx, func() error {
+		_, err := db.ExecContext(ctx, `UPDATE webhook_endpoints SET cursor_seq = ?,
+			start_seq = IF(start_seq = ? AND event_types = ?, NULL, start_seq) WHERE endpoint_id = ?`,
+			v, start, joinTypes(types), id)
 		return err
 	})
 }

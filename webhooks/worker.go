@@ -57,6 +57,14 @@ type endpoint struct {
 	pauseReason  string    // set when it has failed for PauseAfter: the refresh pauses it
 	wantBacklog  bool      // set under pressure: the refresh moves it to backlog mode
 
+	// The admin's start (rec.start, see takeStartLocked): made is the start
+	// and event types this tenure has made sure of; startMove is a start
+	// refresh still has to read back from; clearStart asks refresh to
+	// clear start_seq (with the cursor) now that it is made sure of.
+	made       startMark
+	startMove  uint64
+	clearStart bool
+
 	ahead         map[uint64]bool    // events delivered that a reader may read again: it skips them (see aheadCap)
 	readerStop    context.CancelFunc // nil when no reader runs
 	readerWake    chan struct{}      // a backlog event was settled: the reader may read more
@@ -90,6 +98,50 @@ func (ep *endpoint) takes(seq uint64, replay bool) bool {
 	}
 	ep.maxSkipped = max(ep.maxSkipped, seq)
 	return false
+}
+
+// startMark is a start and the event types it was made sure of with.
+type startMark struct {
+	seq   uint64
+	types []string
+}
+
+// coversLocked reports whether ep gets, without reading back, every event
+// from seq on that it wants now: no such event was handed over, or read
+// back, before ep's current settings applied. Live, the handler has been
+// handed nothing from seq on (w.maxSeen) and the range a reader covered
+// ends before it; reading back, the reader has not read seq yet.
+func (w *worker) coversLocked(ep *endpoint, seq uint64) bool {
+	if ep.mode == modeBacklog {
+		return seq > ep.readTo
+	}
+	return seq > w.maxSeen && seq > ep.coveredHi
+}
+
+// takeStartLocked takes ep's start into account once its row was read (ep.rec
+// is the row): every event from rec.start on that ep wants must reach it,
+// although the handler may have passed some without it (before this
+// process read the row, or with the event types before a PATCH widened
+// them). If ep gets them all anyway, refresh only clears the start;
+// otherwise refresh moves ep to backlog mode from the start, storing the
+// cursor and clearing the start together (plans, move). A start made sure
+// of with event types that include the row's needs nothing more.
+func (w *worker) takeStartLocked(ep *endpoint) {
+	seq := ep.rec.start
+	if seq == 0 {
+		ep.startMove, ep.clearStart = 0, false
+		return
+	}
+	if ep.made.seq == seq && typesWithin(ep.rec.EventTypes, ep.made.types) {
+		ep.startMove = 0
+		ep.clearStart = true // again, if an admin's change kept it
+		return
+	}
+	if w.coversLocked(ep, seq) {
+		ep.made, ep.startMove, ep.clearStart = startMark{seq, ep.rec.EventTypes}, 0, true
+		return
+	}
+	ep.startMove = seq
 }
 
 // state is the "state" label of voiceroom_webhooks_endpoints.
@@ -202,6 +254,10 @@ func (s *Sink) newWorker(ctx context.Context) (*worker, error) {
 		}
 	}
 	w.apply(recs)
+	// Clear at once the starts this tenure made sure of (endpoints new to
+	// the sink): a tenure that ended before its first refresh would leave
+	// them for the next to read back from, repeating what it delivered.
+	w.syncCursors(octx)
 	return w, nil
 }
 

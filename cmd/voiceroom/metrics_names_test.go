@@ -16,11 +16,18 @@ import (
 
 // scrapeFamilies runs serve (every role) and returns the families its
 // operators' listener exports.
-func scrapeFamilies(t *testing.T) map[string]*dto.MetricFamily {
+func scrapeFamilies(t *testing.T, extraEnv ...string) map[string]*dto.MetricFamily {
 	t.Helper()
-	p, vars := startServe(t)
+	p, vars := startServe(t, extraEnv...)
 	base := p.waitServing(t, vars)
 	waitReady(t, p, base)
+	return scrapeOps(t, vars)
+}
+
+// scrapeOps returns the families the operators' listener of a running
+// serve exports.
+func scrapeOps(t *testing.T, vars map[string]string) map[string]*dto.MetricFamily {
+	t.Helper()
 	status, _, body := testenv.Fetch(t, "GET", opsURL(vars)+"/metrics")
 	if status != 200 {
 		t.Fatalf("ops /metrics: %d %.300s", status, body)
@@ -62,9 +69,9 @@ func TestSeriesNames(t *testing.T) {
 	}
 }
 
-// alertTable returns the operating guide's metric table of "Metrics and
-// when to alert" (docs/operating.md) and the paragraph after it, the text an operator copies alerts
-// and dashboards from.
+// alertTable returns the operating guide's section "Metrics and when to
+// alert" (docs/operating.md): the alert table, the runbooks and the
+// dashboards' list.
 func alertTable(t *testing.T) string {
 	t.Helper()
 	raw, err := os.ReadFile("../../docs/operating.md")
@@ -79,16 +86,17 @@ func alertTable(t *testing.T) string {
 	return s
 }
 
-// TestAlertTableMatchesServer: every series the operating guide's alert
-// table (and the dashboard list after it) names exists on a running
-// serve, with every label it names, and every label value it names
-// (alerted series are created at 0, so a fresh server has them).
-func TestAlertTableMatchesServer(t *testing.T) {
-	fams := scrapeFamilies(t)
+// checkAlertSectionNames: every series the operating guide's "Metrics and
+// when to alert" names in backquotes (its runbooks, the dashboard list)
+// exists on the running serve, with every label it names, and every label
+// value it names (alerted series are created at 0, so a fresh server has
+// them). The alert table's expressions are checked with the rules they
+// come from (TestRulesAndDashboardsMatchServer).
+func checkAlertSectionNames(t *testing.T, fams map[string]*dto.MetricFamily) {
 	ref := regexp.MustCompile("`(voiceroom_[a-z_]+\\*?)(\\{[^}`]*\\})?`")
 	refs := ref.FindAllStringSubmatch(alertTable(t), -1)
 	if len(refs) < 20 {
-		t.Fatalf("found %d series in the alert table", len(refs))
+		t.Fatalf("found %d series in the alert section", len(refs))
 	}
 	for _, m := range refs {
 		name, labels := m[1], strings.Trim(m[2], "{}")
@@ -112,6 +120,25 @@ func TestAlertTableMatchesServer(t *testing.T) {
 			if !hasLabel(f, key, value, withValue) {
 				t.Errorf("docs/operating.md names %s{%s}: serve's %s has %v", name, l, name, labelsOf(f))
 			}
+		}
+	}
+}
+
+// TestDependencySeries: voiceroom_{mysql,nats,redis}_up say whether each
+// answers at the scrape (here Redis is a closed port), and
+// voiceroom_cluster_partitions is the configured P.
+func TestDependencySeries(t *testing.T) {
+	fams := scrapeFamilies(t, "VOICEROOM_REDIS_ADDR="+testenv.ClosedAddr(t), "VOICEROOM_ROOMS_PARTITIONS=64")
+	for name, want := range map[string]float64{
+		"voiceroom_mysql_up": 1, "voiceroom_nats_up": 1, "voiceroom_redis_up": 0, "voiceroom_cluster_partitions": 64,
+	} {
+		f, ok := fams[name]
+		if !ok || len(f.GetMetric()) != 1 {
+			t.Errorf("%s: %v, want one series", name, f)
+			continue
+		}
+		if got := f.GetMetric()[0].GetGauge().GetValue(); got != want {
+			t.Errorf("%s = %v, want %v", name, got, want)
 		}
 	}
 }

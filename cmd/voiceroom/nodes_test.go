@@ -160,14 +160,7 @@ func TestNodesReport(t *testing.T) {
 func TestNodesCommandAgainstServe(t *testing.T) {
 	p, vars := startServe(t)
 	waitReady(t, p, p.waitServing(t, vars))
-	second := maps.Clone(vars)
-	for k, v := range map[string]string{
-		"VOICEROOM_ROLES": "rooms", "VOICEROOM_NODE_ID": "test-rooms",
-		"VOICEROOM_NATS_URL":  "nats://" + vars["VOICEROOM_NATS_LISTEN"],
-		"VOICEROOM_HTTP_ADDR": "127.0.0.1:0", "VOICEROOM_OPS_ADDR": "127.0.0.1:0", "VOICEROOM_DATA_DIR": t.TempDir(),
-	} {
-		second[k] = v
-	}
+	second := secondServe(t, vars, "rooms", "test-rooms")
 	p2 := startServeWith(t, second)
 	waitReady(t, p2, p2.waitServing(t, second))
 

@@ -264,7 +264,21 @@ func open(ctx context.Context, cfg config, log *slog.Logger) (d *deps, err error
 		return d, fmt.Errorf("provision streams: %w", err)
 	}
 	log.Info("nats: streams provisioned", "stream", bus.StreamName, "dlq", bus.DLQStreamName)
-	return d, nil
+
+	// Whether each dependency answers, at every scrape (the alerts'
+	// voiceroom_{mysql,redis,nats}_up); no Redis configured, no redis_up.
+	ups := []*promreg.Up{
+		promreg.NewUp("mysql", "1 when MySQL answered a ping within 1 s at this scrape, else 0.", d.db.PingContext),
+		promreg.NewUp("nats", "1 when JetStream answered (account info) within 1 s at this scrape, else 0.", d.nats.Ping),
+	}
+	if d.redis != nil {
+		ups = append(ups, promreg.NewUp("redis", "1 when Redis answered a PING within 1 s at this scrape, else 0.",
+			func(ctx context.Context) error { return d.redis.Ping(ctx).Err() }))
+	}
+	for i := range ups {
+		promreg.Add(r, &ups[i])
+	}
+	return d, r.Err()
 }
 
 // close releases what open and the roles opened: role closers in reverse,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -135,6 +136,23 @@ func (p *proc) waitServing(tb testing.TB, vars map[string]string) string {
 		vars["VOICEROOM_NATS_LISTEN"] = m[1]
 	}
 	return "http://" + addr
+}
+
+// secondServe returns the variables of another serve process beside the
+// one started with vars (after its waitServing): the same database and
+// JetStream (the first's embedded server), roles and node id of its own,
+// its own ports and data dir.
+func secondServe(tb testing.TB, vars map[string]string, roles, node string) map[string]string {
+	tb.Helper()
+	second := maps.Clone(vars)
+	for k, v := range map[string]string{
+		"VOICEROOM_ROLES": roles, "VOICEROOM_NODE_ID": node,
+		"VOICEROOM_NATS_URL":  "nats://" + vars["VOICEROOM_NATS_LISTEN"],
+		"VOICEROOM_HTTP_ADDR": "127.0.0.1:0", "VOICEROOM_OPS_ADDR": "127.0.0.1:0", "VOICEROOM_DATA_DIR": tb.TempDir(),
+	} {
+		second[k] = v
+	}
+	return second
 }
 
 // opsURL is the base URL of the operators' listener waitServing found.

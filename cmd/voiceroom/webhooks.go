@@ -150,7 +150,7 @@ func wireWebhooks(ctx context.Context, d *deps) error {
 		if err != nil {
 			return fmt.Errorf("webhooks: %w", err)
 		}
-		eps, err := webhooks.NewEndpoints(d.db, sealer, history, d.cfg.endpointsConfig())
+		eps, err := webhooks.NewEndpoints(d.db, js, sealer, history, d.cfg.endpointsConfig())
 		if err != nil {
 			return fmt.Errorf("webhooks: %w", err)
 		}
