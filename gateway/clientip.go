@@ -121,10 +121,7 @@ func forwardedAddr(entry []byte) (netip.Addr, bool) {
 func (s *Server) accessLog(c *fiber.Ctx) error {
 	start := time.Now()
 	err := c.Next()
-	status := c.Response().StatusCode()
-	if err != nil {
-		status = httpStatus(kindOf(err).Code)
-	}
+	status := answeredStatus(c, err)
 	if status < 300 && (c.Path() == "/healthz" || c.Path() == "/readyz") {
 		return err
 	}

@@ -42,11 +42,7 @@ func newHTTPMetrics(reg prometheus.Registerer) (*httpMetrics, error) {
 func (m *httpMetrics) middleware(c *fiber.Ctx) error {
 	start := time.Now()
 	err := c.Next()
-	status := c.Response().StatusCode()
-	if err != nil {
-		// The error handler runs after this middleware; use the status it will write.
-		status = httpStatus(kindOf(err).Code)
-	}
+	status := answeredStatus(c, err)
 	route := "unmatched"
 	if r := c.Route(); r != nil && r.Path != "/" {
 		route = r.Path
@@ -54,6 +50,16 @@ func (m *httpMetrics) middleware(c *fiber.Ctx) error {
 	m.requests.WithLabelValues(route, c.Method(), strconv.Itoa(status)).Inc()
 	m.duration.WithLabelValues(route, c.Method()).Observe(time.Since(start).Seconds())
 	return err
+}
+
+// answeredStatus is the status of the answer to a request whose handlers
+// returned err: the error handler runs after the middlewares that ask, so
+// an error's status is the one it will write.
+func answeredStatus(c *fiber.Ctx, err error) int {
+	if err != nil {
+		return httpStatus(kindOf(err).Code)
+	}
+	return c.Response().StatusCode()
 }
 
 // zeroServerErrors creates the series of the server's failures (500, 503)

@@ -29,29 +29,18 @@ import (
 // browsers are the names Chromium goes by (Debian's package is chromium).
 var browsers = []string{"chromium", "chromium-browser", "google-chrome", "google-chrome-stable"}
 
-// findBrowser is the path of a Chromium, installing Debian's chromium with
-// deploy/test-tools.sh when there is none (task run never installs it:
-// only this test needs it); without one the test skips, saying why.
+// findBrowser is the path of a Chromium, installed for this test when
+// there is none (testTool: only this test needs it).
 func findBrowser(tb testing.TB) string {
 	tb.Helper()
-	find := func() string {
+	return testTool(tb, "chromium", func() string {
 		for _, b := range browsers {
 			if p, err := exec.LookPath(b); err == nil {
 				return p
 			}
 		}
 		return ""
-	}
-	if p := find(); p != "" {
-		return p
-	}
-	out, err := exec.Command("bash", filepath.Join("..", "..", "deploy", "test-tools.sh"), "chromium").CombinedOutput()
-	if p := find(); p != "" {
-		return p
-	}
-	tb.Skipf("no Chromium found (looked for %s), and deploy/test-tools.sh could not install Debian's chromium (%v): %s",
-		strings.Join(browsers, ", "), err, strings.TrimSpace(string(out)))
-	return ""
+	})
 }
 
 // browser is a headless Chromium tab, started by the test, that fails the

@@ -27,12 +27,27 @@ import (
 	"voiceroom/internal/testenv"
 )
 
-// nginxBinary finds nginx, installing Debian's package with
-// deploy/test-tools.sh when it is missing; it skips the test, saying why,
-// when there is none.
+// testTool is the path of a program only some tests need (find looks for
+// it), installing Debian's package with deploy/test-tools.sh when it is
+// missing (task run never installs these); without it the test skips,
+// saying why.
+func testTool(tb testing.TB, tool string, find func() string) string {
+	tb.Helper()
+	if p := find(); p != "" {
+		return p
+	}
+	out, err := exec.Command("bash", filepath.Join("..", "..", "deploy", "test-tools.sh"), tool).CombinedOutput()
+	if p := find(); p != "" {
+		return p
+	}
+	tb.Skipf("no %s, and deploy/test-tools.sh could not install it (%v): %s", tool, err, strings.TrimSpace(string(out)))
+	return ""
+}
+
+// nginxBinary finds nginx (testTool).
 func nginxBinary(t *testing.T) string {
 	t.Helper()
-	find := func() string {
+	return testTool(t, "nginx", func() string {
 		if p, err := exec.LookPath("nginx"); err == nil {
 			return p
 		}
@@ -40,16 +55,7 @@ func nginxBinary(t *testing.T) string {
 			return "/usr/sbin/nginx"
 		}
 		return ""
-	}
-	if p := find(); p != "" {
-		return p
-	}
-	out, err := exec.Command("bash", filepath.Join("..", "..", "deploy", "test-tools.sh"), "nginx").CombinedOutput()
-	if p := find(); p != "" {
-		return p
-	}
-	t.Skipf("no nginx, and deploy/test-tools.sh could not install it (%v): %s", err, strings.TrimSpace(string(out)))
-	return ""
+	})
 }
 
 // selfSigned writes a certificate for 127.0.0.1 and its key into dir and
@@ -126,17 +132,7 @@ func TestNginxInFrontOfTwoAPIs(t *testing.T) {
 	p1, vars1 := startServe(t, proxyEnv...)
 	base1 := p1.waitServing(t, vars1)
 	waitReady(t, p1, base1)
-	vars2 := map[string]string{}
-	for k, v := range vars1 {
-		vars2[k] = v
-	}
-	vars2["VOICEROOM_ROLES"] = "api"
-	vars2["VOICEROOM_NATS_URL"] = "nats://" + vars1["VOICEROOM_NATS_LISTEN"]
-	vars2["VOICEROOM_DATA_DIR"] = t.TempDir()
-	vars2["VOICEROOM_NODE_ID"] = "test-node-2"
-	for _, k := range []string{"VOICEROOM_HTTP_ADDR", "VOICEROOM_OPS_ADDR"} {
-		vars2[k] = "127.0.0.1:0"
-	}
+	vars2 := secondServe(t, vars1, "api", "test-node-2")
 	p2 := startServeWith(t, vars2)
 	base2 := p2.waitServing(t, vars2)
 	waitReady(t, p2, base2)
