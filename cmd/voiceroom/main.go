@@ -3,7 +3,10 @@
 // applies the SQL migrations, token mints a JWT for development and
 // operators, seed creates a development app's regions, countries and users,
 // nodes prints the rooms nodes and their partitions, ranks rebuilds the
-// rooms' ranks in Redis, demo walks a newcomer through a running server, version prints the build.
+// rooms' ranks in Redis, demo walks a newcomer through a running server,
+// backup dumps the MySQL database and restore loads a dump into a fresh
+// deployment, imemu runs the Tencent IM emulator, version prints the
+// version and the VCS revision of the build.
 //
 // Configuration comes only from environment variables (see
 // deploy/voiceroom.env.example); a bad value stops the process with a message
