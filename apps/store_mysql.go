@@ -467,6 +467,26 @@ func (s *Store) SigningKey(ctx context.Context, app string) (authtoken.Key, erro
 	return authtoken.Key{ID: kid, Secret: secret}, nil
 }
 
+// EnsureKey returns app's signing key (SigningKey), first registering app
+// or giving it a key when it has none: development's seed and the bench,
+// never an operator's way. made says whether it made a key. A disabled
+// app is FAILED_PRECONDITION.
+func (s *Store) EnsureKey(ctx context.Context, app, operator string) (key authtoken.Key, made bool, err error) {
+	key, err = s.SigningKey(ctx, app)
+	if !apperr.Is(err, apperr.NotFound) {
+		return key, false, err
+	}
+	_, err = s.Create(ctx, app, operator)
+	if apperr.Is(err, apperr.AlreadyExists) { // registered (by the migration, say) without a key
+		_, err = s.Rotate(ctx, app, nil, operator)
+	}
+	if err != nil {
+		return authtoken.Key{}, false, err
+	}
+	key, err = s.SigningKey(ctx, app)
+	return key, err == nil, err
+}
+
 func isDuplicate(err error) bool {
 	var me *mysql.MySQLError
 	return errors.As(err, &me) && me.Number == 1062
