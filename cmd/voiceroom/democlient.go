@@ -56,11 +56,11 @@ type demoActor struct {
 // demoClient calls a running voiceroom with tokens it signs itself, and
 // prints each call it is asked to show.
 type demoClient struct {
-	base   string
-	app    string
-	key    authtoken.Key
-	hc     *http.Client
-	out    io.Writer
+	base string
+	app  string
+	key  authtoken.Key
+	hc   *http.Client
+	out  io.Writer
 	// aliases names long ids in the requests shown ("$ROOM_SG").
 	aliases map[string]string
 }

@@ -32,21 +32,21 @@ type worker struct {
 
 // deps are the connections every role shares.
 type deps struct {
-	cfg     config
-	log     *slog.Logger
-	db      *sql.DB
-	redis   *redis.Client // nil when VOICEROOM_REDIS_ADDR is empty
-	nats    *bus.Conn
-	embed   *bus.Server // nil with an external NATS
-	reg     *prometheus.Registry
+	cfg   config
+	log   *slog.Logger
+	db    *sql.DB
+	redis *redis.Client // nil when VOICEROOM_REDIS_ADDR is empty
+	nats  *bus.Conn
+	embed *bus.Server // nil with an external NATS
+	reg   *prometheus.Registry
 	// keys verify tokens (wireAuth): the apps' registry for the api role.
 	keys authtoken.Keys
 	// serverKey keys the room list's cursors and the console's forms,
 	// the same in every api process (see serverKey).
 	serverKey []byte
-	workers []worker
-	mounts  []gateway.Mount
-	closers []func() // run in reverse order after HTTP has stopped, before NATS closes
+	workers   []worker
+	mounts    []gateway.Mount
+	closers   []func() // run in reverse order after HTTP has stopped, before NATS closes
 
 	// fastPath publishes each committed command's outbox events at once;
 	// set when the rooms role runs, for the rooms package to call.
