@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 
+	"github.com/MicahParks/jwkset"
 	"github.com/MicahParks/keyfunc/v3"
 	"golang.org/x/time/rate"
 
@@ -22,7 +23,8 @@ type providerID struct {
 // provider is an identity provider and the key set it keeps fetched
 // (package keyfunc over jwkset: fetched at start, every JWKS.Refresh, and
 // on a kid it does not hold, at most once per JWKS.UnknownKID; a failed
-// fetch keeps the keys fetched before).
+// fetch keeps the keys fetched before; a fetch that changes the key ids
+// moves the registry's generation).
 type provider struct {
 	p    *authtoken.Provider
 	stop context.CancelFunc
@@ -69,18 +71,28 @@ func (r *Registry) newProvider(id providerID) (*provider, error) {
 	client = &http.Client{Transport: limitedBody{rt: client.Transport, max: cfg.MaxBytes}, Timeout: client.Timeout,
 		CheckRedirect: client.CheckRedirect, Jar: client.Jar}
 	ctx, stop := context.WithCancel(r.base)
-	failed := func(string) func(context.Context, error) {
-		return func(_ context.Context, err error) {
-			r.metrics.jwksFailures.WithLabelValues(id.app).Inc()
-			r.log.Warn("apps: identity provider's key set not fetched; keeping the keys fetched before", "app_code", id.app, "jwks_url", id.URL, "error", err)
-		}
+	failed := func(_ context.Context, err error) {
+		r.metrics.jwksFailures.WithLabelValues(id.app).Inc()
+		r.log.Warn("apps: identity provider's key set not fetched; keeping the keys fetched before", "app_code", id.app, "jwks_url", id.URL, "error", err)
 	}
-	kf, err := keyfunc.NewDefaultOverrideCtx(ctx, []string{id.URL}, keyfunc.Override{
-		Client:                  client,
-		HTTPTimeout:             cfg.Timeout,
-		RefreshInterval:         cfg.Refresh,
-		RefreshErrorHandlerFunc: failed,
-		RefreshUnknownKID:       rate.NewLimiter(rate.Every(cfg.UnknownKID), 1),
+	// The building blocks of keyfunc.NewDefaultOverrideCtx, with a storage
+	// that tells when the key set changes.
+	store, err := jwkset.NewStorageFromHTTP(id.URL, jwkset.HTTPClientStorageOptions{
+		Client:                    client,
+		Ctx:                       ctx,
+		HTTPTimeout:               cfg.Timeout,
+		NoErrorReturnFirstHTTPReq: true,
+		RefreshErrorHandler:       failed,
+		RefreshInterval:           cfg.Refresh,
+		Storage:                   &watchedKeys{Storage: jwkset.NewMemoryStorage(), changed: func() { r.gen.Add(1) }},
+	})
+	if err != nil {
+		stop()
+		return nil, fmt.Errorf("key set %s: %w", id.URL, err)
+	}
+	set, err := jwkset.NewHTTPClient(jwkset.HTTPClientOptions{
+		HTTPURLs:          map[string]jwkset.Storage{id.URL: store},
+		RefreshUnknownKID: rate.NewLimiter(rate.Every(cfg.UnknownKID), 1),
 		// A request waits this long at most for a fetch on an unknown
 		// kid (the fetch shares the bound); when the next fetch is
 		// further off, the kid is unknown at once.
@@ -90,11 +102,55 @@ func (r *Registry) newProvider(id providerID) (*provider, error) {
 		stop()
 		return nil, fmt.Errorf("key set %s: %w", id.URL, err)
 	}
+	kf, err := keyfunc.New(keyfunc.Options{Ctx: ctx, Storage: set})
+	if err != nil {
+		stop()
+		return nil, fmt.Errorf("key set %s: %w", id.URL, err)
+	}
 	return &provider{
 		p: &authtoken.Provider{AppCode: id.app, Issuer: id.Issuer, Audience: id.Audience, AppClaim: id.AppClaim,
 			Keyfunc: kf.KeyfuncCtx},
 		stop: stop,
 	}, nil
+}
+
+// watchedKeys is a key set's storage that calls changed when a fetch
+// replaces its keys with another set of ids (a key added or dropped):
+// cached verdicts on tokens of a dropped key must end.
+type watchedKeys struct {
+	jwkset.Storage
+	changed func()
+}
+
+func (w *watchedKeys) KeyReplaceAll(ctx context.Context, given []jwkset.JWK) error {
+	before, err := w.KeyReadAll(ctx)
+	if err != nil {
+		return err
+	}
+	if err := w.Storage.KeyReplaceAll(ctx, given); err != nil {
+		return err
+	}
+	if !sameIDs(before, given) {
+		w.changed()
+	}
+	return nil
+}
+
+// sameIDs reports whether two key sets hold the same key ids.
+func sameIDs(a, b []jwkset.JWK) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	ids := map[string]bool{}
+	for _, k := range a {
+		ids[k.Marshal().KID] = true
+	}
+	for _, k := range b {
+		if !ids[k.Marshal().KID] {
+			return false
+		}
+	}
+	return true
 }
 
 // limitedBody bounds the answers of a key set's URL: a body past max

@@ -2,21 +2,9 @@ package apps_test
 
 import (
 	"context"
-	"crypto"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/rsa"
-	"encoding/json"
 	"errors"
-	"net/http"
-	"net/http/httptest"
-	"sync"
 	"testing"
 	"time"
-
-	"github.com/MicahParks/jwkset"
-	"github.com/golang-jwt/jwt/v5"
 
 	"voiceroom/apperr"
 	"voiceroom/apps"
@@ -24,91 +12,18 @@ import (
 	"voiceroom/internal/testenv"
 )
 
-// idp is an identity provider of a test: it signs tokens with its keys
-// and serves the public ones as a JWKS, or fails when down.
+// idp is the test's identity provider, with the claims of app idpapp's
+// tokens by default.
 type idp struct {
-	t       testing.TB
-	mu      sync.Mutex
-	keys    map[string]crypto.Signer
-	served  []string // the kids the JWKS holds
-	down    bool
-	fetches int
-	srv     *httptest.Server
+	*testenv.IdentityProvider
 }
 
-func newTestIDP(t testing.TB) *idp {
-	p := &idp{t: t, keys: map[string]crypto.Signer{}}
-	p.srv = httptest.NewServer(http.HandlerFunc(p.serve))
-	t.Cleanup(p.srv.Close)
-	return p
-}
+func newTestIDP(t testing.TB) *idp { return &idp{testenv.NewIdentityProvider(t)} }
 
-func (p *idp) serve(w http.ResponseWriter, _ *http.Request) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.fetches++
-	if p.down {
-		http.Error(w, "down", http.StatusServiceUnavailable)
-		return
-	}
-	var set jwkset.JWKSMarshal
-	for _, kid := range p.served {
-		alg := jwkset.AlgRS256
-		if _, ok := p.keys[kid].(*ecdsa.PrivateKey); ok {
-			alg = jwkset.AlgES256
-		}
-		jwk, err := jwkset.NewJWKFromKey(p.keys[kid].Public(), jwkset.JWKOptions{Metadata: jwkset.JWKMetadataOptions{KID: kid, ALG: alg, USE: jwkset.UseSig}})
-		if err != nil {
-			p.t.Error(err)
-			return
-		}
-		set.Keys = append(set.Keys, jwk.Marshal())
-	}
-	json.NewEncoder(w).Encode(set)
-}
-
-// addKey makes a key (RSA, or EC with ec) and publishes it.
-func (p *idp) addKey(kid string, ec bool) {
-	var k crypto.Signer
-	var err error
-	if ec {
-		k, err = ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	} else {
-		k, err = rsa.GenerateKey(rand.Reader, 2048)
-	}
-	if err != nil {
-		p.t.Fatal(err)
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.keys[kid] = k
-	p.served = append(p.served, kid)
-}
-
-// publish sets the kids the JWKS holds.
-func (p *idp) publish(kids ...string) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.served = kids
-}
-
-func (p *idp) setDown(down bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.down = down
-}
-
-func (p *idp) fetched() int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.fetches
-}
-
-// token signs claims (plus iss, aud, the app claim, sub and exp unless
-// edit overrides them; nil removes one) with kid's key.
+// token signs the default claims (iss, aud, the app claim, sub, exp), as
+// edit changes them (nil removes one), with kid's key.
 func (p *idp) token(kid string, now time.Time, edit map[string]any) string {
-	p.t.Helper()
-	claims := jwt.MapClaims{"iss": "https://idp.test", "aud": "voiceroom", "tenant": "idpapp", "sub": "42",
+	claims := map[string]any{"iss": "https://idp.test", "aud": "voiceroom", "tenant": "idpapp", "sub": "42",
 		"exp": now.Add(time.Hour).Unix(), "iat": now.Unix()}
 	for k, v := range edit {
 		if v == nil {
@@ -117,20 +32,7 @@ func (p *idp) token(kid string, now time.Time, edit map[string]any) string {
 			claims[k] = v
 		}
 	}
-	p.mu.Lock()
-	key := p.keys[kid]
-	p.mu.Unlock()
-	method := jwt.SigningMethod(jwt.SigningMethodRS256)
-	if _, ok := key.(*ecdsa.PrivateKey); ok {
-		method = jwt.SigningMethodES256
-	}
-	t := jwt.NewWithClaims(method, claims)
-	t.Header["kid"] = kid
-	s, err := t.SignedString(key)
-	if err != nil {
-		p.t.Fatal(err)
-	}
-	return s
+	return p.Token(kid, claims)
 }
 
 // newIDPApp registers app idpapp with p as its identity provider and
@@ -145,7 +47,7 @@ func newIDPApp(t *testing.T, p *idp, unknownKID time.Duration) (*authtoken.Verif
 	if _, err := store.Create(ctx, "idpapp", "cli"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := store.SetJWKS(ctx, "idpapp", apps.JWKS{URL: p.srv.URL + "/jwks.json", Issuer: "https://idp.test", Audience: "voiceroom", AppClaim: "tenant"}, "cli"); err != nil {
+	if _, err := store.SetJWKS(ctx, "idpapp", apps.JWKS{URL: p.URL(), Issuer: "https://idp.test", Audience: "voiceroom", AppClaim: "tenant"}, "cli"); err != nil {
 		t.Fatal(err)
 	}
 	reg := newTestRegistry(t, store, clk, apps.RegistryConfig{JWKS: apps.JWKSConfig{AllowHTTP: true, UnknownKID: unknownKID, Timeout: 2 * time.Second}})
@@ -158,8 +60,8 @@ func newIDPApp(t *testing.T, p *idp, unknownKID time.Duration) (*authtoken.Verif
 // unknown key is refused, never an error of another kind.
 func TestIdentityProviderTokens(t *testing.T) {
 	p := newTestIDP(t)
-	p.addKey("r1", false)
-	p.addKey("e1", true)
+	p.AddKey("r1", false)
+	p.AddKey("e1", true)
 	v, _, clk := newIDPApp(t, p, time.Hour)
 	now := clk.Now()
 	for _, kid := range []string{"r1", "e1"} {
@@ -180,8 +82,8 @@ func TestIdentityProviderTokens(t *testing.T) {
 	if _, err := v.Verify(context.Background(), p.token("r1", now.Add(-2*time.Hour), nil)); !errors.Is(err, authtoken.ErrExpired) {
 		t.Fatalf("expired: %v", err)
 	}
-	p.addKey("r9", false)
-	p.publish("r1", "e1") // r9 exists but is not published
+	p.AddKey("r9", false)
+	p.Publish("r1", "e1") // r9 exists but is not published
 	mustRefuse(t, v, p.token("r9", now, nil), "an unknown key")
 }
 
@@ -191,12 +93,12 @@ func TestIdentityProviderTokens(t *testing.T) {
 // fetched again.
 func TestIdentityProviderRotates(t *testing.T) {
 	p := newTestIDP(t)
-	p.addKey("r1", false)
+	p.AddKey("r1", false)
 	v, _, clk := newIDPApp(t, p, time.Millisecond)
 	now := clk.Now()
 	mustVerify(t, v, p.token("r1", now, nil))
-	p.addKey("r2", false)
-	p.publish("r2")
+	p.AddKey("r2", false)
+	p.Publish("r2")
 	mustVerify(t, v, p.token("r2", now, nil))
 	mustRefuse(t, v, p.token("r1", now, nil), "a key the provider dropped, once fetched again")
 }
@@ -206,28 +108,28 @@ func TestIdentityProviderRotates(t *testing.T) {
 // provider down at start verifies nothing until it answers.
 func TestIdentityProviderDown(t *testing.T) {
 	p := newTestIDP(t)
-	p.addKey("r1", false)
+	p.AddKey("r1", false)
 	v, store, clk := newIDPApp(t, p, time.Millisecond)
 	now := clk.Now()
 	mustVerify(t, v, p.token("r1", now, nil))
-	p.setDown(true)
-	p.addKey("r2", false)
-	before := p.fetched()
+	p.SetDown(true)
+	p.AddKey("r2", false)
+	before := p.Fetches()
 	mustRefuse(t, v, p.token("r2", now, nil), "a new key while the provider is down")
-	if p.fetched() == before {
+	if p.Fetches() == before {
 		t.Fatal("an unknown kid did not make the registry try the provider")
 	}
 	mustVerify(t, v, p.token("r1", now, nil)) // the cached key
 
 	// Down from the start: nothing verifies, and nothing fails harder.
 	q := newTestIDP(t)
-	q.addKey("q1", false)
-	q.setDown(true)
-	if _, err := store.SetJWKS(context.Background(), "idpapp", apps.JWKS{URL: q.srv.URL, Issuer: "https://idp.test", Audience: "voiceroom", AppClaim: "tenant"}, "cli"); err != nil {
+	q.AddKey("q1", false)
+	q.SetDown(true)
+	if _, err := store.SetJWKS(context.Background(), "idpapp", apps.JWKS{URL: q.URL(), Issuer: "https://idp.test", Audience: "voiceroom", AppClaim: "tenant"}, "cli"); err != nil {
 		t.Fatal(err)
 	}
 	mustRefuse(t, v, q.token("q1", now, nil), "a provider down since it was set")
-	q.setDown(false)
+	q.SetDown(false)
 	testenv.Eventually(t, 10*time.Second, func() error {
 		_, err := v.Verify(context.Background(), q.token("q1", now, nil))
 		return err
