@@ -97,15 +97,13 @@ func TestREADMEBlocks(t *testing.T) {
 		"VOICEROOM_DATA_DIR="+vars["VOICEROOM_DATA_DIR"],
 		"VOICEROOM_NATS_LISTEN="+vars["VOICEROOM_NATS_LISTEN"],
 		"VOICEROOM_NATS_URL=nats://"+vars["VOICEROOM_NATS_LISTEN"],
-		"VOICEROOM_MYSQL_DSN="+vars["VOICEROOM_MYSQL_DSN"], // voiceroom ranks rebuild
+		"VOICEROOM_MYSQL_DSN="+vars["VOICEROOM_MYSQL_DSN"], // voiceroom ranks rebuild; token reads app demo's key
+		"VOICEROOM_APPS_SECRET_KEY="+vars["VOICEROOM_APPS_SECRET_KEY"],
 		"VOICEROOM_REDIS_ADDR="+vars["VOICEROOM_REDIS_ADDR"],
 	)
-	addr := strings.TrimPrefix(base, "http://")
 	run := func(name string) string {
 		t.Helper()
-		script := strings.ReplaceAll(blocks[name], "localhost:8080", addr)
-		script = strings.ReplaceAll(script, "./bin/voiceroom", bin)
-		out, err := runBlock(root, env, script)
+		out, err := runBlock(root, env, blockScript(blocks[name], base, bin))
 		if err != nil {
 			t.Fatalf("README block %q: %v\n%s", name, err, out)
 		}
