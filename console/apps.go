@@ -91,4 +91,3 @@ func (c *Console) revokeKey(k *call) (string, error) {
 	}
 	return fmt.Sprintf("Key %s of app %s revoked.", kid, app), nil
 }
-
