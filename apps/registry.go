@@ -385,6 +385,10 @@ func (r *Registry) secretFor(a *appKeys, now time.Time) ([]byte, time.Time, bool
 	return r.cfg.Secret, r.cfg.SecretUntil, true
 }
 
+// unknownKeyWait bounds how long a request waits for the keys to reload
+// when its token names a key this process does not know yet.
+const unknownKeyWait = 2 * time.Second
+
 // reloadForUnknown reloads for a key this process does not know, at most
 // once per UnknownKeyReload; it reports whether it did.
 func (r *Registry) reloadForUnknown(ctx context.Context) bool {
@@ -393,6 +397,8 @@ func (r *Registry) reloadForUnknown(ctx context.Context) bool {
 	if now-last < int64(r.cfg.UnknownKeyReload) || !r.lastUnknown.CompareAndSwap(last, now) {
 		return false
 	}
+	ctx, cancel := context.WithTimeout(ctx, unknownKeyWait)
+	defer cancel()
 	if err := r.load(ctx, false); err != nil {
 		r.log.Warn("apps: keys not reloaded for an unknown key", "error", err)
 		return false

@@ -79,24 +79,25 @@ func (singleSecret) Generation() uint64                { return 0 }
 
 // Verifier checks tokens against Keys. It is safe for concurrent use.
 type Verifier struct {
-	keys Keys
-	now  func() time.Time
-	hs   *jwt.Parser // voiceroom's own keys: HS256
-	pk   *jwt.Parser // identity providers: RS256, ES256
+	keys   Keys
+	now    func() time.Time
+	parser *jwt.Parser
 }
 
 // NewVerifier returns a Verifier of tokens signed with keys, reading the
 // time from now.
 func NewVerifier(keys Keys, now func() time.Time) *Verifier {
-	opts := func(methods ...string) []jwt.ParserOption {
-		return []jwt.ParserOption{jwt.WithValidMethods(methods), jwt.WithExpirationRequired(),
-			jwt.WithLeeway(Leeway), jwt.WithTimeFunc(now)}
-	}
 	return &Verifier{
 		keys: keys,
 		now:  now,
-		hs:   jwt.NewParser(opts(jwt.SigningMethodHS256.Alg())...),
-		pk:   jwt.NewParser(opts(jwt.SigningMethodRS256.Alg(), jwt.SigningMethodES256.Alg())...),
+		parser: jwt.NewParser(
+			// HS256 for voiceroom's own keys, RS256 and ES256 for identity
+			// providers: the key function gives each only its own kind
+			// of key, and the method checks the key's type.
+			jwt.WithValidMethods([]string{jwt.SigningMethodHS256.Alg(), jwt.SigningMethodRS256.Alg(), jwt.SigningMethodES256.Alg()}),
+			jwt.WithExpirationRequired(),
+			jwt.WithLeeway(Leeway),
+			jwt.WithTimeFunc(now)),
 	}
 }
 
@@ -107,36 +108,34 @@ func (v *Verifier) Keys() Keys { return v.keys }
 // ids are longer than voiceroom's own (KeyIDMax), never this long.
 const maxKID = 256
 
-// maxHeader bounds the encoded header a Verifier reads.
-const maxHeader = 1024
-
 // Verify checks raw (the token without "Bearer ") and returns what it
 // says. ctx bounds a reload of keys. Errors wrap ErrExpired, ErrInvalid
 // (with ErrNoKey when no usable key verifies it), ErrNoAppCode or
 // ErrBadSubject.
 func (v *Verifier) Verify(ctx context.Context, raw string) (Token, error) {
-	alg, kid, err := peekHeader(raw)
-	if err != nil {
-		return Token{}, fmt.Errorf("%w: %w", ErrInvalid, err)
-	}
-	if len(kid) > maxKID || !printable(kid) {
-		return Token{}, fmt.Errorf("%w: %w: kid of %d bytes", ErrInvalid, ErrNoKey, len(kid))
-	}
-	switch alg {
-	case jwt.SigningMethodHS256.Alg():
-		return v.verifyOwn(ctx, raw, kid)
-	case jwt.SigningMethodRS256.Alg(), jwt.SigningMethodES256.Alg():
-		return v.verifyProvider(ctx, raw, kid)
-	}
-	return Token{}, fmt.Errorf("%w: algorithm %.16q", ErrInvalid, alg)
-}
-
-// verifyOwn checks a token signed with one of voiceroom's HS256 keys.
-func (v *Verifier) verifyOwn(ctx context.Context, raw, kid string) (Token, error) {
 	var c Claims
-	t := Token{KeyID: kid}
+	t := Token{}
 	var keyUntil time.Time
-	_, err := v.hs.ParseWithClaims(raw, &c, func(*jwt.Token) (any, error) {
+	var p *Provider
+	_, err := v.parser.ParseWithClaims(raw, &c, func(jt *jwt.Token) (any, error) {
+		kid, ok := jt.Header["kid"].(string)
+		if _, present := jt.Header["kid"]; (present && !ok) || len(kid) > maxKID || !printable(kid) {
+			return nil, ErrNoKey
+		}
+		t.KeyID = kid
+		if jt.Method.Alg() != jwt.SigningMethodHS256.Alg() {
+			var err error
+			p, err = v.provider(raw, &c)
+			if err != nil {
+				return nil, err
+			}
+			key, err := p.Keyfunc(ctx)(jt)
+			if err != nil {
+				return nil, fmt.Errorf("%w: %w", ErrNoKey, err)
+			}
+			t.Source = SourceJWKS
+			return key, nil
+		}
 		if c.Role == RolePlatform {
 			s, ok := v.keys.PlatformKey(kid)
 			if !ok || kid == "" {
@@ -162,6 +161,8 @@ func (v *Verifier) verifyOwn(ctx context.Context, raw, kid string) (Token, error
 		return Token{}, refused(err)
 	}
 	switch {
+	case t.Source == SourceJWKS:
+		return v.providerToken(t, p, &c)
 	case t.Source == SourcePlatform && c.AppCode != "":
 		return Token{}, fmt.Errorf("%w: a platform token names an app", ErrInvalid)
 	case t.Source != SourcePlatform && !voiceroom.ValidAppCode(c.AppCode):
@@ -175,45 +176,51 @@ func (v *Verifier) verifyOwn(ctx context.Context, raw, kid string) (Token, error
 	return t, nil
 }
 
-// verifyProvider checks a user token of an app's identity provider.
-func (v *Verifier) verifyProvider(ctx context.Context, raw, kid string) (Token, error) {
-	if kid == "" {
-		return Token{}, fmt.Errorf("%w: %w: no kid", ErrInvalid, ErrNoKey)
+// provider picks the identity provider of a token signed with a public
+// key: one of those of its iss whose app claim names the provider's app.
+// The claim's name is the provider's, so the claims are read again, as a
+// map, for these tokens only.
+func (v *Verifier) provider(raw string, c *Claims) (*Provider, error) {
+	if c.Issuer == "" {
+		return nil, ErrNoKey
 	}
-	claims := jwt.MapClaims{}
-	var p *Provider
-	_, err := v.pk.ParseWithClaims(raw, claims, func(t *jwt.Token) (any, error) {
-		iss, _ := claims.GetIssuer()
-		for _, c := range v.keys.Providers(iss) {
-			if app, _ := claims[c.appClaim()].(string); app == c.AppCode {
-				p = c
-				break
-			}
-		}
-		if p == nil {
-			return nil, ErrNoKey
-		}
-		key, err := p.Keyfunc(ctx)(t)
-		if err != nil {
-			return nil, fmt.Errorf("%w: %w", ErrNoKey, err)
-		}
-		return key, nil
-	})
+	provs := v.keys.Providers(c.Issuer)
+	if len(provs) == 0 {
+		return nil, ErrNoKey
+	}
+	parts := strings.Split(raw, ".")
+	b, err := base64.RawURLEncoding.DecodeString(parts[1])
 	if err != nil {
-		return Token{}, refused(err)
+		return nil, ErrNoKey
 	}
-	aud, _ := claims.GetAudience()
-	if !slices.Contains(aud, p.Audience) {
+	var all map[string]any
+	if json.Unmarshal(b, &all) != nil {
+		return nil, ErrNoKey
+	}
+	for _, p := range provs {
+		if app, _ := all[p.appClaim()].(string); app == p.AppCode {
+			return p, nil
+		}
+	}
+	return nil, ErrNoKey
+}
+
+// providerToken is what an identity provider's verified token says: a
+// user of the provider's app, if the token's kid was there and its aud
+// holds the provider's audience.
+func (v *Verifier) providerToken(t Token, p *Provider, c *Claims) (Token, error) {
+	switch {
+	case t.KeyID == "":
+		return Token{}, fmt.Errorf("%w: %w: no kid", ErrInvalid, ErrNoKey)
+	case !slices.Contains(c.Audience, p.Audience):
 		return Token{}, fmt.Errorf("%w: audience", ErrInvalid)
 	}
-	sub, _ := claims.GetSubject()
-	id, err := subject(sub, true)
+	id, err := subject(c.Subject, true)
 	if err != nil {
 		return Token{}, err
 	}
-	t := Token{AppCode: p.AppCode, UserID: id, KeyID: kid, Source: SourceJWKS}
-	exp, _ := claims.GetExpirationTime()
-	t.setTimes(exp, time.Time{})
+	t.AppCode, t.UserID = p.AppCode, id
+	t.setTimes(c.ExpiresAt, time.Time{})
 	return t, nil
 }
 
@@ -252,27 +259,6 @@ func (t *Token) setTimes(exp *jwt.NumericDate, keyUntil time.Time) {
 	if !keyUntil.IsZero() && keyUntil.Before(t.Until) {
 		t.Until = keyUntil
 	}
-}
-
-// peekHeader reads a token's alg and kid before choosing how to verify
-// it; a kid that is not a string is an error.
-func peekHeader(raw string) (alg, kid string, err error) {
-	enc, _, ok := strings.Cut(raw, ".")
-	if !ok || len(enc) > maxHeader {
-		return "", "", errors.New("malformed header")
-	}
-	b, err := base64.RawURLEncoding.DecodeString(enc)
-	if err != nil {
-		return "", "", errors.New("malformed header")
-	}
-	var h struct {
-		Alg string `json:"alg"`
-		Kid string `json:"kid"`
-	}
-	if err := json.Unmarshal(b, &h); err != nil {
-		return "", "", errors.New("malformed header")
-	}
-	return h.Alg, h.Kid, nil
 }
 
 // printable reports whether s holds only printable ASCII without spaces.
