@@ -317,3 +317,11 @@ func TestIssueWithKey(t *testing.T) {
 		}
 	}
 }
+
+// TestNoSecretVerifiesNothing: SingleSecret(nil), the keys of processes
+// that serve no token route, accepts no token.
+func TestNoSecretVerifiesNothing(t *testing.T) {
+	if _, _, ok := authtoken.SingleSecret(nil).AppKey(context.Background(), "app1", "", time.Now()); ok {
+		t.Fatal("no secret verified a token")
+	}
+}

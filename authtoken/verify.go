@@ -65,13 +65,14 @@ func (p *Provider) appClaim() string {
 
 // SingleSecret returns the Keys of one secret that verifies every app's
 // tokens without a kid: development's mode, and tests'. It knows no key
-// id, no platform key and no provider.
+// id, no platform key and no provider. SingleSecret(nil) verifies
+// nothing.
 func SingleSecret(secret []byte) Keys { return singleSecret(secret) }
 
 type singleSecret []byte
 
 func (s singleSecret) AppKey(_ context.Context, _, kid string, _ time.Time) ([]byte, time.Time, bool) {
-	return s, time.Time{}, kid == ""
+	return s, time.Time{}, kid == "" && len(s) > 0
 }
 func (singleSecret) PlatformKey(string) ([]byte, bool) { return nil, false }
 func (singleSecret) Providers(string) []*Provider      { return nil }

@@ -210,6 +210,10 @@ func serverKey(secret, sealKey []byte) []byte {
 // mount); for the other roles, which serve no token route, keys that
 // verify nothing. serve refuses to run on the single secret alone.
 func wireAuth(ctx context.Context, d *deps) error {
+	if !d.cfg.hasRole(roleAPI) {
+		d.keys = authtoken.SingleSecret(nil)
+		return nil
+	}
 	secret, err := d.cfg.singleSecret(d.log)
 	if err != nil {
 		return err
@@ -219,10 +223,6 @@ func wireAuth(ctx context.Context, d *deps) error {
 		return err
 	}
 	d.serverKey = serverKey(secret, sealKey)
-	if !d.cfg.hasRole(roleAPI) {
-		d.keys = authtoken.SingleSecret(nil)
-		return nil
-	}
 	platform, err := d.cfg.platformKeys(d.log, true)
 	if err != nil {
 		return err
