@@ -1,6 +1,7 @@
 package authtoken_test
 
 import (
+	"context"
 	"encoding/base64"
 	"errors"
 	"strings"
@@ -51,22 +52,10 @@ func TestIssuedClaims(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			parts := strings.Split(tok, ".")
-			if len(parts) != 3 {
-				t.Fatalf("token %q: want three parts", tok)
-			}
-			header, err := base64.RawURLEncoding.DecodeString(parts[0])
-			if err != nil {
-				t.Fatal(err)
-			}
-			if string(header) != `{"alg":"HS256","typ":"JWT"}` {
+			if header := decodePart(t, tok, 0); header != `{"alg":"HS256","typ":"JWT"}` {
 				t.Fatalf("header %s", header)
 			}
-			body, err := base64.RawURLEncoding.DecodeString(parts[1])
-			if err != nil {
-				t.Fatal(err)
-			}
-			if string(body) != tc.claims {
+			if body := decodePart(t, tok, 1); body != tc.claims {
 				t.Fatalf("claims %s, want %s", body, tc.claims)
 			}
 		})
@@ -77,7 +66,8 @@ func TestIssuedClaims(t *testing.T) {
 // refused with the error the HTTP edge turns into its message.
 func TestVerify(t *testing.T) {
 	now := time.Unix(1700000000, 0)
-	v := authtoken.NewVerifier(testSecret, func() time.Time { return now })
+	v := authtoken.NewVerifier(authtoken.SingleSecret(testSecret), func() time.Time { return now })
+	ctx := context.Background()
 	issue := func(secret []byte, user int64, role string, ttl time.Duration, at time.Time) string {
 		t.Helper()
 		tok, err := authtoken.Issue(secret, "app1", user, role, ttl, at)
@@ -97,15 +87,16 @@ func TestVerify(t *testing.T) {
 	}
 	exp := now.Add(time.Hour).Unix()
 
-	got, err := v.Verify(issue(testSecret, 42, "", time.Hour, now))
-	if want := (authtoken.Token{AppCode: "app1", UserID: 42, ExpiresAt: now.Add(time.Hour)}); err != nil || got != want || got.Admin() {
+	got, err := v.Verify(ctx, issue(testSecret, 42, "", time.Hour, now))
+	if want := (authtoken.Token{AppCode: "app1", UserID: 42, ExpiresAt: now.Add(time.Hour), Source: authtoken.SourceSecret,
+		Until: now.Add(time.Hour + authtoken.Leeway)}); err != nil || got != want || got.Admin() {
 		t.Fatalf("user token: %+v %v, want %+v", got, err, want)
 	}
-	got, err = v.Verify(issue(testSecret, 0, authtoken.RoleAdmin, time.Hour, now))
+	got, err = v.Verify(ctx, issue(testSecret, 0, authtoken.RoleAdmin, time.Hour, now))
 	if err != nil || !got.Admin() || got.UserID != 0 || got.AppCode != "app1" {
 		t.Fatalf("admin token: %+v %v", got, err)
 	}
-	if _, err := v.Verify(issue(testSecret, 42, "", time.Second, now.Add(-authtoken.Leeway))); err != nil { // expired 4 s ago
+	if _, err := v.Verify(ctx, issue(testSecret, 42, "", time.Second, now.Add(-authtoken.Leeway))); err != nil { // expired 4 s ago
 		t.Fatalf("expired within the leeway: %v", err)
 	}
 
@@ -123,14 +114,30 @@ func TestVerify(t *testing.T) {
 		{"no exp", sign(jwt.SigningMethodHS256, testSecret, map[string]any{"app_code": "app1", "sub": "42"}), authtoken.ErrInvalid},
 		{"not yet valid", sign(jwt.SigningMethodHS256, testSecret, map[string]any{"app_code": "app1", "sub": "42", "exp": exp, "nbf": exp - 60}), authtoken.ErrInvalid},
 		{"no app code", sign(jwt.SigningMethodHS256, testSecret, map[string]any{"sub": "42", "exp": exp}), authtoken.ErrNoAppCode},
+		{"a kid the single secret does not know", mustSign(t, jwt.SigningMethodHS256, "k1", testSecret, map[string]any{"app_code": "app1", "sub": "42", "exp": exp}), authtoken.ErrNoKey},
+		{"a platform token", sign(jwt.SigningMethodHS256, testSecret, map[string]any{"role": "platform", "exp": exp}), authtoken.ErrNoKey},
 		{"bad app code", sign(jwt.SigningMethodHS256, testSecret, map[string]any{"app_code": "a.b", "sub": "42", "exp": exp}), authtoken.ErrNoAppCode},
 		{"sub not a number", sign(jwt.SigningMethodHS256, testSecret, map[string]any{"app_code": "app1", "sub": "bob", "exp": exp}), authtoken.ErrBadSubject},
 		{"sub zero", sign(jwt.SigningMethodHS256, testSecret, map[string]any{"app_code": "app1", "sub": "0", "exp": exp}), authtoken.ErrBadSubject},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got, err := v.Verify(tc.token); !errors.Is(err, tc.want) {
+			if got, err := v.Verify(ctx, tc.token); !errors.Is(err, tc.want) {
 				t.Fatalf("Verify = %+v, %v; want %v", got, err, tc.want)
 			}
 		})
 	}
+}
+
+// decodePart is the JSON of a token's header (0) or claims (1).
+func decodePart(tb testing.TB, tok string, i int) string {
+	tb.Helper()
+	parts := strings.Split(tok, ".")
+	if len(parts) != 3 {
+		tb.Fatalf("token %q: want three parts", tok)
+	}
+	b, err := base64.RawURLEncoding.DecodeString(parts[i])
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return string(b)
 }

@@ -401,6 +401,10 @@ func newCluster(t *testing.T, m mode) *cluster {
 		"VOICEROOM_NATS_URL=nats://" + c.nats.addr,
 		fmt.Sprintf("VOICEROOM_REDIS_ADDR=127.0.0.1:%d", c.redis.port),
 		"VOICEROOM_JWT_SECRET=" + c.secret,
+		// The load signs every app's tokens with the one secret: the
+		// development mode, not what this suite is about.
+		"VOICEROOM_DEV_SINGLE_SECRET=true",
+		"VOICEROOM_APPS_SECRET_KEY=" + strings.Repeat("a5", 32), // every api process opens the keys another stored
 		"VOICEROOM_HTTP_RATE_PER_USER=1000",
 		"VOICEROOM_HTTP_RATE_BURST=1000",
 		"VOICEROOM_OUTBOX_POLL_INTERVAL=200ms",

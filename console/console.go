@@ -178,27 +178,41 @@ func pathOf(u *url.URL) string {
 	return u.Path + "?" + u.RawQuery
 }
 
-// claims reads the app and operator of a token the API has accepted, to
-// show them; the console never decides anything by them.
-func claims(token string) (app, operator string) {
+// who is what a token says of its holder, read to choose the pages and
+// show the operator; the console never decides a permission by it (the
+// API does, on every call).
+type who struct {
+	App      string
+	Operator string
+	// Platform marks a platform operator's token: the apps' pages, not an
+	// app's.
+	Platform bool
+}
+
+// claims reads who holds a token.
+func claims(token string) who {
 	parts := strings.Split(token, ".")
 	if len(parts) != 3 {
-		return "", ""
+		return who{}
 	}
 	raw, err := base64.RawURLEncoding.DecodeString(parts[1])
 	if err != nil {
-		return "", ""
+		return who{}
 	}
 	var cl struct {
 		AppCode string `json:"app_code"`
 		Sub     string `json:"sub"`
+		Role    string `json:"role"`
 	}
 	if json.Unmarshal(raw, &cl) != nil {
-		return "", ""
+		return who{}
 	}
-	operator = "admin"
+	w := who{App: cl.AppCode, Operator: "admin", Platform: cl.Role == "platform"}
+	if w.Platform {
+		w.Operator = "platform"
+	}
 	if cl.Sub != "" {
-		operator = "admin:" + cl.Sub
+		w.Operator += ":" + cl.Sub
 	}
-	return cl.AppCode, operator
+	return w
 }

@@ -169,11 +169,14 @@ func TestSafeBack(t *testing.T) {
 
 func TestClaimsOnlyShow(t *testing.T) {
 	// {"app_code":"demo","sub":"7"}
-	app, op := claims("x.eyJhcHBfY29kZSI6ImRlbW8iLCJzdWIiOiI3In0.y")
-	if app != "demo" || op != "admin:7" {
-		t.Fatalf("claims = %q %q", app, op)
+	if w := claims("x.eyJhcHBfY29kZSI6ImRlbW8iLCJzdWIiOiI3In0.y"); w != (who{App: "demo", Operator: "admin:7"}) {
+		t.Fatalf("claims = %+v", w)
 	}
-	if app, op := claims("garbage"); app != "" || op != "" {
-		t.Fatalf("claims of garbage = %q %q", app, op)
+	// {"role":"platform","sub":"3"}
+	if w := claims("x.eyJyb2xlIjoicGxhdGZvcm0iLCJzdWIiOiIzIn0.y"); w != (who{Operator: "platform:3", Platform: true}) {
+		t.Fatalf("platform claims = %+v", w)
+	}
+	if w := claims("garbage"); w != (who{}) {
+		t.Fatalf("claims of garbage = %+v", w)
 	}
 }

@@ -1,12 +1,14 @@
 // Package console is the operators' console: web pages, served by `serve`
 // under /console, for the people who run regions, lists and rooms without
 // curl (countries and regions, users' regions, pins and hides, bans and
-// the audit trail, dead letters and the outbox).
+// the audit trail, dead letters and the outbox), and for platform
+// operators, who register apps and manage their keys.
 //
 // # It has no powers of its own
 //
 // Every page reads and every form acts through the admin API
-// (docs/openapi.yaml, /admin/v1) with the operator's own token, over an
+// (docs/openapi.yaml, /admin/v1, or /platform/v1 for platform operators)
+// with the operator's own token, over an
 // http.RoundTripper that gateway.ConsoleRoutes hands it: the request runs
 // through the same Fiber app, middleware and routes as a request from
 // curl, in process, without a socket. Authentication, the admin role,
@@ -19,8 +21,13 @@
 //
 // # The token
 //
-// The operator pastes an admin token (`voiceroom token --app APP --role admin`) into the
-// sign-in form. The console's script (assets/console.js, served from the
+// The operator pastes an app's admin token (`voiceroom token --app APP
+// --role admin`) or a platform operator's token (`voiceroom token
+// --platform`) into the sign-in form. The console shows what that token
+// may see: an app's sections for an app's admin, the apps' page for a
+// platform operator. It reads the token's claims only to choose the pages
+// (a page for the other kind of token says so and calls nothing); every
+// permission is the API's. The console's script (assets/console.js, served from the
 // binary) keeps it in the tab's sessionStorage, which no other tab or site
 // can read and which ends with the tab, and sends it as
 // Authorization: Bearer on each request it makes for a page, which it

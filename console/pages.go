@@ -20,6 +20,9 @@ type view struct {
 	Path     string
 	App      string
 	Operator string
+	// Platform: the token is a platform operator's, whose pages are the
+	// apps'.
+	Platform bool
 	CSRF     string
 	// Flash says what the last action did; Error what failed (the API's
 	// message).
@@ -48,9 +51,9 @@ type call struct {
 
 func (c *Console) newCall(w http.ResponseWriter, r *http.Request) *call {
 	token, _ := r.Context().Value(tokenKey{}).(string)
-	app, operator := claims(token)
+	h := claims(token)
 	return &call{c: c, w: w, r: r, token: token,
-		v: &view{Path: pathOf(r.URL), App: app, Operator: operator, CSRF: c.csrf(token)}}
+		v: &view{Path: pathOf(r.URL), App: h.App, Operator: h.Operator, Platform: h.Platform, CSRF: c.csrf(token)}}
 }
 
 // get reads path?q from the API into out.
@@ -74,11 +77,45 @@ type outcome struct {
 
 type outcomeKey struct{}
 
-// page serves a page: fn fills k.v.Data, and the template name renders
-// it. An error is shown above what fn could read.
+// audience is who a page or action is for: an app's admins or platform
+// operators. A token of the other kind is shown the page's title and
+// where to go instead, without any call to the API (which would refuse
+// it and sign the tab out).
+type audience bool
+
+const (
+	forApp      audience = false
+	forPlatform audience = true
+)
+
+// wrongAudience says so on k's page and reports whether it did.
+func (c *Console) wrongAudience(k *call, a audience) bool {
+	if audience(k.v.Platform) == a {
+		return false
+	}
+	k.v.Title = "Not for this token"
+	k.v.Error = "This page is for an app's admins; a platform operator's token manages the apps."
+	if a == forPlatform {
+		k.v.Error = "This page is for platform operators; an app's admin token manages that app only."
+	}
+	k.w.Header().Set("X-Console-Location", k.v.Path)
+	c.render(k.w, http.StatusOK, "notfound", k.v)
+	return true
+}
+
+// page serves a page for an app's admins: fn fills k.v.Data, and the
+// template name renders it. An error is shown above what fn could read.
 func (c *Console) page(name string, fn func(k *call) error) http.Handler {
+	return c.pageFor(forApp, name, fn)
+}
+
+// pageFor is page for audience a.
+func (c *Console) pageFor(a audience, name string, fn func(k *call) error) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		k := c.newCall(w, r)
+		if c.wrongAudience(k, a) {
+			return
+		}
 		if o, ok := r.Context().Value(outcomeKey{}).(outcome); ok {
 			k.v.Flash = o.flash
 			if o.err != nil {
@@ -131,7 +168,7 @@ func invalid(name, msg string) error {
 // action serves a form's POST: with a valid csrf field, it asks confirm's
 // question first when confirm is not nil (and the form does not carry
 // confirm=yes), then runs fn and shows the page named by the form's back
-// field with fn's flash or error.
+// field with fn's flash or error. The API decides whether the token may.
 func (c *Console) action(confirm func(k *call) string, fn func(k *call) (string, error)) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
@@ -213,10 +250,23 @@ func formText(r *http.Request, name string) string { return strings.TrimSpace(r.
 // routes are the console's pages and actions.
 func (c *Console) routes() *http.ServeMux {
 	m := http.NewServeMux()
-	home := c.page("regions", c.regionsPage)
+	regions, apps := c.page("regions", c.regionsPage), c.pageFor(forPlatform, "apps", c.appsPage)
+	home := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		token, _ := r.Context().Value(tokenKey{}).(string)
+		if claims(token).Platform {
+			apps.ServeHTTP(w, r)
+			return
+		}
+		regions.ServeHTTP(w, r)
+	})
 	m.Handle("GET /console", home)
 	m.Handle("GET /console/{$}", home)
-	m.Handle("GET /console/regions", home)
+	m.Handle("GET /console/regions", regions)
+	m.Handle("GET /console/apps", apps)
+	m.Handle("POST /console/apps", c.action(nil, c.createApp))
+	m.Handle("POST /console/apps/{app}/status", c.action(confirmAppStatus, c.setAppStatus))
+	m.Handle("POST /console/apps/{app}/rotate", c.action(confirmRotate, c.rotateKey))
+	m.Handle("POST /console/apps/{app}/keys/{kid}/revoke", c.action(confirmRevoke, c.revokeKey))
 	m.Handle("POST /console/regions", c.action(nil, c.createRegion))
 	m.Handle("POST /console/regions/{id}", c.action(confirmRegion, c.updateRegion))
 	m.Handle("POST /console/countries", c.action(nil, c.createCountry))
@@ -235,9 +285,11 @@ func (c *Console) routes() *http.ServeMux {
 	m.Handle("POST /console/rooms/{id}/{op}", c.action(confirmModeration, c.moderate))
 	m.Handle("GET /console/delivery", c.page("delivery", c.deliveryPage))
 	m.Handle("POST /console/delivery/replay", c.action(confirmReplay, c.replay))
-	m.Handle("/", c.page("notfound", func(k *call) error {
+	m.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		k := c.newCall(w, r)
 		k.v.Title = "Not found"
-		return nil
+		w.Header().Set("X-Console-Location", k.v.Path)
+		c.render(w, http.StatusOK, "notfound", k.v)
 	}))
 	return m
 }

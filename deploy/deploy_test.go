@@ -89,9 +89,14 @@ func goMod(tb testing.TB) (goVersion, natsServer string) {
 }
 
 const (
-	testJWTSecret   = "compose-test-secret-0123456789"
-	testWebhooksKey = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff"
+	testPlatformKeys = "ops1:compose-test-platform-0123456789"
+	testAppsKey      = "ffeeddccbbaa99887766554433221100ffeeddccbbaa99887766554433221100"
+	testWebhooksKey  = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff"
 )
+
+// composeKeys are the keys compose requires from the operator.
+var composeKeys = []string{"VOICEROOM_PLATFORM_KEYS=" + testPlatformKeys, "VOICEROOM_APPS_SECRET_KEY=" + testAppsKey,
+	"VOICEROOM_WEBHOOKS_SECRET_KEY=" + testWebhooksKey}
 
 func loadCompose(tb testing.TB, env ...string) (*types.Project, error) {
 	tb.Helper()
@@ -129,13 +134,14 @@ var voiceroomRoles = map[string]struct {
 var serveRoles = []string{"api", "imbridge", "projector", "relay", "rooms", "webhooks"}
 
 func TestComposeLoads(t *testing.T) {
-	if _, err := loadCompose(t, "VOICEROOM_WEBHOOKS_SECRET_KEY="+testWebhooksKey); err == nil || !strings.Contains(err.Error(), "VOICEROOM_JWT_SECRET") {
-		t.Errorf("loaded without VOICEROOM_JWT_SECRET (%v): the deployment must not run on a default key", err)
+	for i, kv := range composeKeys { // each required: no deployment runs on a default key
+		name, _, _ := strings.Cut(kv, "=")
+		without := slices.Delete(slices.Clone(composeKeys), i, i+1)
+		if _, err := loadCompose(t, without...); err == nil || !strings.Contains(err.Error(), name) {
+			t.Errorf("loaded without %s (%v): the deployment must not run on a default key", name, err)
+		}
 	}
-	if _, err := loadCompose(t, "VOICEROOM_JWT_SECRET="+testJWTSecret); err == nil || !strings.Contains(err.Error(), "VOICEROOM_WEBHOOKS_SECRET_KEY") {
-		t.Errorf("loaded without VOICEROOM_WEBHOOKS_SECRET_KEY (%v): the api and webhooks processes must share one key", err)
-	}
-	p, err := loadCompose(t, "VOICEROOM_JWT_SECRET="+testJWTSecret, "VOICEROOM_WEBHOOKS_SECRET_KEY="+testWebhooksKey)
+	p, err := loadCompose(t, composeKeys...)
 	if err != nil {
 		t.Fatalf("compose-spec loader: %v", err)
 	}
@@ -241,11 +247,11 @@ func checkVoiceroomEnv(tb testing.TB, name string, env types.MappingWithEquals) 
 	if got := value(env, "VOICEROOM_STREAM_REPLICAS"); got != "3" {
 		tb.Errorf("%s: VOICEROOM_STREAM_REPLICAS %q, want 3", name, got)
 	}
-	if got := value(env, "VOICEROOM_JWT_SECRET"); got != testJWTSecret {
-		tb.Errorf("%s: VOICEROOM_JWT_SECRET %q, want the operator's", name, got)
-	}
-	if got := value(env, "VOICEROOM_WEBHOOKS_SECRET_KEY"); got != testWebhooksKey {
-		tb.Errorf("%s: VOICEROOM_WEBHOOKS_SECRET_KEY %q, want the operator's", name, got)
+	for _, kv := range composeKeys {
+		k, v, _ := strings.Cut(kv, "=")
+		if got := value(env, k); got != v {
+			tb.Errorf("%s: %s %q, want the operator's", name, k, got)
+		}
 	}
 	var hosts []string
 	for _, u := range strings.Split(value(env, "VOICEROOM_NATS_URL"), ",") {

@@ -4,7 +4,8 @@
 # it first starts the local IM emulator (`voiceroom imemu`, on
 # VOICEROOM_IMEMU_LISTEN, default 127.0.0.1:18080) and points the bridge and
 # the callback guard at it. It lets webhooks go to http:// and loopback URLs
-# (the demo's receiver) unless those variables are set.
+# (the demo's receiver) and turns on development's single-secret mode
+# unless those variables are set.
 #
 # The bridge signs every call, so it is pointed at the emulator only once
 # the emulator has proved it is the one this script started: the script
@@ -130,10 +131,17 @@ if [ -z "${VOICEROOM_TIM_SDKAPPID:-}${VOICEROOM_TIM_APPS:-}" ]; then
   fi
 fi
 
-# Development: the demo's webhook receiver listens on http://127.0.0.1 (the
-# variables, when set, win).
+# Development: the demo's webhook receiver listens on http://127.0.0.1, and
+# an identity provider's key set may be served over http (the variables,
+# when set, win).
 export VOICEROOM_WEBHOOKS_ALLOW_HTTP=${VOICEROOM_WEBHOOKS_ALLOW_HTTP:-true}
 export VOICEROOM_WEBHOOKS_ALLOW_PRIVATE_ADDRESSES=${VOICEROOM_WEBHOOKS_ALLOW_PRIVATE_ADDRESSES:-true}
+export VOICEROOM_AUTH_JWKS_ALLOW_HTTP=${VOICEROOM_AUTH_JWKS_ALLOW_HTTP:-true}
+# Development: the seed gave app demo a key of its own, which `voiceroom
+# token --app demo` signs with; for any other app code the walk-throughs
+# try, token signs with the single development secret, which serve accepts
+# for every app in this mode only (docs/auth.md).
+export VOICEROOM_DEV_SINGLE_SECRET=${VOICEROOM_DEV_SINGLE_SECRET:-true}
 
 status=0
 if [ -z "$stopping" ]; then

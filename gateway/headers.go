@@ -15,7 +15,7 @@ func answerHeaders(c *fiber.Ctx) error {
 
 // setAnswerHeaders sets X-Content-Type-Options: nosniff on every answer, so
 // that a browser never runs a body as another type than the one declared,
-// and Cache-Control: no-store on /api and /admin, whose answers (errors
+// and Cache-Control: no-store on /api, /admin and /platform, whose answers (errors
 // included) carry a user's or an operator's data that no browser or proxy
 // may keep. /docs and /openapi.yaml stay cacheable. The error handler calls
 // it too, for errors raised before any middleware ran (a body too large).
@@ -28,9 +28,9 @@ func setAnswerHeaders(c *fiber.Ctx) {
 
 // privatePrefixes are the route groups whose answers carry a principal's
 // data.
-var privatePrefixes = [...]string{"/api", "/admin"}
+var privatePrefixes = [...]string{"/api", "/admin", "/platform"}
 
-// private reports whether path reaches the /api or /admin group's
+// private reports whether path reaches the /api, /admin or /platform group's
 // middleware: Fiber matches a group's prefix case-insensitively and as a
 // plain prefix.
 func private(path string) bool {

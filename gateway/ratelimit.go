@@ -36,9 +36,10 @@ const rateShards = 64
 const idleBucket = 5 * time.Minute
 
 type principalKey struct {
-	app   string
-	user  int64
-	admin bool
+	app      string
+	user     int64
+	admin    bool
+	platform bool
 }
 
 type rateShard struct {
@@ -90,7 +91,7 @@ func (r *rateLimiter) allow(k principalKey) bool {
 
 func (r *rateLimiter) middleware(c *fiber.Ctx) error {
 	p := PrincipalOf(c)
-	if !r.allow(principalKey{app: p.AppCode, user: p.UserID, admin: p.Admin}) {
+	if !r.allow(principalKey{app: p.AppCode, user: p.UserID, admin: p.Admin, platform: p.Platform}) {
 		return apperr.New(apperr.RateLimited, "too many requests")
 	}
 	return c.Next()

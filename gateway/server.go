@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"voiceroom/apperr"
+	"voiceroom/authtoken"
 )
 
 // Config configures the HTTP edge. Zero fields take the defaults given.
@@ -36,7 +37,13 @@ type Config struct {
 	// BodyLimit is the largest request body in bytes. 1 KiB..16 MiB,
 	// default 64 KiB.
 	BodyLimit int
-	// JWTSecret is the HS256 key of app and admin tokens. Required, ≥ 16 bytes.
+	// Keys are the keys tokens are verified with (package apps' Registry:
+	// each app's own keys, the platform operators' key, identity
+	// providers). Nil: JWTSecret alone verifies every app's tokens (tests
+	// and development).
+	Keys authtoken.Keys
+	// JWTSecret is the single HS256 secret used when Keys is nil; then
+	// required, ≥ 16 bytes.
 	JWTSecret []byte
 	// ReadTimeout, WriteTimeout and IdleTimeout bound a connection's phases.
 	// Defaults 10s, 10s, 60s.
@@ -129,8 +136,8 @@ func (c Config) Validate() error {
 	if _, err := parseTrustedProxies(c.TrustedProxies); err != nil {
 		return apperr.BadConfig("TrustedProxies", "trusted proxy %w", err)
 	}
-	if len(c.JWTSecret) < 16 {
-		return apperr.BadConfig("JWTSecret", "jwt secret must be at least 16 bytes")
+	if c.Keys == nil && len(c.JWTSecret) < authtoken.MinSecret {
+		return apperr.BadConfig("JWTSecret", "jwt secret must be at least %d bytes", authtoken.MinSecret)
 	}
 	return nil
 }
@@ -172,12 +179,14 @@ type Check struct {
 }
 
 // Routers are the groups a Mount adds routes to. API routes see an
-// authenticated user, Admin routes an authenticated admin; Public routes are
+// authenticated user, Admin routes an authenticated admin of an app,
+// Platform routes an authenticated platform operator; Public routes are
 // unauthenticated (callbacks that check their own credentials).
 type Routers struct {
-	API    fiber.Router // under /api
-	Admin  fiber.Router // under /admin
-	Public fiber.Router // under /
+	API      fiber.Router // under /api
+	Admin    fiber.Router // under /admin
+	Platform fiber.Router // under /platform
+	Public   fiber.Router // under /
 	// app is the server's own, for the console's in-process calls.
 	app *fiber.App
 }
@@ -217,6 +226,10 @@ func New(cfg Config, log *slog.Logger, reg prometheus.Registerer, gatherer prome
 	if err != nil {
 		return nil, err
 	}
+	authMetrics, err := newAuthMetrics(reg)
+	if err != nil {
+		return nil, err
+	}
 	s := &Server{
 		cfg:     cfg,
 		log:     log,
@@ -235,7 +248,11 @@ func New(cfg Config, log *slog.Logger, reg prometheus.Registerer, gatherer prome
 		Immutable:             true, // values taken from a request outlive it (room ids in cells)
 		ErrorHandler:          s.handleError,
 	})
-	auth := newAuthenticator(cfg.JWTSecret, time.Now)
+	keys := cfg.Keys
+	if keys == nil {
+		keys = authtoken.SingleSecret(cfg.JWTSecret)
+	}
+	auth := newAuthenticator(keys, time.Now, authMetrics)
 
 	edge := []any{answerHeaders, requestIDMiddleware}
 	if cfg.AccessLog {
@@ -254,10 +271,11 @@ func New(cfg Config, log *slog.Logger, reg prometheus.Registerer, gatherer prome
 		apiHandlers = append([]fiber.Handler{func(c *fiber.Ctx) error { return cors(c) }}, apiHandlers...)
 	}
 	routers := Routers{
-		API:    s.app.Group("/api", apiHandlers...),
-		Admin:  s.app.Group("/admin", auth.requireAdmin, s.limiter.middleware),
-		Public: s.app,
-		app:    s.app,
+		API:      s.app.Group("/api", apiHandlers...),
+		Admin:    s.app.Group("/admin", auth.requireAdmin, s.limiter.middleware),
+		Platform: s.app.Group("/platform", auth.requirePlatform, s.limiter.middleware),
+		Public:   s.app,
+		app:      s.app,
 	}
 	for _, m := range mounts {
 		m(routers)

@@ -3,10 +3,12 @@ package loadgen
 import (
 	"io"
 	"net/url"
+	"slices"
 	"time"
 
 	"voiceroom"
 	"voiceroom/apperr"
+	"voiceroom/authtoken"
 )
 
 // Config is one bench run.
@@ -18,9 +20,10 @@ type Config struct {
 	// latency histogram) and /debug/pprof (a GC before reading the heap)
 	// are read. Empty: those figures are n/a.
 	OpsURL string
-	// JWTSecret signs the users' and the operator's tokens; it must be the
-	// target's VOICEROOM_JWT_SECRET. Required, ≥ 16 bytes.
-	JWTSecret []byte
+	// Keys sign each app's users' and operator's tokens: a key the target
+	// verifies that app's tokens with (an app's own key, or the single
+	// secret in development). Required for every app of Apps.
+	Keys map[string]authtoken.Key
 	// Apps are the app codes the load is spread over. Default
 	// ["bencha", "benchb"]. Their rows are the bench's: a run adds to them.
 	Apps []string
@@ -131,10 +134,10 @@ func (c Config) Validate() error {
 		return apperr.BadConfig("BaseURL", "base url %q: want http://host:port", c.BaseURL)
 	case c.OpsURL != "" && !httpURL(c.OpsURL):
 		return apperr.BadConfig("OpsURL", "ops url %q: want http://host:port", c.OpsURL)
-	case len(c.JWTSecret) < 16:
-		return apperr.BadConfig("JWTSecret", "jwt secret: must be at least 16 bytes")
 	case len(c.Apps) == 0 || len(c.Apps) > 16:
 		return apperr.BadConfig("Apps", "apps: want 1..16")
+	case slices.ContainsFunc(c.Apps, func(app string) bool { return len(c.Keys[app].Secret) < authtoken.MinSecret }):
+		return apperr.BadConfig("Keys", "keys: every app needs a key of at least %d bytes", authtoken.MinSecret)
 	case c.Rooms < len(c.Apps) || c.Rooms > 100000:
 		return apperr.BadConfig("Rooms", "rooms: want %d..100000, got %d", len(c.Apps), c.Rooms)
 	case c.Regions < 1 || c.Regions > len(countryCodes):

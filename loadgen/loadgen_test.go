@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"voiceroom/authtoken"
 )
 
 func TestPercentileNearestRank(t *testing.T) {
@@ -69,7 +71,8 @@ func TestResyncFollowsRejections(t *testing.T) {
 }
 
 func TestConfigValidate(t *testing.T) {
-	good := Config{BaseURL: "http://127.0.0.1:8080", OpsURL: "http://127.0.0.1:9090", JWTSecret: []byte("0123456789abcdef")}.WithDefaults()
+	good := Config{BaseURL: "http://127.0.0.1:8080", OpsURL: "http://127.0.0.1:9090", Keys: map[string]authtoken.Key{
+		"bencha": {Secret: []byte("0123456789abcdef")}, "benchb": {ID: "benchb-1", Secret: []byte("0123456789abcdef")}}}.WithDefaults()
 	if err := good.Validate(); err != nil {
 		t.Fatalf("defaults: %v", err)
 	}
@@ -82,7 +85,10 @@ func TestConfigValidate(t *testing.T) {
 		{"ftp url", func(c *Config) { c.BaseURL = "ftp://x" }, "base url"},
 		{"ops url without host", func(c *Config) { c.OpsURL = "http://" }, "ops url"},
 		{"ops url not http", func(c *Config) { c.OpsURL = "127.0.0.1:9090" }, "ops url"},
-		{"short secret", func(c *Config) { c.JWTSecret = []byte("x") }, "jwt secret"},
+		{"short secret", func(c *Config) {
+			c.Keys = map[string]authtoken.Key{"bencha": {Secret: []byte("x")}, "benchb": c.Keys["benchb"]}
+		}, "keys"},
+		{"an app without a key", func(c *Config) { c.Apps = []string{"bencha", "benchb", "benchc"} }, "keys"},
 		{"fewer rooms than apps", func(c *Config) { c.Rooms = 1 }, "rooms"},
 		{"too many regions", func(c *Config) { c.Regions = 100 }, "regions"},
 		{"no clients", func(c *Config) { c.Clients = -1 }, "clients"},

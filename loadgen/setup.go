@@ -90,7 +90,7 @@ func (b *Bench) setup(ctx context.Context) (*world, error) {
 	}
 	var owners []owner
 	for ai, app := range cfg.Apps {
-		tok, err := authtoken.Issue(cfg.JWTSecret, app, 0, authtoken.RoleAdmin, 24*time.Hour, now)
+		tok, err := cfg.Keys[app].Issue(app, 0, authtoken.RoleAdmin, 24*time.Hour, now)
 		if err != nil {
 			return nil, fmt.Errorf("admin token %s: %w", app, err)
 		}
@@ -136,13 +136,13 @@ func (b *Bench) setup(ctx context.Context) (*world, error) {
 		w.probes[app] = pr
 	}
 	for _, u := range w.users {
-		if u.token, err = authtoken.Issue(cfg.JWTSecret, u.app, u.id, "", 24*time.Hour, now); err != nil {
+		if u.token, err = cfg.Keys[u.app].Issue(u.app, u.id, "", 24*time.Hour, now); err != nil {
 			return nil, err
 		}
 	}
 	for app, pr := range w.probes {
 		for _, u := range pr.users {
-			if u.token, err = authtoken.Issue(cfg.JWTSecret, app, u.id, "", 24*time.Hour, now); err != nil {
+			if u.token, err = cfg.Keys[app].Issue(app, u.id, "", 24*time.Hour, now); err != nil {
 				return nil, err
 			}
 		}
@@ -174,7 +174,7 @@ func (b *Bench) setup(ctx context.Context) (*world, error) {
 	rooms := make([]room, len(owners))
 	for i, o := range owners {
 		g.Go(func() error {
-			tok, err := authtoken.Issue(cfg.JWTSecret, o.u.app, o.u.id, "", 24*time.Hour, now)
+			tok, err := cfg.Keys[o.u.app].Issue(o.u.app, o.u.id, "", 24*time.Hour, now)
 			if err != nil {
 				return err
 			}

@@ -1,13 +1,11 @@
 package webhooks
 
 import (
-	"crypto/aes"
-	"crypto/cipher"
 	"crypto/rand"
 	"encoding/base64"
-	"encoding/hex"
 	"fmt"
-	"strings"
+
+	"voiceroom/internal/seal"
 )
 
 // SecretPrefix starts every signing secret, as Standard Webhooks writes
@@ -30,66 +28,46 @@ func formatSecret(key []byte) string {
 }
 
 // KeySize is the length of the key that seals signing secrets at rest.
-const KeySize = 32
+const KeySize = seal.KeySize
 
 // ParseKey reads the sealing key of VOICEROOM_WEBHOOKS_SECRET_KEY: 32
 // bytes as 64 hex digits or as standard base64.
 func ParseKey(s string) ([]byte, error) {
-	s = strings.TrimSpace(s)
-	if b, err := hex.DecodeString(s); err == nil && len(b) == KeySize {
-		return b, nil
+	b, err := seal.ParseKey(s)
+	if err != nil {
+		return nil, fmt.Errorf("%w: want %d bytes as hex or base64", ErrInvalidConfig, KeySize)
 	}
-	if b, err := base64.StdEncoding.DecodeString(s); err == nil && len(b) == KeySize {
-		return b, nil
-	}
-	return nil, fmt.Errorf("%w: want %d bytes as hex or base64", ErrInvalidConfig, KeySize)
+	return b, nil
 }
 
-// Sealer encrypts signing secrets at rest with AES-256-GCM. The secret is
+// Sealer encrypts signing secrets at rest (package seal): the secret is
 // needed in clear to sign, so it cannot be hashed; sealed, a copy of the
 // table (a backup, a replica, a dump) does not give it away without the
 // key, which lives in the processes' configuration only. The app code is
 // the additional data: a sealed secret moved to another app's row does
 // not open.
 type Sealer struct {
-	aead cipher.AEAD
+	s *seal.Sealer
 }
 
 // NewSealer returns a Sealer with key (KeySize bytes).
 func NewSealer(key []byte) (*Sealer, error) {
-	if len(key) != KeySize {
-		return nil, fmt.Errorf("%w: sealing key of %d bytes, want %d", ErrInvalidConfig, len(key), KeySize)
-	}
-	block, err := aes.NewCipher(key)
+	s, err := seal.New(key)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
-	aead, err := cipher.NewGCM(block)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
-	}
-	return &Sealer{aead: aead}, nil
+	return &Sealer{s: s}, nil
 }
 
-// sealVersion is the first byte of a sealed secret.
-const sealVersion = 1
-
-// seal returns version, nonce and ciphertext of secret for appCode.
+// seal returns the sealed secret for appCode.
 func (s *Sealer) seal(appCode string, secret []byte) []byte {
-	nonce := make([]byte, s.aead.NonceSize(), 1+s.aead.NonceSize()+len(secret)+s.aead.Overhead())
-	rand.Read(nonce)
-	out := append([]byte{sealVersion}, nonce...)
-	return s.aead.Seal(out, nonce, secret, aad(appCode))
+	return s.s.Seal(aad(appCode), secret)
 }
 
 // open returns the secret seal sealed for appCode. Errors wrap
 // ErrSealedSecret.
 func (s *Sealer) open(appCode string, sealed []byte) ([]byte, error) {
-	n := s.aead.NonceSize()
-	if len(sealed) < 1+n+s.aead.Overhead() || sealed[0] != sealVersion {
-		return nil, fmt.Errorf("%w: malformed", ErrSealedSecret)
-	}
-	out, err := s.aead.Open(nil, sealed[1:1+n], sealed[1+n:], aad(appCode))
+	out, err := s.s.Open(aad(appCode), sealed)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrSealedSecret, err)
 	}

@@ -23,6 +23,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"voiceroom/apps"
+	"voiceroom/authtoken"
 	"voiceroom/imbridge"
 	"voiceroom/imemu"
 	"voiceroom/loadgen"
@@ -136,15 +138,14 @@ func bench(ctx context.Context, args []string) error {
 			*natsURL = "nats://" + cfg.NATSListen
 		}
 	}
-	if c.JWTSecret, err = cfg.jwtSecret(log); err != nil {
-		return err
-	}
-
 	db, err := mysqldb.Open(ctx, mysqldb.Config{DSN: *dsn, MaxOpenConns: c.Clients + 16}, log)
 	if err != nil {
 		return fmt.Errorf("bench: mysql: %w", err)
 	}
 	defer db.Close()
+	if c.Keys, err = benchKeys(ctx, cfg, log, db, c.Apps); err != nil {
+		return err
+	}
 	var js jetstream.JetStream
 	if nc, err := nats.Connect(*natsURL, nats.Timeout(5*time.Second)); err != nil {
 		log.Warn("bench: no NATS; stream figures are n/a", "url", *natsURL, "error", err)
@@ -310,7 +311,8 @@ func startInProcess(ctx context.Context, log *slog.Logger) (*inProcessStack, err
 		"VOICEROOM_NATS_URL":             "",
 		"VOICEROOM_DATA_DIR":             s.dataDir,
 		"VOICEROOM_MYSQL_DSN":            s.dsn,
-		"VOICEROOM_JWT_SECRET":           hex.EncodeToString(secret),
+		"VOICEROOM_APPS_SECRET_KEY":      hex.EncodeToString(randomBytes(32)),
+		"VOICEROOM_PLATFORM_KEYS":        "bench:" + hex.EncodeToString(randomBytes(32)),
 		"VOICEROOM_HTTP_RATE_PER_USER":   "1000",
 		"VOICEROOM_HTTP_RATE_BURST":      "1000",
 		"VOICEROOM_ROLES":                strings.Join(allRoles, ","),
@@ -391,4 +393,32 @@ func freeAddrs(n int) ([]string, error) {
 		out = append(out, ln.Addr().String())
 	}
 	return out, nil
+}
+
+// benchKeys are the keys the bench signs each app's tokens with: the
+// app's own (VOICEROOM_APP_KEYS, or stored in the target's database,
+// where the bench registers its apps with a key when they have none,
+// sealed with the target's VOICEROOM_APPS_SECRET_KEY), so that the load
+// goes through the per-app key lookup as clients' does.
+func benchKeys(ctx context.Context, cfg config, log *slog.Logger, db *sql.DB, list []string) (map[string]authtoken.Key, error) {
+	sealer, _, err := cfg.appsSealer(log, false)
+	if err != nil {
+		return nil, err
+	}
+	store, err := apps.NewStore(db, sealer, cfg.appsStore(), log)
+	if err != nil {
+		return nil, err
+	}
+	keys := map[string]authtoken.Key{}
+	for _, app := range list {
+		k, made, err := store.EnsureKey(ctx, app, "bench")
+		if err != nil {
+			return nil, fmt.Errorf("bench: a key for app %s: %w", app, err)
+		}
+		if made {
+			log.Info("bench: registered the app with a key", "app_code", app, "key_id", k.ID)
+		}
+		keys[app] = k
+	}
+	return keys, nil
 }

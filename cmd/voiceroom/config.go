@@ -1,7 +1,6 @@
 package main
 
 import (
-	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -17,6 +16,7 @@ import (
 	"github.com/caarlos0/env/v11"
 
 	"voiceroom/apperr"
+	"voiceroom/authtoken"
 	"voiceroom/bus"
 	"voiceroom/gateway"
 	"voiceroom/mysqldb"
@@ -149,6 +149,7 @@ type config struct {
 	IMConfig       // Tencent IM (imbridge.go)
 	RanksSettings  // VOICEROOM_APP_TIMEZONES, VOICEROOM_RANKS_* (ranks.go)
 	WebhooksConfig // VOICEROOM_WEBHOOKS_* (webhooks.go)
+	AuthConfig     // VOICEROOM_APP_KEYS, VOICEROOM_PLATFORM_KEYS, VOICEROOM_AUTH_* ... (auth.go)
 }
 
 // configError is a bad setting; its message names the variable.
@@ -320,7 +321,7 @@ func (c config) validate() error {
 
 	// Each package's own rules.
 	errs.of(c.mysql().Validate(), "mysql", mysqlVars)
-	errs.of(c.gateway(c.secretForValidation()).Validate(), "http", httpVars)
+	errs.of(c.gateway(authtoken.SingleSecret(nil)).Validate(), "http", httpVars)
 	errs.of(c.streams().Validate(), "stream", streamVars)
 	for _, cc := range c.consumers() {
 		errs.of(cc.Validate(), cc.Durable, sinkVars(cc.Durable))
@@ -342,6 +343,7 @@ func (c config) validate() error {
 	errs.of(c.imBridgeConfig().Validate(), "imbridge", imBridgeVars())
 	errs.of(c.guardConfig().Validate(), "im callback", imBridgeVars())
 	c.WebhooksConfig.validate(&errs)
+	c.validateAuth(&errs)
 	errs.of(c.webhooksConfig().Validate(), "webhooks", webhooksVars())
 	errs.of(c.endpointsConfig().Validate(), "webhooks", webhooksVars())
 	return errs.join()
@@ -354,7 +356,7 @@ var (
 		"DSN": "VOICEROOM_MYSQL_DSN", "MaxOpenConns": "VOICEROOM_MYSQL_MAX_OPEN_CONNS", "ConnectTimeout": "VOICEROOM_MYSQL_CONNECT_TIMEOUT",
 	}
 	httpVars = map[string]string{
-		"Addr": "VOICEROOM_HTTP_ADDR", "BodyLimit": "VOICEROOM_HTTP_BODY_LIMIT", "JWTSecret": "VOICEROOM_JWT_SECRET",
+		"Addr": "VOICEROOM_HTTP_ADDR", "BodyLimit": "VOICEROOM_HTTP_BODY_LIMIT",
 		"RatePerUser": "VOICEROOM_HTTP_RATE_PER_USER", "RateBurst": "VOICEROOM_HTTP_RATE_BURST",
 		"RequestTimeout": "VOICEROOM_HTTP_REQUEST_TIMEOUT", "OpsAddr": "VOICEROOM_OPS_ADDR",
 		"CORSOrigins": "VOICEROOM_CORS_ORIGINS", "Pprof": "VOICEROOM_PPROF",
@@ -586,11 +588,12 @@ func (c *config) natsConn() bus.ConnConfig {
 	}
 }
 
-func (c *config) gateway(secret []byte) gateway.Config {
+// gateway is the HTTP edge's configuration; tokens are verified with keys.
+func (c *config) gateway(keys authtoken.Keys) gateway.Config {
 	return gateway.Config{
 		Addr:        c.HTTPAddr,
 		BodyLimit:   c.HTTPBodyLimit,
-		JWTSecret:   secret,
+		Keys:        keys,
 		RatePerUser: c.HTTPRatePerUser,
 		RateBurst:   c.HTTPRateBurst,
 		// A room command's own timeout ends first; this bounds the rest.
@@ -624,34 +627,31 @@ func (c *config) regions() regions.Config {
 	}
 }
 
-// jwtSecret returns VOICEROOM_JWT_SECRET or, when it is empty (development),
-// a random key generated once and kept in $VOICEROOM_DATA_DIR/jwt-secret so
-// that serve and token agree across restarts.
+// jwtSecret returns VOICEROOM_JWT_SECRET or, when it is empty (development
+// with VOICEROOM_DEV_SINGLE_SECRET), a random key generated once and kept
+// in $VOICEROOM_DATA_DIR/jwt-secret so that serve and token agree across
+// restarts.
 func (c *config) jwtSecret(log *slog.Logger) ([]byte, error) {
-	if c.JWTSecret != "" {
-		return []byte(c.JWTSecret), nil
+	return c.readJWTSecret(log, true)
+}
+
+// existingJWTSecret is jwtSecret without creating the development key:
+// a missing key file is an error that names the absolute path looked at
+// and the ways out.
+func (c *config) existingJWTSecret() ([]byte, error) {
+	return c.readJWTSecret(slog.New(slog.DiscardHandler), false)
+}
+
+func (c *config) readJWTSecret(log *slog.Logger, create bool) ([]byte, error) {
+	v, err := c.devKey(log, "VOICEROOM_JWT_SECRET", c.JWTSecret, "jwt-secret", create,
+		func() string { return hex.EncodeToString(randomBytes(32)) })
+	if err != nil {
+		return nil, err
 	}
-	path := filepath.Join(c.DataDir, "jwt-secret")
-	if b, err := os.ReadFile(path); err == nil {
-		secret := strings.TrimSpace(string(b))
-		if len(secret) < 16 {
-			return nil, badVar("VOICEROOM_JWT_SECRET", "empty, and %s holds fewer than 16 bytes", path)
-		}
-		return []byte(secret), nil
-	} else if !errors.Is(err, os.ErrNotExist) {
-		return nil, badVar("VOICEROOM_JWT_SECRET", "empty, and %s cannot be read: %v", path, err)
+	if len(v) < authtoken.MinSecret {
+		return nil, badVar("VOICEROOM_JWT_SECRET", "empty, and %s holds fewer than %d bytes", filepath.Join(c.DataDir, "jwt-secret"), authtoken.MinSecret)
 	}
-	if err := os.MkdirAll(c.DataDir, 0o700); err != nil {
-		return nil, badVar("VOICEROOM_DATA_DIR", "%v", err)
-	}
-	b := make([]byte, 32)
-	rand.Read(b)
-	secret := hex.EncodeToString(b)
-	if err := os.WriteFile(path, []byte(secret+"\n"), 0o600); err != nil {
-		return nil, badVar("VOICEROOM_DATA_DIR", "write %s: %v", path, err)
-	}
-	log.Warn("VOICEROOM_JWT_SECRET is empty: generated a development key; set the variable in production", "file", path)
-	return []byte(secret), nil
+	return []byte(v), nil
 }
 
 // roomCluster is the partitioning of the rooms role over nodes; its

@@ -384,6 +384,9 @@ func TestConsoleInABrowser(t *testing.T) {
 
 	// A user's token and another app's admin see and change nothing.
 	checkOutsiders(t, b, base, secret, roomA.RoomID, sea)
+	// A platform operator sees the apps, and no app's pages; an app's
+	// admin the reverse.
+	checkPlatform(t, b, base, admin)
 
 	// With Redis stopped the pages still answer, from MySQL.
 	b.signIn(admin)
@@ -485,6 +488,71 @@ func checkOutsiders(t *testing.T, b *browser, base string, secret []byte, room, 
 	(&client{t: t, base: base, secret: secret}).ok("GET", "/admin/v1/rooms/"+room, "admin", "", &st)
 	if st.Status != "active" {
 		t.Fatalf("another app's admin changed the room: %s", st.Status)
+	}
+	b.do(chromedp.Click(chromedp.CSS(`a[data-signout]`)))
+}
+
+// checkPlatform signs in with a platform operator's token: the console
+// shows the apps (and no app's sections), registers an app whose key the
+// API then accepts, rotates its key and disables it; an app's page says
+// it is not for this token, without signing the tab out. Signed in with an
+// app's admin token, the apps' page says the same.
+func checkPlatform(t *testing.T, b *browser, base, appAdmin string) {
+	t.Helper()
+	platform := platformTok(t)
+	b.signIn(platform)
+	b.waitText("main h1", "Apps and their keys")
+	b.waitText(".who", "platform operator")
+	if n := eval[int](b, `document.querySelectorAll('nav a[href="/console/regions"]').length`); n != 0 {
+		t.Fatal("a platform operator is shown an app's sections")
+	}
+	b.submit(`form[action="/console/apps"]`, map[string]string{"app_code": "browserapp"})
+	b.waitText(".flash", "App browserapp registered.")
+	flash := eval[string](b, `document.querySelector('.flash').textContent`)
+	kid, secret := between(flash, "Key ", ","), between(flash, "secret ", " ")
+	if kid == "" || len(secret) != 64 {
+		t.Fatalf("the new key is not shown: %q", flash)
+	}
+	b.waitText("table", kid)
+	appTok := signed(t, authtoken.Key{ID: kid, Secret: []byte(secret)}, "browserapp", 0)
+	if a := callWith(t, base, "GET", "/admin/v1/regions", appTok, ""); a.status != 200 {
+		t.Fatalf("the key the console showed: %d %s", a.status, a.message)
+	}
+	b.submit(`form[action="/console/apps/browserapp/rotate"]`, map[string]string{"grace_seconds": "3600"})
+	b.confirm("Give app browserapp a new key?")
+	b.waitText(".flash", "App browserapp has a new key.")
+	b.waitText("table", "retiring")
+	b.do(chromedp.Click(chromedp.CSS(`form[action="/console/apps/browserapp/status"] button`)))
+	b.confirm("Disable app browserapp?")
+	b.waitText(".flash", "App browserapp is disabled.")
+	if a := callWith(t, base, "GET", "/admin/v1/regions", appTok, ""); a.status != 401 {
+		t.Fatalf("a disabled app's token: %d, want 401", a.status)
+	}
+	b.open("/console/regions")
+	b.waitText(".error", "This page is for an app's admins")
+	if got := eval[string](b, `sessionStorage.getItem('voiceroom.console.token') || ''`); got != platform {
+		t.Fatal("an app's page signed the platform operator out")
+	}
+	b.do(chromedp.Click(chromedp.CSS(`a[data-signout]`)))
+
+	b.signIn(appAdmin)
+	b.waitText("main h1", "Regions and countries")
+	if n := eval[int](b, `document.querySelectorAll('nav a[href="/console/apps"]').length`); n != 0 {
+		t.Fatal("an app's admin is shown the apps' section")
+	}
+	b.open("/console/apps")
+	b.waitText(".error", "This page is for platform operators")
+	if got := eval[string](b, `sessionStorage.getItem('voiceroom.console.token') || ''`); got != appAdmin {
+		t.Fatal("the apps' page signed the app's admin out")
+	}
+	if status, body := fragment(t, base, appAdmin, "POST", "/console/apps", url.Values{"app_code": {"sneaky"}}); status != http.StatusForbidden {
+		t.Fatalf("an app's admin posting the apps' form without its csrf: %d %s", status, body)
+	}
+	_, page := fragment(t, base, appAdmin, "GET", "/console/regions", nil)
+	status, body := fragment(t, base, appAdmin, "POST", "/console/apps",
+		url.Values{"csrf": {between(page, `name="csrf" value="`, `"`)}, "back": {"/console/apps"}, "app_code": {"sneaky"}})
+	if status != 200 || !strings.Contains(body, "platform operator token required") {
+		t.Fatalf("an app's admin registering an app: %d %s", status, body)
 	}
 	b.do(chromedp.Click(chromedp.CSS(`a[data-signout]`)))
 }

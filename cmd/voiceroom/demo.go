@@ -12,6 +12,7 @@ import (
 	"os"
 	"strings"
 	"time"
+	"voiceroom/authtoken"
 
 	"voiceroom"
 )
@@ -148,11 +149,14 @@ func demo(ctx context.Context, args []string) error {
 	if dc, err = dc.fromEnv(cfg); err != nil {
 		return fmt.Errorf("%w: demo: %v", errUsage, err)
 	}
-	secret, err := cfg.existingJWTSecret()
+	key, note, err := cfg.signingKey(ctx, newLogger(cfg), dc.WithDefaults().App)
 	if err != nil {
 		return err
 	}
-	d, err := newDemoRun(dc, secret, os.Stdout)
+	if note != "" {
+		fmt.Fprintln(os.Stderr, "demo:", note)
+	}
+	d, err := newDemoRun(dc, key, os.Stdout)
 	if err != nil {
 		return fmt.Errorf("%w: demo: %v", errUsage, err)
 	}
@@ -190,7 +194,7 @@ type demoRun struct {
 
 // newDemoRun prepares a run with fresh users; cfg is defaulted, then
 // validated.
-func newDemoRun(cfg demoConfig, secret []byte, out io.Writer) (*demoRun, error) {
+func newDemoRun(cfg demoConfig, key authtoken.Key, out io.Writer) (*demoRun, error) {
 	cfg = cfg.WithDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -203,7 +207,7 @@ func newDemoRun(cfg demoConfig, secret []byte, out io.Writer) (*demoRun, error) 
 	d := &demoRun{
 		cfg: cfg,
 		c: &demoClient{
-			base: cfg.URL, app: cfg.App, secret: secret, out: out,
+			base: cfg.URL, app: cfg.App, key: key, out: out,
 			hc:      &http.Client{Timeout: cfg.RequestTimeout},
 			aliases: map[string]string{},
 		},
@@ -297,7 +301,8 @@ func (d *demoRun) checkServer(ctx context.Context) error {
 	err = d.c.send(ctx, http.MethodGet, "/admin/v1/regions", d.admin, nil, nil)
 	if isCode(err, "UNAUTHENTICATED") {
 		return fmt.Errorf("voiceroom at %s refuses the demo's tokens (%v): it signs with another key; run the demo with the "+
-			"VOICEROOM_JWT_SECRET or VOICEROOM_DATA_DIR serve has (task demo from the repository root does)", d.cfg.URL, err)
+			"VOICEROOM_MYSQL_DSN, VOICEROOM_APPS_SECRET_KEY and VOICEROOM_DATA_DIR serve has (task demo from the repository root does), "+
+			"or with the app's key in VOICEROOM_APP_KEYS", d.cfg.URL, err)
 	}
 	return err
 }

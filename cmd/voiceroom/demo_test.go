@@ -175,30 +175,31 @@ func TestDemoRunsAgainAndAgain(t *testing.T) {
 	}
 }
 
-// TestDemoRefusesWithoutTheServersKey: with no VOICEROOM_JWT_SECRET and no
-// key file, the demo stops with a message naming the variable (it never
-// makes a key of its own); with another key it says the server refuses its
-// tokens.
+// TestDemoRefusesWithoutTheServersKey: with no key for the app (none
+// stored, none configured, no single secret), the demo stops with a
+// message that says how to get one (it never makes a key of its own);
+// with another key it says the server refuses its tokens.
 func TestDemoRefusesWithoutTheServersKey(t *testing.T) {
 	p, vars := startServe(t)
 	base := p.waitServing(t, vars)
 	waitReady(t, p, base)
+	dsn := vars["VOICEROOM_MYSQL_DSN"]
 
 	empty := t.TempDir()
-	code, out := runCommand(t, map[string]string{"VOICEROOM_JWT_SECRET": "", "VOICEROOM_DATA_DIR": empty}, "demo", "--url", base)
-	if code != 2 || !strings.Contains(out, "VOICEROOM_JWT_SECRET") {
-		t.Fatalf("no key: exit %d, want 2 and a message naming VOICEROOM_JWT_SECRET:\n%s", code, out)
+	code, out := runCommand(t, map[string]string{"VOICEROOM_JWT_SECRET": "", "VOICEROOM_DATA_DIR": empty, "VOICEROOM_MYSQL_DSN": dsn}, "demo", "--url", base)
+	if code != 2 || !strings.Contains(out, "voiceroom apps create demo") || !strings.Contains(out, "VOICEROOM_APP_KEYS") {
+		t.Fatalf("no key: exit %d, want 2 and a message saying how to get one:\n%s", code, out)
 	}
 	if entries, err := os.ReadDir(empty); err != nil || len(entries) != 0 {
 		t.Fatalf("the demo wrote %d files into the data dir (%v)", len(entries), err)
 	}
 
-	code, out = runCommand(t, map[string]string{"VOICEROOM_JWT_SECRET": "another-key-0123456789"}, "demo", "--url", base)
+	code, out = runCommand(t, map[string]string{"VOICEROOM_JWT_SECRET": "another-key-0123456789", "VOICEROOM_MYSQL_DSN": dsn}, "demo", "--url", base)
 	if code != 1 || !strings.Contains(out, "refuses the demo's tokens") {
 		t.Fatalf("wrong key: exit %d, want 1 and a hint:\n%s", code, out)
 	}
 
-	code, out = runCommand(t, map[string]string{"VOICEROOM_JWT_SECRET": "x-0123456789abcdef"}, "demo", "--url", "http://"+testenv.ClosedAddr(t))
+	code, out = runCommand(t, map[string]string{"VOICEROOM_JWT_SECRET": "x-0123456789abcdef", "VOICEROOM_MYSQL_DSN": dsn}, "demo", "--url", "http://"+testenv.ClosedAddr(t))
 	if code != 1 || !strings.Contains(out, "cannot reach voiceroom") {
 		t.Fatalf("no server: exit %d, want 1 and a hint:\n%s", code, out)
 	}

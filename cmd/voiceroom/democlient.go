@@ -56,11 +56,11 @@ type demoActor struct {
 // demoClient calls a running voiceroom with tokens it signs itself, and
 // prints each call it is asked to show.
 type demoClient struct {
-	base   string
-	app    string
-	secret []byte
-	hc     *http.Client
-	out    io.Writer
+	base string
+	app  string
+	key  authtoken.Key
+	hc   *http.Client
+	out  io.Writer
 	// aliases names long ids in the requests shown ("$ROOM_SG").
 	aliases map[string]string
 }
@@ -87,7 +87,7 @@ func (c *demoClient) send(ctx context.Context, method, path string, who demoActo
 	if who.admin {
 		role = authtoken.RoleAdmin
 	}
-	tok, err := authtoken.Issue(c.secret, c.app, who.userID, role, 10*time.Minute, time.Now())
+	tok, err := c.key.Issue(c.app, who.userID, role, 10*time.Minute, time.Now())
 	if err != nil {
 		return fmt.Errorf("sign a token for %s: %w", who.name, err)
 	}

@@ -1,7 +1,7 @@
 // Command voiceroom is the one binary of the voice-room backend: serve runs
 // every role in one process (or the subset VOICEROOM_ROLES names), migrate
 // applies the SQL migrations, token mints a JWT for development and
-// operators, seed creates a development app's regions, countries and users,
+// operators, apps registers apps and manages their keys, seed creates a development app's regions, countries and users,
 // nodes prints the rooms nodes and their partitions, ranks rebuilds the
 // rooms' ranks in Redis, demo walks a newcomer through a running server,
 // backup dumps the MySQL database and restore loads a dump into a fresh
@@ -30,7 +30,12 @@ commands:
   migrate    apply pending SQL migrations, then exit
   seed       create the demo app's regions, countries and users if missing:
              seed [--app demo]
-  token      print a JWT: token --app APP --user ID [--role admin] [--ttl 1h]
+  token      print a JWT signed with the app's key:
+             token --app APP --user ID [--role admin] [--ttl 1h]
+             or a platform operator's: token --platform [--user ID] [--ttl 1h]
+  apps       register apps and manage their keys (platform operators):
+             apps list | create APP | keys rotate APP | disable APP ...
+             (apps --help lists them)
   imemu      run the local Tencent IM emulator: imemu [--listen 127.0.0.1:18080]
              [--sdkappid N --admin ID --secret-key K] [--apps FILE] [--fault MODE ...]
              [--addr-file FILE]; with VOICEROOM_IMEMU_PROOF_KEY set it proves
@@ -82,7 +87,9 @@ func run(args []string) int {
 	case "seed":
 		err = seed(ctx, args[1:])
 	case "token":
-		err = token(args[1:])
+		err = token(ctx, args[1:])
+	case "apps":
+		err = appsCmd(ctx, args[1:])
 	case "imemu":
 		err = imemuCmd(ctx, args[1:])
 	case "healthcheck":

@@ -41,7 +41,8 @@ func TestOpenAPIMatchesServer(t *testing.T) {
 	openapi3.SchemaErrorDetailsDisabled = true // errors name the field, not the whole schema
 	doc := loadOpenAPI(t)
 
-	p, vars := startServe(t)
+	// An app whose keys are configured, for the platform routes' 409s.
+	p, vars := startServe(t, "VOICEROOM_APP_KEYS=cfgapp:cfg-1:openapi-config-key-0123456789")
 	base := p.waitServing(t, vars)
 	waitReady(t, p, base)
 	doc.Servers = openapi3.Servers{{URL: base}}
@@ -224,12 +225,13 @@ func (a *apiDriver) routeNotFound(route string) bool {
 // fillParams puts harmless values in a path's parameters.
 func fillParams(path string) string {
 	r := strings.NewReplacer("{room_id}", "e2e_00000000-0000-0000-0000-000000000000", "{region_id}", "1", "{user_id}", "1",
-		"{country_code}", "SG", "{pin_id}", "1", "{hide_id}", "1", "{webhook_id}", "1")
+		"{country_code}", "SG", "{pin_id}", "1", "{hide_id}", "1", "{webhook_id}", "1", "{app_code}", "e2e", "{key_id}", "k1")
 	return r.Replace(path)
 }
 
-// authErrors calls every secured operation without a token (401) and every
-// admin operation with a user's token (403).
+// authErrors calls every secured operation without a token (401), every
+// admin operation with a user's token and with a platform operator's (403),
+// and every platform operation with an app's admin token (403).
 func (a *apiDriver) authErrors(doc *openapi3.T) {
 	for route, op := range operations(doc) {
 		if a.skipped[route] || (op.Security != nil && len(*op.Security) == 0) {
@@ -239,6 +241,10 @@ func (a *apiDriver) authErrors(doc *openapi3.T) {
 		a.do(call{method: method, path: fillParams(path), as: "", breaks: true, want: 401, code: "UNAUTHENTICATED"})
 		if strings.HasPrefix(path, "/admin/") {
 			a.do(call{method: method, path: fillParams(path), as: "21", breaks: true, want: 403, code: "PERMISSION_DENIED"})
+			a.do(call{method: method, path: fillParams(path), as: "platform", breaks: true, want: 403, code: "PERMISSION_DENIED"})
+		}
+		if strings.HasPrefix(path, "/platform/") {
+			a.do(call{method: method, path: fillParams(path), as: "admin", breaks: true, want: 403, code: "PERMISSION_DENIED"})
 		}
 	}
 }
@@ -276,7 +282,8 @@ func (a *apiDriver) checkCoverage(doc *openapi3.T) {
 type call struct {
 	method, path string // path may hold a query
 	// as is who calls: "" (no token), "admin", "admin:<app>" (another
-	// app's admin) or a user id of app e2e.
+	// app's admin), "platform" (a platform operator) or a user id of app
+	// e2e.
 	as     string
 	body   string
 	header map[string]string
@@ -289,6 +296,13 @@ type call struct {
 
 func (a *apiDriver) token(as string) string {
 	a.t.Helper()
+	if as == "platform" {
+		tok, err := authtoken.Key{ID: testPlatformKeyID, Secret: []byte(testPlatformKey)}.IssuePlatform(0, time.Hour, time.Now())
+		if err != nil {
+			a.t.Fatal(err)
+		}
+		return tok
+	}
 	app, user, role := "e2e", int64(0), ""
 	switch {
 	case as == "admin":
@@ -483,6 +497,7 @@ func (a *apiDriver) scenario() {
 	a.rooms()
 	a.operations()
 	a.webhooks()
+	a.platform()
 }
 
 // rooms drives the room commands, the room list and the operators' room

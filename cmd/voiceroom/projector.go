@@ -52,7 +52,8 @@ func (c *config) listProjector() listprojector.Config {
 }
 
 // roomList is the configuration of the list query; the cursor key is
-// derived from the JWT secret, so every api process shares it.
+// derived from the server's key (serverKey), so every api process shares
+// it.
 func (c *config) roomList(secret []byte) roomlist.Config {
 	var cursorKey []byte
 	if secret != nil {
@@ -128,7 +129,7 @@ func wireRoomList(d *deps, regionSvc *regions.Service) error {
 		if err != nil {
 			return fmt.Errorf("room list mirror: %w", err)
 		}
-		qcfg := d.cfg.roomList(d.secret)
+		qcfg := d.cfg.roomList(d.serverKey)
 		lister, err := roomlist.NewLister(d.db, mirror, qcfg, log, qm)
 		if err != nil {
 			return fmt.Errorf("room list: %w", err)

@@ -131,16 +131,15 @@ func TestREADMEBlocks(t *testing.T) {
 		"VOICEROOM_DATA_DIR="+vars["VOICEROOM_DATA_DIR"],
 		"VOICEROOM_NATS_LISTEN="+vars["VOICEROOM_NATS_LISTEN"],
 		"VOICEROOM_NATS_URL=nats://"+vars["VOICEROOM_NATS_LISTEN"],
-		"VOICEROOM_MYSQL_DSN="+vars["VOICEROOM_MYSQL_DSN"], // voiceroom ranks rebuild
+		"VOICEROOM_MYSQL_DSN="+vars["VOICEROOM_MYSQL_DSN"], // voiceroom ranks rebuild; token reads app demo's key
+		"VOICEROOM_APPS_SECRET_KEY="+vars["VOICEROOM_APPS_SECRET_KEY"],
 		"VOICEROOM_REDIS_ADDR="+vars["VOICEROOM_REDIS_ADDR"],
 	)
-	addr := strings.TrimPrefix(base, "http://")
 	run := func(name string) string {
 		t.Helper()
-		script := strings.ReplaceAll(blocks[name], "localhost:8080", addr)
+		script := blockScript(blocks[name], base, bin)
 		script = strings.ReplaceAll(script, "127.0.0.1:9090", vars["VOICEROOM_OPS_ADDR"])
 		script = strings.ReplaceAll(script, "localhost:18080", strings.TrimPrefix(emu, "http://"))
-		script = strings.ReplaceAll(script, "./bin/voiceroom", bin)
 		out, err := runBlock(root, env, script)
 		if err != nil {
 			t.Fatalf("block %q: %v\n%s", name, err, out)

@@ -26,6 +26,9 @@ import (
 // them when one process runs every role), over NATS to their owner for
 // the others.
 func wireRoles(ctx context.Context, d *deps) error {
+	if err := wireAuth(ctx, d); err != nil {
+		return err
+	}
 	api, roomsRole := d.cfg.hasRole(roleAPI), d.cfg.hasRole(roleRooms)
 	var regionSvc *regions.Service
 	if api || roomsRole {
@@ -97,11 +100,11 @@ func wireRoles(ctx context.Context, d *deps) error {
 }
 
 // consoleMount is the operators' console (package console) under
-// /console: it acts only through the server's own /admin routes. Its form
-// key is derived from the JWT secret, so that every api process takes the
-// forms another rendered.
+// /console: it acts only through the server's own /admin and /platform
+// routes. Its form key is derived from the server's key (serverKey), so
+// that every api process takes the forms another rendered.
 func consoleMount(d *deps) (gateway.Mount, error) {
-	mac := hmac.New(sha256.New, d.secret)
+	mac := hmac.New(sha256.New, d.serverKey)
 	mac.Write([]byte("voiceroom console form key"))
 	cfg := console.Config{Key: mac.Sum(nil)}
 	api := gateway.NewLoopback()

@@ -7,12 +7,15 @@ import (
 	"io"
 
 	"voiceroom"
+	"voiceroom/apps"
 	"voiceroom/regions"
 )
 
 // seed creates the development app's regions, countries and users (see
-// regions.DemoData) in the app --app, migrating the database first. It only
-// creates what is missing, so running it before every `serve` is harmless.
+// regions.DemoData) in the app --app, migrating the database first, and
+// registers the app with a development key when it has none (`voiceroom
+// token` signs with it). It only creates what is missing, so running it
+// before every `serve` is harmless.
 func seed(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("seed", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
@@ -40,5 +43,20 @@ func seed(ctx context.Context, args []string) error {
 		return err
 	}
 	log.Info("seeded", "app_code", *app, "regions_created", rep.Regions, "countries_created", rep.Countries, "users_created", rep.Users)
+	sealer, _, err := cfg.appsSealer(log, true)
+	if err != nil {
+		return err
+	}
+	store, err := apps.NewStore(db, sealer, cfg.appsStore(), log)
+	if err != nil {
+		return err
+	}
+	key, made, err := store.EnsureKey(ctx, *app, "seed")
+	if err != nil {
+		return fmt.Errorf("seed: a key for app %s: %w", *app, err)
+	}
+	if made {
+		log.Info("app registered with a development key: voiceroom token signs with it", "app_code", *app, "key_id", key.ID)
+	}
 	return nil
 }

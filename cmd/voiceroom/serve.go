@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"voiceroom/apperr"
+	"voiceroom/authtoken"
 	"voiceroom/bus"
 	"voiceroom/docs"
 	"voiceroom/gateway"
@@ -31,17 +32,21 @@ type worker struct {
 
 // deps are the connections every role shares.
 type deps struct {
-	cfg     config
-	log     *slog.Logger
-	db      *sql.DB
-	redis   *redis.Client // nil when VOICEROOM_REDIS_ADDR is empty
-	nats    *bus.Conn
-	embed   *bus.Server // nil with an external NATS
-	reg     *prometheus.Registry
-	secret  []byte
-	workers []worker
-	mounts  []gateway.Mount
-	closers []func() // run in reverse order after HTTP has stopped, before NATS closes
+	cfg   config
+	log   *slog.Logger
+	db    *sql.DB
+	redis *redis.Client // nil when VOICEROOM_REDIS_ADDR is empty
+	nats  *bus.Conn
+	embed *bus.Server // nil with an external NATS
+	reg   *prometheus.Registry
+	// keys verify tokens (wireAuth): the apps' registry for the api role.
+	keys authtoken.Keys
+	// serverKey keys the room list's cursors and the console's forms,
+	// the same in every api process (see serverKey).
+	serverKey []byte
+	workers   []worker
+	mounts    []gateway.Mount
+	closers   []func() // run in reverse order after HTTP has stopped, before NATS closes
 
 	// fastPath publishes each committed command's outbox events at once;
 	// set when the rooms role runs, for the rooms package to call.
@@ -98,7 +103,7 @@ func start(ctx context.Context, d *deps) (*running, error) {
 		{Name: "nats", Fn: d.nats.Ping},
 	}
 	mounts := append(d.mounts, gateway.DocsRoutes(docs.OpenAPI))
-	srv, err := gateway.New(d.cfg.gateway(d.secret), d.log, d.reg, d.reg, checks, mounts...)
+	srv, err := gateway.New(d.cfg.gateway(d.keys), d.log, d.reg, d.reg, checks, mounts...)
 	if err != nil {
 		return nil, err
 	}
@@ -215,10 +220,6 @@ func open(ctx context.Context, cfg config, log *slog.Logger) (d *deps, err error
 	promreg.Add(r, &goc)
 	promreg.Add(r, &proc)
 	if err := r.Err(); err != nil {
-		return d, err
-	}
-
-	if d.secret, err = cfg.jwtSecret(log); err != nil {
 		return d, err
 	}
 

@@ -37,6 +37,13 @@ var buildBinary = sync.OnceValues(func() (string, error) {
 	return bin, nil
 })
 
+// The keys startServe's processes verify tokens with.
+const (
+	testJWTSecret     = "serve-test-secret-0123456789"
+	testPlatformKeyID = "test"
+	testPlatformKey   = "serve-test-platform-key-0123456789"
+)
+
 type proc struct {
 	cmd  *exec.Cmd
 	logs *testenv.LogBuffer
@@ -46,22 +53,29 @@ type proc struct {
 // startServe runs `voiceroom serve` with a database (testenv's), data dir
 // and ports of the test's own, plus extra environment. The HTTP, operators'
 // and NATS ports are 0 (the process picks free ones); waitServing fills in
-// the addresses it took.
+// the addresses it took. Tokens: the tests sign with testJWTSecret, which
+// serve accepts for every app in development's single-secret mode, and
+// with testPlatformKey for platform operators; per-app keys are the
+// tests' own (apps_e2e_test.go).
 func startServe(tb testing.TB, extraEnv ...string) (*proc, map[string]string) {
 	tb.Helper()
 	_, dsn := testenv.NewDBWithDSN(tb) // skips under -short
 	vars := map[string]string{
-		"VOICEROOM_HTTP_ADDR":      "127.0.0.1:0",
-		"VOICEROOM_OPS_ADDR":       "127.0.0.1:0",
-		"VOICEROOM_NATS_LISTEN":    "127.0.0.1:0",
-		"VOICEROOM_DATA_DIR":       tb.TempDir(),
-		"VOICEROOM_MYSQL_DSN":      dsn,
-		"VOICEROOM_REDIS_ADDR":     testenv.RedisAddr(),
-		"VOICEROOM_LOG_FORMAT":     "text",
-		"VOICEROOM_LOG_LEVEL":      "debug",
-		"VOICEROOM_JWT_SECRET":     "serve-test-secret-0123456789",
-		"VOICEROOM_NODE_ID":        "test-node",
-		"VOICEROOM_STREAM_MAX_AGE": "1h",
+		"VOICEROOM_HTTP_ADDR":   "127.0.0.1:0",
+		"VOICEROOM_OPS_ADDR":    "127.0.0.1:0",
+		"VOICEROOM_NATS_LISTEN": "127.0.0.1:0",
+		"VOICEROOM_DATA_DIR":    tb.TempDir(),
+		"VOICEROOM_MYSQL_DSN":   dsn,
+		"VOICEROOM_REDIS_ADDR":  testenv.RedisAddr(),
+		"VOICEROOM_LOG_FORMAT":  "text",
+		"VOICEROOM_LOG_LEVEL":   "debug",
+		"VOICEROOM_JWT_SECRET":  testJWTSecret,
+		// Development's mode: one secret verifies every app's tokens.
+		"VOICEROOM_DEV_SINGLE_SECRET": "true",
+		"VOICEROOM_PLATFORM_KEYS":     testPlatformKeyID + ":" + testPlatformKey,
+		"VOICEROOM_APPS_SECRET_KEY":   strings.Repeat("a5", 32),
+		"VOICEROOM_NODE_ID":           "test-node",
+		"VOICEROOM_STREAM_MAX_AGE":    "1h",
 	}
 	for _, kv := range extraEnv {
 		k, v, _ := strings.Cut(kv, "=")

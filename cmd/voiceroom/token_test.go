@@ -44,8 +44,9 @@ func TestTokenSignsWithServesKeyOrRefuses(t *testing.T) {
 	}
 }
 
-// TestTokenCommandFromAnotherDirectory runs the binary where no key is:
-// exit code 2, a message that says what to do, no file written.
+// TestTokenCommandFromAnotherDirectory runs the binary where no key is
+// (no app key, no stored key it can open, no single secret): exit code 2,
+// a message that says what to do, no file written.
 func TestTokenCommandFromAnotherDirectory(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary; skipped with -short")
@@ -69,7 +70,7 @@ func TestTokenCommandFromAnotherDirectory(t *testing.T) {
 	if !errors.As(err, &ee) || ee.ExitCode() != 2 {
 		t.Fatalf("exit: %v, want code 2; stderr %s", err, stderr.String())
 	}
-	if stdout.Len() != 0 || !strings.Contains(stderr.String(), "VOICEROOM_JWT_SECRET") || !strings.Contains(stderr.String(), "voiceroom serve") {
+	if msg := stderr.String(); stdout.Len() != 0 || !strings.Contains(msg, "voiceroom apps create demo") || !strings.Contains(msg, "VOICEROOM_APP_KEYS") {
 		t.Errorf("stdout %q, stderr %q", stdout.String(), stderr.String())
 	}
 	if entries, err := os.ReadDir(dir); err != nil || len(entries) != 0 {

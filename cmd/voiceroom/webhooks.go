@@ -4,12 +4,8 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"log/slog"
-	"os"
-	"path/filepath"
-	"strings"
 	"time"
 
 	"voiceroom/bus"
@@ -104,25 +100,10 @@ func (c *config) webhooksConfig() webhooks.Config {
 // generated once into $VOICEROOM_DATA_DIR/webhooks-secret-key, as for the
 // JWT key. Every process with the api or webhooks role needs the same key.
 func (c *config) webhooksSealer(log *slog.Logger) (*webhooks.Sealer, error) {
-	raw := c.WebhooksSecretKey
-	if raw == "" {
-		path := filepath.Join(c.DataDir, "webhooks-secret-key")
-		b, err := os.ReadFile(path)
-		switch {
-		case err == nil:
-			raw = strings.TrimSpace(string(b))
-		case errors.Is(err, os.ErrNotExist):
-			if err := os.MkdirAll(c.DataDir, 0o700); err != nil {
-				return nil, badVar("VOICEROOM_DATA_DIR", "%v", err)
-			}
-			raw = hex.EncodeToString(randomBytes(webhooks.KeySize))
-			if err := os.WriteFile(path, []byte(raw+"\n"), 0o600); err != nil {
-				return nil, badVar("VOICEROOM_DATA_DIR", "write %s: %v", path, err)
-			}
-			log.Warn("VOICEROOM_WEBHOOKS_SECRET_KEY is empty: generated a development key; set the variable in production", "file", path)
-		default:
-			return nil, badVar("VOICEROOM_WEBHOOKS_SECRET_KEY", "empty, and %s cannot be read: %v", path, err)
-		}
+	raw, err := c.devKey(log, "VOICEROOM_WEBHOOKS_SECRET_KEY", c.WebhooksSecretKey, "webhooks-secret-key", true,
+		func() string { return hex.EncodeToString(randomBytes(webhooks.KeySize)) })
+	if err != nil {
+		return nil, err
 	}
 	key, err := webhooks.ParseKey(raw)
 	if err != nil {

@@ -23,6 +23,8 @@
 //   - Metric, MustMetric, MetricValue: one series of a registry;
 //   - Golden: a wire format pinned under testdata/ (-update rewrites);
 //   - Fetch: one HTTP request to a server on a real socket, its answer read;
+//   - NewIdentityProvider: an app's identity provider, its JWKS on
+//     loopback (rotated, taken down), signing RS256/ES256 tokens;
 //   - ports: see ClosedAddr;
 //   - Start: a component's Run for the length of the test;
 //   - EnvInt, Percentile, Millis: a benchmark's workload and figures.
