@@ -2,7 +2,9 @@ package mysqldb
 
 import (
 	"context"
+	"crypto/sha256"
 	"database/sql"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -13,9 +15,19 @@ import (
 	"voiceroom/deploy/migrations"
 )
 
-// migrationLock is the MySQL named lock that serialises migrations of
-// processes starting at the same time.
-const migrationLock = "voiceroom_migrate"
+// migrationLock names the MySQL named lock that serialises the migrations
+// of processes starting at the same time against one database. Named locks
+// are server-wide, so the name carries the database's: deployments (and
+// tests) on other databases of the same server do not wait for each other.
+// MySQL refuses names over 64 characters; a longer one is hashed.
+func migrationLock(database string) string {
+	name := "voiceroom_migrate:" + database
+	if len(name) > 64 {
+		sum := sha256.Sum256([]byte(database))
+		name = "voiceroom_migrate:" + hex.EncodeToString(sum[:16])
+	}
+	return name
+}
 
 // Migrate applies the pending embedded migrations in order and records each
 // one in goose_db_version. Processes that start together take turns through a
@@ -26,8 +38,13 @@ func Migrate(ctx context.Context, db *sql.DB, log *slog.Logger) error {
 		return fmt.Errorf("migrate: %w", err)
 	}
 	defer conn.Close()
+	var database sql.NullString
+	if err := conn.QueryRowContext(ctx, "SELECT DATABASE()").Scan(&database); err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	lock := migrationLock(database.String)
 	var got sql.NullInt64
-	if err := conn.QueryRowContext(ctx, "SELECT GET_LOCK(?, 25)", migrationLock).Scan(&got); err != nil {
+	if err := conn.QueryRowContext(ctx, "SELECT GET_LOCK(?, 25)", lock).Scan(&got); err != nil {
 		return fmt.Errorf("migrate: take lock: %w", err)
 	}
 	if !got.Valid || got.Int64 != 1 {
@@ -37,7 +54,7 @@ func Migrate(ctx context.Context, db *sql.DB, log *slog.Logger) error {
 		// A fresh context: the lock must be released even when ctx ended.
 		rctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		conn.ExecContext(rctx, "SELECT RELEASE_LOCK(?)", migrationLock)
+		conn.ExecContext(rctx, "SELECT RELEASE_LOCK(?)", lock)
 	}()
 
 	provider, err := goose.NewProvider(goose.DialectMySQL, db, migrations.FS,

@@ -225,3 +225,39 @@ func TestParseDSNBoundsLockWaits(t *testing.T) {
 		}
 	}
 }
+
+// A migration waits only for migrations of its own database: another
+// database's lock held (another deployment or test on the same server)
+// does not hold it up, while its own database's lock does.
+func TestMigrateLocksOnlyItsDatabase(t *testing.T) {
+	db := testenv.NewDB(t) // created and migrated
+	ctx := context.Background()
+	var name string
+	if err := db.QueryRow("SELECT DATABASE()").Scan(&name); err != nil {
+		t.Fatal(err)
+	}
+	holder, err := db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Close()
+	hold := func(lock string) {
+		t.Helper()
+		var got int
+		if err := holder.QueryRowContext(ctx, "SELECT GET_LOCK(?, 0)", lock).Scan(&got); err != nil || got != 1 {
+			t.Fatalf("GET_LOCK(%s) = %d, %v", lock, got, err)
+		}
+		t.Cleanup(func() { holder.ExecContext(context.Background(), "SELECT RELEASE_LOCK(?)", lock) })
+	}
+	hold(mysqldb.MigrationLock("another_" + name))
+	if err := mysqldb.Migrate(ctx, db, testenv.Logger(t)); err != nil {
+		t.Fatalf("with another database's migration lock held: %v", err)
+	}
+	// Its own lock held: a migration with a short deadline gives up waiting.
+	hold(mysqldb.MigrationLock(name))
+	short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	if err := mysqldb.Migrate(short, db, testenv.Logger(t)); err == nil {
+		t.Fatal("migrated while its own database's lock was held")
+	}
+}

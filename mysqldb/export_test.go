@@ -1,0 +1,4 @@
+package mysqldb
+
+// MigrationLock exposes migrationLock to the tests.
+var MigrationLock = migrationLock
