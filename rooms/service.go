@@ -548,7 +548,14 @@ func (s *Service) execLocked(ctx context.Context, c *cell, cmd *Command) (Result
 		if stored, found, err := s.store.lookupCommand(ctx, key.AppCode, key.RoomID, cmd.CommandID); err != nil {
 			return Result{}, storageErr(err)
 		} else if found {
-			res, err := decodeResult(stored, c.state.Load())
+			cur := c.state.Load()
+			res, err := decodeResult(stored, cur)
+			if err == nil && (cur == nil || res.View.RoomVersion > cur.Version) {
+				// It committed after this cell loaded: a write whose outcome
+				// was in doubt, finished by MySQL once its lock wait ended.
+				// The cell is stale; the next command reloads.
+				s.drop(c)
+			}
 			res.Epoch, _ = s.serving(key)
 			return res, err
 		}
