@@ -123,7 +123,7 @@ func (h *harness) startNode(name string) *testNode {
 	h.tb.Helper()
 	nc, js := h.connect(name)
 	reg := prometheus.NewRegistry()
-	svc, err := rooms.New(h.db, users{}, users{}, nil, rooms.Config{CommandTimeout: 3 * time.Second}, h.log, reg, time.Now)
+	svc, err := rooms.New(h.db, users{}, users{}, nil, rooms.Config{CommandTimeout: 3 * time.Second, BcryptCost: 4}, h.log, reg, time.Now) // the minimum cost: tests need no slow hashes
 	if err != nil {
 		h.tb.Fatalf("rooms %s: %v", name, err)
 	}
