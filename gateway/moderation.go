@@ -18,10 +18,6 @@ type reasonRequest struct {
 // BanRoom or RestoreRoom, a room command like the others (Idempotency-Key,
 // the room snapshot as the answer), recorded in the room's audit trail.
 func (h *roomHandlers) moderate(kind rooms.Kind) fiber.Handler {
-	run := h.svc.Ban
-	if kind == rooms.KindRestoreRoom {
-		run = h.svc.Restore
-	}
 	return func(c *fiber.Ctx) error {
 		var req reasonRequest
 		if err := Bind(c, &req); err != nil {
@@ -31,7 +27,8 @@ func (h *roomHandlers) moderate(kind rooms.Kind) fiber.Handler {
 		if err != nil {
 			return err
 		}
-		res, err := run(c.UserContext(), cmd, req.Reason)
+		cmd.Args.Reason = req.Reason
+		res, err := h.svc.Execute(c.UserContext(), cmd)
 		return h.respond(c, res, err)
 	}
 }

@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"context"
 	"strings"
 	"time"
 
@@ -12,24 +11,12 @@ import (
 	"voiceroom/rooms"
 )
 
-// Rooms runs room commands and reads rooms; *rooms.Service is one.
+// Rooms runs room commands and reads rooms (rooms.Rooms), and serves the
+// gift catalog and the audit trail: *rooms.Service, or a
+// roomcluster.Router that sends each to the room's owner.
 type Rooms interface {
-	Create(ctx context.Context, appCode string, actor rooms.Actor, commandID string, clientKey bool, requestID string,
-		req rooms.CreateRequest) (rooms.Result, error)
-	Get(ctx context.Context, appCode, roomID string) (rooms.View, error)
-	// MicRequests is a room's queue of requests to speak, for actor when
-	// they hold the host's powers (else PERMISSION_DENIED).
-	MicRequests(ctx context.Context, appCode, roomID string, actor rooms.Actor) ([]rooms.MicRequest, error)
-	Execute(ctx context.Context, cmd *rooms.Command) (rooms.Result, error)
-	Join(ctx context.Context, cmd *rooms.Command, password string) (rooms.Result, error)
-	SetPassword(ctx context.Context, cmd *rooms.Command, password string) (rooms.Result, error)
-	SendGift(ctx context.Context, cmd *rooms.Command, giftID int64) (rooms.Result, error)
-	ChangeVisibleRegion(ctx context.Context, cmd *rooms.Command, regionID int64, reason string) (rooms.Result, error)
-	CloseRoom(ctx context.Context, cmd *rooms.Command, reason string) (rooms.Result, error)
-	Ban(ctx context.Context, cmd *rooms.Command, reason string) (rooms.Result, error)
-	Restore(ctx context.Context, cmd *rooms.Command, reason string) (rooms.Result, error)
-	UpsertGift(ctx context.Context, appCode string, g rooms.Gift) error
-	Audit(ctx context.Context, appCode, roomID string, limit int, cursor string) (rooms.AuditPage, error)
+	rooms.Rooms
+	rooms.RecordKeeper
 }
 
 var _ Rooms = (*rooms.Service)(nil)
@@ -83,7 +70,18 @@ func (h *roomHandlers) command(c *fiber.Ctx, kind rooms.Kind) (*rooms.Command, e
 	if len(roomID) > voiceroom.RoomIDMax || !strings.HasPrefix(roomID, p.AppCode+"_") {
 		return nil, apperr.New(apperr.NotFound, "room not found")
 	}
-	cmd := &rooms.Command{Kind: kind, AppCode: p.AppCode, RoomID: roomID, RequestID: RequestID(c)}
+	cmd, err := newCommand(c, kind)
+	if err != nil {
+		return nil, err
+	}
+	cmd.RoomID = roomID
+	return cmd, nil
+}
+
+// newCommand starts a command of the caller: its kind, app, actor, ids.
+func newCommand(c *fiber.Ctx, kind rooms.Kind) (*rooms.Command, error) {
+	p := PrincipalOf(c)
+	cmd := &rooms.Command{Kind: kind, AppCode: p.AppCode, RequestID: RequestID(c)}
 	if p.Admin {
 		cmd.Actor = rooms.Actor{UserID: p.UserID, Admin: true, Operator: p.Operator()}
 	} else {
@@ -127,14 +125,17 @@ func (h *roomHandlers) create(c *fiber.Ctx) error {
 	if err := Bind(c, &req); err != nil {
 		return err
 	}
-	p := PrincipalOf(c)
-	id, clientKey, err := commandID(c)
+	cmd, err := newCommand(c, rooms.KindCreateRoom)
 	if err != nil {
 		return err
 	}
-	res, err := h.svc.Create(c.UserContext(), p.AppCode, rooms.Actor{UserID: p.UserID}, id, clientKey, RequestID(c),
-		rooms.CreateRequest{Title: req.RoomName, CoverURL: req.RoomAvatar, Description: req.RoomDescription, SeatCount: req.SeatCount, Mode: req.Mode,
-			SeatMode: req.SeatMode})
+	cmd.Actor = rooms.Actor{UserID: PrincipalOf(c).UserID} // a room's owner is a user
+	// The room's id is chosen here (from the Idempotency-Key when there is
+	// one): it names the room's partition.
+	cmd.RoomID = rooms.NewRoomID(cmd.AppCode, cmd.Actor.UserID, cmd.CommandID, cmd.ClientKey)
+	cmd.Args = rooms.Args{Title: req.RoomName, CoverURL: req.RoomAvatar, Description: req.RoomDescription, SeatCount: req.SeatCount,
+		Mode: req.Mode, SeatMode: req.SeatMode}
+	res, err := h.svc.Execute(c.UserContext(), cmd)
 	return h.respond(c, res, err)
 }
 
@@ -177,7 +178,8 @@ func (h *roomHandlers) join(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	res, err := h.svc.Join(c.UserContext(), cmd, req.Password)
+	cmd.Password = req.Password
+	res, err := h.svc.Execute(c.UserContext(), cmd)
 	return h.respond(c, res, err)
 }
 
@@ -266,8 +268,8 @@ func (h *roomHandlers) gift(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	cmd.Args.Count, cmd.Args.TargetUserID = req.Count, req.ReceiverUserID
-	res, err := h.svc.SendGift(c.UserContext(), cmd, req.GiftID)
+	cmd.Args.GiftID, cmd.Args.Count, cmd.Args.TargetUserID = req.GiftID, req.Count, req.ReceiverUserID
+	res, err := h.svc.Execute(c.UserContext(), cmd)
 	return h.respond(c, res, err)
 }
 
@@ -285,7 +287,8 @@ func (h *roomHandlers) password(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	res, err := h.svc.SetPassword(c.UserContext(), cmd, *req.Password)
+	cmd.Password = *req.Password
+	res, err := h.svc.Execute(c.UserContext(), cmd)
 	return h.respond(c, res, err)
 }
 
@@ -345,7 +348,8 @@ func (h *roomHandlers) changeRegion(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	res, err := h.svc.ChangeVisibleRegion(c.UserContext(), cmd, *req.VisibleRegionID, req.Reason)
+	cmd.Args.RegionID, cmd.Args.Reason = *req.VisibleRegionID, req.Reason
+	res, err := h.svc.Execute(c.UserContext(), cmd)
 	return h.respond(c, res, err)
 }
 
@@ -359,6 +363,7 @@ func (h *roomHandlers) adminClose(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	res, err := h.svc.CloseRoom(c.UserContext(), cmd, req.Reason)
+	cmd.Args.Reason = req.Reason
+	res, err := h.svc.Execute(c.UserContext(), cmd)
 	return h.respond(c, res, err)
 }

@@ -144,7 +144,8 @@ func BenchmarkProjectionLag(b *testing.B) {
 
 	roomIDs := make([]string, nRooms)
 	for i := range nRooms {
-		res, err := svc.Create(ctx, "bench", rooms.Actor{UserID: int64(i + 1)}, rooms.NewCommandID(), false, "", rooms.CreateRequest{Title: "bench"})
+		res, err := svc.Execute(ctx, &rooms.Command{Kind: rooms.KindCreateRoom, AppCode: "bench", CommandID: rooms.NewCommandID(),
+			Actor: rooms.Actor{UserID: int64(i + 1)}, Args: rooms.Args{Title: "bench"}})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -188,14 +189,12 @@ func BenchmarkProjectionLag(b *testing.B) {
 							}
 							time.Sleep(time.Until(due))
 						}
-						cmd := &rooms.Command{AppCode: "bench", RoomID: room, CommandID: rooms.NewCommandID(), Actor: rooms.Actor{UserID: user}}
-						var err error
+						cmd := &rooms.Command{Kind: rooms.KindJoinRoom, AppCode: "bench", RoomID: room, CommandID: rooms.NewCommandID(),
+							Actor: rooms.Actor{UserID: user}}
 						if joined {
 							cmd.Kind = rooms.KindLeaveRoom
-							_, err = svc.Execute(ctx, cmd)
-						} else {
-							_, err = svc.Join(ctx, cmd, "")
 						}
+						_, err := svc.Execute(ctx, cmd)
 						if err != nil && !apperr.Is(err, apperr.Unavailable) {
 							b.Error(err)
 							return

@@ -47,7 +47,8 @@ func TestRoomCommandsWhileJetStreamIsDown(t *testing.T) {
 	t.Cleanup(svc.Close)
 	ctx := context.Background()
 
-	created, err := svc.Create(ctx, testApp, rooms.Actor{UserID: 1}, rooms.NewCommandID(), false, "", rooms.CreateRequest{Title: "r"})
+	created, err := svc.Execute(ctx, &rooms.Command{Kind: rooms.KindCreateRoom, AppCode: testApp, CommandID: rooms.NewCommandID(), Actor: rooms.Actor{UserID: 1},
+		Args: rooms.Args{Title: "r"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,8 +81,8 @@ func TestRoomCommandsWhileJetStreamIsDown(t *testing.T) {
 	if joined.OnlineCount != 2 {
 		t.Fatalf("join while JetStream is down: %+v", joined)
 	}
-	gift, err := svc.SendGift(ctx, &rooms.Command{AppCode: testApp, RoomID: room, CommandID: rooms.NewCommandID(), Actor: rooms.Actor{UserID: 2},
-		Args: rooms.Args{Count: 2, TargetUserID: 3}}, 1)
+	gift, err := svc.Execute(ctx, &rooms.Command{Kind: rooms.KindSendGift, AppCode: testApp, RoomID: room, CommandID: rooms.NewCommandID(),
+		Actor: rooms.Actor{UserID: 2}, Args: rooms.Args{GiftID: 1, Count: 2, TargetUserID: 3}})
 	if err != nil || gift.View.Heat != 6 {
 		t.Fatalf("gift while JetStream is down: %+v %v", gift.View, err)
 	}

@@ -56,8 +56,8 @@ func benchRoute(b *testing.B, kind, path string) {
 	users := make([]int64, len(ids)) // one present user per room for heartbeats
 	for i, id := range ids {
 		users[i] = int64(10_000 + i)
-		if _, err := r.Join(context.Background(), &rooms.Command{AppCode: testApp, RoomID: id, CommandID: rooms.NewCommandID(),
-			Actor: rooms.Actor{UserID: users[i]}}, ""); err != nil {
+		if _, err := r.Execute(context.Background(), &rooms.Command{Kind: rooms.KindJoinRoom, AppCode: testApp, RoomID: id,
+			CommandID: rooms.NewCommandID(), Actor: rooms.Actor{UserID: users[i]}}); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -90,8 +90,8 @@ func benchRoute(b *testing.B, kind, path string) {
 					cmd.Kind, cmd.Actor = rooms.KindLeaveRoom, rooms.Actor{UserID: int64(100_000 + c)}
 					_, err = r.Execute(context.Background(), cmd)
 				default:
-					cmd.Actor = rooms.Actor{UserID: int64(100_000 + c)}
-					_, err = r.Join(context.Background(), cmd, "")
+					cmd.Kind, cmd.Actor = rooms.KindJoinRoom, rooms.Actor{UserID: int64(100_000 + c)}
+					_, err = r.Execute(context.Background(), cmd)
 				}
 				if err != nil {
 					b.Errorf("%s: %v", kind, err)

@@ -145,13 +145,15 @@ func TestFencedWriteStopsServing(t *testing.T) {
 	h := newHarness(t, cfg)
 	a := h.startNode("a")
 	ctx := context.Background()
-	res, err := a.svc.Create(ctx, testApp, rooms.Actor{UserID: 1}, "c1", true, "", rooms.CreateRequest{Title: "fenced"})
+	res, err := a.svc.Execute(ctx, &rooms.Command{Kind: rooms.KindCreateRoom, AppCode: testApp, CommandID: "c1", ClientKey: true,
+		Actor: rooms.Actor{UserID: 1}, Args: rooms.Args{Title: "fenced"}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	key := rooms.RoomKey{AppCode: testApp, RoomID: res.View.RoomID}
 	join := func(svc *rooms.Service, user int64) (rooms.Result, error) {
-		return svc.Join(ctx, &rooms.Command{AppCode: testApp, RoomID: key.RoomID, CommandID: rooms.NewCommandID(), Actor: rooms.Actor{UserID: user}}, "")
+		return svc.Execute(ctx, &rooms.Command{Kind: rooms.KindJoinRoom, AppCode: testApp, RoomID: key.RoomID, CommandID: rooms.NewCommandID(),
+			Actor: rooms.Actor{UserID: user}})
 	}
 	if _, err := join(a.svc, 2); err != nil {
 		t.Fatal(err)
@@ -238,8 +240,8 @@ func TestJetStreamRestartHealsLeases(t *testing.T) {
 		testenv.Eventually(t, 30*time.Second, func() error {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 			defer cancel()
-			_, err := r.Join(ctx, &rooms.Command{AppCode: testApp, RoomID: id, CommandID: fmt.Sprintf("after-%d", i), ClientKey: true,
-				Actor: rooms.Actor{UserID: int64(100 + i)}}, "")
+			_, err := r.Execute(ctx, &rooms.Command{Kind: rooms.KindJoinRoom, AppCode: testApp, RoomID: id, CommandID: fmt.Sprintf("after-%d", i),
+				ClientKey: true, Actor: rooms.Actor{UserID: int64(100 + i)}})
 			return err
 		})
 	}

@@ -49,9 +49,16 @@
 //
 // # Routing
 //
-// Each node runs the NATS micro service voiceroom-rooms with the endpoints
-// voiceroom.rooms.<node>.command, .view, .mic_requests (the queue of
-// requests to speak, read by the host's powers) and .guard. A Router finds a
+// Each node runs the NATS micro service voiceroom-rooms (version 2.0.0)
+// with the endpoints voiceroom.rooms.<node>.execute, .view, .mic_requests
+// (the queue of requests to speak, read by the host's powers) and .guard.
+// A Router is a rooms.Rooms: it knows no command. It ships each
+// rooms.Command as it is, its JSON, to .execute (the deadline in a
+// header), or, when its own node owns the room, calls that node's rooms
+// service with it, with no encoding. Version 1's .command (a method per
+// command, with their inputs beside the command) is still answered, for
+// the api processes of the previous release during an upgrade
+// (legacy.go). A Router finds a
 // room's owner in the lease bucket and sends it the request; it asks again
 // (after a short, growing wait) when nobody holds the partition, when the
 // holder is gone or no longer serves it, or when it did not answer within

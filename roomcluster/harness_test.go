@@ -123,7 +123,7 @@ func (h *harness) startNode(name string) *testNode {
 	h.tb.Helper()
 	nc, js := h.connect(name)
 	reg := prometheus.NewRegistry()
-	svc, err := rooms.New(h.db, users{}, users{}, nil, rooms.Config{CommandTimeout: 3 * time.Second}, h.log, reg, time.Now)
+	svc, err := rooms.New(h.db, users{}, users{}, nil, rooms.Config{CommandTimeout: 3 * time.Second, BcryptCost: 4}, h.log, reg, time.Now) // the minimum cost: tests need no slow hashes
 	if err != nil {
 		h.tb.Fatalf("rooms %s: %v", name, err)
 	}
@@ -228,8 +228,9 @@ func (h *harness) createRooms(r *roomcluster.Router, n int) []string {
 	ids := make([]string, n)
 	for i := range ids {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		res, err := r.Create(ctx, testApp, rooms.Actor{UserID: int64(i + 1)}, fmt.Sprintf("create-%d", i), true, "",
-			rooms.CreateRequest{Title: fmt.Sprintf("room %d", i)})
+		id := fmt.Sprintf("create-%d", i)
+		res, err := r.Execute(ctx, &rooms.Command{Kind: rooms.KindCreateRoom, AppCode: testApp, RoomID: rooms.NewRoomID(testApp, int64(i+1), id, true),
+			CommandID: id, ClientKey: true, Actor: rooms.Actor{UserID: int64(i + 1)}, Args: rooms.Args{Title: fmt.Sprintf("room %d", i)}})
 		cancel()
 		if err != nil {
 			h.tb.Fatalf("create room %d: %v", i, err)
@@ -378,14 +379,8 @@ func (l *load) client(ctx context.Context, tb testing.TB, r *roomcluster.Router,
 		}
 		for try := 0; ; try++ {
 			cctx, ccancel := context.WithTimeout(context.Background(), 3*time.Second)
-			var res rooms.Result
-			var err error
 			c := *cmd
-			if c.Kind == rooms.KindJoinRoom {
-				res, err = r.Join(cctx, &c, "")
-			} else {
-				res, err = r.Execute(cctx, &c)
-			}
+			res, err := r.Execute(cctx, &c)
 			ccancel()
 			if err == nil {
 				l.mu.Lock()

@@ -109,8 +109,8 @@ func TestPausedNodeStopsServing(t *testing.T) {
 		t.Fatal("b serves the room while a's lease may still be alive")
 	}
 	h.waitBalanced(r, b) // the leases expired and b took them
-	res, err := r.Join(context.Background(), &rooms.Command{AppCode: testApp, RoomID: ids[0], CommandID: "after-pause", ClientKey: true,
-		Actor: rooms.Actor{UserID: 50}}, "")
+	res, err := r.Execute(context.Background(), &rooms.Command{Kind: rooms.KindJoinRoom, AppCode: testApp, RoomID: ids[0], CommandID: "after-pause",
+		ClientKey: true, Actor: rooms.Actor{UserID: 50}})
 	if err != nil || res.Node != b.node.ID() || res.Epoch <= epoch {
 		t.Fatalf("join after the take-over: node %s epoch %d (a's was %d), %v; want b under a new epoch", res.Node, res.Epoch, epoch, err)
 	}
@@ -118,8 +118,8 @@ func TestPausedNodeStopsServing(t *testing.T) {
 	resume()
 	// Resumed, a's renewals are refused and it does not serve; a command
 	// that reaches it (as one queued before the pause would) is refused.
-	if _, err := a.svc.Join(context.Background(), &rooms.Command{AppCode: testApp, RoomID: ids[0], CommandID: "stale",
-		Actor: rooms.Actor{UserID: 51}}, ""); !rooms.IsNotServing(err) {
+	if _, err := a.svc.Execute(context.Background(), &rooms.Command{Kind: rooms.KindJoinRoom, AppCode: testApp, RoomID: ids[0], CommandID: "stale",
+		Actor: rooms.Actor{UserID: 51}}); !rooms.IsNotServing(err) {
 		t.Fatalf("command on the resumed node: %v, want not serving", err)
 	}
 	// It is a live member again: the partitions rendezvous gives it come

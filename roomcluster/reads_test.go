@@ -29,13 +29,7 @@ func TestRoutedReads(t *testing.T) {
 		t.Helper()
 		cmd := &rooms.Command{Kind: kind, AppCode: testApp, RoomID: roomID, CommandID: rooms.NewCommandID(),
 			Actor: rooms.Actor{UserID: user}, Args: args}
-		var res rooms.Result
-		var err error
-		if kind == rooms.KindJoinRoom {
-			res, err = api.Join(ctx, cmd, "")
-		} else {
-			res, err = api.Execute(ctx, cmd)
-		}
+		res, err := api.Execute(ctx, cmd)
 		if err != nil {
 			t.Fatalf("%s by %d: %v", kind, user, err)
 		}

@@ -16,18 +16,12 @@ import (
 	"voiceroom/rooms"
 )
 
-// Records are the room data any process serves itself (*rooms.Records or
-// *rooms.Service): the gift catalog's writes and the audit trail.
-type Records interface {
-	UpsertGift(ctx context.Context, appCode string, g rooms.Gift) error
-	Audit(ctx context.Context, appCode, roomID string, limit int, cursor string) (rooms.AuditPage, error)
-}
-
 // Router sends each room command and live read to the node that owns the
 // room's partition and returns its answer: in process when this process's
 // own node serves the partition, else as a NATS request to the owner's
-// endpoint (found in the lease bucket, which the router watches). It has
-// the rooms service's methods, so the HTTP edge mounts it in its place.
+// endpoint (found in the lease bucket, which the router watches). It is
+// a rooms.Rooms, like the rooms service, so the HTTP edge mounts it in its
+// place; it knows no command: it ships each as it is.
 //
 // A request that finds no owner (a hand-over in progress), an owner that
 // is gone (no responders) or one that no longer serves the room is asked
@@ -41,9 +35,9 @@ type Router struct {
 	nc      *nats.Conn
 	buckets *buckets
 	owners  *owners
-	node    *Node // this process's node, or nil
-	local   Rooms // its rooms service, or nil
-	records Records
+	node    *Node       // this process's node, or nil
+	local   rooms.Rooms // its rooms service, or nil
+	records rooms.RecordKeeper
 	log     *slog.Logger
 	metrics *Metrics
 	stop    context.CancelFunc
@@ -52,12 +46,15 @@ type Router struct {
 	lastRefresh []atomic.Int64
 }
 
-var _ Rooms = (*Router)(nil)
+var (
+	_ rooms.Rooms        = (*Router)(nil)
+	_ rooms.RecordKeeper = (*Router)(nil)
+)
 
 // NewRouter watches the lease bucket (creating the cluster's buckets when
 // no rooms node has yet, and checking P like a node does). node and local
 // are this process's own rooms node and service, when it runs them.
-func NewRouter(ctx context.Context, js jetstream.JetStream, cfg Config, node *Node, local Rooms, records Records, log *slog.Logger, m *Metrics) (*Router, error) {
+func NewRouter(ctx context.Context, js jetstream.JetStream, cfg Config, node *Node, local rooms.Rooms, records rooms.RecordKeeper, log *slog.Logger, m *Metrics) (*Router, error) {
 	cfg = cfg.WithDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -91,19 +88,27 @@ func (r *Router) Close() { r.stop() }
 // the lease bucket ("" counts the free ones).
 func (r *Router) Owners() map[string]int { return r.owners.counts() }
 
-// Create routes CreateRoom. The room's id is chosen here (from the
-// Idempotency-Key when there is one), since it names the partition.
-func (r *Router) Create(ctx context.Context, appCode string, actor rooms.Actor, commandID string, clientKey bool, requestID string, req rooms.CreateRequest) (rooms.Result, error) {
-	if req.RoomID == "" {
-		req.RoomID = rooms.NewRoomID(appCode, actor.UserID, commandID, clientKey)
+// Execute routes a room command, as it is, to its room's owner. A
+// CreateRoom comes with its room's id (rooms.NewRoomID), which names the
+// partition.
+func (r *Router) Execute(ctx context.Context, cmd *rooms.Command) (rooms.Result, error) {
+	if cmd.RoomID == "" {
+		return rooms.Result{}, apperr.Invalid("room_id", "is required")
 	}
-	return r.command(ctx, &request{Call: callCreate, AppCode: appCode, RoomID: req.RoomID, CommandID: commandID, ClientKey: clientKey,
-		RequestID: requestID, Actor: actor, Create: &req})
+	c := *cmd // the router's own: a retry marks it
+	rep, err := r.call(ctx, execute{&c})
+	if err != nil {
+		return rooms.Result{}, err
+	}
+	if rep.View == nil {
+		return rooms.Result{}, apperr.New(apperr.Internal, "routed command without a room")
+	}
+	return rooms.Result{View: *rep.View, Replayed: rep.Replayed, Epoch: rep.Epoch, Node: rep.Node}, nil
 }
 
 // Get routes a room's view to its owner (its live cell).
 func (r *Router) Get(ctx context.Context, appCode, roomID string) (rooms.View, error) {
-	rep, err := r.call(ctx, &request{AppCode: appCode, RoomID: roomID})
+	rep, err := r.call(ctx, &read{endpoint: opView, AppCode: appCode, RoomID: roomID})
 	if err != nil {
 		return rooms.View{}, err
 	}
@@ -116,7 +121,7 @@ func (r *Router) Get(ctx context.Context, appCode, roomID string) (rooms.View, e
 // MicRequests routes the read of a room's queue of requests to speak,
 // by actor, to its owner (who checks that actor holds the host's powers).
 func (r *Router) MicRequests(ctx context.Context, appCode, roomID string, actor rooms.Actor) ([]rooms.MicRequest, error) {
-	rep, err := r.call(ctx, &request{AppCode: appCode, RoomID: roomID, Read: readMicRequests, Actor: actor})
+	rep, err := r.call(ctx, &read{endpoint: opMicRequests, AppCode: appCode, RoomID: roomID, Read: readMicRequests, Actor: actor})
 	if err != nil {
 		return nil, err
 	}
@@ -124,61 +129,6 @@ func (r *Router) MicRequests(ctx context.Context, appCode, roomID string, actor 
 		return []rooms.MicRequest{}, nil // omitted on the wire when empty
 	}
 	return rep.Requests, nil
-}
-
-// Execute routes a room command.
-func (r *Router) Execute(ctx context.Context, cmd *rooms.Command) (rooms.Result, error) {
-	return r.command(ctx, commandRequest(callExecute, cmd))
-}
-
-// Join routes JoinRoom; the password travels to the owner, which checks it.
-func (r *Router) Join(ctx context.Context, cmd *rooms.Command, password string) (rooms.Result, error) {
-	req := commandRequest(callJoin, cmd)
-	req.Password = password
-	return r.command(ctx, req)
-}
-
-// SetPassword routes SetRoomPassword.
-func (r *Router) SetPassword(ctx context.Context, cmd *rooms.Command, password string) (rooms.Result, error) {
-	req := commandRequest(callSetPassword, cmd)
-	req.Password = password
-	return r.command(ctx, req)
-}
-
-// SendGift routes SendGift.
-func (r *Router) SendGift(ctx context.Context, cmd *rooms.Command, giftID int64) (rooms.Result, error) {
-	req := commandRequest(callSendGift, cmd)
-	req.GiftID = giftID
-	return r.command(ctx, req)
-}
-
-// ChangeVisibleRegion routes ChangeRoomVisibleRegion.
-func (r *Router) ChangeVisibleRegion(ctx context.Context, cmd *rooms.Command, regionID int64, reason string) (rooms.Result, error) {
-	req := commandRequest(callChangeRegion, cmd)
-	req.RegionID, req.Reason = regionID, reason
-	return r.command(ctx, req)
-}
-
-// CloseRoom routes CloseRoom.
-func (r *Router) CloseRoom(ctx context.Context, cmd *rooms.Command, reason string) (rooms.Result, error) {
-	return r.withReason(ctx, callClose, cmd, reason)
-}
-
-// Ban routes BanRoom.
-func (r *Router) Ban(ctx context.Context, cmd *rooms.Command, reason string) (rooms.Result, error) {
-	return r.withReason(ctx, callBan, cmd, reason)
-}
-
-// Restore routes RestoreRoom.
-func (r *Router) Restore(ctx context.Context, cmd *rooms.Command, reason string) (rooms.Result, error) {
-	return r.withReason(ctx, callRestore, cmd, reason)
-}
-
-// withReason routes an operator's command that carries a reason.
-func (r *Router) withReason(ctx context.Context, call string, cmd *rooms.Command, reason string) (rooms.Result, error) {
-	req := commandRequest(call, cmd)
-	req.Reason = reason
-	return r.command(ctx, req)
 }
 
 // UpsertGift writes the gift catalog here: it needs no room.
@@ -202,28 +152,12 @@ const guardTimeout = 1500 * time.Millisecond
 func (r *Router) IMGroupMember(groupID string, userID int64) (appCode string, found, present bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), guardTimeout)
 	defer cancel()
-	rep, err := r.call(ctx, &request{GroupID: groupID, UserID: userID})
+	rep, err := r.call(ctx, &read{endpoint: opGuard, GroupID: groupID, UserID: userID})
 	if err != nil {
 		r.log.Warn("im guard: the room's owner did not answer", "group_id", groupID, "error", err)
 		return "", false, false
 	}
 	return rep.GuardApp, rep.Found, rep.Present
-}
-
-func commandRequest(call string, cmd *rooms.Command) *request {
-	return &request{Call: call, AppCode: cmd.AppCode, RoomID: cmd.RoomID, CommandID: cmd.CommandID, ClientKey: cmd.ClientKey,
-		RequestID: cmd.RequestID, Kind: cmd.Kind, Actor: cmd.Actor, Args: cmd.Args}
-}
-
-func (r *Router) command(ctx context.Context, req *request) (rooms.Result, error) {
-	rep, err := r.call(ctx, req)
-	if err != nil {
-		return rooms.Result{}, err
-	}
-	if rep.View == nil {
-		return rooms.Result{}, apperr.New(apperr.Internal, "routed command without a room")
-	}
-	return rooms.Result{View: *rep.View, Replayed: rep.Replayed, Epoch: rep.Epoch, Node: rep.Node}, nil
 }
 
 // defaultRouteDeadline bounds a routed request whose caller set none.
@@ -232,8 +166,10 @@ const defaultRouteDeadline = 5 * time.Second
 // maxRetryWait caps the wait between two tries.
 const maxRetryWait = 100 * time.Millisecond
 
-// call sends req to its room's owner until it answers or ctx ends.
-func (r *Router) call(ctx context.Context, req *request) (reply, error) {
+// call sends req to its room's owner until it answers or ctx ends: in
+// process, a plain call of the local rooms service, when this process's
+// node serves the room's partition.
+func (r *Router) call(ctx context.Context, req routed) (reply, error) {
 	start := time.Now()
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
@@ -246,7 +182,6 @@ func (r *Router) call(ctx context.Context, req *request) (reply, error) {
 	for {
 		if r.node != nil && r.local != nil {
 			if _, ok := r.node.servingPartition(p); ok {
-				req.TimeoutMs = time.Until(deadline).Milliseconds()
 				rep, err := req.run(ctx, r.local)
 				if !rooms.IsNotServing(err) {
 					rep.Node = r.node.id
@@ -261,10 +196,10 @@ func (r *Router) call(ctx context.Context, req *request) (reply, error) {
 			return reason.rep, reason.err
 		}
 		r.metrics.retries.WithLabelValues(reason.retry).Inc()
-		if reason.retry == retryTimeout && req.Call != "" {
-			// The owner may have run it: from now on it is looked up in the
-			// room's command log before it runs again.
-			req.ClientKey = true
+		if reason.retry == retryTimeout {
+			// The owner may have run it: a command is from now on looked
+			// up in the room's command log before it runs again.
+			req.mayHaveRun()
 		}
 		t := time.NewTimer(min(wait, time.Until(deadline)))
 		select {
@@ -293,7 +228,7 @@ type attempt struct {
 }
 
 // try asks p's owner, as the lease bucket names it, once.
-func (r *Router) try(ctx context.Context, deadline time.Time, p int, req *request) attempt {
+func (r *Router) try(ctx context.Context, deadline time.Time, p int, req routed) attempt {
 	holder, _ := r.owners.get(p)
 	if holder == "" {
 		// The watch tells of the next holder within milliseconds; read
@@ -310,14 +245,13 @@ func (r *Router) try(ctx context.Context, deadline time.Time, p int, req *reques
 		// over, or its lease lapsing. The next owner is not named yet.
 		return attempt{retry: retryNotServing}
 	}
-	req.TimeoutMs = time.Until(deadline).Milliseconds()
-	data, err := json.Marshal(req)
+	data, header, err := req.message(time.Until(deadline).Milliseconds())
 	if err != nil {
 		return attempt{done: true, err: apperr.Wrap(apperr.Internal, "routed request not encoded", err)}
 	}
 	actx, cancel := context.WithTimeout(ctx, r.cfg.AttemptTimeout)
 	defer cancel()
-	msg, err := r.nc.RequestWithContext(actx, SubjectPrefix+"."+holder+"."+req.opOf(), data)
+	msg, err := r.nc.RequestMsgWithContext(actx, &nats.Msg{Subject: SubjectPrefix + "." + holder + "." + req.op(), Data: data, Header: header})
 	switch {
 	case err == nil:
 	case errors.Is(err, nats.ErrNoResponders):
@@ -326,7 +260,7 @@ func (r *Router) try(ctx context.Context, deadline time.Time, p int, req *reques
 	case ctx.Err() != nil:
 		return attempt{retry: retryTimeout}
 	case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout):
-		r.log.Warn("routed request not answered in time; asking again", "partition", p, "node", holder, "op", req.opOf(),
+		r.log.Warn("routed request not answered in time; asking again", "partition", p, "node", holder, "op", req.op(),
 			"attempt_timeout", r.cfg.AttemptTimeout)
 		r.refresh(ctx, p, holder)
 		return attempt{retry: retryTimeout}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -20,30 +21,13 @@ import (
 // their endpoints, `nats micro stats voiceroom-rooms` their load.
 const ServiceName = "voiceroom-rooms"
 
-// serviceVersion is the version of the routed requests' protocol.
-const serviceVersion = "1.0.0"
+// serviceVersion is the version of the routed requests' protocol: 2
+// ships each command as it is to .execute (1 had a method per command,
+// all to .command, which a version 2 node still answers: legacy.go).
+const serviceVersion = "2.0.0"
 
 // SubjectPrefix starts a node's endpoints: <prefix>.<node id>.<op>.
 const SubjectPrefix = "voiceroom.rooms"
-
-// Rooms is what a node serves and what a router calls in process:
-// *rooms.Service.
-type Rooms interface {
-	Create(ctx context.Context, appCode string, actor rooms.Actor, commandID string, clientKey bool, requestID string, req rooms.CreateRequest) (rooms.Result, error)
-	Get(ctx context.Context, appCode, roomID string) (rooms.View, error)
-	MicRequests(ctx context.Context, appCode, roomID string, actor rooms.Actor) ([]rooms.MicRequest, error)
-	Execute(ctx context.Context, cmd *rooms.Command) (rooms.Result, error)
-	Join(ctx context.Context, cmd *rooms.Command, password string) (rooms.Result, error)
-	SetPassword(ctx context.Context, cmd *rooms.Command, password string) (rooms.Result, error)
-	SendGift(ctx context.Context, cmd *rooms.Command, giftID int64) (rooms.Result, error)
-	ChangeVisibleRegion(ctx context.Context, cmd *rooms.Command, regionID int64, reason string) (rooms.Result, error)
-	CloseRoom(ctx context.Context, cmd *rooms.Command, reason string) (rooms.Result, error)
-	Ban(ctx context.Context, cmd *rooms.Command, reason string) (rooms.Result, error)
-	Restore(ctx context.Context, cmd *rooms.Command, reason string) (rooms.Result, error)
-	IMGroupMember(groupID string, userID int64) (appCode string, found, present bool)
-}
-
-var _ Rooms = (*rooms.Service)(nil)
 
 // Server answers the routed requests of the rooms its node serves, as the
 // node's instance of the micro service ServiceName. Each request runs in
@@ -52,7 +36,7 @@ var _ Rooms = (*rooms.Service)(nil)
 // endpoint's stats holds the requests' real count and mean latency.
 type Server struct {
 	node    *Node
-	svc     Rooms
+	svc     rooms.Rooms
 	log     *slog.Logger
 	metrics *Metrics
 	ms      micro.Service
@@ -70,7 +54,7 @@ type endpointStats struct {
 }
 
 // Serve starts node's micro service on nc.
-func Serve(nc *nats.Conn, node *Node, svc Rooms, log *slog.Logger, m *Metrics) (*Server, error) {
+func Serve(nc *nats.Conn, node *Node, svc rooms.Rooms, log *slog.Logger, m *Metrics) (*Server, error) {
 	s := &Server{node: node, svc: svc, log: log.With("component", "roomcluster", "node", node.id), metrics: m,
 		sem: make(chan struct{}, node.cfg.MaxInFlight), stats: map[string]*endpointStats{}}
 	for _, op := range ops {
@@ -99,7 +83,7 @@ func Serve(nc *nats.Conn, node *Node, svc Rooms, log *slog.Logger, m *Metrics) (
 	s.ms = ms
 	g := ms.AddGroup(SubjectPrefix + "." + node.id)
 	for _, op := range ops {
-		if err := g.AddEndpoint(op, micro.HandlerFunc(s.handle)); err != nil {
+		if err := g.AddEndpoint(op, micro.HandlerFunc(func(req micro.Request) { s.handle(op, req) })); err != nil {
 			_ = ms.Stop()
 			return nil, fmt.Errorf("roomcluster: endpoint %s: %w", op, err)
 		}
@@ -132,7 +116,7 @@ func (s *Server) Stop() {
 	s.wg.Wait()
 }
 
-func (s *Server) handle(req micro.Request) {
+func (s *Server) handle(op string, req micro.Request) {
 	s.lastReq.Store(time.Now().UnixNano())
 	if s.closing.Load() {
 		s.metrics.served.WithLabelValues("not_serving").Inc()
@@ -150,8 +134,8 @@ func (s *Server) handle(req micro.Request) {
 	go func() {
 		defer func() { <-s.sem; s.wg.Done() }()
 		start := time.Now()
-		var r request
-		if err := json.Unmarshal(req.Data(), &r); err != nil {
+		r, timeout, err := decode(op, req)
+		if err != nil {
 			s.metrics.served.WithLabelValues("bad_request").Inc()
 			_ = req.Error("400", "undecodable request", nil)
 			return
@@ -162,7 +146,7 @@ func (s *Server) handle(req micro.Request) {
 			return
 		}
 		s.node.routed.Add(1)
-		ctx, cancel := context.WithTimeout(context.Background(), max(r.timeout(), time.Millisecond))
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
 		rep, err := r.run(ctx, s.svc)
 		cancel()
 		rep.Node, rep.Err = s.node.id, toWire(err)
@@ -172,11 +156,39 @@ func (s *Server) handle(req micro.Request) {
 		}
 		s.metrics.served.WithLabelValues(outcome).Inc()
 		s.respond(req, rep)
-		if st := s.stats[r.opOf()]; st != nil {
+		if st := s.stats[op]; st != nil {
 			st.count.Add(1)
 			st.nanos.Add(int64(time.Since(start)))
 		}
 	}()
+}
+
+// decode reads a request to endpoint op, with the time left of its
+// caller's deadline.
+func decode(op string, req micro.Request) (routed, time.Duration, error) {
+	switch op {
+	case opExecute:
+		var cmd rooms.Command
+		if err := json.Unmarshal(req.Data(), &cmd); err != nil {
+			return nil, 0, err
+		}
+		ms, err := strconv.ParseInt(req.Headers().Get(timeoutHeader), 10, 64)
+		if err != nil {
+			return nil, 0, fmt.Errorf("header %s: %w", timeoutHeader, err)
+		}
+		return execute{&cmd}, millis(ms), nil
+	case opCommand:
+		var v v1Command
+		if err := json.Unmarshal(req.Data(), &v); err != nil {
+			return nil, 0, err
+		}
+		return execute{v.command()}, millis(v.TimeoutMs), nil
+	}
+	r := &read{endpoint: op}
+	if err := json.Unmarshal(req.Data(), r); err != nil {
+		return nil, 0, err
+	}
+	return r, millis(r.TimeoutMs), nil
 }
 
 func (s *Server) respond(req micro.Request, rep reply) {

@@ -4,78 +4,140 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strconv"
 	"time"
+
+	"github.com/nats-io/nats.go"
 
 	"voiceroom/apperr"
 	"voiceroom/rooms"
 )
 
-// Operations a router asks of a room's owner; each is one endpoint of the
-// node's micro service.
+// Endpoints of a node's micro service (version 2): each is
+// <SubjectPrefix>.<node id>.<op>.
 const (
-	opCommand = "command" // every room command (its kind in the request)
-	opView    = "view"    // the room's view (GET /api/v1/rooms/{id})
-	opGuard   = "guard"   // the IM join-group callback's membership check
+	// opExecute runs a room command: the request's body is the
+	// rooms.Command's JSON, as is, and the caller's deadline travels in
+	// the header timeoutHeader.
+	opExecute = "execute"
+	opView    = "view"  // the room's view (GET /api/v1/rooms/{id})
+	opGuard   = "guard" // the IM join-group callback's membership check
 	// opMicRequests is the room's queue of requests to speak (GET
 	// /api/v1/rooms/{id}/mic/requests), for the host's powers.
 	opMicRequests = "mic_requests"
+	// opCommand is version 1's endpoint of every command, still answered
+	// so that the api processes of the previous release route to new
+	// rooms nodes during an upgrade (legacy.go).
+	opCommand = "command"
 )
 
 // ops are every endpoint of a node's micro service.
-var ops = []string{opCommand, opView, opGuard, opMicRequests}
+var ops = []string{opExecute, opView, opGuard, opMicRequests, opCommand}
 
-// Live reads other than the view: a request's Read.
+// timeoutHeader carries what is left of an execute request's deadline,
+// in milliseconds.
+const timeoutHeader = "Voiceroom-Timeout-Ms"
+
+// readMicRequests names the read of opMicRequests in a read's body
+// (version 1 told the reads apart by it; version 2 by the endpoint, and
+// still sends it, so that the reads of either version reach the other).
 const readMicRequests = "mic_requests"
 
-// Command variants carried by opCommand: which Rooms method runs it.
-const (
-	callCreate       = "create"
-	callExecute      = "execute"
-	callJoin         = "join"
-	callSetPassword  = "set_password"
-	callSendGift     = "send_gift"
-	callChangeRegion = "change_region"
-	callClose        = "close"
-	callBan          = "ban"
-	callRestore      = "restore"
-)
+// routed is one request a router sends to a room's owner: a command, or a
+// live read.
+type routed interface {
+	// op is the endpoint it goes to.
+	op() string
+	// partition is the partition its room belongs to among n.
+	partition(n int) int
+	// run is what the owner does with it: a plain call of svc.
+	run(ctx context.Context, svc rooms.Rooms) (reply, error)
+	// message is it as a NATS request's body and header, with timeoutMs
+	// left of its deadline.
+	message(timeoutMs int64) ([]byte, nats.Header, error)
+	// mayHaveRun marks it, after an attempt timed out, as one its owner
+	// may have run already (a command: its id is then looked up in the
+	// room's command log before it runs again).
+	mayHaveRun()
+}
 
-// request is a routed call as it travels over NATS: JSON, one per
-// request message. The cluster's NATS is trusted (a join's password
-// travels in it to the owner, who checks it against the room's hash):
-// run it with TLS between machines.
-type request struct {
-	Call      string               `json:"call,omitempty"`
-	AppCode   string               `json:"app"`
-	RoomID    string               `json:"room,omitempty"`
-	CommandID string               `json:"cid,omitempty"`
-	ClientKey bool                 `json:"ck,omitempty"`
-	RequestID string               `json:"rid,omitempty"`
-	Kind      rooms.Kind           `json:"kind,omitempty"`
-	Actor     rooms.Actor          `json:"actor"`
-	Args      rooms.Args           `json:"args"`
-	Password  string               `json:"pw,omitempty"`
-	GiftID    int64                `json:"gift,omitempty"`
-	RegionID  int64                `json:"region,omitempty"`
-	Reason    string               `json:"reason,omitempty"`
-	Create    *rooms.CreateRequest `json:"create,omitempty"`
-	GroupID   string               `json:"group,omitempty"`
-	// Read names a live read other than the view (readMicRequests), by
-	// Actor; "" with no Call is the view.
-	Read   string `json:"read,omitempty"`
-	UserID int64  `json:"user,omitempty"`
+// execute is a room command.
+type execute struct{ cmd *rooms.Command }
+
+func (e execute) op() string          { return opExecute }
+func (e execute) partition(n int) int { return Partition(e.cmd.AppCode, e.cmd.RoomID, n) }
+func (e execute) mayHaveRun()         { e.cmd.ClientKey = true }
+
+func (e execute) run(ctx context.Context, svc rooms.Rooms) (reply, error) {
+	res, err := svc.Execute(ctx, e.cmd)
+	if err != nil {
+		return reply{}, err
+	}
+	return reply{View: &res.View, Replayed: res.Replayed, Epoch: res.Epoch}, nil
+}
+
+func (e execute) message(timeoutMs int64) ([]byte, nats.Header, error) {
+	data, err := json.Marshal(e.cmd)
+	return data, nats.Header{timeoutHeader: []string{strconv.FormatInt(timeoutMs, 10)}}, err
+}
+
+// read is a live read: the view, the queue of requests to speak or the
+// guard's check. Its JSON is version 1's.
+type read struct {
+	endpoint string
+	AppCode  string      `json:"app"`
+	RoomID   string      `json:"room,omitempty"`
+	Actor    rooms.Actor `json:"actor"`
+	GroupID  string      `json:"group,omitempty"`
+	Read     string      `json:"read,omitempty"`
+	UserID   int64       `json:"user,omitempty"`
 	// TimeoutMs is what is left of the caller's deadline.
 	TimeoutMs int64 `json:"t"`
 }
 
-// reply is the owner's answer.
+func (r *read) op() string  { return r.endpoint }
+func (r *read) mayHaveRun() {}
+
+func (r *read) partition(n int) int {
+	if r.endpoint == opGuard {
+		return PartitionOfGroup(r.GroupID, n)
+	}
+	return Partition(r.AppCode, r.RoomID, n)
+}
+
+func (r *read) run(ctx context.Context, svc rooms.Rooms) (reply, error) {
+	switch r.endpoint {
+	case opGuard:
+		app, found, present := svc.IMGroupMember(r.GroupID, r.UserID)
+		return reply{GuardApp: app, Found: found, Present: present}, nil
+	case opMicRequests:
+		reqs, err := svc.MicRequests(ctx, r.AppCode, r.RoomID, r.Actor)
+		if err != nil {
+			return reply{}, err
+		}
+		return reply{Requests: reqs}, nil
+	}
+	v, err := svc.Get(ctx, r.AppCode, r.RoomID)
+	if err != nil {
+		return reply{}, err
+	}
+	return reply{View: &v}, nil
+}
+
+func (r *read) message(timeoutMs int64) ([]byte, nats.Header, error) {
+	r.TimeoutMs = timeoutMs
+	data, err := json.Marshal(r)
+	return data, nil, err
+}
+
+// reply is the owner's answer (the same in versions 1 and 2).
 type reply struct {
 	View     *rooms.View `json:"view,omitempty"`
 	Replayed bool        `json:"replayed,omitempty"`
 	Epoch    uint64      `json:"epoch,omitempty"`
 	Node     string      `json:"node"`
 	Err      *wireError  `json:"err,omitempty"`
-	// Requests answers readMicRequests (never nil then).
+	// Requests answers opMicRequests (never nil then).
 	Requests []rooms.MicRequest `json:"requests,omitempty"`
 	// The guard's answer.
 	GuardApp string `json:"gapp,omitempty"`
@@ -122,80 +184,5 @@ func (w *wireError) err() error {
 	return e
 }
 
-// run executes r on svc: what a node does with a routed request, and what
-// a router does in process when its own node owns the room.
-func (r *request) run(ctx context.Context, svc Rooms) (reply, error) {
-	switch r.opOf() {
-	case opView:
-		v, err := svc.Get(ctx, r.AppCode, r.RoomID)
-		if err != nil {
-			return reply{}, err
-		}
-		return reply{View: &v}, nil
-	case opGuard:
-		app, found, present := svc.IMGroupMember(r.GroupID, r.UserID)
-		return reply{GuardApp: app, Found: found, Present: present}, nil
-	case opMicRequests:
-		reqs, err := svc.MicRequests(ctx, r.AppCode, r.RoomID, r.Actor)
-		if err != nil {
-			return reply{}, err
-		}
-		return reply{Requests: reqs}, nil
-	}
-	cmd := &rooms.Command{Kind: r.Kind, AppCode: r.AppCode, RoomID: r.RoomID, CommandID: r.CommandID, ClientKey: r.ClientKey,
-		RequestID: r.RequestID, Actor: r.Actor, Args: r.Args}
-	var res rooms.Result
-	var err error
-	switch r.Call {
-	case callCreate:
-		if r.Create == nil {
-			return reply{}, apperr.New(apperr.InvalidArgument, "create request missing")
-		}
-		res, err = svc.Create(ctx, r.AppCode, r.Actor, r.CommandID, r.ClientKey, r.RequestID, *r.Create)
-	case callExecute:
-		res, err = svc.Execute(ctx, cmd)
-	case callJoin:
-		res, err = svc.Join(ctx, cmd, r.Password)
-	case callSetPassword:
-		res, err = svc.SetPassword(ctx, cmd, r.Password)
-	case callSendGift:
-		res, err = svc.SendGift(ctx, cmd, r.GiftID)
-	case callChangeRegion:
-		res, err = svc.ChangeVisibleRegion(ctx, cmd, r.RegionID, r.Reason)
-	case callClose:
-		res, err = svc.CloseRoom(ctx, cmd, r.Reason)
-	case callBan:
-		res, err = svc.Ban(ctx, cmd, r.Reason)
-	case callRestore:
-		res, err = svc.Restore(ctx, cmd, r.Reason)
-	default:
-		return reply{}, apperr.New(apperr.InvalidArgument, "unknown call %q", r.Call)
-	}
-	if err != nil {
-		return reply{}, err
-	}
-	return reply{View: &res.View, Replayed: res.Replayed, Epoch: res.Epoch}, nil
-}
-
-// opOf is the endpoint r goes to.
-func (r *request) opOf() string {
-	switch {
-	case r.GroupID != "":
-		return opGuard
-	case r.Call == "" && r.Read == readMicRequests:
-		return opMicRequests
-	case r.Call == "":
-		return opView
-	}
-	return opCommand
-}
-
-// partition is the partition r's room belongs to among n.
-func (r *request) partition(n int) int {
-	if r.GroupID != "" {
-		return PartitionOfGroup(r.GroupID, n)
-	}
-	return Partition(r.AppCode, r.RoomID, n)
-}
-
-func (r *request) timeout() time.Duration { return time.Duration(r.TimeoutMs) * time.Millisecond }
+// millis is a request's time left as a duration: at least a millisecond.
+func millis(ms int64) time.Duration { return max(time.Duration(ms)*time.Millisecond, time.Millisecond) }

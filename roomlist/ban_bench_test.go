@@ -45,9 +45,9 @@ func BenchmarkBanToGone(b *testing.B) {
 		}
 		return slices.ContainsFunc(p.Rooms, func(it roomlist.Item) bool { return it.RoomID == target }), nil
 	}
-	admin := func() *rooms.Command {
-		return &rooms.Command{AppCode: "demo", RoomID: target, CommandID: rooms.NewCommandID(),
-			Actor: rooms.Actor{Admin: true, Operator: "admin:bench"}}
+	admin := func(kind rooms.Kind, reason string) *rooms.Command {
+		return &rooms.Command{Kind: kind, AppCode: "demo", RoomID: target, CommandID: rooms.NewCommandID(),
+			Actor: rooms.Actor{Admin: true, Operator: "admin:bench"}, Args: rooms.Args{Reason: reason}}
 	}
 	testenv.Eventually(b, 30*time.Second, func() error {
 		if ok, err := listed(); err != nil || !ok {
@@ -82,14 +82,12 @@ func BenchmarkBanToGone(b *testing.B) {
 								return
 							case <-time.After(time.Until(due)):
 							}
-							cmd := &rooms.Command{AppCode: "demo", RoomID: room, CommandID: rooms.NewCommandID(), Actor: rooms.Actor{UserID: user}}
-							var err error
+							cmd := &rooms.Command{Kind: rooms.KindJoinRoom, AppCode: "demo", RoomID: room, CommandID: rooms.NewCommandID(),
+								Actor: rooms.Actor{UserID: user}}
 							if joined {
 								cmd.Kind = rooms.KindLeaveRoom
-								_, err = s.rooms.Execute(ctx, cmd)
-							} else {
-								_, err = s.rooms.Join(ctx, cmd, "")
 							}
+							_, err := s.rooms.Execute(ctx, cmd)
 							if err != nil {
 								if !apperr.Is(err, apperr.Unavailable) {
 									b.Error(err)
@@ -111,13 +109,13 @@ func BenchmarkBanToGone(b *testing.B) {
 			b.ResetTimer()
 			for i := range b.N {
 				b.StopTimer()
-				if _, err := s.rooms.Restore(ctx, admin(), "bench"); err != nil && !apperr.Is(err, apperr.FailedPrecondition) {
+				if _, err := s.rooms.Execute(ctx, admin(rooms.KindRestoreRoom, "bench")); err != nil && !apperr.Is(err, apperr.FailedPrecondition) {
 					b.Fatal(err)
 				}
 				for u := range present {
-					cmd := &rooms.Command{AppCode: "demo", RoomID: target, CommandID: rooms.NewCommandID(),
+					cmd := &rooms.Command{Kind: rooms.KindJoinRoom, AppCode: "demo", RoomID: target, CommandID: rooms.NewCommandID(),
 						Actor: rooms.Actor{UserID: int64(3000 + loadRooms + loadUsers + u)}}
-					if _, err := s.rooms.Join(ctx, cmd, ""); err != nil {
+					if _, err := s.rooms.Execute(ctx, cmd); err != nil {
 						b.Fatal(err)
 					}
 				}
@@ -129,7 +127,7 @@ func BenchmarkBanToGone(b *testing.B) {
 				})
 				b.StartTimer()
 				start := time.Now()
-				if _, err := s.rooms.Ban(ctx, admin(), fmt.Sprintf("bench %d", i)); err != nil {
+				if _, err := s.rooms.Execute(ctx, admin(rooms.KindBanRoom, fmt.Sprintf("bench %d", i))); err != nil {
 					b.Fatal(err)
 				}
 				for {

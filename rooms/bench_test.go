@@ -232,21 +232,18 @@ func buildRooms(b *testing.B, e *testEnv, app string, n, users int) []string {
 
 // buildRoom is one room of buildRooms.
 func buildRoom(ctx context.Context, e *testEnv, app string, owner int64, users int, user func(int) int64) (string, error) {
-	res, err := e.svc.Create(ctx, app, Actor{UserID: owner}, NewCommandID(), false, "",
-		CreateRequest{Title: "A room with a title", CoverURL: "https://cdn.example/covers/room.png", SeatCount: DefaultSeatCount})
+	res, err := e.svc.Execute(ctx, createCmd(app, owner,
+		Args{Title: "A room with a title", CoverURL: "https://cdn.example/covers/room.png", SeatCount: DefaultSeatCount}))
 	if err != nil {
 		return "", fmt.Errorf("create: %w", err)
 	}
 	room := res.View.RoomID
 	do := func(kind Kind, actor int64, args Args) error {
 		cmd := &Command{Kind: kind, AppCode: app, RoomID: room, CommandID: NewCommandID(), Actor: Actor{UserID: actor}, Args: args}
-		var err error
 		if kind == KindSendGift {
-			_, err = e.svc.SendGift(ctx, cmd, 1)
-		} else {
-			_, err = e.svc.Execute(ctx, cmd)
+			cmd.Args.GiftID = 1
 		}
-		if err != nil {
+		if _, err := e.svc.Execute(ctx, cmd); err != nil {
 			return fmt.Errorf("%s by %d in %s: %w", kind, actor, room, err)
 		}
 		return nil

@@ -1,5 +1,7 @@
 package rooms
 
+import "encoding/json"
+
 // Kind names a command. It is stored in the command log.
 type Kind string
 
@@ -49,23 +51,48 @@ type Actor struct {
 	Operator string `json:"operator,omitempty"`
 }
 
-// Command is one request to change a room. The service fills NowMs and the
-// resolved inputs (gift price, password hashes) before applying it, and the
-// whole command is stored in the command log, so replaying the log applies
+// Command is one request to change a room: the whole of what its caller
+// sends, and what a router ships, as its JSON, to the rooms node that owns
+// the room. The caller sets Kind, the room, the ids, the actor, Args and,
+// for JoinRoom and SetRoomPassword, Password. The service fills NowMs and
+// the resolved inputs (the creator's short id and region, gift price,
+// password hashes) before applying it, and logs its projection (kind,
+// actor, NowMs and Args: never Password), so replaying the log applies
 // every command exactly as it was applied the first time.
 type Command struct {
 	Kind      Kind   `json:"kind"`
-	AppCode   string `json:"-"`
-	RoomID    string `json:"-"`
-	CommandID string `json:"-"`
+	AppCode   string `json:"app"`
+	RoomID    string `json:"room,omitempty"`
+	CommandID string `json:"cid,omitempty"`
 	// ClientKey is true when CommandID came from the client's
 	// Idempotency-Key: only then can it repeat, so only then is the log
 	// searched for it.
-	ClientKey bool   `json:"-"`
-	RequestID string `json:"-"`
+	ClientKey bool   `json:"ck,omitempty"`
+	RequestID string `json:"rid,omitempty"`
 	Actor     Actor  `json:"actor"`
-	NowMs     int64  `json:"now_ms"`
+	NowMs     int64  `json:"now_ms,omitempty"`
 	Args      Args   `json:"args"`
+	// Password is JoinRoom's password, checked against the room's hash,
+	// or SetRoomPassword's new one ("" unlocks). It is an input only: the
+	// service turns it into Args.PasswordHash and never logs it. It
+	// travels to the room's owner in the routed command (the cluster's
+	// NATS is trusted: run it with TLS between machines).
+	Password string `json:"pw,omitempty"`
+}
+
+// logged is what the command log stores of a command: the kind, the
+// actor, the clock and the arguments, with the inputs resolved. The room,
+// the ids and the transient inputs (Password) are not part of it.
+type logged struct {
+	Kind  Kind  `json:"kind"`
+	Actor Actor `json:"actor"`
+	NowMs int64 `json:"now_ms"`
+	Args  Args  `json:"args"`
+}
+
+// logEntry is cmd's entry in the command log.
+func (c *Command) logEntry() ([]byte, error) {
+	return json.Marshal(logged{Kind: c.Kind, Actor: c.Actor, NowMs: c.NowMs, Args: c.Args})
 }
 
 // Args are the arguments of all commands; each kind reads its own.
@@ -77,8 +104,9 @@ type Args struct {
 	Mode        string `json:"mode,omitempty"`
 	SeatCount   int    `json:"seat_count,omitempty"`
 	ShortID     string `json:"room_short_id,omitempty"`
-	// RegionID is the creator's region (CreateRoom) or the new visible
-	// region (ChangeRoomVisibleRegion).
+	// RegionID is the new visible region (ChangeRoomVisibleRegion, given
+	// by the caller) or the creator's region (CreateRoom, resolved by the
+	// service, like ShortID).
 	RegionID int64 `json:"region_id,omitempty"`
 
 	// MicUp, ChangeMicSeat, SetSeatLock, MuteSeat; RequestMic,
@@ -105,7 +133,9 @@ type Args struct {
 	TargetUserID int64 `json:"target_user_id,omitempty"`
 	BanSeconds   int64 `json:"ban_seconds,omitempty"`
 
-	// SendGift, with the catalog entry resolved when the command was issued.
+	// SendGift: GiftID and Count from the caller; the catalog entry's
+	// name, price and heat resolved by the service when the command was
+	// issued.
 	GiftID   int64  `json:"gift_id,omitempty"`
 	GiftName string `json:"gift_name,omitempty"`
 	Count    int64  `json:"count,omitempty"`
@@ -114,13 +144,17 @@ type Args struct {
 
 	// PasswordHash is the new bcrypt hash (SetRoomPassword; "" unlocks) or,
 	// for JoinRoom, the hash the given password was verified against ("" if
-	// none was verified). Never a password.
+	// none was verified): resolved by the service from Command.Password.
+	// Never a password.
 	PasswordHash string `json:"password_hash,omitempty"`
 	// PasswordGiven is true when a JoinRoom came with a password, right or
 	// wrong (only accepted commands are logged, so never a wrong one there).
 	PasswordGiven bool `json:"password_given,omitempty"`
 
-	// ChangeRoomVisibleRegion
+	// Reason is an operator's reason: required (1..256 characters) for
+	// ChangeRoomVisibleRegion, BanRoom and RestoreRoom, optional for
+	// CloseRoom (an admin's close records it in the audit trail). Other
+	// kinds carry none.
 	Reason string `json:"reason,omitempty"`
 
 	// SweepStale: the users whose heartbeats stopped.

@@ -2,6 +2,18 @@
 // room owns that room's state (seats, presence, bans, password hash, heat,
 // gift rank), and every room command goes through one pipeline.
 //
+// # Surface
+//
+// Rooms (surface.go) is the one declaration of what callers ask of rooms:
+// Execute(ctx, Command) for every command, and the live reads. Service
+// implements it; roomcluster.Router implements it by handing each call to
+// the room's owner; the HTTP edge calls one or the other. A command carries
+// all its caller's inputs (Args, and Password, which is never logged);
+// Execute checks them and prepare resolves, per kind, what the caller
+// cannot be trusted with (the creator's profile, a password's hash, a
+// gift's price, a region) before the room is locked. The command log
+// stores a projection: kind, actor, clock and the resolved arguments.
+//
 // # Pipeline
 //
 // A command takes its room's cell token, so one room's commands apply one at

@@ -152,12 +152,30 @@ func newTestEnvOn(tb testing.TB, db *sql.DB, cfg Config) *testEnv {
 
 func (e *testEnv) create(tb testing.TB, app string, owner int64) View {
 	tb.Helper()
-	res, err := e.svc.Create(context.Background(), app, Actor{UserID: owner}, NewCommandID(), false, "req-1",
-		CreateRequest{Title: "Room of " + fmt.Sprint(owner), SeatCount: 5})
+	cmd := createCmd(app, owner, Args{Title: "Room of " + fmt.Sprint(owner), SeatCount: 5})
+	cmd.RequestID = "req-1"
+	res, err := e.svc.Execute(context.Background(), cmd)
 	if err != nil {
 		tb.Fatalf("create: %v", err)
 	}
 	return res.View
+}
+
+// createCmd is owner's CreateRoom in app, with a fresh command id.
+func createCmd(app string, owner int64, args Args) *Command {
+	return &Command{Kind: KindCreateRoom, AppCode: app, CommandID: NewCommandID(), Actor: Actor{UserID: owner}, Args: args}
+}
+
+// as sets cmd's kind and its reason (an operator's command).
+func as(cmd *Command, kind Kind, reason string) *Command {
+	cmd.Kind, cmd.Args.Reason = kind, reason
+	return cmd
+}
+
+// region makes cmd ChangeRoomVisibleRegion to regionID, with its reason.
+func region(cmd *Command, regionID int64, reason string) *Command {
+	cmd.Kind, cmd.Args.RegionID, cmd.Args.Reason = KindChangeRoomVisibleRegion, regionID, reason
+	return cmd
 }
 
 func (e *testEnv) do(tb testing.TB, app, room string, kind Kind, actor int64, args Args) (Result, error) {

@@ -97,8 +97,7 @@ func BenchmarkHostsCommands(b *testing.B) {
 			for w := range conc {
 				wg.Go(func() {
 					for i := w; i < rooms; i += conc {
-						res, err := e.svc.Create(context.Background(), app, Actor{UserID: int64(i + 1)}, NewCommandID(), false, "",
-							CreateRequest{Title: "Room", SeatCount: 5})
+						res, err := e.svc.Execute(context.Background(), createCmd(app, int64(i+1), Args{Title: "Room", SeatCount: 5}))
 						if err != nil {
 							b.Error(err)
 							return

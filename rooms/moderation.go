@@ -1,16 +1,22 @@
 package rooms
 
 import (
-	"context"
 	"strings"
 
 	"voiceroom/apperr"
 	"voiceroom/roomevent"
 )
 
-// Operators' room commands: ban and restore. Like every room command they go
-// through the cell, the rules and one transaction (command log, outbox,
-// rooms row, snapshot and the room_audit row).
+// Operators' room commands: ban and restore (admins only), each with a
+// required reason (Args.Reason, 1..256 characters). BanRoom: everyone
+// present leaves (RoomUserLeft, reason banned), seats are freed, the
+// status becomes banned and RoomBanned is emitted; joins are refused until
+// a RestoreRoom; banning a banned room changes nothing. RestoreRoom: a
+// banned room is active again (RoomRestored); restoring an active room
+// changes nothing, a closed room stays closed (FAILED_PRECONDITION). Like
+// every room command they go through Execute, the cell, the rules and one
+// transaction (command log, outbox, rooms row, snapshot and the room_audit
+// row).
 const (
 	KindBanRoom     Kind = "BanRoom"
 	KindRestoreRoom Kind = "RestoreRoom"
@@ -18,38 +24,6 @@ const (
 
 // maxAuditReason bounds an operator's reason, in characters.
 const maxAuditReason = 256
-
-// Ban runs BanRoom (admins only): everyone present leaves (RoomUserLeft,
-// reason banned), seats are freed, the status becomes banned and RoomBanned
-// is emitted; joins are refused until a Restore. reason is required (1..256
-// characters). Banning a banned room changes nothing.
-func (s *Service) Ban(ctx context.Context, cmd *Command, reason string) (Result, error) {
-	return s.moderate(ctx, cmd, KindBanRoom, reason, true)
-}
-
-// Restore runs RestoreRoom (admins only): a banned room is active again
-// (RoomRestored). reason is required (1..256 characters). Restoring an active
-// room changes nothing; a closed room stays closed (FAILED_PRECONDITION).
-func (s *Service) Restore(ctx context.Context, cmd *Command, reason string) (Result, error) {
-	return s.moderate(ctx, cmd, KindRestoreRoom, reason, true)
-}
-
-// CloseRoom runs CloseRoom with an optional reason (0..256 characters),
-// which an admin's close records in the room's audit trail. A banned room is
-// closed only by an admin.
-func (s *Service) CloseRoom(ctx context.Context, cmd *Command, reason string) (Result, error) {
-	return s.moderate(ctx, cmd, KindCloseRoom, reason, false)
-}
-
-func (s *Service) moderate(ctx context.Context, cmd *Command, kind Kind, reason string, required bool) (Result, error) {
-	cmd.Kind = kind
-	reason, err := checkReason(reason, required)
-	if err != nil {
-		return Result{}, err
-	}
-	cmd.Args.Reason = reason
-	return s.run(ctx, cmd, nil)
-}
 
 // checkReason trims an operator's reason and checks its length.
 func checkReason(reason string, required bool) (string, error) {

@@ -30,7 +30,7 @@ func BenchmarkBanRoom(b *testing.B) {
 	b.ResetTimer()
 	for i := range b.N {
 		b.StopTimer()
-		if _, err := e.svc.Restore(ctx, benchAdmin(room), "bench"); err != nil {
+		if _, err := e.svc.Execute(ctx, as(benchAdmin(room), KindRestoreRoom, "bench")); err != nil {
 			b.Fatal(err)
 		}
 		for u := int64(100); u < 120; u++ {
@@ -40,7 +40,7 @@ func BenchmarkBanRoom(b *testing.B) {
 		}
 		b.StartTimer()
 		d, err := banToGone(func() error {
-			_, err := e.svc.Ban(ctx, benchAdmin(room), fmt.Sprintf("bench %d", i))
+			_, err := e.svc.Execute(ctx, as(benchAdmin(room), KindBanRoom, fmt.Sprintf("bench %d", i)))
 			return err
 		}, gone, time.Millisecond, 10*time.Second)
 		if err != nil {

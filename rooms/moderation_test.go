@@ -169,19 +169,19 @@ func TestBanAndRestore(t *testing.T) {
 		}
 	}
 
-	if _, err := e.svc.Ban(ctx, adminCmd(room, "ban-1"), " "); apperr.FieldOf(err) != "reason" {
+	if _, err := e.svc.Execute(ctx, as(adminCmd(room, "ban-1"), KindBanRoom, " ")); apperr.FieldOf(err) != "reason" {
 		t.Fatalf("ban without reason: %v", err)
 	}
-	if _, err := e.svc.Ban(ctx, adminCmd(room, "ban-1"), strings.Repeat("é", 257)); apperr.FieldOf(err) != "reason" {
+	if _, err := e.svc.Execute(ctx, as(adminCmd(room, "ban-1"), KindBanRoom, strings.Repeat("é", 257))); apperr.FieldOf(err) != "reason" {
 		t.Fatalf("ban with a long reason: %v", err)
 	}
 	user := adminCmd(room, "ban-u")
 	user.Actor = Actor{UserID: 1}
-	if _, err := e.svc.Ban(ctx, user, "mine"); !apperr.Is(err, apperr.PermissionDenied) {
+	if _, err := e.svc.Execute(ctx, as(user, KindBanRoom, "mine")); !apperr.Is(err, apperr.PermissionDenied) {
 		t.Fatalf("owner bans: %v", err)
 	}
 	rows := rowCounts(t, e.db, room)
-	res, err := e.svc.Ban(ctx, adminCmd(room, "ban-1"), strings.Repeat("é", 256))
+	res, err := e.svc.Execute(ctx, as(adminCmd(room, "ban-1"), KindBanRoom, strings.Repeat("é", 256)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -213,7 +213,7 @@ func TestBanAndRestore(t *testing.T) {
 	}
 
 	// The same key answers the first result and writes nothing.
-	again, err := e.svc.Ban(ctx, adminCmd(room, "ban-1"), "other")
+	again, err := e.svc.Execute(ctx, as(adminCmd(room, "ban-1"), KindBanRoom, "other"))
 	if err != nil || !again.Replayed || again.View.RoomVersion != 6 {
 		t.Fatalf("repeated ban: %+v %v", again, err)
 	}
@@ -221,7 +221,7 @@ func TestBanAndRestore(t *testing.T) {
 		t.Fatal("repeated ban wrote rows")
 	}
 	// Another ban without the key changes nothing either.
-	if res, err := e.svc.Ban(ctx, adminCmd(room, "ban-2"), "again"); err != nil || res.View.RoomVersion != 6 {
+	if res, err := e.svc.Execute(ctx, as(adminCmd(room, "ban-2"), KindBanRoom, "again")); err != nil || res.View.RoomVersion != 6 {
 		t.Fatalf("ban of a banned room: %+v %v", res.View, err)
 	}
 
@@ -229,17 +229,17 @@ func TestBanAndRestore(t *testing.T) {
 		t.Fatalf("join a banned room: %v", err)
 	}
 	// Still the owner's one room.
-	_, err = e.svc.Create(ctx, "app1", Actor{UserID: 1}, NewCommandID(), false, "", CreateRequest{Title: "another"})
+	_, err = e.svc.Execute(ctx, createCmd("app1", 1, Args{Title: "another"}))
 	var ae *apperr.Error
 	if !apperr.Is(err, apperr.AlreadyExists) || !errorsAs(err, &ae) || ae.Details.(map[string]string)["room_id"] != room {
 		t.Fatalf("owner of a banned room creates another: %v", err)
 	}
 
-	res, err = e.svc.Restore(ctx, adminCmd(room, "restore-1"), "appeal accepted")
+	res, err = e.svc.Execute(ctx, as(adminCmd(room, "restore-1"), KindRestoreRoom, "appeal accepted"))
 	if err != nil || res.View.Status != roomevent.StatusActive || res.View.RoomVersion != 7 {
 		t.Fatalf("restore: %+v %v", res.View, err)
 	}
-	if again, err := e.svc.Restore(ctx, adminCmd(room, "restore-1"), "appeal accepted"); err != nil || !again.Replayed {
+	if again, err := e.svc.Execute(ctx, as(adminCmd(room, "restore-1"), KindRestoreRoom, "appeal accepted")); err != nil || !again.Replayed {
 		t.Fatalf("repeated restore: %+v %v", again, err)
 	}
 	if n := count(t, e.db, "SELECT COUNT(*) FROM room_outbox WHERE room_id = ? AND event_type = 'RoomRestored'", room); n != 1 {
@@ -248,13 +248,13 @@ func TestBanAndRestore(t *testing.T) {
 	e.mustDo(t, "app1", room, KindJoinRoom, 4, Args{})
 
 	// Banned again, the owner cannot close it; an admin can, and that frees the owner.
-	if _, err := e.svc.Ban(ctx, adminCmd(room, "ban-3"), "relapse"); err != nil {
+	if _, err := e.svc.Execute(ctx, as(adminCmd(room, "ban-3"), KindBanRoom, "relapse")); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := e.do(t, "app1", room, KindCloseRoom, 1, Args{}); !apperr.Is(err, apperr.FailedPrecondition) {
 		t.Fatalf("owner closes a banned room: %v", err)
 	}
-	if _, err := e.svc.CloseRoom(ctx, adminCmd(room, "close-1"), ""); err != nil {
+	if _, err := e.svc.Execute(ctx, as(adminCmd(room, "close-1"), KindCloseRoom, "")); err != nil {
 		t.Fatal(err)
 	}
 	e.create(t, "app1", 1)
@@ -295,7 +295,7 @@ func TestBanRestoreRecovery(t *testing.T) {
 	}
 	e.mustDo(t, "app1", room, KindJoinRoom, 2, Args{})
 	e.mustDo(t, "app1", room, KindMicUp, 2, Args{SeatIndex: 1})
-	if _, err := e.svc.Ban(ctx, adminCmd(room, "b1"), "spam"); err != nil {
+	if _, err := e.svc.Execute(ctx, as(adminCmd(room, "b1"), KindBanRoom, "spam")); err != nil {
 		t.Fatal(err)
 	}
 	for _, step := range []struct {
@@ -303,9 +303,12 @@ func TestBanRestoreRecovery(t *testing.T) {
 		do   func() error
 	}{
 		{"banned", func() error { return nil }},
-		{"restored", func() error { _, err := e.svc.Restore(ctx, adminCmd(room, "r1"), "ok"); return err }},
+		{"restored", func() error {
+			_, err := e.svc.Execute(ctx, as(adminCmd(room, "r1"), KindRestoreRoom, "ok"))
+			return err
+		}},
 		{"rejoined", func() error { _, err := e.do(t, "app1", room, KindJoinRoom, 3, Args{}); return err }},
-		{"banned again", func() error { _, err := e.svc.Ban(ctx, adminCmd(room, "b2"), "again"); return err }},
+		{"banned again", func() error { _, err := e.svc.Execute(ctx, as(adminCmd(room, "b2"), KindBanRoom, "again")); return err }},
 	} {
 		if err := step.do(); err != nil {
 			t.Fatalf("%s: %v", step.name, err)
@@ -337,7 +340,7 @@ func TestAuditTrail(t *testing.T) {
 	e := newTestEnv(t, Config{})
 	ctx := context.Background()
 	room := e.create(t, "app1", 1).RoomID
-	if _, err := e.svc.ChangeVisibleRegion(ctx, adminCmd(room, "region-1"), 7, "BD move"); err != nil {
+	if _, err := e.svc.Execute(ctx, region(adminCmd(room, "region-1"), 7, "BD move")); err != nil {
 		t.Fatal(err)
 	}
 	// Inside a caller's transaction: committed with it, or not at all.

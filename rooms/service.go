@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/url"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -142,23 +143,11 @@ type Result struct {
 	Node  string
 }
 
-// CreateRequest is what a client sends to create a room.
-type CreateRequest struct {
-	Title       string `json:"title"`
-	CoverURL    string `json:"cover_url,omitempty"`
-	Description string `json:"description,omitempty"`
-	SeatCount   int    `json:"seat_count,omitempty"`
-	Mode        string `json:"mode,omitempty"`
-	// SeatMode is "free" (the default) or "apply".
-	SeatMode string `json:"seat_mode,omitempty"`
-	// RoomID is the new room's id when the caller already chose it (a
-	// router must know it to find the room's partition); empty: NewRoomID.
-	RoomID string `json:"room_id,omitempty"`
-}
-
 // NewRoomID returns the id of a room created by owner: from the
 // Idempotency-Key when there is one (clientKey), so a repeated create
-// names the same room, else fresh.
+// names the same room, else fresh. A CreateRoom's caller chooses it (a
+// router must know it to find the room's partition); Execute chooses it
+// for a CreateRoom that comes without one.
 func NewRoomID(appCode string, owner int64, commandID string, clientKey bool) string {
 	if clientKey {
 		return appCode + "_" + uuid.NewSHA1(uuid.NameSpaceOID, fmt.Appendf(nil, "%s/%d/%s", appCode, owner, commandID)).String()
@@ -194,72 +183,49 @@ func ValidCommandID(id string) error {
 	return nil
 }
 
-// Create creates a room owned by the actor: CreateRoom. The room's id is
-// generated (from the Idempotency-Key when there is one, so a repeated create
-// finds the first room), its short id is the owner's display_user_id and its
-// visible region the owner's region now. An owner with an active room gets
-// ALREADY_EXISTS with that room's id in the details.
-func (s *Service) Create(ctx context.Context, appCode string, actor Actor, commandID string, clientKey bool, requestID string, req CreateRequest) (Result, error) {
-	args, err := s.createArgs(req)
-	if err != nil {
-		return Result{}, err
-	}
-	roomID := req.RoomID
-	if roomID == "" {
-		roomID = NewRoomID(appCode, actor.UserID, commandID, clientKey)
-	}
-	cmd := &Command{Kind: KindCreateRoom, AppCode: appCode, RoomID: roomID, CommandID: commandID, ClientKey: clientKey,
-		RequestID: requestID, Actor: actor, Args: args}
-	return s.run(ctx, cmd, func(ctx context.Context) error {
-		display, region, err := s.users.UserRegion(ctx, appCode, actor.UserID)
-		if apperr.Is(err, apperr.NotFound) {
-			return errNoProfile
-		}
-		if err != nil {
-			return err
-		}
-		cmd.Args.ShortID, cmd.Args.RegionID = display, region
-		return s.ownerHasNoRoom(ctx, appCode, actor.UserID)
-	})
-}
-
-func (s *Service) createArgs(req CreateRequest) (Args, error) {
-	title := strings.TrimSpace(req.Title)
+// checkCreate checks and normalizes CreateRoom's arguments in place: a
+// name of 1..64 characters, a description of at most 500, a cover that is
+// an http(s) URL (the default cover when none), a seat count, mode and
+// seat mode in range (their defaults when none). Nothing else of Args is
+// kept: the owner's short id and region are prepare's.
+func (s *Service) checkCreate(a *Args) error {
+	title := strings.TrimSpace(a.Title)
 	if err := checkText("room_name", title, 1, maxTitle); err != nil {
-		return Args{}, err
+		return err
 	}
-	desc := strings.TrimSpace(req.Description)
+	desc := strings.TrimSpace(a.Description)
 	if err := checkText("room_description", desc, 0, maxDescription); err != nil {
-		return Args{}, err
+		return err
 	}
-	cover := strings.TrimSpace(req.CoverURL)
+	cover := strings.TrimSpace(a.CoverURL)
 	if cover == "" {
 		cover = s.cfg.DefaultCoverURL
 	} else if err := checkURL("room_avatar", cover); err != nil {
-		return Args{}, err
+		return err
 	}
-	seats := req.SeatCount
+	seats := a.SeatCount
 	if seats == 0 {
 		seats = DefaultSeatCount
 	}
 	if seats < 1 || seats > MaxSeatCount {
-		return Args{}, apperr.Invalid("seat_count", "must be 1..%d", MaxSeatCount)
+		return apperr.Invalid("seat_count", "must be 1..%d", MaxSeatCount)
 	}
-	mode := req.Mode
+	mode := a.Mode
 	if mode == "" {
 		mode = DefaultMode
 	}
 	if !modePattern.MatchString(mode) {
-		return Args{}, apperr.Invalid("mode", "must be 1..32 of [a-z0-9_], starting with a letter")
+		return apperr.Invalid("mode", "must be 1..32 of [a-z0-9_], starting with a letter")
 	}
-	seatMode := req.SeatMode
+	seatMode := a.SeatMode
 	if seatMode == "" {
 		seatMode = roomevent.SeatModeFree
 	}
 	if err := validSeatMode(seatMode); err != nil {
-		return Args{}, err
+		return err
 	}
-	return Args{Title: title, CoverURL: cover, Description: desc, SeatCount: seats, Mode: mode, SeatMode: seatMode}, nil
+	*a = Args{Title: title, CoverURL: cover, Description: desc, SeatCount: seats, Mode: mode, SeatMode: seatMode}
+	return nil
 }
 
 func (s *Service) ownerHasNoRoom(ctx context.Context, appCode string, owner int64) error {
@@ -273,27 +239,57 @@ func (s *Service) ownerHasNoRoom(ctx context.Context, appCode string, owner int6
 	return nil
 }
 
-// Execute runs a command on an existing room: the room's cell applies it to
-// a copy of its state; an accepted command commits (command log, outbox rows,
-// snapshot when due, wallet debit, audit) in one transaction before its new
-// state replaces the old; a rejected one persists nothing.
+// Execute runs a room command, every kind a caller may send: CreateRoom
+// makes the room (its id is the command's, or NewRoomID's when it has
+// none; its short id is the owner's display_user_id and its visible
+// region the owner's region now; an owner with an active room gets
+// ALREADY_EXISTS with that room's id in the details), every other kind
+// runs on an existing room. The room's cell applies the command to a copy
+// of its state; an accepted command commits (command log, outbox rows,
+// snapshot when due, wallet debit, audit) in one transaction before its
+// new state replaces the old; a rejected one persists nothing. What a
+// kind needs looked up first (prepare) is looked up before the room is
+// locked. Kinds only the service issues (SweepStale) are refused.
 func (s *Service) Execute(ctx context.Context, cmd *Command) (Result, error) {
-	if cmd.Kind == KindCreateRoom {
-		return Result{}, apperr.New(apperr.InvalidArgument, "use Create")
-	}
 	if err := s.checkArgs(cmd); err != nil {
 		return Result{}, err
 	}
-	return s.run(ctx, cmd, nil)
+	if cmd.Kind == KindCreateRoom && cmd.RoomID == "" {
+		cmd.RoomID = NewRoomID(cmd.AppCode, cmd.Actor.UserID, cmd.CommandID, cmd.ClientKey)
+	}
+	return s.run(ctx, cmd)
 }
 
-// checkArgs checks and normalizes what a client sent with a command the
-// router hands over as is (the HTTP edge checks the shapes too): a room's
-// new information is trimmed and bounded, a seat mode and a mute's length
-// are in range.
+// internalKinds are the kinds only the service issues, never a caller.
+var internalKinds = map[Kind]bool{KindSweepStale: true}
+
+// reasonKinds are the kinds that carry an operator's reason: true where
+// it is required.
+var reasonKinds = map[Kind]bool{KindChangeRoomVisibleRegion: true, KindBanRoom: true, KindRestoreRoom: true, KindCloseRoom: false}
+
+// checkArgs checks and normalizes what a caller sent with a command, as it
+// comes (the HTTP edge checks the shapes too): the kind is one a caller
+// may send, a new room's arguments are in range, an operator's reason is
+// trimmed and bounded (and dropped by kinds that carry none), a room's new
+// information is trimmed and bounded, a seat mode and a mute's length are
+// in range.
 func (s *Service) checkArgs(cmd *Command) error {
+	if !slices.Contains(allKinds, cmd.Kind) || internalKinds[cmd.Kind] {
+		return apperr.Invalid("kind", "%q is not a room command a caller may send", cmd.Kind)
+	}
 	a := &cmd.Args
+	if required, ok := reasonKinds[cmd.Kind]; ok {
+		reason, err := checkReason(a.Reason, required)
+		if err != nil {
+			return err
+		}
+		a.Reason = reason
+	} else {
+		a.Reason = ""
+	}
 	switch cmd.Kind {
+	case KindCreateRoom:
+		return s.checkCreate(a)
 	case KindUpdateRoomInfo:
 		return CheckRoomInfo(a.Info)
 	case KindSetSeatMode:
@@ -317,6 +313,76 @@ func (s *Service) checkArgs(cmd *Command) error {
 		return apperr.Invalid("user_id", "must be a positive number")
 	}
 	return nil
+}
+
+// prepare resolves, before the room is locked, the inputs a command's
+// rules read and its caller cannot be trusted with, per kind: CreateRoom's
+// owner (a profile, no active room) with their short id and region;
+// JoinRoom's password, checked against the room's hash (bcrypt is slow on
+// purpose and must not hold up the room; wrong passwords are rate limited
+// per user); SetRoomPassword's new hash; SendGift's catalog entry;
+// ChangeRoomVisibleRegion's region. Whatever of these the command came
+// with is discarded first. after, when not nil, is told the command's
+// outcome.
+func (s *Service) prepare(ctx context.Context, cmd *Command) (after func(error), err error) {
+	a := &cmd.Args
+	a.ShortID, a.PasswordHash, a.PasswordGiven, a.GiftName, a.Price, a.HeatPer = "", "", false, "", 0, 0
+	switch cmd.Kind {
+	case KindCreateRoom:
+		a.RegionID = 0
+		display, region, err := s.users.UserRegion(ctx, cmd.AppCode, cmd.Actor.UserID)
+		if apperr.Is(err, apperr.NotFound) {
+			return nil, errNoProfile
+		}
+		if err != nil {
+			return nil, err
+		}
+		a.ShortID, a.RegionID = display, region
+		return nil, s.ownerHasNoRoom(ctx, cmd.AppCode, cmd.Actor.UserID)
+	case KindJoinRoom:
+		return s.checkPassword(ctx, cmd)
+	case KindSetRoomPassword:
+		if cmd.Password != "" {
+			if a.PasswordHash, err = hashPassword(cmd.Password, s.cfg.BcryptCost); err != nil {
+				return nil, err
+			}
+		}
+	case KindSendGift:
+		gift, err := s.gifts.get(ctx, cmd.AppCode, a.GiftID)
+		if err != nil {
+			return nil, err
+		}
+		a.GiftID, a.GiftName, a.Price, a.HeatPer = gift.GiftID, gift.Name, gift.Price, gift.Heat
+	case KindChangeRoomVisibleRegion:
+		return nil, s.regions.CheckRegion(ctx, cmd.AppCode, a.RegionID)
+	}
+	return nil, nil
+}
+
+// checkPassword checks a JoinRoom's password, when it has one, against
+// the room's hash; after counts a refused join of a locked room without
+// the right password against the user's attempts.
+func (s *Service) checkPassword(ctx context.Context, cmd *Command) (after func(error), err error) {
+	if cmd.Password == "" {
+		return nil, nil
+	}
+	key := attemptKey{cmd.AppCode, cmd.RoomID, cmd.Actor.UserID}
+	if !s.attempts.allow(key) {
+		return nil, apperr.New(apperr.RateLimited, "too many wrong passwords, try again in a minute")
+	}
+	st, err := s.current(ctx, roomKey{AppCode: cmd.AppCode, RoomID: cmd.RoomID})
+	if err != nil {
+		return nil, err
+	}
+	cmd.Args.PasswordGiven = true
+	if passwordMatches(st.PasswordHash, cmd.Password) {
+		cmd.Args.PasswordHash = st.PasswordHash
+	}
+	return func(err error) {
+		if err != nil && st.Locked() && cmd.Args.PasswordHash == "" {
+			s.attempts.fail(key)
+		}
+	}, nil
 }
 
 // Bounds of a room's information.
@@ -377,77 +443,6 @@ func (s *Service) MicRequests(ctx context.Context, appCode, roomID string, actor
 	return st.LiveRequests(s.now().UnixMilli()), nil
 }
 
-// Join runs JoinRoom. A password, when given, is checked against the room's
-// hash before the room is locked for the command (bcrypt is slow on purpose
-// and must not hold up the room); wrong passwords are rate limited per user.
-func (s *Service) Join(ctx context.Context, cmd *Command, password string) (Result, error) {
-	cmd.Kind = KindJoinRoom
-	if password == "" {
-		return s.run(ctx, cmd, nil)
-	}
-	ctx, cancel := context.WithTimeout(ctx, s.cfg.CommandTimeout)
-	defer cancel()
-	key := attemptKey{cmd.AppCode, cmd.RoomID, cmd.Actor.UserID}
-	if !s.attempts.allow(key) {
-		return Result{}, apperr.New(apperr.RateLimited, "too many wrong passwords, try again in a minute")
-	}
-	st, err := s.current(ctx, roomKey{AppCode: cmd.AppCode, RoomID: cmd.RoomID})
-	if err != nil {
-		return Result{}, err
-	}
-	cmd.Args.PasswordGiven = true
-	if passwordMatches(st.PasswordHash, password) {
-		cmd.Args.PasswordHash = st.PasswordHash
-	}
-	res, err := s.run(ctx, cmd, nil)
-	if err != nil && st.Locked() && cmd.Args.PasswordHash == "" {
-		s.attempts.fail(key)
-	}
-	return res, err
-}
-
-// SetPassword runs SetRoomPassword; an empty password unlocks.
-func (s *Service) SetPassword(ctx context.Context, cmd *Command, password string) (Result, error) {
-	cmd.Kind = KindSetRoomPassword
-	if password != "" {
-		hash, err := hashPassword(password, s.cfg.BcryptCost)
-		if err != nil {
-			return Result{}, err
-		}
-		cmd.Args.PasswordHash = hash
-	}
-	return s.run(ctx, cmd, nil)
-}
-
-// SendGift runs SendGift for gift giftID of the catalog.
-func (s *Service) SendGift(ctx context.Context, cmd *Command, giftID int64) (Result, error) {
-	cmd.Kind = KindSendGift
-	ctx, cancel := context.WithTimeout(ctx, s.cfg.CommandTimeout)
-	defer cancel()
-	gift, err := s.gifts.get(ctx, cmd.AppCode, giftID)
-	if err != nil {
-		return Result{}, err
-	}
-	cmd.Args.GiftID, cmd.Args.GiftName, cmd.Args.Price, cmd.Args.HeatPer = gift.GiftID, gift.Name, gift.Price, gift.Heat
-	return s.run(ctx, cmd, nil)
-}
-
-// ChangeVisibleRegion runs ChangeRoomVisibleRegion (admin only), audited.
-func (s *Service) ChangeVisibleRegion(ctx context.Context, cmd *Command, regionID int64, reason string) (Result, error) {
-	cmd.Kind = KindChangeRoomVisibleRegion
-	reason = strings.TrimSpace(reason)
-	if err := checkText("reason", reason, 1, maxReason); err != nil {
-		return Result{}, err
-	}
-	ctx, cancel := context.WithTimeout(ctx, s.cfg.CommandTimeout)
-	defer cancel()
-	if err := s.regions.CheckRegion(ctx, cmd.AppCode, regionID); err != nil {
-		return Result{}, err
-	}
-	cmd.Args.RegionID, cmd.Args.Reason = regionID, reason
-	return s.run(ctx, cmd, nil)
-}
-
 // UpsertGift creates or updates a catalog entry.
 func (s *Service) UpsertGift(ctx context.Context, appCode string, g Gift) error {
 	return s.records().UpsertGift(ctx, appCode, g)
@@ -499,11 +494,9 @@ func (s *Service) Get(ctx context.Context, appCode, roomID string) (View, error)
 	return st.View(), nil
 }
 
-// run is the pipeline. prepare, when set, runs before the room is locked
-// (for CreateRoom: look up the owner, who has no room yet). CommandTimeout
-// bounds it all; the methods that look something up before run start the
-// same deadline earlier, so their lookups count against it too.
-func (s *Service) run(ctx context.Context, cmd *Command, prepare func(context.Context) error) (res Result, err error) {
+// run is the pipeline: CommandTimeout bounds it all, prepare's look-ups
+// included, from the start to the answer.
+func (s *Service) run(ctx context.Context, cmd *Command) (res Result, err error) {
 	start := s.now()
 	defer func() {
 		outcome := "OK"
@@ -527,10 +520,12 @@ func (s *Service) run(ctx context.Context, cmd *Command, prepare func(context.Co
 			return res, err
 		}
 	}
-	if prepare != nil {
-		if err := prepare(ctx); err != nil {
-			return Result{}, err
-		}
+	after, err := s.prepare(ctx, cmd)
+	if err != nil {
+		return Result{}, err
+	}
+	if after != nil {
+		defer func() { after(err) }()
 	}
 	c, err := s.lockCell(ctx, key, cmd.Kind == KindCreateRoom)
 	if err != nil {
@@ -679,7 +674,7 @@ func (s *Service) mutation(c *cell, cmd *Command, next *State, events []Event) (
 			return nil, View{}, apperr.Wrap(apperr.Internal, "encode result", err)
 		}
 	}
-	command, err := json.Marshal(cmd)
+	command, err := cmd.logEntry()
 	if err != nil {
 		return nil, View{}, apperr.Wrap(apperr.Internal, "encode command", err)
 	}

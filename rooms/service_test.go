@@ -32,7 +32,7 @@ func TestCreateRoom(t *testing.T) {
 	}
 
 	// One active room per owner: the second names the first.
-	_, err := e.svc.Create(ctx, "app1", Actor{UserID: 1}, NewCommandID(), false, "", CreateRequest{Title: "again"})
+	_, err := e.svc.Execute(ctx, createCmd("app1", 1, Args{Title: "again"}))
 	var ae *apperr.Error
 	if !apperr.Is(err, apperr.AlreadyExists) || !errorsAs(err, &ae) || ae.Details.(map[string]string)["room_id"] != snap.RoomID {
 		t.Fatalf("second create: %v", err)
@@ -48,22 +48,22 @@ func TestCreateRoom(t *testing.T) {
 	}
 
 	// No profile: FAILED_PRECONDITION.
-	if _, err := e.svc.Create(ctx, "app1", Actor{UserID: 5_000_000}, NewCommandID(), false, "", CreateRequest{Title: "x"}); !apperr.Is(err, apperr.FailedPrecondition) {
+	if _, err := e.svc.Execute(ctx, createCmd("app1", 5_000_000, Args{Title: "x"})); !apperr.Is(err, apperr.FailedPrecondition) {
 		t.Fatalf("create without profile: %v", err)
 	}
 	// Bad input names the field.
 	for _, tt := range []struct {
-		req   CreateRequest
+		req   Args
 		field string
 	}{
-		{CreateRequest{Title: " "}, "room_name"},
-		{CreateRequest{Title: string(make([]byte, 65))}, "room_name"},
-		{CreateRequest{Title: "a", SeatCount: MaxSeatCount + 1}, "seat_count"},
-		{CreateRequest{Title: "a", SeatCount: -1}, "seat_count"},
-		{CreateRequest{Title: "a", CoverURL: "javascript:alert(1)"}, "room_avatar"},
-		{CreateRequest{Title: "a", Mode: "Voice Mode"}, "mode"},
+		{Args{Title: " "}, "room_name"},
+		{Args{Title: string(make([]byte, 65))}, "room_name"},
+		{Args{Title: "a", SeatCount: MaxSeatCount + 1}, "seat_count"},
+		{Args{Title: "a", SeatCount: -1}, "seat_count"},
+		{Args{Title: "a", CoverURL: "javascript:alert(1)"}, "room_avatar"},
+		{Args{Title: "a", Mode: "Voice Mode"}, "mode"},
 	} {
-		if _, err := e.svc.Create(ctx, "app1", Actor{UserID: 2}, NewCommandID(), false, "", tt.req); apperr.FieldOf(err) != tt.field {
+		if _, err := e.svc.Execute(ctx, createCmd("app1", 2, tt.req)); apperr.FieldOf(err) != tt.field {
 			t.Errorf("create %+v: %v, want field %s", tt.req, err, tt.field)
 		}
 	}
@@ -201,8 +201,9 @@ func TestIdempotentReplayByCommandID(t *testing.T) {
 
 	send := func() Result {
 		t.Helper()
-		cmd := &Command{AppCode: "app1", RoomID: room, CommandID: "client-key-1", ClientKey: true, Actor: Actor{UserID: 2}, Args: Args{Count: 2, TargetUserID: 3}}
-		res, err := e.svc.SendGift(ctx, cmd, 1)
+		cmd := &Command{Kind: KindSendGift, AppCode: "app1", RoomID: room, CommandID: "client-key-1", ClientKey: true, Actor: Actor{UserID: 2},
+			Args: Args{GiftID: 1, Count: 2, TargetUserID: 3}}
+		res, err := e.svc.Execute(ctx, cmd)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -234,7 +235,9 @@ func TestIdempotentReplayByCommandID(t *testing.T) {
 	}
 	// A repeated create key finds the first room, not a second one.
 	create := func() Result {
-		res, err := e.svc.Create(ctx, "app1", Actor{UserID: 9}, "create-key", true, "", CreateRequest{Title: "t"})
+		cmd := createCmd("app1", 9, Args{Title: "t"})
+		cmd.CommandID, cmd.ClientKey = "create-key", true
+		res, err := e.svc.Execute(ctx, cmd)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -270,8 +273,8 @@ func TestGiftDebitsInTheCommandTransaction(t *testing.T) {
 	giftTo(t, e, "app1", room, 2, 3, 25)
 
 	gift := func(count int64) (Result, error) {
-		return e.svc.SendGift(ctx, &Command{AppCode: "app1", RoomID: room, CommandID: NewCommandID(), Actor: Actor{UserID: 2},
-			Args: Args{Count: count, TargetUserID: 3}}, 1)
+		return e.svc.Execute(ctx, &Command{Kind: KindSendGift, AppCode: "app1", RoomID: room, CommandID: NewCommandID(), Actor: Actor{UserID: 2},
+			Args: Args{GiftID: 1, Count: count, TargetUserID: 3}})
 	}
 	res, err := gift(2)
 	if err != nil || res.View.Heat != 10 || len(res.View.GiftRank) != 1 || res.View.GiftRank[0].Value != 20 {
@@ -305,8 +308,8 @@ func TestGiftDebitsInTheCommandTransaction(t *testing.T) {
 	if snap.Heat != 10 || snap.RoomVersion != res.View.RoomVersion {
 		t.Fatalf("a refused gift changed the room: heat %d version %d", snap.Heat, snap.RoomVersion)
 	}
-	if _, err := e.svc.SendGift(ctx, &Command{AppCode: "app1", RoomID: room, CommandID: NewCommandID(), Actor: Actor{UserID: 2},
-		Args: Args{Count: 1, TargetUserID: 3}}, 99); apperr.FieldOf(err) != "gift_id" {
+	if _, err := e.svc.Execute(ctx, &Command{Kind: KindSendGift, AppCode: "app1", RoomID: room, CommandID: NewCommandID(), Actor: Actor{UserID: 2},
+		Args: Args{GiftID: 99, Count: 1, TargetUserID: 3}}); apperr.FieldOf(err) != "gift_id" {
 		t.Fatalf("unknown gift: %v", err)
 	}
 }
@@ -332,8 +335,8 @@ func TestConcurrentGiftsNeverOverdraw(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			r := roomIDs[i%4]
-			_, err := e.svc.SendGift(ctx, &Command{AppCode: "app1", RoomID: r, CommandID: NewCommandID(), Actor: Actor{UserID: 50},
-				Args: Args{Count: 1, TargetUserID: int64(i%4) + 1}}, 1)
+			_, err := e.svc.Execute(ctx, &Command{Kind: KindSendGift, AppCode: "app1", RoomID: r, CommandID: NewCommandID(), Actor: Actor{UserID: 50},
+				Args: Args{GiftID: 1, Count: 1, TargetUserID: int64(i%4) + 1}})
 			mu.Lock()
 			defer mu.Unlock()
 			switch {
@@ -417,12 +420,13 @@ func TestReloadGivesSameState(t *testing.T) {
 	e.mustDo(t, "app1", room, KindJoinRoom, 3, Args{})
 	e.mustDo(t, "app1", room, KindMicUp, 2, Args{SeatIndex: 1})
 	e.mustDo(t, "app1", room, KindSetSeatLock, 1, Args{SeatIndex: 4, Locked: true})
-	if _, err := e.svc.SetPassword(ctx, &Command{AppCode: "app1", RoomID: room, CommandID: NewCommandID(), Actor: Actor{UserID: 1}}, "secret"); err != nil {
+	if _, err := e.svc.Execute(ctx, &Command{Kind: KindSetRoomPassword, AppCode: "app1", RoomID: room, CommandID: NewCommandID(), Actor: Actor{UserID: 1},
+		Password: "secret"}); err != nil {
 		t.Fatal(err)
 	}
 	for range 3 {
-		if _, err := e.svc.SendGift(ctx, &Command{AppCode: "app1", RoomID: room, CommandID: NewCommandID(), Actor: Actor{UserID: 2},
-			Args: Args{Count: 3, TargetUserID: 3}}, 1); err != nil {
+		if _, err := e.svc.Execute(ctx, &Command{Kind: KindSendGift, AppCode: "app1", RoomID: room, CommandID: NewCommandID(), Actor: Actor{UserID: 2},
+			Args: Args{GiftID: 1, Count: 3, TargetUserID: 3}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -567,11 +571,13 @@ func TestPasswordsAndAttemptLimit(t *testing.T) {
 	ctx := context.Background()
 	room := e.create(t, "app1", 1).RoomID
 	set := func(actor int64, pw string) error {
-		_, err := e.svc.SetPassword(ctx, &Command{AppCode: "app1", RoomID: room, CommandID: NewCommandID(), Actor: Actor{UserID: actor}}, pw)
+		_, err := e.svc.Execute(ctx, &Command{Kind: KindSetRoomPassword, AppCode: "app1", RoomID: room, CommandID: NewCommandID(), Actor: Actor{UserID: actor},
+			Password: pw})
 		return err
 	}
 	join := func(user int64, pw string) error {
-		_, err := e.svc.Join(ctx, &Command{AppCode: "app1", RoomID: room, CommandID: NewCommandID(), Actor: Actor{UserID: user}}, pw)
+		_, err := e.svc.Execute(ctx, &Command{Kind: KindJoinRoom, AppCode: "app1", RoomID: room, CommandID: NewCommandID(), Actor: Actor{UserID: user},
+			Password: pw})
 		return err
 	}
 	if err := set(1, "open sesame"); err != nil {
@@ -627,8 +633,8 @@ func TestChangeVisibleRegionIsAudited(t *testing.T) {
 	e := newTestEnv(t, Config{})
 	ctx := context.Background()
 	room := e.create(t, "app1", 1).RoomID
-	change := func(actor Actor, region int64, reason string) (Result, error) {
-		return e.svc.ChangeVisibleRegion(ctx, &Command{AppCode: "app1", RoomID: room, CommandID: NewCommandID(), Actor: actor}, region, reason)
+	change := func(actor Actor, regionID int64, reason string) (Result, error) {
+		return e.svc.Execute(ctx, region(&Command{AppCode: "app1", RoomID: room, CommandID: NewCommandID(), Actor: actor}, regionID, reason))
 	}
 	if _, err := change(Actor{UserID: 1}, 7, "mine"); !apperr.Is(err, apperr.PermissionDenied) {
 		t.Fatalf("owner changed region: %v", err)

@@ -76,8 +76,8 @@ func wireRoles(ctx context.Context, d *deps) error {
 		}
 	}
 	if api {
-		var local roomcluster.Rooms
-		var records roomcluster.Records = rooms.NewRecords(d.db, time.Now)
+		var local rooms.Rooms
+		var records rooms.RecordKeeper = rooms.NewRecords(d.db, time.Now)
 		if svc != nil {
 			local, records = svc, svc
 		}

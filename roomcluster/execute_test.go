@@ -1,0 +1,66 @@
+package roomcluster_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"voiceroom/apperr"
+	"voiceroom/roomcluster"
+	"voiceroom/rooms"
+)
+
+// TestRoutedCommandInputs: a router without a rooms node of its own ships
+// each command as it is, its inputs with it (a join's password, a gift,
+// an operator's reason), and the owner resolves them; a command without
+// a room is refused before it is routed, and a kind only the service
+// issues (the presence sweep) is refused by the owner.
+func TestRoutedCommandInputs(t *testing.T) {
+	cfg := roomcluster.Config{Partitions: 8, LeaseTTL: 2 * time.Second}
+	h := newHarness(t, cfg)
+	n := h.startNode("n1")
+	api := h.router("api")
+	h.waitBalanced(api, n)
+	roomID := h.createRooms(api, 1)[0] // owned by user 1
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := api.UpsertGift(ctx, testApp, rooms.Gift{GiftID: 3, Name: "Rose", Heat: 5, Enabled: true}); err != nil {
+		t.Fatal(err)
+	}
+	run := func(cmd rooms.Command) (rooms.Result, error) {
+		cmd.AppCode, cmd.RoomID, cmd.CommandID = testApp, roomID, rooms.NewCommandID()
+		return api.Execute(ctx, &cmd)
+	}
+	if _, err := run(rooms.Command{Kind: rooms.KindSetRoomPassword, Actor: rooms.Actor{UserID: 1}, Password: "secret"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := run(rooms.Command{Kind: rooms.KindJoinRoom, Actor: rooms.Actor{UserID: 2}, Password: "wrong"}); apperr.CodeOf(err) != apperr.PermissionDenied {
+		t.Fatalf("join with a wrong password: %v", err)
+	}
+	if _, err := run(rooms.Command{Kind: rooms.KindJoinRoom, Actor: rooms.Actor{UserID: 2}, Password: "secret"}); err != nil {
+		t.Fatalf("join with the password: %v", err)
+	}
+	if _, err := run(rooms.Command{Kind: rooms.KindJoinRoom, Actor: rooms.Actor{UserID: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := run(rooms.Command{Kind: rooms.KindSendGift, Actor: rooms.Actor{UserID: 2}, Args: rooms.Args{GiftID: 3, Count: 2, TargetUserID: 1}})
+	if err != nil || res.View.Heat != 10 || res.Node != n.node.ID() {
+		t.Fatalf("gift: heat %d by %q, %v", res.View.Heat, res.Node, err)
+	}
+	res, err = run(rooms.Command{Kind: rooms.KindBanRoom, Actor: rooms.Actor{Admin: true, Operator: "admin:1"}, Args: rooms.Args{Reason: " spam "}})
+	if err != nil || res.View.Status != "banned" {
+		t.Fatalf("ban: %+v %v", res.View.Status, err)
+	}
+	page, err := api.Audit(ctx, testApp, roomID, 1, "")
+	if err != nil || len(page.Items) != 1 || page.Items[0].Reason != "spam" {
+		t.Fatalf("audit: %+v %v", page, err)
+	}
+
+	if _, err := api.Execute(ctx, &rooms.Command{Kind: rooms.KindCreateRoom, AppCode: testApp, CommandID: rooms.NewCommandID(),
+		Actor: rooms.Actor{UserID: 9}, Args: rooms.Args{Title: "nowhere"}}); apperr.FieldOf(err) != "room_id" {
+		t.Fatalf("a command without a room: %v, want room_id refused", err)
+	}
+	if _, err := run(rooms.Command{Kind: rooms.KindSweepStale, Actor: rooms.Actor{Admin: true}, Args: rooms.Args{UserIDs: []int64{2}}}); apperr.FieldOf(err) != "kind" {
+		t.Fatalf("SweepStale from a router: %v, want kind refused", err)
+	}
+}
