@@ -173,7 +173,10 @@ func (c *committer) commit(ctx context.Context, m *mutation) error {
 // commitGroup writes one group under a deadline that lets its slowest member
 // still be answered, and answers its commands.
 func (c *committer) commitGroup(batch []*pendingWrite) {
-	deadline := c.now().Add(c.maxWait)
+	// Contexts keep real time: the deadline comes from the wall clock, not
+	// from the service's clock (a test's clock may stand still in the past,
+	// which put every group's deadline behind it).
+	deadline := time.Now().Add(c.maxWait)
 	latest := time.Time{}
 	for _, p := range batch {
 		if d, ok := p.ctx.Deadline(); ok && d.After(latest) {
