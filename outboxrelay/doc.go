@@ -19,7 +19,7 @@
 // published_at_ms, and one room_outbox_inflight row covering their ids
 // (consecutive: one multi-row INSERT under innodb_autoinc_lock_mode 0 or
 // 1, which Run checks). Every reader counts them as pending
-// (voiceroom.OutboxPendingCond). When the stream has acked every event
+// (PendingCond). When the stream has acked every event
 // of the group, the fast path deletes the in-flight row, in batches: two
 // rows written per group instead of one UPDATE per event. When it leaves
 // one of the group's events to the relay it sets the group's rows back to
