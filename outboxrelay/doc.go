@@ -4,6 +4,12 @@
 // says nothing about what any consumer did. A row is pending when its
 // status says so or when it lies in an in-flight group (below).
 //
+// The package owns the SQL of the table (rows.go): AddRows and InsertRows
+// write a command's rows (the rooms package calls AddRows inside the
+// command's own transaction), PendingCond, InFlightCovers and InFlightJoin
+// say which rows are pending for every reader. The row itself,
+// voiceroom.OutboxRow, is the root package's.
+//
 // Two components do it:
 //
 //   - [FastPath] is the synchronous publish. The rooms package hands
