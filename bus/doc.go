@@ -10,9 +10,10 @@
 //
 // Room events live in stream [StreamName] ("ROOM_EVENTS") on subjects
 // room.events.<app_code>.<room_id>.<event_type> (see [Subject]). The stream
-// uses limits retention, so every durable consumer (imbridge,
-// listprojector, later activity/audit) keeps its own offset and a new one
-// starts from the oldest retained event. Publishes carry the event_id as
+// uses limits retention, so every durable consumer (the sinks imbridge,
+// listprojector, roomranks and webhooks: [DurableIMBridge] and friends)
+// keeps its own offset and a new one starts from the oldest retained
+// event. Publishes carry the event_id as
 // Nats-Msg-Id, so the stream drops a repeat inside the duplicate window
 // (two relays, or the fast path and the relay, publishing the same row).
 //
@@ -40,13 +41,20 @@
 // room_version. Within what one [Consumer] has fetched, events of one room
 // are handed to the handler in stream order and never concurrently: one
 // at a time to a [Handler], in order inside one batch (and one batch of
-// the room at a time) to a [BatchHandler], one hand-over at a time to an
-// [AsyncHandler] (which may then hold several and settles each with its
-// done).
+// the room at a time) to a [BatchHandler] or a [HoldingBatchHandler] (which
+// may keep deliveries past its return and settles each later), one
+// hand-over at a time to an [AsyncHandler] (which may then hold several
+// and settles each with its done).
+//
+// The sinks use three of the four kinds: imbridge and webhooks an
+// AsyncHandler (each holds many rooms' deliveries while it sends them:
+// batches under Tencent's rate limits, per-endpoint lanes), listprojector
+// a HoldingBatchHandler (a batch of rooms in one write, counts held to be
+// written together), roomranks a Handler.
 //
 // # The consume loop
 //
-// One loop serves the three kinds of handler. A fetcher pulls as many
+// One loop serves the four kinds of handler. A fetcher pulls as many
 // messages as there are free slots (FetchBatch, or (Concurrency+2) ×
 // FetchBatch for batches), decodes them and queues each on the worker of
 // its room (ConsumerRunConfig.Concurrency workers, by a hash of app and

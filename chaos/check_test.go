@@ -13,8 +13,8 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"voiceroom"
 	"voiceroom/bus"
+	"voiceroom/outboxrelay"
 )
 
 // account is the zero-loss accounting after one scenario, cumulative over
@@ -173,7 +173,7 @@ func (c *cluster) check(ctx context.Context, outs, all []outcome) (account, erro
 	// the small in-flight table: a per-row check over the outbox is slow).
 	for _, q := range []string{
 		"SELECT event_id, status = 'pending' FROM room_outbox WHERE app_code = ?",
-		"SELECT o.event_id, TRUE FROM " + voiceroom.OutboxInFlightJoin + " WHERE o.app_code = ?",
+		"SELECT o.event_id, TRUE FROM " + outboxrelay.InFlightJoin + " WHERE o.app_code = ?",
 	} {
 		rows, err = c.db.QueryContext(ctx, q, app)
 		if err != nil {

@@ -18,9 +18,9 @@ import (
 	"testing"
 	"time"
 
-	"voiceroom"
 	"voiceroom/bus"
 	"voiceroom/internal/testenv"
+	"voiceroom/outboxrelay"
 )
 
 // Scenario 3's figures.
@@ -116,7 +116,7 @@ func (c *cluster) pendingUpTo(ctx context.Context, top int64) (n, maxID int64, e
 	// Marked pending, or in an in-flight group (read from the small
 	// in-flight table: a per-row check over the whole outbox is slow).
 	err = c.db.QueryRowContext(ctx, "SELECT COUNT(*), COALESCE(MAX(id), 0) FROM (SELECT id FROM room_outbox WHERE app_code = ? AND status = 'pending' AND id <= ? "+
-		"UNION ALL SELECT o.id FROM "+voiceroom.OutboxInFlightJoin+" WHERE o.app_code = ? AND o.id <= ?) t", app, top, app, top).Scan(&n, &maxID)
+		"UNION ALL SELECT o.id FROM "+outboxrelay.InFlightJoin+" WHERE o.app_code = ? AND o.id <= ?) t", app, top, app, top).Scan(&n, &maxID)
 	return n, maxID, err
 }
 

@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"voiceroom/apiclient"
 	"voiceroom/apperr"
 )
 
@@ -63,7 +64,7 @@ const maxFormBytes = 32 << 10
 // Console serves the pages. It is an http.Handler for the paths under
 // /console.
 type Console struct {
-	api    *api
+	api    *apiclient.Client
 	cfg    Config
 	log    *slog.Logger
 	now    func() time.Time
@@ -92,7 +93,10 @@ func New(rt http.RoundTripper, cfg Config, log *slog.Logger, now func() time.Tim
 	if err != nil {
 		return nil, err
 	}
-	c := &Console{api: &api{rt: rt}, cfg: cfg, log: log, now: now, tmpl: tmpl,
+	// The API runs in process (rt): no network, and every call goes
+	// through the server's middleware and routes as a client's would.
+	api := &apiclient.Client{HTTP: &http.Client{Transport: rt}, MaxAnswerBytes: maxAnswerBytes, UseNumber: true}
+	c := &Console{api: api, cfg: cfg, log: log, now: now, tmpl: tmpl,
 		assets: http.StripPrefix("/console/assets/", http.FileServerFS(assets))}
 	c.pages = c.routes()
 	return c, nil

@@ -8,7 +8,7 @@
 //
 // Every page reads and every form acts through the admin API
 // (docs/openapi.yaml, /admin/v1, or /platform/v1 for platform operators)
-// with the operator's own token, over an
+// with the operator's own token, through package apiclient over an
 // http.RoundTripper that gateway.ConsoleRoutes hands it: the request runs
 // through the same Fiber app, middleware and routes as a request from
 // curl, in process, without a socket. Authentication, the admin role,

@@ -10,6 +10,8 @@ import (
 	"path"
 	"strconv"
 	"strings"
+
+	"voiceroom/apiclient"
 )
 
 // view is what a page's template gets.
@@ -61,12 +63,12 @@ func (k *call) get(path string, q url.Values, out any) error {
 	if len(q) > 0 {
 		path += "?" + q.Encode()
 	}
-	return k.c.api.do(k.r.Context(), k.token, http.MethodGet, path, nil, out)
+	return k.c.api.Call(k.r.Context(), apiclient.Request{Method: http.MethodGet, Path: path, Token: k.token}, out)
 }
 
 // send calls the API with a JSON body.
 func (k *call) send(method, path string, body, out any) error {
-	return k.c.api.do(k.r.Context(), k.token, method, path, body, out)
+	return k.c.api.Call(k.r.Context(), apiclient.Request{Method: method, Path: path, Token: k.token, Body: body}, out)
 }
 
 // outcome is what an action leaves for the page it returns to.
@@ -136,8 +138,8 @@ func (c *Console) pageFor(a audience, name string, fn func(k *call) error) http.
 // signOut answers the sign-in form when the API refused the token, and
 // tells the script to forget it.
 func (c *Console) signOut(k *call, err error) bool {
-	var ae *APIError
-	if !errors.As(err, &ae) || !ae.refused() {
+	var ae *apiclient.Error
+	if !errors.As(err, &ae) || !refused(ae) {
 		return false
 	}
 	k.w.Header().Set("X-Console-Auth", "refused")
@@ -148,7 +150,7 @@ func (c *Console) signOut(k *call, err error) bool {
 // message is what the operator reads about err: the API's message as it
 // is, or that the API could not be reached.
 func (c *Console) message(err error) string {
-	var ae *APIError
+	var ae *apiclient.Error
 	if errors.As(err, &ae) {
 		if ae.RequestID == "" {
 			return ae.Message
@@ -162,8 +164,17 @@ func (c *Console) message(err error) string {
 // invalid is a form value the console cannot put in the API's JSON (a
 // number that is not one); the API checks everything else.
 func invalid(name, msg string) error {
-	return &APIError{Status: http.StatusBadRequest, Code: "INVALID_ARGUMENT", Message: name + ": " + msg}
+	return &apiclient.Error{Status: http.StatusBadRequest, Code: "INVALID_ARGUMENT", Message: name + ": " + msg}
 }
+
+// refused reports whether the API refused the token itself: the tab
+// signs out.
+func refused(e *apiclient.Error) bool {
+	return e.Status == http.StatusUnauthorized || (e.Status == http.StatusForbidden && e.Code == "PERMISSION_DENIED")
+}
+
+// maxAnswerBytes bounds an answer the console reads.
+const maxAnswerBytes = 8 << 20
 
 // action serves a form's POST: with a valid csrf field, it asks confirm's
 // question first when confirm is not nil (and the form does not carry

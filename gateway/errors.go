@@ -26,7 +26,7 @@ var statusOf = map[apperr.Code]int{
 	apperr.RequestTimeout:      http.StatusRequestTimeout,
 }
 
-// fiberErrors turns Fiber's and fasthttp's own errors (unknown route, body too
+// fromFiber turns Fiber's and fasthttp's own errors (unknown route, body too
 // large, header too large...) into kinds, so they too get the envelope.
 func fromFiber(err *fiber.Error) *apperr.Error {
 	switch err.Code {

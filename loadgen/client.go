@@ -1,19 +1,19 @@
 package loadgen
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"time"
+
+	"voiceroom/apiclient"
 )
 
 // client speaks the API's envelope over one shared connection pool.
 type client struct {
-	base string
+	api  apiclient.Client
 	http *http.Client
 }
 
@@ -24,7 +24,8 @@ func newClient(base string, conns int) *client {
 		MaxConnsPerHost:     0,
 		IdleConnTimeout:     90 * time.Second,
 	}
-	return &client{base: strings.TrimRight(base, "/"), http: &http.Client{Transport: tr, Timeout: 30 * time.Second}}
+	hc := &http.Client{Transport: tr, Timeout: 30 * time.Second}
+	return &client{api: apiclient.Client{BaseURL: strings.TrimRight(base, "/"), HTTP: hc}, http: hc}
 }
 
 // answer is one response: code is "" on success, else the envelope's code
@@ -47,11 +48,9 @@ func (a answer) decode(out any) error {
 	if a.raw == nil {
 		return json.Unmarshal(a.data, out)
 	}
-	var env struct {
-		Data json.RawMessage `json:"data"`
-	}
-	if err := json.Unmarshal(a.raw, &env); err != nil {
-		return err
+	env, ok := apiclient.Answer{Body: a.raw}.Envelope()
+	if !ok {
+		return fmt.Errorf("answer %d is not the envelope", a.status)
 	}
 	return json.Unmarshal(env.Data, out)
 }
@@ -84,47 +83,17 @@ func (c *client) setupCall(ctx context.Context, method, path, key, token string,
 
 // doKey is do with an Idempotency-Key (none when key is empty).
 func (c *client) doKey(ctx context.Context, method, path, token, key string, body any) answer {
-	var rd io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
-			return answer{code: "transport", message: err.Error()}
-		}
-		rd = bytes.NewReader(b)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, c.base+path, rd)
+	ans, err := c.api.Send(ctx, apiclient.Request{Method: method, Path: path, Token: token, IdempotencyKey: key, Body: body})
 	if err != nil {
-		return answer{code: "transport", message: err.Error()}
+		return answer{status: ans.Status, code: "transport", message: err.Error()}
 	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
+	if ans.Status == http.StatusOK {
+		return answer{status: ans.Status, raw: ans.Body}
 	}
-	if key != "" {
-		req.Header.Set("Idempotency-Key", key)
-	}
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return answer{code: "transport", message: err.Error()}
-	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
-	if err != nil {
-		return answer{status: resp.StatusCode, code: "transport", message: err.Error()}
-	}
-	if resp.StatusCode == http.StatusOK {
-		return answer{status: resp.StatusCode, raw: raw}
-	}
-	var env struct {
-		Code    string          `json:"code"`
-		Message string          `json:"message"`
-		Data    json.RawMessage `json:"data"`
-	}
-	a := answer{status: resp.StatusCode, code: fmt.Sprintf("HTTP_%d", resp.StatusCode)}
-	if json.Unmarshal(raw, &env) != nil {
-		a.data = raw
+	a := answer{status: ans.Status, code: fmt.Sprintf("HTTP_%d", ans.Status)}
+	env, ok := ans.Envelope()
+	if !ok {
+		a.data = ans.Body
 		return a
 	}
 	a.data, a.message = env.Data, env.Message
@@ -136,18 +105,9 @@ func (c *client) doKey(ctx context.Context, method, path, token, key string, bod
 
 // getJSON fetches a plain JSON document (the emulator's inspection routes).
 func (c *client) getJSON(ctx context.Context, url string, out any) (int, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return 0, err
+	status, raw, err := c.api.Get(ctx, url, 16<<20)
+	if err != nil || status != http.StatusOK {
+		return status, err
 	}
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return 0, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
-		return resp.StatusCode, nil
-	}
-	return resp.StatusCode, json.NewDecoder(io.LimitReader(resp.Body, 16<<20)).Decode(out)
+	return status, json.Unmarshal(raw, out)
 }

@@ -17,6 +17,7 @@ import (
 	"voiceroom"
 	"voiceroom/bus"
 	"voiceroom/mysqldb"
+	"voiceroom/outboxrelay"
 )
 
 // ceilingHTTP runs GET /healthz, the plainest route of the same Fiber stack
@@ -162,7 +163,7 @@ func (b *Bench) concurrently(ctx context.Context, n int, d time.Duration, fn fun
 func (b *Bench) pending(ctx context.Context, apps []string) (int64, error) {
 	in := "(?" + strings.Repeat(", ?", len(apps)-1) + ")"
 	q := "SELECT (SELECT COUNT(*) FROM room_outbox WHERE status = 'pending' AND app_code IN " + in + ") + (SELECT COUNT(*) FROM " +
-		voiceroom.OutboxInFlightJoin + " WHERE o.app_code IN " + in + ")"
+		outboxrelay.InFlightJoin + " WHERE o.app_code IN " + in + ")"
 	args := make([]any, 0, 2*len(apps))
 	for range 2 {
 		for _, a := range apps {
@@ -361,7 +362,7 @@ func (b *Bench) drain(ctx context.Context) (Drain, error) {
 				rows = append(rows, voiceroom.OutboxRow{AppCode: app, EventID: env.EventID, RoomID: env.RoomID,
 					RoomVersion: env.RoomVersion, EventType: env.EventType, Envelope: raw, CreatedAtMs: now.UnixMilli()})
 			}
-			if _, err := voiceroom.InsertOutbox(ctx, tx, rows, false, now.UnixMilli()); err != nil {
+			if _, err := outboxrelay.InsertRows(ctx, tx, rows, false, now.UnixMilli()); err != nil {
 				return err
 			}
 		}

@@ -4,6 +4,12 @@
 // says nothing about what any consumer did. A row is pending when its
 // status says so or when it lies in an in-flight group (below).
 //
+// The package owns the SQL of the table (rows.go): AddRows and InsertRows
+// write a command's rows (the rooms package calls AddRows inside the
+// command's own transaction), PendingCond, InFlightCovers and InFlightJoin
+// say which rows are pending for every reader. The row itself,
+// voiceroom.OutboxRow, is the root package's.
+//
 // Two components do it:
 //
 //   - [FastPath] is the synchronous publish. The rooms package hands
@@ -19,7 +25,7 @@
 // published_at_ms, and one room_outbox_inflight row covering their ids
 // (consecutive: one multi-row INSERT under innodb_autoinc_lock_mode 0 or
 // 1, which Run checks). Every reader counts them as pending
-// (voiceroom.OutboxPendingCond). When the stream has acked every event
+// (PendingCond). When the stream has acked every event
 // of the group, the fast path deletes the in-flight row, in batches: two
 // rows written per group instead of one UPDATE per event. When it leaves
 // one of the group's events to the relay it sets the group's rows back to

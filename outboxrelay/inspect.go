@@ -5,8 +5,6 @@ import (
 	"database/sql"
 	"fmt"
 	"time"
-
-	"voiceroom"
 )
 
 // Inspector reads the outbox for operators (GET /admin/v1/outbox). Every
@@ -70,7 +68,7 @@ const (
 	// Pending rows are those marked pending and those of in-flight groups
 	// (a fast path's, for milliseconds unless it stopped: see
 	// voiceroom.OutboxGroup).
-	inFlightRowsSQL = `FROM ` + voiceroom.OutboxInFlightJoin + ` WHERE o.app_code = ?`
+	inFlightRowsSQL = `FROM ` + InFlightJoin + ` WHERE o.app_code = ?`
 	countPendingSQL = `SELECT (SELECT COUNT(*) FROM (
   SELECT 1 FROM room_outbox FORCE INDEX (idx_room_outbox_pending)
   WHERE status = 'pending' AND app_code = ? LIMIT ?) t) + (SELECT COUNT(*) ` + inFlightRowsSQL + `)`

@@ -7,8 +7,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-
-	"voiceroom"
 )
 
 // The relay's and the fast path's SQL. Every statement that locks rows runs
@@ -203,7 +201,7 @@ func lockPendingByEventSQL(n int) string {
 // pendingEventsSQL returns which of up to n event_ids are still pending
 // (marked so, or in an in-flight group).
 func pendingEventsSQL(n int) string {
-	return `SELECT o.event_id FROM room_outbox o WHERE o.event_id IN (` + placeholders(n) + `) AND ` + voiceroom.OutboxPendingCond
+	return `SELECT o.event_id FROM room_outbox o WHERE o.event_id IN (` + placeholders(n) + `) AND ` + PendingCond
 }
 
 // releaseInFlightSQL deletes the in-flight rows of up to n groups (by
@@ -241,7 +239,7 @@ LIMIT ?`
 // A fast-path row has no published_at_ms: its age is its created_at_ms.
 func deletePublishedSQL(n int) string {
 	return `DELETE FROM room_outbox WHERE status = 'published' AND id IN (` + placeholders(n) + `) AND NOT ` +
-		voiceroom.OutboxInFlightCovers("room_outbox.id")
+		InFlightCovers("room_outbox.id")
 }
 
 // pendingStatsSQL counts the pending rows of every app (marked pending,
@@ -265,7 +263,7 @@ const unsentRoomsChunk = 100
 func unsentRowsSQL(n int) string {
 	const room = "(o.app_code = ? AND o.room_id = ? AND o.room_version BETWEEN ? AND ?)"
 	return "SELECT o.app_code, o.room_id, o.id, o.status FROM room_outbox o FORCE INDEX (idx_room_outbox_room) WHERE (" +
-		strings.TrimSuffix(strings.Repeat(room+" OR ", n), " OR ") + ") AND " + voiceroom.OutboxPendingCond
+		strings.TrimSuffix(strings.Repeat(room+" OR ", n), " OR ") + ") AND " + PendingCond
 }
 
 // staleInFlightSQL locks in-flight groups older than a cutoff: a fast

@@ -18,5 +18,7 @@
 // add fields; removing or renaming one is a breaking change for every
 // consumer of ROOM_EVENTS.
 //
-// The package depends on nothing but the standard library and holds no I/O.
+// The package depends on the standard library and internal/plainjson (the
+// reflection-free reader and writer of the card's JSON, itself standard
+// library alone), and holds no I/O.
 package roomevent

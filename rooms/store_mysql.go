@@ -12,6 +12,7 @@ import (
 	"voiceroom/apperr"
 	"voiceroom/bus"
 	"voiceroom/mysqldb"
+	"voiceroom/outboxrelay"
 	"voiceroom/wallet"
 )
 
@@ -202,7 +203,7 @@ type regionAudit struct {
 //
 // A group without gifts is one round trip: its rooms rows, command log,
 // snapshots, audit rows and outbox rows with their in-flight row (which
-// must come last, voiceroom.AddOutbox) go in one query with the
+// must come last, outboxrelay.AddRows) go in one query with the
 // transaction's begin and commit. A group with gifts first reads and
 // locks the payers' wallets (one more round trip, and one to begin); the
 // debits and ledger rows then go with the rest.
@@ -216,7 +217,7 @@ func writeGroup(ctx context.Context, db *sql.DB, ms []*mutation, nowMs int64, in
 	if err != nil || !inFlight {
 		return short, group, err
 	}
-	group, err = voiceroom.OutboxGroupOf(ids[len(ids)-1], rows)
+	group, err = outboxrelay.GroupOf(ids[len(ids)-1], rows)
 	if err != nil {
 		// Committed, yet the group is unknown: the fast path cannot take
 		// it, and the relay would only after the in-flight row expires.
@@ -293,7 +294,7 @@ func prepareGroup(ctx context.Context, q mysqldb.Querier, b *mysqldb.Batch, ms [
 	b.AddRows(`INSERT INTO room_region_audit (app_code, room_id, room_version, old_region_id, new_region_id, operator,
 			reason, created_at_ms) VALUES `, &audits, ``)
 	b.AddRows(auditInsertHead, &roomAudits, ``)
-	inFlight = voiceroom.AddOutbox(b, outbox, inFlight, nowMs)
+	inFlight = outboxrelay.AddRows(b, outbox, inFlight, nowMs)
 	return short, len(outbox), inFlight, nil
 }
 
@@ -338,7 +339,7 @@ func (st *store) writeSnapshot(ctx context.Context, s *State, nowMs int64) error
 func (st *store) rependInFlight(ctx context.Context, appCode, roomID string, after int64) error {
 	_, err := st.db.ExecContext(ctx, `UPDATE room_outbox o SET o.status = 'pending'
 		WHERE o.app_code = ? AND o.room_id = ? AND o.room_version > ? AND o.status = 'published' AND o.published_at_ms IS NULL
-		AND `+voiceroom.OutboxInFlightCovers("o.id"), appCode, roomID, after)
+		AND `+outboxrelay.InFlightCovers("o.id"), appCode, roomID, after)
 	return err
 }
 
@@ -348,7 +349,7 @@ func (st *store) rependInFlight(ctx context.Context, appCode, roomID string, aft
 func (st *store) newestPending(ctx context.Context, appCode, roomID string, after int64) (string, error) {
 	var id string
 	err := st.db.QueryRowContext(ctx, `SELECT o.event_id FROM room_outbox o
-		WHERE o.app_code = ? AND o.room_id = ? AND o.room_version > ? AND `+voiceroom.OutboxPendingCond+`
+		WHERE o.app_code = ? AND o.room_id = ? AND o.room_version > ? AND `+outboxrelay.PendingCond+`
 		ORDER BY o.room_version DESC, o.id DESC LIMIT 1`, appCode, roomID, after).Scan(&id)
 	if errors.Is(err, sql.ErrNoRows) {
 		return "", nil

@@ -12,6 +12,7 @@ import (
 	"os"
 	"strings"
 	"time"
+	"voiceroom/apiclient"
 	"voiceroom/authtoken"
 
 	"voiceroom"
@@ -207,8 +208,8 @@ func newDemoRun(cfg demoConfig, key authtoken.Key, out io.Writer) (*demoRun, err
 	d := &demoRun{
 		cfg: cfg,
 		c: &demoClient{
-			base: cfg.URL, app: cfg.App, key: key, out: out,
-			hc:      &http.Client{Timeout: cfg.RequestTimeout},
+			api: apiclient.Client{BaseURL: cfg.URL, HTTP: &http.Client{Timeout: cfg.RequestTimeout}},
+			app: cfg.App, key: key, out: out,
 			aliases: map[string]string{},
 		},
 		out:     out,

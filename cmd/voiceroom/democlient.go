@@ -1,45 +1,29 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"strconv"
 	"strings"
 	"time"
 
+	"voiceroom/apiclient"
 	"voiceroom/authtoken"
 )
 
 // errRouteMissing is the answer of a server that has no such route: a
 // feature of another build. The demo skips the step that needs it.
-var errRouteMissing = errors.New("route not found on this server")
-
-// apiError is a refused request: the envelope's code and message.
-type apiError struct {
-	Method, Path string
-	Status       int
-	Code         string
-	Message      string
-}
-
-func (e *apiError) Error() string {
-	return fmt.Sprintf("%s %s: %d %s: %s", e.Method, e.Path, e.Status, e.Code, e.Message)
-}
+var errRouteMissing = apiclient.ErrRouteNotFound
 
 // isCode reports whether err is a refusal with the envelope code.
-func isCode(err error, code string) bool {
-	var ae *apiError
-	return errors.As(err, &ae) && ae.Code == code
-}
+func isCode(err error, code string) bool { return apiclient.IsCode(err, code) }
 
 // refusal is the envelope code and message of a refused request.
 func refusal(err error) string {
-	var ae *apiError
+	var ae *apiclient.Error
 	if errors.As(err, &ae) {
 		return ae.Code + ": " + ae.Message
 	}
@@ -56,11 +40,10 @@ type demoActor struct {
 // demoClient calls a running voiceroom with tokens it signs itself, and
 // prints each call it is asked to show.
 type demoClient struct {
-	base string
-	app  string
-	key  authtoken.Key
-	hc   *http.Client
-	out  io.Writer
+	api apiclient.Client // BaseURL: the API's
+	app string
+	key authtoken.Key
+	out io.Writer
 	// aliases names long ids in the requests shown ("$ROOM_SG").
 	aliases map[string]string
 }
@@ -91,67 +74,13 @@ func (c *demoClient) send(ctx context.Context, method, path string, who demoActo
 	if err != nil {
 		return fmt.Errorf("sign a token for %s: %w", who.name, err)
 	}
-	var rd io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
-			return fmt.Errorf("encode %s %s: %w", method, path, err)
-		}
-		rd = bytes.NewReader(b)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, c.base+path, rd)
-	if err != nil {
-		return fmt.Errorf("%s %s: %w", method, path, err)
-	}
-	req.Header.Set("Authorization", "Bearer "+tok)
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := c.hc.Do(req)
-	if err != nil {
-		return fmt.Errorf("%s %s: %w", method, path, err)
-	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
-	if err != nil {
-		return fmt.Errorf("%s %s: read answer: %w", method, path, err)
-	}
-	var env struct {
-		Code    string          `json:"code"`
-		Message string          `json:"message"`
-		Data    json.RawMessage `json:"data"`
-	}
-	if err := json.Unmarshal(raw, &env); err != nil {
-		return fmt.Errorf("%s %s: %d, not the JSON envelope: %.200s", method, path, resp.StatusCode, raw)
-	}
-	if resp.StatusCode == http.StatusNotFound && env.Message == "route not found" {
-		return fmt.Errorf("%s %s: %w", method, path, errRouteMissing)
-	}
-	if resp.StatusCode != http.StatusOK {
-		return &apiError{Method: method, Path: path, Status: resp.StatusCode, Code: env.Code, Message: env.Message}
-	}
-	if out != nil && len(env.Data) > 0 {
-		if err := json.Unmarshal(env.Data, out); err != nil {
-			return fmt.Errorf("%s %s: decode data: %w", method, path, err)
-		}
-	}
-	return nil
+	return c.api.Call(ctx, apiclient.Request{Method: method, Path: path, Token: tok, Body: body}, out)
 }
 
 // getPlain fetches a URL outside the API envelope (readyz, /docs, the
 // emulator). It answers the status and at most limit bytes of the body.
 func (c *demoClient) getPlain(ctx context.Context, url string, limit int64) (int, []byte, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return 0, nil, err
-	}
-	resp, err := c.hc.Do(req)
-	if err != nil {
-		return 0, nil, err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, limit))
-	return resp.StatusCode, b, err
+	return c.api.Get(ctx, url, limit)
 }
 
 // demoRoom is the part of a room snapshot the demo shows.

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -483,8 +482,7 @@ func (d *demoRun) stepNext(ctx context.Context) error {
 		if d.skipped(err, "the dead-letter routes (GET /admin/v1/dlq)") {
 			break
 		}
-		var ae *apiError
-		if errors.As(err, &ae) && ae.Code == "INVALID_ARGUMENT" {
+		if isCode(err, "INVALID_ARGUMENT") {
 			d.say("-> %s", refusal(err))
 			continue
 		}

@@ -28,6 +28,7 @@ import (
 
 	"voiceroom"
 	"voiceroom/bus"
+	"voiceroom/outboxrelay"
 )
 
 // NewEnvelope returns a valid envelope with a fresh event_id and
@@ -115,7 +116,7 @@ func insertOutbox(ctx context.Context, db *sql.DB, createdAt time.Time, inFlight
 	}
 	defer tx.Rollback()
 	for lo := 0; lo < len(rows); lo += 1000 {
-		if group, err = voiceroom.InsertOutbox(ctx, tx, rows[lo:min(lo+1000, len(rows))], inFlight, createdAt.UnixMilli()); err != nil {
+		if group, err = outboxrelay.InsertRows(ctx, tx, rows[lo:min(lo+1000, len(rows))], inFlight, createdAt.UnixMilli()); err != nil {
 			return nil, group, err
 		}
 	}
@@ -134,13 +135,12 @@ func InsertOutboxRaw(tb testing.TB, db *sql.DB, appCode, eventID, roomID string,
 	tb.Helper()
 	row := voiceroom.OutboxRow{AppCode: appCode, EventID: eventID, RoomID: roomID, RoomVersion: version,
 		EventType: eventType, Envelope: envelope, CreatedAtMs: time.Now().UnixMilli()}
-	res, err := db.Exec(voiceroom.OutboxInsertSQL+voiceroom.OutboxInsertValues, row.InsertArgs()...)
-	if err != nil {
+	if _, err := outboxrelay.InsertRows(context.Background(), db, []voiceroom.OutboxRow{row}, false, row.CreatedAtMs); err != nil {
 		tb.Fatalf("insert raw outbox row: %v", err)
 	}
-	id, err := res.LastInsertId()
-	if err != nil {
-		tb.Fatalf("insert raw outbox row: %v", err)
+	var id int64
+	if err := db.QueryRow(`SELECT id FROM room_outbox WHERE event_id = ?`, eventID).Scan(&id); err != nil {
+		tb.Fatalf("insert raw outbox row: read its id: %v", err)
 	}
 	return id
 }
@@ -177,10 +177,10 @@ func OutboxCount(tb testing.TB, db *sql.DB, status string) int {
 		return Scalar[int](tb, db, `SELECT COUNT(*) FROM room_outbox`)
 	case voiceroom.OutboxPending: // marked so, or in an in-flight group
 		return Scalar[int](tb, db, `SELECT (SELECT COUNT(*) FROM room_outbox WHERE status = 'pending') + (SELECT COUNT(*) FROM `+
-			voiceroom.OutboxInFlightJoin+`)`)
+			outboxrelay.InFlightJoin+`)`)
 	case voiceroom.OutboxPublished:
 		return Scalar[int](tb, db, `SELECT (SELECT COUNT(*) FROM room_outbox WHERE status = 'published') - (SELECT COUNT(*) FROM `+
-			voiceroom.OutboxInFlightJoin+` WHERE o.status = 'published')`)
+			outboxrelay.InFlightJoin+` WHERE o.status = 'published')`)
 	}
 	return Scalar[int](tb, db, `SELECT COUNT(*) FROM room_outbox WHERE status = ?`, status)
 }
