@@ -26,7 +26,16 @@ import (
 // The connection goes through a proxy that the test first mutes (every
 // byte either way is swallowed, as on a cut cable) and then cuts; the
 // client reconnects through it.
+//
+// It runs for each kind of handler: one delivery at a time, batches, and
+// an AsyncHandler that settles later (as imbridge and webhooks do).
 func TestReconnectKeepsRoomOrder(t *testing.T) {
+	for _, mode := range []string{"handler", "batch", "async"} {
+		t.Run(mode, func(t *testing.T) { testReconnectKeepsRoomOrder(t, mode) })
+	}
+}
+
+func testReconnectKeepsRoomOrder(t *testing.T, mode string) {
 	js := testenv.RunJetStream(t)
 	direct := js.Conn()
 	const (
@@ -49,21 +58,50 @@ func TestReconnectKeepsRoomOrder(t *testing.T) {
 		mu      sync.Mutex
 		handled = map[string]int{}     // event id -> times handled
 		order   = map[string][]int64{} // room -> versions in the order first handled
-		gate    = make(chan struct{})  // the second phase's handler waits for it
+		gate    = make(chan struct{})  // the second phase's settling waits for it
 	)
-	c := startConsumer(t, conn.JetStream(), bus.ConsumerRunConfig{Durable: durable, FetchBatch: 256, Concurrency: 3},
-		func(_ context.Context, d bus.Delivery) error {
-			e := d.Envelope
-			if e.RoomVersion > 10 && e.RoomVersion <= 20 {
-				<-gate
-			}
-			mu.Lock()
-			defer mu.Unlock()
-			if handled[e.EventID]++; handled[e.EventID] == 1 {
-				order[e.RoomID] = append(order[e.RoomID], e.RoomVersion)
-			}
-			return nil
+	record := func(e bus.Envelope) {
+		mu.Lock()
+		defer mu.Unlock()
+		if handled[e.EventID]++; handled[e.EventID] == 1 {
+			order[e.RoomID] = append(order[e.RoomID], e.RoomVersion)
+		}
+	}
+	gated := func(e bus.Envelope) bool { return e.RoomVersion > 10 && e.RoomVersion <= 20 }
+	handle := func(_ context.Context, d bus.Delivery) error {
+		if gated(d.Envelope) {
+			<-gate
+		}
+		record(d.Envelope)
+		return nil
+	}
+	rc := bus.ConsumerRunConfig{Durable: durable, FetchBatch: 256, Concurrency: 3}
+	var c *bus.Consumer
+	switch mode {
+	case "handler":
+		c = startConsumer(t, conn.JetStream(), rc, handle)
+	case "batch":
+		rc.FetchBatch = 64 // (3+2) x 64 in flight
+		c = startModeConsumer(t, rc, func(rc bus.ConsumerRunConfig) (*bus.Consumer, error) {
+			return bus.NewBatchConsumer(conn.JetStream(), rc, func(ctx context.Context, ds []bus.Delivery) []error {
+				for _, d := range ds {
+					_ = handle(ctx, d)
+				}
+				return nil
+			}, testenv.Logger(t), nil)
 		})
+	case "async":
+		c = startModeConsumer(t, rc, func(rc bus.ConsumerRunConfig) (*bus.Consumer, error) {
+			return bus.NewAsyncConsumer(conn.JetStream(), rc, func(_ context.Context, d bus.Delivery, done func(error)) {
+				record(d.Envelope) // handed over in room order
+				if !gated(d.Envelope) {
+					done(nil)
+					return
+				}
+				go func() { <-gate; done(nil) }()
+			}, testenv.Logger(t), nil)
+		})
+	}
 	version := map[string]int64{}
 	var ids []string
 	publish := func(perRoom int) uint64 {
@@ -97,6 +135,9 @@ func TestReconnectKeepsRoomOrder(t *testing.T) {
 	// so that their acks are lost.
 	publish(10)
 	testenv.Eventually(t, 10*time.Second, func() error {
+		if mode == "async" {
+			return handledAll(len(ids))()
+		}
 		if n := bus.QueuedCount(c); n < 10*rooms {
 			return fmt.Errorf("%d of %d events received", n, 10*rooms)
 		}
@@ -149,6 +190,33 @@ func TestReconnectKeepsRoomOrder(t *testing.T) {
 			}
 		}
 	}
+}
+
+// startModeConsumer runs the Consumer newConsumer makes until the test
+// ends.
+func startModeConsumer(t *testing.T, rc bus.ConsumerRunConfig, newConsumer func(bus.ConsumerRunConfig) (*bus.Consumer, error)) *bus.Consumer {
+	t.Helper()
+	c, err := newConsumer(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	select {
+	case <-c.Running():
+	case err := <-done:
+		t.Fatalf("consumer run: %v", err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("consumer not running after 30s")
+	}
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("consumer run: %v", err)
+		}
+	})
+	return c
 }
 
 // cuttingProxy forwards TCP connections to a NATS server. mute makes the
