@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -345,7 +346,11 @@ func (c *Consumer) resumeAfterBreak(ctx context.Context, cons jetstream.Consumer
 	missing := c.ledger.missing(info.Delivered.Stream, r.reserved)
 	var backs []*job
 	if len(missing) > r.reserved {
-		c.log.Warn("after a broken pull: more messages unsettled than this consumer can have lost (another instance on the durable?); they come again after the ack wait",
+		level := slog.LevelWarn
+		if r.reserved == 0 {
+			level = slog.LevelDebug // the pull got all it asked for: nothing of it was lost
+		}
+		c.log.Log(ctx, level, "after a broken pull: more messages unsettled than this consumer can have lost (another instance on the durable?); they come again after the ack wait",
 			"could_have_lost", r.reserved, "ack_floor", info.AckFloor.Stream, "delivered", info.Delivered.Stream)
 		missing = nil
 	}
