@@ -329,6 +329,11 @@ func (c *Consumer) resumeAfterBreak(ctx context.Context, cons jetstream.Consumer
 	ctx, cancel := context.WithTimeout(ctx, resumeTimeout)
 	defer cancel()
 	if nc := c.js.Conn(); nc != nil {
+		if !nc.IsConnected() {
+			// Not while reconnecting: a flush would wait for the whole
+			// outage; the fetch loop tries again after its backoff.
+			return errors.New("not connected to NATS")
+		}
 		// The broken pull's subscription is gone before the state is read,
 		// so the server sends it nothing more that the state would miss.
 		if err := nc.FlushWithContext(ctx); err != nil {
