@@ -202,6 +202,44 @@ func BenchmarkConsume(b *testing.B) {
 	}
 }
 
+// BenchmarkNATSConsume is the ceiling of BenchmarkConsume: plain nats.go
+// pulling the same stored events from a durable of the same settings, 64
+// at a time, and acking each (fire-and-forget), with no decoding,
+// dispatch or ledger.
+func BenchmarkNATSConsume(b *testing.B) {
+	conn := testenv.NewJetStream(b)
+	publishBatches(context.Background(), b, testenv.NewPublisher(b, conn), messagesOf(b, benchEnvelopes(b.N)))
+	mustProvisionConsumer(b, conn, bus.ConsumerConfig{Durable: "bench"})
+	js := plainJetStream(b, conn)
+	ctx := context.Background()
+	cons, err := js.Consumer(ctx, bus.StreamName, "bench")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	start := time.Now()
+	cpu := testenv.ProcessCPU(b)
+	for got := 0; got < b.N; {
+		batch, err := cons.Fetch(min(64, b.N-got), jetstream.FetchHeartbeat(time.Second))
+		if err != nil {
+			b.Fatal(err)
+		}
+		for msg := range batch.Messages() {
+			if err := msg.Ack(); err != nil {
+				b.Fatal(err)
+			}
+			got++
+		}
+		if err := batch.Error(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	elapsed := time.Since(start)
+	b.StopTimer()
+	b.ReportMetric(float64((testenv.ProcessCPU(b)-cpu).Nanoseconds())/float64(b.N), "cpu-ns/msg")
+	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "msgs/s")
+}
+
 // cardPayload returns the payload of roomevent's golden RoomGiftSent
 // event (the room card, then the gift), as the outbox stores it.
 func cardPayload(b *testing.B) json.RawMessage {

@@ -207,6 +207,9 @@ type Consumer struct {
 	serverMaxDeliver int              // the durable's MaxDeliver: marks follow it
 	marks            marks            // last-delivery marks of the durable
 	dlq              jetstream.Stream // ROOM_EVENTS_DLQ, to remove replayed letters
+	stream           jetstream.Stream // ROOM_EVENTS, to read back what a broken pull lost
+	ledger           ledger           // what the consumer was handed and how it settled it (resume.go)
+	resume           resumption       // the fetch loop's: what broken pulls left to settle
 	hctx             context.Context  // handlers' ctx: cancelled ShutdownTimeout after Run's ctx
 }
 

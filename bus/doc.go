@@ -36,21 +36,50 @@
 // # Delivery guarantees
 //
 // Delivery is at least once. A handler may see an event again (after a
-// lost ack, a redelivery, a restart) and must de-duplicate by event_id;
-// order across redeliveries is not guaranteed, so sinks also compare
-// room_version. Within what one [Consumer] has fetched, events of one room
-// are handed to the handler in stream order and never concurrently: one
-// at a time to a [Handler], in order inside one batch (and one batch of
-// the room at a time) to a [BatchHandler] or a [HoldingBatchHandler] (which
-// may keep deliveries past its return and settles each later), one
-// hand-over at a time to an [AsyncHandler] (which may then hold several
-// and settles each with its done).
+// nak, a restart, a redelivery of a message it held past the ack wait)
+// and must de-duplicate by event_id; order across naks and restarts is
+// not guaranteed, so sinks also compare room_version. Within what one
+// [Consumer] has fetched, events of one room are handed to the handler in
+// stream order and never concurrently: one at a time to a [Handler], in
+// order inside one batch (and one batch of the room at a time) to a
+// [BatchHandler] or a [HoldingBatchHandler] (which may keep deliveries
+// past its return and settles each later), one hand-over at a time to an
+// [AsyncHandler] (which may then hold several and settles each with its
+// done).
 //
 // The sinks use three of the four kinds: imbridge and webhooks an
 // AsyncHandler (each holds many rooms' deliveries while it sends them:
 // batches under Tencent's rate limits, per-endpoint lanes), listprojector
 // a HoldingBatchHandler (a batch of rooms in one write, counts held to be
 // written together), roomranks a Handler.
+//
+// # Order per room across a reconnect
+//
+// The order holds across a lost connection (a JetStream restart, a
+// network cut, a pull whose heartbeats stopped). The server counts what
+// it sent into the dead connection as delivered and offers it again only
+// after the ack wait, behind the rooms' later events; acks sent into it
+// are lost and bring handled messages back. So a Consumer keeps a ledger
+// of the stream sequences it was handed above the durable's ack floor
+// and how it settled each, and after a broken pull, before it hands over
+// anything newer, it resumes (resume.go): it holds back what the pull
+// brought after the reconnect, reads the durable's ack floor and last
+// delivered sequence, reads every sequence between them that the ledger
+// does not know back from ROOM_EVENTS (GetMsg), queues those and what it
+// held back in stream order, and sends its acks and terms above the ack
+// floor again. A redelivery of a message read back is settled with the
+// copy (its ack, nak or term go to the redelivery, or, once the copy is
+// settled, the redelivery is settled the same way without a handler
+// call); a redelivery of a message acked or termed is settled again
+// without a handler call. voiceroom_bus_messages_read_back_total counts
+// the copies. This assumes one Consumer per durable: a broken pull lost at
+// most what it asked for and did not get, and when more sequences are
+// unknown (another instance shares the durable) none is read back and
+// they come after the ack wait, as before. The ledger costs a map entry
+// per message until the ack floor passes it (read every 4096 entries;
+// settled entries beyond 262144 are forgotten early). A copy read back
+// says NumDelivered 1 (the real count is the server's), and until the
+// durable delivers it again its heartbeats go nowhere.
 //
 // # The consume loop
 //

@@ -137,6 +137,10 @@ func (c *Consumer) open(ctx context.Context) (jetstream.Consumer, jetstream.Stre
 		return nil, nil, fmt.Errorf("consumer %s: %w", durable, err)
 	}
 	c.adopt(cons.CachedInfo().Config)
+	c.stream = stream
+	// What was delivered before this consumer started is an earlier
+	// instance's: never read back.
+	c.ledger = ledger{floor: cons.CachedInfo().Delivered.Stream, seqs: map[uint64]entry{}}
 	return cons, stream, nil
 }
 
@@ -170,7 +174,24 @@ func (c *Consumer) adopt(server jetstream.ConsumerConfig) {
 // them on their workers, until ctx ends.
 func (c *Consumer) fetchLoop(ctx context.Context, cons jetstream.Consumer, queues []chan *job) {
 	retryWait := 100 * time.Millisecond
+	defer c.giveUpResume(queues)
 	for {
+		if c.resume.pending {
+			// Before anything newer: settle what broken pulls lost.
+			if err := c.resumeAfterBreak(ctx, cons, queues); err != nil {
+				if ctx.Err() != nil {
+					return
+				}
+				c.log.Warn("resume after a broken pull failed", "error", err, "retry_in", retryWait)
+				if !c.wait(ctx, retryWait) {
+					return
+				}
+				retryWait = min(2*retryWait, fetchRetryMax)
+				continue
+			}
+		} else {
+			c.pruneLedger(ctx, cons)
+		}
 		n, ok := c.acquire(ctx)
 		if !ok {
 			return
@@ -196,14 +217,22 @@ func (c *Consumer) fetchLoop(ctx context.Context, cons jetstream.Consumer, queue
 			continue
 		}
 		c.log.Warn("fetch failed", "error", err, "retry_in", retryWait)
-		t := time.NewTimer(retryWait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !c.wait(ctx, retryWait) {
 			return
-		case <-t.C:
 		}
 		retryWait = min(2*retryWait, fetchRetryMax)
+	}
+}
+
+// wait waits for d; false if ctx ended first.
+func (c *Consumer) wait(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
 	}
 }
 
@@ -239,22 +268,60 @@ func (c *Consumer) acquire(ctx context.Context) (int, bool) {
 // server counts them delivered and hands them out again only after the
 // ack wait, after later events of their rooms
 // (TestFetchOutlivesALatePullRequest).
+//
+// A pull that breaks (the connection was made again while it ran, or
+// it failed) may have lost messages on the way: fetch then holds back
+// what it receives after the reconnect, keeps the slots of what it did
+// not get, and leaves the rest to the resume before the next pull (see
+// resume.go).
 func (c *Consumer) fetch(ctx context.Context, cons jetstream.Consumer, n int, queues []chan *job) (int, error) {
-	batch, err := cons.Fetch(n, jetstream.FetchContext(cancelOnly{ctx}), jetstream.FetchHeartbeat(fetchHeartbeat))
+	pctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	reconnects := c.reconnects()
+	batch, err := cons.Fetch(n, jetstream.FetchContext(cancelOnly{pctx}), jetstream.FetchHeartbeat(fetchHeartbeat))
 	if err != nil {
 		return 0, fmt.Errorf("fetch: %w", err)
 	}
-	got := 0
+	received, kept := 0, 0
+	broken := false
+	var back []*job
 	for msg := range batch.Messages() {
-		got++
+		received++
+		if !broken && c.reconnects() != reconnects {
+			broken = true // what comes now may overtake what the old connection lost
+			cancel()
+		}
 		j := newJob(msg)
+		if j.meta != nil && c.ledger.receive(j) {
+			continue // settled again without handling
+		}
+		kept++
+		if broken {
+			back = append(back, j)
+			continue
+		}
 		c.noteQueued(j, 1)
 		queues[j.shard(len(queues))] <- j
 	}
-	if err := batch.Error(); err != nil && !errorsIsContext(err) {
-		return got, fmt.Errorf("fetch: %w", err)
+	err = batch.Error()
+	if err != nil && errorsIsContext(err) {
+		err = nil
 	}
-	return got, nil
+	if ctx.Err() != nil {
+		for _, j := range back { // shutdown: nakked by admit
+			c.noteQueued(j, 1)
+			queues[j.shard(len(queues))] <- j
+		}
+		return kept, err
+	}
+	if broken || err != nil || c.reconnects() != reconnects {
+		c.broke(n-received, back)
+		kept += n - received
+	}
+	if err != nil {
+		return kept, fmt.Errorf("fetch: %w", err)
+	}
+	return kept, nil
 }
 
 // cancelOnly is a context without its deadline: a fetch with it lives
@@ -420,7 +487,7 @@ func (c *Consumer) admit(j *job) (d Delivery, ok bool) {
 		// Another sink's replay: the durable reads the whole stream (see
 		// ConsumerConfig.consumer), and this sink never handles it. A lost
 		// ack only brings it back here, to be skipped again.
-		_ = j.msg.Ack()
+		_ = c.ledger.settle(j, entryAcked, jetstream.Msg.Ack)
 		c.metrics.otherReplay()
 		c.free()
 		return d, false

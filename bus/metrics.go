@@ -16,6 +16,7 @@ type Metrics struct {
 	nakked          *prometheus.CounterVec
 	deadLettered    *prometheus.CounterVec
 	otherReplays    *prometheus.CounterVec
+	readBack        *prometheus.CounterVec
 	handlerDuration *prometheus.HistogramVec
 }
 
@@ -42,6 +43,10 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Namespace: promreg.Namespace, Subsystem: "bus", Name: "other_sinks_replays_total",
 			Help: "Replays of another sink's dead letters a consumer acked without handling them.",
 		}, labels),
+		readBack: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: promreg.Namespace, Subsystem: "bus", Name: "messages_read_back_total",
+			Help: "Messages a consumer read back from the stream after a broken pull had lost them on their way (handled before the rooms' later events).",
+		}, labels),
 		handlerDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: promreg.Namespace, Subsystem: "bus", Name: "handler_duration_seconds",
 			Help:    "Time a consumer's handler took per message.",
@@ -53,6 +58,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	promreg.Add(r, &m.nakked)
 	promreg.Add(r, &m.deadLettered)
 	promreg.Add(r, &m.otherReplays)
+	promreg.Add(r, &m.readBack)
 	promreg.Add(r, &m.handlerDuration)
 	if err := r.Err(); err != nil {
 		return nil, fmt.Errorf("bus metrics: %w", err)
@@ -62,8 +68,8 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 
 // consumerMetrics are the series of one consumer, bound once.
 type consumerMetrics struct {
-	acked, nakked, deadLettered, otherReplays prometheus.Counter
-	handlerDuration                           prometheus.Observer
+	acked, nakked, deadLettered, otherReplays, readBack prometheus.Counter
+	handlerDuration                                     prometheus.Observer
 }
 
 func (m *Metrics) forConsumer(name string) *consumerMetrics {
@@ -75,6 +81,7 @@ func (m *Metrics) forConsumer(name string) *consumerMetrics {
 		nakked:          m.nakked.WithLabelValues(name),
 		deadLettered:    m.deadLettered.WithLabelValues(name),
 		otherReplays:    m.otherReplays.WithLabelValues(name),
+		readBack:        m.readBack.WithLabelValues(name),
 		handlerDuration: m.handlerDuration.WithLabelValues(name),
 	}
 }
@@ -94,6 +101,12 @@ func (m *consumerMetrics) nak() {
 func (m *consumerMetrics) otherReplay() {
 	if m != nil {
 		m.otherReplays.Inc()
+	}
+}
+
+func (m *consumerMetrics) readBackN(n int) {
+	if m != nil && n > 0 {
+		m.readBack.Add(float64(n))
 	}
 }
 

@@ -154,10 +154,10 @@ func (c *Consumer) ack(j *job) {
 	var err error
 	if c.cfg.AckSync {
 		ctx, cancel := context.WithTimeout(context.Background(), ackSyncTimeout)
-		err = j.msg.DoubleAck(ctx)
+		err = c.ledger.settle(j, entryAcked, func(m jetstream.Msg) error { return m.DoubleAck(ctx) })
 		cancel()
 	} else {
-		err = j.msg.Ack()
+		err = c.ledger.settle(j, entryAcked, jetstream.Msg.Ack)
 	}
 	if err != nil {
 		c.logFor(j, slog.LevelWarn, "ack failed; message will be redelivered", err)
@@ -171,9 +171,10 @@ func (c *Consumer) ack(j *job) {
 func (c *Consumer) nak(j *job, delay time.Duration, cause error) {
 	var err error
 	if delay > 0 {
-		err = j.msg.NakWithDelay(c.serverNakDelay(j.meta, delay))
+		d := c.serverNakDelay(j.meta, delay)
+		err = c.ledger.settle(j, entryNakked, func(m jetstream.Msg) error { return m.NakWithDelay(d) })
 	} else {
-		err = j.msg.Nak()
+		err = c.ledger.settle(j, entryNakked, jetstream.Msg.Nak)
 	}
 	if err != nil {
 		c.logFor(j, slog.LevelWarn, "nak failed; message will be redelivered after ack wait", err)
@@ -209,7 +210,7 @@ func (c *Consumer) deadLetter(j *job, reason string) {
 	if j.replayOf > 0 || j.marked {
 		c.lettered(context.Background(), j.meta.Sequence.Stream, j.replayOf, j.marked, c.log.With("subject", j.subject, "stream_seq", j.meta.Sequence.Stream))
 	}
-	if err := j.msg.TermWithReason("dead-lettered"); err != nil {
+	if err := c.ledger.settle(j, entryTermed, func(m jetstream.Msg) error { return m.TermWithReason("dead-lettered") }); err != nil {
 		// The message comes again after ack wait and is dead-lettered
 		// again; the stream drops the repeat by Nats-Msg-Id.
 		c.logFor(j, slog.LevelWarn, "term after dead-letter failed", err)

@@ -113,6 +113,7 @@ type imAccount struct {
 	delivered  int
 	missing    []string
 	shownTwice int
+	outOfOrder []string // events first shown after a higher room_version of their room (whole run)
 }
 
 // checkIM asks the emulator about every committed event. Which event types
@@ -167,6 +168,9 @@ func (c *cluster) checkIM(ctx context.Context, e *emulator) (imAccount, error) {
 		if got.Shown > 0 {
 			typeSeen[x.typ] = true
 		}
+	}
+	if a.outOfOrder, err = imOrder(ctx, e); err != nil {
+		return a, err
 	}
 	for _, x := range evs {
 		if !typeSeen[x.typ] {
@@ -235,4 +239,67 @@ func (d *driver) checkList(ctx context.Context) []string {
 		}
 	}
 	return bad
+}
+
+// imOrder reads every message the emulator showed, in the order it
+// showed them, and returns the events first shown after an event of their
+// room with a higher room_version: a room's events must reach IM in
+// room order (a repeat of an event shown before is not an order
+// question; checkIM counts it). A message carries one event, or a batch
+// {"events":[...]} in room order.
+func imOrder(ctx context.Context, e *emulator) ([]string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, e.url+"/_emu/messages?limit=200000", nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("emulator: messages: %d", resp.StatusCode)
+	}
+	var list struct {
+		Messages []struct {
+			GroupID string `json:"group_id"`
+			MsgSeq  int64  `json:"msg_seq"`
+			Data    string `json:"data"`
+		} `json:"messages"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&list); err != nil {
+		return nil, fmt.Errorf("emulator: messages: %w", err)
+	}
+	type event struct {
+		EventID     string `json:"event_id"`
+		RoomID      string `json:"room_id"`
+		RoomVersion int64  `json:"room_version"`
+	}
+	var out []string
+	newest := map[string]int64{}
+	shown := map[string]bool{}
+	for _, m := range list.Messages {
+		var data struct {
+			event
+			Events []event `json:"events"`
+		}
+		if err := json.Unmarshal([]byte(m.Data), &data); err != nil {
+			return nil, fmt.Errorf("emulator: message %s/%d: data %.200q: %w", m.GroupID, m.MsgSeq, m.Data, err)
+		}
+		evs := data.Events
+		if len(evs) == 0 {
+			evs = []event{data.event}
+		}
+		for _, ev := range evs {
+			if ev.EventID == "" || shown[ev.EventID] {
+				continue
+			}
+			shown[ev.EventID] = true
+			if n := newest[ev.RoomID]; ev.RoomVersion < n {
+				out = append(out, fmt.Sprintf("%s: %s v%d after v%d", ev.RoomID, ev.EventID, ev.RoomVersion, n))
+			}
+			newest[ev.RoomID] = max(newest[ev.RoomID], ev.RoomVersion)
+		}
+	}
+	return out, nil
 }

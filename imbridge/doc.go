@@ -24,13 +24,14 @@
 //     events carry on. A refused batch is first split, so only the
 //     offending event is dead-lettered.
 //   - Order: events of one room are sent in room order (stream order); a
-//     room's next message waits for the previous one. Known exception:
-//     events the server delivered into a NATS connection that then broke
-//     (a JetStream restart, a network cut) come back only after the
-//     durable's ack wait (VOICEROOM_IMBRIDGE_ACK_WAIT, 30 s), and the
-//     room's later events, fetched on the new connection meanwhile, may
-//     reach Tencent first. The stream's order and the webhooks' (an
-//     ordered consumer per app) are not affected.
+//     room's next message waits for the previous one. This holds across a
+//     lost NATS connection (a JetStream restart, a network cut): events
+//     the server sent into the dead connection are read back from the
+//     stream and sent before the room's later events, without waiting for
+//     the durable's ack wait (package bus, "Order per room across a
+//     reconnect"; the fault suite checks each room's order at the
+//     emulator). It needs one bridge process on the durable: with several,
+//     a room's events are spread over them.
 //   - No event is shown twice by a retry: a message's Random is derived
 //     from its event ids, and a retried message is the same message (same
 //     events, same Random, same bytes), so Tencent's 5-minute duplicate

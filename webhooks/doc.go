@@ -124,7 +124,12 @@
 // tenure whose connection to NATS is lost and made again (JetStream
 // restarted, say) ends the same way: the durable may have sent it events
 // that never arrived, so it hands nothing more over, and the next tenure
-// reads back from the first unsettled event.
+// reads back from the first unsettled event. The bus consumer would keep
+// each room's order across the reconnect by itself (it reads back what
+// never arrived before anything newer, see package bus); the tenure still
+// ends, because the same rewind also covers the readers' cursors and
+// the events held in lanes, and it is the path a crash takes anyway. The
+// price is a repeat of what the tenure delivered above the ack floor.
 //
 // # Starts
 //
