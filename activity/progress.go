@@ -26,8 +26,9 @@ type Progress interface {
 // the outbox (pending, or in a group the fast path is publishing) or in
 // ROOM_EVENTS. So, in two steps:
 //
-//  1. mark: the outbox holds no pending row of the app and no in-flight
-//     group created at or before atMs; every such event was then stored
+//  1. mark: the outbox holds no pending row of the app (but activities'
+//     own results, which score nothing) and no in-flight group created at
+//     or before atMs; every such event was then stored
 //     in the stream before the mark's time M;
 //  2. later: the durable has no message pending, or the first message it
 //     has not acked (its ack floor + 1) was stored after M; every message
@@ -89,8 +90,8 @@ func (p *DurableProgress) Passed(ctx context.Context, appCode string, atMs int64
 // committed at or before atMs that the stream may not have yet.
 func (p *DurableProgress) outboxClear(ctx context.Context, appCode string, atMs int64) (bool, error) {
 	var one int
-	err := p.db.QueryRowContext(ctx, `SELECT 1 FROM room_outbox WHERE status = 'pending' AND app_code = ? AND created_at_ms <= ? LIMIT 1`,
-		appCode, atMs).Scan(&one)
+	err := p.db.QueryRowContext(ctx, `SELECT 1 FROM room_outbox WHERE status = 'pending' AND app_code = ? AND created_at_ms <= ?
+		AND room_id NOT LIKE 'activity-%' LIMIT 1`, appCode, atMs).Scan(&one)
 	if err == nil {
 		return false, nil
 	}
