@@ -124,7 +124,8 @@ func storage(err error) error {
 
 // Create stores a (already validated: see Definer.Create) as a new
 // activity of a.AppCode and returns it with its id, times and status. Its
-// stored status is scheduled and its settlement state open.
+// stored status is scheduled and its settlement state open. An app with
+// MaxOpenPerApp activities not yet ended is FAILED_PRECONDITION.
 func (s *Store) Create(ctx context.Context, a Activity) (Activity, error) {
 	gifts, err := jsonColumn(a.GiftIDs)
 	if err != nil {
@@ -141,8 +142,18 @@ func (s *Store) Create(ctx context.Context, a Activity) (Activity, error) {
 	nowMs := s.now().UnixMilli()
 	a.CreatedAtMs, a.UpdatedAtMs = nowMs, nowMs
 	a.SettleState = StateOpen
-	err = mysqldb.Retry(ctx, func() error {
-		res, err := s.db.ExecContext(ctx, `INSERT INTO activities (app_code, name, kind, metric, gift_ids, region_ids,
+	err = mysqldb.Update(ctx, s.db, func(tx *sql.Tx) error {
+		// Locks the app's range of the index, so that two creates take
+		// turns and the count holds.
+		var n int
+		if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM activities WHERE app_code = ?
+			AND settle_state = ? AND ends_at_ms > ? FOR UPDATE`, a.AppCode, StateOpen, nowMs).Scan(&n); err != nil {
+			return err
+		}
+		if n >= MaxOpenPerApp {
+			return apperr.New(apperr.FailedPrecondition, "an app has at most %d activities not yet ended; cancel one or wait for one to end", MaxOpenPerApp)
+		}
+		res, err := tx.ExecContext(ctx, `INSERT INTO activities (app_code, name, kind, metric, gift_ids, region_ids,
 			starts_at_ms, ends_at_ms, rewards, target, period, reward_coins, status, settle_state, created_by,
 			created_at_ms, updated_at_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 			a.AppCode, a.Name, a.Kind, a.Metric, gifts, regions, a.StartsAtMs, a.EndsAtMs, rewards, a.Target,
@@ -229,17 +240,6 @@ func (s *Store) Visible(ctx context.Context, app string, region int64) ([]Activi
 		return nil, storage(fmt.Errorf("list visible activities of %s: %w", app, err))
 	}
 	return out, nil
-}
-
-// countNotEnded counts app's activities open and not ended at nowMs.
-func (s *Store) countNotEnded(ctx context.Context, app string, nowMs int64) (int, error) {
-	var n int
-	err := s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM activities
-		WHERE app_code = ? AND settle_state = ? AND ends_at_ms > ?`, app, StateOpen, nowMs).Scan(&n)
-	if err != nil {
-		return 0, storage(fmt.Errorf("count activities of %s: %w", app, err))
-	}
-	return n, nil
 }
 
 // Cancel cancels app's activity id: its status and settlement state
