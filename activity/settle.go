@@ -64,7 +64,7 @@ func (c SettleConfig) Validate() error {
 // each activity is advanced by the one holding its lease.
 type Settler struct {
 	db       *sql.DB
-	progress Progress
+	progress ScoringProgress
 	cfg      SettleConfig
 	now      func() time.Time
 	log      *slog.Logger
@@ -81,7 +81,7 @@ type Settler struct {
 
 // NewSettler returns a Settler. progress tells how far the scoring durable
 // got; metrics may be nil.
-func NewSettler(db *sql.DB, progress Progress, cfg SettleConfig, now func() time.Time, log *slog.Logger, metrics *SettleMetrics) (*Settler, error) {
+func NewSettler(db *sql.DB, progress ScoringProgress, cfg SettleConfig, now func() time.Time, log *slog.Logger, metrics *SettleMetrics) (*Settler, error) {
 	cfg = cfg.WithDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err

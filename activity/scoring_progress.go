@@ -11,17 +11,17 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// Progress says how far the scoring durable has got: settlement freezes an
+// ScoringProgress says how far the scoring durable has got: settlement freezes an
 // activity only once every event committed before its end has been scored,
 // so that a relay backlog at the deadline is not cut off.
-type Progress interface {
+type ScoringProgress interface {
 	// Passed reports whether every event of appCode committed (its
 	// occurred_at_ms) at or before atMs has been handled by the scoring
 	// durable. A false answer is asked again later; an error too.
 	Passed(ctx context.Context, appCode string, atMs int64) (bool, error)
 }
 
-// DurableProgress is Progress from the outbox and the ACTIVITY durable's
+// DurableProgress is ScoringProgress from the outbox and the ACTIVITY durable's
 // ack floor. An event committed at or before atMs is, at any moment, in
 // the outbox (pending, or in a group the fast path is publishing) or in
 // ROOM_EVENTS. So, in two steps:
@@ -60,7 +60,7 @@ func NewDurableProgress(db *sql.DB, stream jetstream.Stream, durable string, now
 	return &DurableProgress{db: db, stream: stream, durable: durable, now: now, marks: map[progressKey]time.Time{}}
 }
 
-// Passed implements Progress.
+// Passed implements ScoringProgress.
 func (p *DurableProgress) Passed(ctx context.Context, appCode string, atMs int64) (bool, error) {
 	k := progressKey{appCode, atMs}
 	p.mu.Lock()
