@@ -66,7 +66,9 @@ func (b *Boards) Progress(ctx context.Context, q ProgressQuery) (Progress, error
 		}
 		subject = q.RoomID
 	}
-	unavailable := func(err error) error { return apperr.Wrap(apperr.Unavailable, "activities unavailable, try again", err) }
+	unavailable := func(err error) error {
+		return apperr.Wrap(apperr.Unavailable, "activities unavailable, try again", err)
+	}
 	ps, pe := b.currentPeriod(a)
 	out := Progress{ActivityID: a.ID, Metric: a.Metric, Period: a.Period, Target: a.Target, RewardCoins: a.RewardCoins,
 		Current: ProgressPeriod{PeriodStartMs: ps, PeriodEndMs: pe, Status: RewardNone, RewardCoins: a.RewardCoins}, Reached: []ProgressPeriod{}}
