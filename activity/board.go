@@ -163,6 +163,9 @@ func (b *Boards) visible(ctx context.Context, app string, user, id int64) (Activ
 	}
 	if a.RegionIDs != nil {
 		_, region, err := b.regions.UserRegion(ctx, app, user)
+		if apperr.Is(err, apperr.NotFound) {
+			return Activity{}, errNoActivity() // a user without a profile has no region
+		}
 		if err != nil {
 			return Activity{}, err
 		}

@@ -208,6 +208,7 @@ func decodeEvent(env bus.Envelope) (event, error) {
 	}
 	ev.card = card
 	var body any
+	var user *int64
 	switch env.EventType {
 	case roomevent.RoomGiftSent:
 		body = &ev.gift
@@ -217,25 +218,28 @@ func decodeEvent(env bus.Envelope) (event, error) {
 		if env.EventType == roomevent.RoomMicUp {
 			ev.micOp = micOpen
 		}
-		defer func() { ev.userID = b.UserID }()
+		user = &b.UserID
 	case roomevent.RoomMicChanged:
 		var b roomevent.MicChanged
 		body, ev.micOp = &b, micReopen
-		defer func() { ev.userID = b.UserID }()
+		user = &b.UserID
 	case roomevent.RoomUserLeft:
 		var b roomevent.UserLeft
 		body, ev.micOp = &b, micClose
-		defer func() { ev.userID = b.UserID }()
+		user = &b.UserID
 	case roomevent.RoomUserKicked:
 		var b roomevent.UserKicked
 		body, ev.micOp = &b, micClose
-		defer func() { ev.userID = b.UserID }()
+		user = &b.UserID
 	case roomevent.RoomClosed, roomevent.RoomBanned:
 		ev.micOp = micCloseRoom
 		return ev, nil
 	}
 	if err := json.Unmarshal(env.Payload, body); err != nil {
 		return ev, fmt.Errorf("event %s (%s): decode: %w", env.EventID, env.EventType, err)
+	}
+	if user != nil {
+		ev.userID = *user
 	}
 	if env.EventType == roomevent.RoomGiftSent && (ev.gift.SenderUserID <= 0 || ev.gift.ReceiverUserID <= 0 || ev.gift.Value < 0) {
 		return ev, fmt.Errorf("event %s (%s): a gift needs a sender, a receiver and a value of 0 or more", env.EventID, env.EventType)
