@@ -148,7 +148,10 @@ func (c *boardCache) keys(activityID, periodStartMs int64) []string {
 // board, whose period ends at periodEndMs; filled marks it filled.
 func (c *boardCache) raise(ctx context.Context, activityID, periodStartMs, periodEndMs int64, entries []Entry, filled bool) error {
 	args := make([]any, 0, 2+3*len(entries))
-	exp := time.UnixMilli(periodEndMs).Add(c.after).Unix()
+	// A board lives ExpireAfter past its period, or past now for a past
+	// period's board (read for audit, rebuilt): Redis's clock is the wall
+	// clock.
+	exp := time.UnixMilli(max(periodEndMs, time.Now().UnixMilli())).Add(c.after).Unix()
 	f := "0"
 	if filled {
 		f = "1"

@@ -309,7 +309,7 @@ func (e *scoreEnv) region(app, code, country string) int64 {
 // user gives user of app a profile in country.
 func (e *scoreEnv) user(app string, user int64, country string) {
 	e.tb.Helper()
-	display := fmt.Sprint("u", user)
+	display := fmt.Sprint("user", user)
 	if _, err := e.regions().PutProfile(context.Background(), app, user, regions.ProfileUpdate{DisplayUserID: &display, Country: &country}); err != nil {
 		e.tb.Fatalf("profile of %d: %v", user, err)
 	}
