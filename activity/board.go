@@ -115,6 +115,7 @@ type Board struct {
 // there, else from MySQL (then the board is rebuilt in Redis).
 type Boards struct {
 	db       *sql.DB
+	store    *Store
 	cache    *boardCache
 	regions  UserRegions
 	cal      *roomranks.Calendar
@@ -144,33 +145,28 @@ func NewBoards(db *sql.DB, rdb redis.UniversalClient, regions UserRegions, cfg S
 		log = slog.New(slog.DiscardHandler)
 	}
 	log = log.With("component", "activity")
-	return &Boards{db: db, cache: newBoardCache(rdb, cfg), regions: regions, cal: cal, cfg: cfg, log: log, metrics: m,
+	return &Boards{db: db, store: NewStore(db, cfg.Now), cache: newBoardCache(rdb, cfg), regions: regions, cal: cal, cfg: cfg, log: log, metrics: m,
 		redis: redisgate.New(rdb, cfg.RedisTimeout, "activity boards", log, func() { m.redisFailed(opRead) })}, nil
 }
 
-// errNoActivity is the answer for an activity the caller may not see.
-func errNoActivity() error { return apperr.New(apperr.NotFound, "activity not found") }
 
 // visible returns activity id of app when user's region sees it, else
 // NOT_FOUND (another app's, another region's, none).
 func (b *Boards) visible(ctx context.Context, app string, user, id int64) (Activity, error) {
-	a, err := scanActivity(b.db.QueryRowContext(ctx, `SELECT `+activityColumns+` FROM activities WHERE activity_id = ? AND app_code = ?`, id, app))
-	if err == sql.ErrNoRows {
-		return Activity{}, errNoActivity()
-	}
+	a, err := b.store.Get(ctx, app, id)
 	if err != nil {
-		return Activity{}, apperr.Wrap(apperr.Unavailable, "activities unavailable, try again", err)
+		return Activity{}, err
 	}
 	if a.RegionIDs != nil {
 		_, region, err := b.regions.UserRegion(ctx, app, user)
 		if apperr.Is(err, apperr.NotFound) {
-			return Activity{}, errNoActivity() // a user without a profile has no region
+			return Activity{}, errNotFound // a user without a profile has no region
 		}
 		if err != nil {
 			return Activity{}, err
 		}
 		if !slices.Contains(a.RegionIDs, region) {
-			return Activity{}, errNoActivity()
+			return Activity{}, errNotFound
 		}
 	}
 	return a, nil

@@ -479,49 +479,18 @@ func (s *Scorer) activities(ctx context.Context, app string, atMs int64) ([]Acti
 	return l.byApp[app], nil
 }
 
-// activityColumns are the columns scanActivity reads.
-const activityColumns = `app_code, activity_id, name, kind, metric, gift_ids, region_ids, starts_at_ms, ends_at_ms,
-	rewards, target, period, reward_coins, status, settle_state, created_by, created_at_ms, updated_at_ms`
-
-// scanActivity reads one row of activityColumns.
-func scanActivity(sc interface{ Scan(...any) error }) (Activity, error) {
-	var a Activity
-	var gifts, regions, rewards sql.NullString
-	var kind, metric, period, status, state string
-	if err := sc.Scan(&a.AppCode, &a.ID, &a.Name, &kind, &metric, &gifts, &regions, &a.StartsAtMs, &a.EndsAtMs,
-		&rewards, &a.Target, &period, &a.RewardCoins, &status, &state, &a.CreatedBy, &a.CreatedAtMs, &a.UpdatedAtMs); err != nil {
-		return a, err
-	}
-	a.Kind, a.Metric, a.Period, a.Status, a.SettleState = Kind(kind), Metric(metric), Period(period), Status(status), SettleState(state)
-	for _, f := range []struct {
-		s   sql.NullString
-		dst any
-	}{{gifts, &a.GiftIDs}, {regions, &a.RegionIDs}, {rewards, &a.Rewards}} {
-		if f.s.Valid && f.s.String != "" && f.s.String != "null" {
-			if err := json.Unmarshal([]byte(f.s.String), f.dst); err != nil {
-				return a, fmt.Errorf("activity %d: %w", a.ID, err)
-			}
-		}
-	}
-	return a, nil
-}
-
-// loadOpen reads the activities that may still score: open, not
-// cancelled, by app.
+// loadOpen reads the activities that may still score (settlement state
+// open: not frozen, settled or cancelled), by app.
 func loadOpen(ctx context.Context, db *sql.DB) (map[string][]Activity, error) {
-	rows, err := db.QueryContext(ctx, `SELECT `+activityColumns+` FROM activities
-		WHERE settle_state = 'open' AND status <> 'cancelled' ORDER BY activity_id`)
+	all, err := NewStore(db, nil).Open(ctx)
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
 	out := map[string][]Activity{}
-	for rows.Next() {
-		a, err := scanActivity(rows)
-		if err != nil {
-			return nil, err
+	for _, a := range all {
+		if a.SettleState == StateOpen {
+			out[a.AppCode] = append(out[a.AppCode], a)
 		}
-		out[a.AppCode] = append(out[a.AppCode], a)
 	}
-	return out, rows.Err()
+	return out, nil
 }

@@ -106,7 +106,7 @@ func (e *scoreEnv) activity(a Activity) int64 {
 // get reads activity id back.
 func (e *scoreEnv) get(id int64) Activity {
 	e.tb.Helper()
-	a, err := scanActivity(e.db.QueryRow(`SELECT `+activityColumns+` FROM activities WHERE activity_id = ?`, id))
+	a, err := NewStore(e.db, e.clock.Now).Get(context.Background(), "a1", id)
 	if err != nil {
 		e.tb.Fatal(err)
 	}

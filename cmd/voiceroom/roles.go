@@ -60,6 +60,9 @@ func wireRoles(ctx context.Context, d *deps) error {
 	if err := wireRanks(d); err != nil {
 		return err
 	}
+	if err := wireActivityScoring(d, regionSvc); err != nil {
+		return err
+	}
 	var cm *roomcluster.Metrics
 	if api || roomsRole {
 		var err error
