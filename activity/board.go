@@ -149,7 +149,6 @@ func NewBoards(db *sql.DB, rdb redis.UniversalClient, regions UserRegions, cfg S
 		redis: redisgate.New(rdb, cfg.RedisTimeout, "activity boards", log, func() { m.redisFailed(opRead) })}, nil
 }
 
-
 // visible returns activity id of app when user's region sees it, else
 // NOT_FOUND (another app's, another region's, none).
 func (b *Boards) visible(ctx context.Context, app string, user, id int64) (Activity, error) {
