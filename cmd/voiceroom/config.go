@@ -145,11 +145,12 @@ type config struct {
 	LogFormat       string        `env:"VOICEROOM_LOG_FORMAT" envDefault:"json"`
 	LogLevel        string        `env:"VOICEROOM_LOG_LEVEL" envDefault:"info"`
 
-	DLQSettings    // VOICEROOM_DLQ_GAP_CHECK_INTERVAL, _MAX_REPLAY, VOICEROOM_BUS_MONITOR_INTERVAL (dlq.go)
-	IMConfig       // Tencent IM (imbridge.go)
-	RanksSettings  // VOICEROOM_APP_TIMEZONES, VOICEROOM_RANKS_* (ranks.go)
-	WebhooksConfig // VOICEROOM_WEBHOOKS_* (webhooks.go)
-	AuthConfig     // VOICEROOM_APP_KEYS, VOICEROOM_PLATFORM_KEYS, VOICEROOM_AUTH_* ... (auth.go)
+	DLQSettings          // VOICEROOM_DLQ_GAP_CHECK_INTERVAL, _MAX_REPLAY, VOICEROOM_BUS_MONITOR_INTERVAL (dlq.go)
+	IMConfig             // Tencent IM (imbridge.go)
+	RanksSettings        // VOICEROOM_APP_TIMEZONES, VOICEROOM_RANKS_* (ranks.go)
+	WebhooksConfig       // VOICEROOM_WEBHOOKS_* (webhooks.go)
+	ActivityDefineConfig // VOICEROOM_ACTIVITY_MAX_REWARD_COINS (activity_api.go)
+	AuthConfig           // VOICEROOM_APP_KEYS, VOICEROOM_PLATFORM_KEYS, VOICEROOM_AUTH_* ... (auth.go)
 }
 
 // configError is a bad setting; its message names the variable.
@@ -346,6 +347,7 @@ func (c config) validate() error {
 	c.validateAuth(&errs)
 	errs.of(c.webhooksConfig().Validate(), "webhooks", webhooksVars())
 	errs.of(c.endpointsConfig().Validate(), "webhooks", webhooksVars())
+	errs.of(c.defineConfig().Validate(), "activity", activityDefineVars)
 	return errs.join()
 }
 
