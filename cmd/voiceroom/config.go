@@ -150,6 +150,7 @@ type config struct {
 	IMConfig              // Tencent IM (imbridge.go)
 	RanksSettings         // VOICEROOM_APP_TIMEZONES, VOICEROOM_RANKS_* (ranks.go)
 	WebhooksConfig        // VOICEROOM_WEBHOOKS_* (webhooks.go)
+	ActivityDefineConfig  // VOICEROOM_ACTIVITY_MAX_REWARD_COINS (activity_api.go)
 	ActivityScoreSettings // VOICEROOM_ACTIVITY_* of the scoring and boards (activityscore.go)
 	AuthConfig            // VOICEROOM_APP_KEYS, VOICEROOM_PLATFORM_KEYS, VOICEROOM_AUTH_* ... (auth.go)
 }
@@ -349,6 +350,7 @@ func (c config) validate() error {
 	c.validateAuth(&errs)
 	errs.of(c.webhooksConfig().Validate(), "webhooks", webhooksVars())
 	errs.of(c.endpointsConfig().Validate(), "webhooks", webhooksVars())
+	errs.of(c.defineConfig().Validate(), "activity", activityDefineVars)
 	return errs.join()
 }
 

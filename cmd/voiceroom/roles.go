@@ -40,6 +40,9 @@ func wireRoles(ctx context.Context, d *deps) error {
 	}
 	if api {
 		d.mounts = append(d.mounts, gateway.RegionRoutes(regionSvc), gateway.WalletRoutes(wallet.New(d.db, time.Now)))
+		if err := wireActivityAPI(d, regionSvc); err != nil {
+			return fmt.Errorf("activities: %w", err)
+		}
 		if d.cfg.Console {
 			m, err := consoleMount(d)
 			if err != nil {
