@@ -450,3 +450,50 @@ func clip(s string, n int) string {
 	}
 	return string([]rune(s)[:n])
 }
+
+// UserActivity is an activity as its users see it (GET /api/v1/activities;
+// docs/openapi.yaml, schema UserActivity): its definition and status,
+// without who made it.
+type UserActivity struct {
+	ID          int64   `json:"activity_id"`
+	Name        string  `json:"name"`
+	Kind        Kind    `json:"kind"`
+	Metric      Metric  `json:"metric"`
+	GiftIDs     []int64 `json:"gift_ids,omitempty"`
+	RegionIDs   []int64 `json:"region_ids,omitempty"`
+	StartsAtMs  int64   `json:"starts_at_ms"`
+	EndsAtMs    int64   `json:"ends_at_ms"`
+	Rewards     []Band  `json:"rewards,omitempty"`
+	Target      int64   `json:"target,omitempty"`
+	Period      Period  `json:"period,omitempty"`
+	RewardCoins int64   `json:"reward_coins,omitempty"`
+	Status      Status  `json:"status"`
+}
+
+// ForUser is a as its users see it.
+func (a Activity) ForUser() UserActivity {
+	return UserActivity{ID: a.ID, Name: a.Name, Kind: a.Kind, Metric: a.Metric, GiftIDs: a.GiftIDs, RegionIDs: a.RegionIDs,
+		StartsAtMs: a.StartsAtMs, EndsAtMs: a.EndsAtMs, Rewards: a.Rewards, Target: a.Target, Period: a.Period,
+		RewardCoins: a.RewardCoins, Status: a.Status}
+}
+
+// SeenBy returns app's activity id as a user of region may see it:
+// NOT_FOUND when it is another app's, or names regions and not region
+// (as a room of another region is). Whatever its status: a settled
+// activity's board stays readable.
+func (d *Definer) SeenBy(ctx context.Context, app string, region, id int64) (Activity, error) {
+	a, err := d.store.Get(ctx, app, id)
+	if err != nil {
+		return Activity{}, err
+	}
+	if !a.ForRegion(region) {
+		return Activity{}, errNotFound
+	}
+	return a, nil
+}
+
+// ForRegion reports whether a is for the users and rooms of region: it
+// names no region, or names region.
+func (a Activity) ForRegion(region int64) bool {
+	return len(a.RegionIDs) == 0 || slices.Contains(a.RegionIDs, region)
+}

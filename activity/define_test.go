@@ -405,6 +405,27 @@ func TestAppsAndRegionsSeeTheirOwn(t *testing.T) {
 			t.Errorf("%s region %d sees %v, want %v", tc.app, tc.region, got, tc.want)
 		}
 	}
+	for _, tc := range []struct {
+		app    string
+		region int64
+		id     int64
+		found  bool
+	}{
+		{"app1", e.sea, seaOnly, true},
+		{"app1", 0, seaOnly, false},
+		{"app1", e.eu, seaOnly, false},
+		{"app2", e.sea, seaOnly, false},
+		{"app1", e.sea, everywhere, true},
+		{"app2", e.eu, everywhere, false},
+		{"app1", 0, global, true},
+		{"app1", e.sea, global, false},
+		{"app1", 0, cancelled, true}, // whatever its status
+	} {
+		_, err := e.d.SeenBy(ctx, tc.app, tc.region, tc.id)
+		if tc.found && err != nil || !tc.found && !apperr.Is(err, apperr.NotFound) {
+			t.Errorf("SeenBy(%s, region %d, %d): %v, want found %v (else NOT_FOUND)", tc.app, tc.region, tc.id, err, tc.found)
+		}
+	}
 	if _, err := e.d.Get(ctx, "app2", seaOnly); !apperr.Is(err, apperr.NotFound) {
 		t.Fatalf("app2 reads app1's activity: %v, want NOT_FOUND", err)
 	}

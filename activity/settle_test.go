@@ -118,8 +118,8 @@ func (e *settleEnv) balance(user int64) int64 {
 	return testenv.Scalar[int64](e.t, e.db, `SELECT COALESCE(SUM(balance), 0) FROM wallets WHERE app_code = 'a1' AND user_id = ?`, user)
 }
 
-// event is one outbox row of an activity, its envelope decoded.
-type event struct {
+// outboxEvent is one outbox row of an activity, its envelope decoded.
+type outboxEvent struct {
 	version int64
 	typ     string
 	env     bus.Envelope
@@ -127,7 +127,7 @@ type event struct {
 
 // events reads activity id's outbox rows, in id order, and checks each
 // against docs/asyncapi.yaml.
-func (e *settleEnv) events(id int64) []event {
+func (e *settleEnv) events(id int64) []outboxEvent {
 	e.t.Helper()
 	rows, err := e.db.Query(`SELECT room_version, event_type, envelope FROM room_outbox WHERE app_code = 'a1' AND room_id = ? ORDER BY id`,
 		roomevent.ActivityRoomID(id))
@@ -135,9 +135,9 @@ func (e *settleEnv) events(id int64) []event {
 		e.t.Fatal(err)
 	}
 	defer rows.Close()
-	var out []event
+	var out []outboxEvent
 	for rows.Next() {
-		var ev event
+		var ev outboxEvent
 		var raw []byte
 		if err := rows.Scan(&ev.version, &ev.typ, &raw); err != nil {
 			e.t.Fatal(err)
@@ -160,7 +160,7 @@ func (e *settleEnv) events(id int64) []event {
 // nothing else: one ledger row per payout, every payout marked paid, one
 // ActivityRewarded per payout (payouts of them) with room_versions 1..n, and, when settled,
 // one ActivitySettled at n+1.
-func (e *settleEnv) checkExactlyOnce(id int64, want map[int64]int64, payouts int, settled bool) []event {
+func (e *settleEnv) checkExactlyOnce(id int64, want map[int64]int64, payouts int, settled bool) []outboxEvent {
 	e.t.Helper()
 	var total int64
 	for user, coins := range want {
@@ -468,7 +468,7 @@ func TestSettleWaitsForTheScoringDurable(t *testing.T) {
 	mustRound(t, s)
 	mustRound(t, s)
 	if st := e.state(id); st != "open" {
-		t.Fatalf("froze before the durable scored the late event: %s", st)
+		t.Fatalf("froze before the durable scored the late outboxEvent: %s", st)
 	}
 	// The scoring consumer scores it (502 overtakes 501) and acks.
 	cons, err := e.stream.Consumer(ctx, testDurable)

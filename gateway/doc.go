@@ -18,10 +18,11 @@
 // those origins' preflights before authentication (cors.go).
 //
 // Each domain's routes live in a file of their own here (regions.go, rooms.go,
-// rooms_list.go, hides.go, wallet.go, outbox.go, dlq.go, webhooks.go,
-// activity_settlement.go) behind a constructor
-// named for the domain (RegionRoutes, RoomRoutes, RoomListRoutes, HideRoutes,
-// WalletRoutes, OutboxRoutes, DLQRoutes, ActivitySettlementRoutes) that takes the small interface of
+// rooms_list.go, hides.go, wallet.go, outbox.go, dlq.go, webhooks.go, activities.go,
+// activity_board.go, activity_settlement.go) behind a constructor named for the
+// domain (RegionRoutes, RoomRoutes, RoomListRoutes, HideRoutes, WalletRoutes,
+// OutboxRoutes, DLQRoutes, WebhookRoutes, ActivityRoutes, ActivityBoardRoutes,
+// ActivitySettlementRoutes) that takes the small interface of
 // the domain's service it uses, declared beside it, and returns a Mount
 // handed to New, so the domain packages never import Fiber and the server
 // never needs to know which domains exist.

@@ -16,7 +16,9 @@ import (
 // id and pid in activities.settle_owner; durable is the scoring consumer
 // whose progress holds a settlement until the window's events are scored,
 // grace VOICEROOM_ACTIVITY_SETTLE_GRACE (0: the default, 30s).
-func activitySettler(ctx context.Context, d *deps, durable string, grace time.Duration) (worker, error) {
+func activitySettler(d *deps, durable string, grace time.Duration) (worker, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
 	stream, err := d.nats.JetStream().Stream(ctx, bus.StreamName)
 	if err != nil {
 		return worker{}, fmt.Errorf("activity settlement: stream %s: %w", bus.StreamName, err)
