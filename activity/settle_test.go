@@ -18,6 +18,7 @@ import (
 	"voiceroom/bus"
 	"voiceroom/docs"
 	"voiceroom/internal/testenv"
+	"voiceroom/outboxrelay"
 	"voiceroom/roomevent"
 )
 
@@ -322,7 +323,32 @@ func TestKilledHalfWayAnotherTakesOver(t *testing.T) {
 	}
 	a.beforeCommit = nil
 	mustRound(t, a)
-	e.checkExactlyOnce(id, want, len(want), true)
+	evs := e.checkExactlyOnce(id, want, len(want), true)
+	e.relayPublishes(evs)
+}
+
+// relayPublishes runs the outbox relay and waits until each of evs is in
+// ROOM_EVENTS, once.
+func (e *settleEnv) relayPublishes(evs []outboxEvent) {
+	e.t.Helper()
+	m, err := outboxrelay.NewMetrics(prometheus.NewRegistry())
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	r, err := outboxrelay.New(e.db, testenv.NewPublisher(e.t, e.conn), testenv.Logger(e.t), m, outboxrelay.Config{})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	testenv.Start(e.t, r.Run)
+	js := e.conn.JetStream()
+	testenv.Eventually(e.t, 20*time.Second, func() error {
+		for _, ev := range evs {
+			if n := testenv.StreamCount(e.t, js, ev.env.EventID); n != 1 {
+				return fmt.Errorf("%s %s in the stream %d times", ev.typ, ev.env.EventID, n)
+			}
+		}
+		return nil
+	})
 }
 
 // TestTwoSettlersAtOnce: two settlers racing on many activities pay each
