@@ -33,7 +33,11 @@
 //     payout is paid once with its ledger entry key
 //     activity:<id>:<reason>:<period_start_ms>:<user_id>, marked paid in the
 //     same transaction, and announced as ActivityRewarded through the outbox;
-//     ActivitySettled goes out when none is left unpaid.
+//     ActivitySettled goes out when none is left unpaid. "The durable has
+//     passed the end" is ScoringProgress (scoring_progress.go:
+//     DurableProgress reads the outbox and the durable's ack floor); the
+//     operators' controls (settle now, rerun, payouts) are Settlements
+//     (settlement.go), which only change the stored state.
 //
 // Days and weeks are those of the app's time zone (VOICEROOM_APP_TIMEZONES),
 // as for the ranks (roomranks.Calendar).
