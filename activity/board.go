@@ -164,7 +164,7 @@ func (b *Boards) visible(ctx context.Context, app string, user, id int64) (Activ
 		if err != nil {
 			return Activity{}, err
 		}
-		if !slices.Contains(a.RegionIDs, region) {
+		if !a.ForRegion(region) {
 			return Activity{}, errNotFound
 		}
 	}
