@@ -514,6 +514,39 @@ func TestOpenActivitiesPerAppAreBounded(t *testing.T) {
 	}
 }
 
+// TestOpenBoundHoldsUnderConcurrentCreates: creates racing at the bound
+// take turns, so exactly the free places are taken.
+func TestOpenBoundHoldsUnderConcurrentCreates(t *testing.T) {
+	e := newTestDefiner(t)
+	ctx := context.Background()
+	const free, racers = 3, 12
+	for i := range activity.MaxOpenPerApp - free {
+		if _, err := e.d.Create(ctx, "app1", "op", validLeaderboard(e.nowMs)); err != nil {
+			t.Fatalf("activity %d: %v", i, err)
+		}
+	}
+	errs := make(chan error, racers)
+	for range racers {
+		go func() {
+			_, err := e.d.Create(ctx, "app1", "op", validLeaderboard(e.nowMs))
+			errs <- err
+		}()
+	}
+	created := 0
+	for range racers {
+		err := <-errs
+		switch {
+		case err == nil:
+			created++
+		case !apperr.Is(err, apperr.FailedPrecondition):
+			t.Errorf("a racing create: %v, want OK or FAILED_PRECONDITION", err)
+		}
+	}
+	if created != free {
+		t.Fatalf("%d racing creates succeeded with %d places free", created, free)
+	}
+}
+
 func slicesEqual(a, b []int64) bool {
 	if len(a) != len(b) {
 		return false
