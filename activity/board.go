@@ -48,7 +48,7 @@ type Entry struct {
 }
 
 // compareEntries is the order of a board: the higher score first, then
-// whoever reached it first, then (the same millisecond) the greater
+// whoever reached it first, then (the same millisecond) the smaller
 // subject, bytewise (as Redis orders the members: see board_redis.go).
 func compareEntries(a, b Entry) int {
 	if c := cmp.Compare(b.Score, a.Score); c != 0 {
@@ -57,7 +57,7 @@ func compareEntries(a, b Entry) int {
 	if c := cmp.Compare(a.ReachedAtMs, b.ReachedAtMs); c != 0 {
 		return c
 	}
-	return bytes.Compare([]byte(b.Subject), []byte(a.Subject))
+	return bytes.Compare([]byte(a.Subject), []byte(b.Subject))
 }
 
 // UserRegions finds a user's region; *regions.Service is one.
@@ -164,7 +164,7 @@ func (b *Boards) visible(ctx context.Context, app string, user, id int64) (Activ
 		if err != nil {
 			return Activity{}, err
 		}
-		if !slices.Contains(a.RegionIDs, region) {
+		if !a.ForRegion(region) {
 			return Activity{}, errNotFound
 		}
 	}
@@ -358,10 +358,10 @@ func rebuildBoard(ctx context.Context, db *sql.DB, c *boardCache, id, ps, pe int
 // The board's order in SQL (compareEntries), and the conditions of the
 // entries before and after a boundary.
 const (
-	orderDesc  = ` ORDER BY score DESC, reached_at_ms ASC, BINARY subject DESC`
-	orderAsc   = ` ORDER BY score ASC, reached_at_ms DESC, BINARY subject ASC`
-	beforeCond = ` AND (score > ? OR (score = ? AND (reached_at_ms < ? OR (reached_at_ms = ? AND BINARY subject > ?))))`
-	afterCond  = ` AND (score < ? OR (score = ? AND (reached_at_ms > ? OR (reached_at_ms = ? AND BINARY subject < ?))))`
+	orderDesc  = ` ORDER BY score DESC, reached_at_ms ASC, BINARY subject ASC`
+	orderAsc   = ` ORDER BY score ASC, reached_at_ms DESC, BINARY subject DESC`
+	beforeCond = ` AND (score > ? OR (score = ? AND (reached_at_ms < ? OR (reached_at_ms = ? AND BINARY subject < ?))))`
+	afterCond  = ` AND (score < ? OR (score = ? AND (reached_at_ms > ? OR (reached_at_ms = ? AND BINARY subject > ?))))`
 	boardFrom  = `SELECT subject, score, reached_at_ms FROM activity_scores WHERE activity_id = ? AND period_start_ms = ?`
 )
 
@@ -398,7 +398,12 @@ func readMySQL(ctx context.Context, db *sql.DB, id, ps int64, mode string, bound
 	case mode == modeBefore:
 		q, args = boardFrom+beforeCond+orderAsc+fmt.Sprintf(" LIMIT %d", limit), append(args, boundaryArgs(boundary)...)
 	default:
-		q = boardFrom + orderDesc + fmt.Sprintf(" LIMIT %d", limit+1)
+		top, err := readTop(ctx, db, id, ps, limit+1)
+		if err != nil {
+			return p, err
+		}
+		p.entries = top
+		return p, nil
 	}
 	rows, err := db.QueryContext(ctx, q, args...)
 	if err != nil {
@@ -428,10 +433,48 @@ func readMySQL(ctx context.Context, db *sql.DB, id, ps int64, mode string, bound
 	return p, nil
 }
 
-// countBefore counts the entries ahead of e on a board.
+// countBefore counts the entries ahead of e on a board: three ranges of
+// idx_activity_board (a higher score; the same score reached earlier; the
+// same score and time, a smaller subject), each read by the index alone.
 func countBefore(ctx context.Context, db *sql.DB, id, ps int64, e Entry) (int, error) {
 	var n int
-	err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM activity_scores WHERE activity_id = ? AND period_start_ms = ?`+beforeCond,
-		append([]any{id, ps}, boundaryArgs(e)...)...).Scan(&n)
+	err := db.QueryRowContext(ctx, `SELECT
+		(SELECT COUNT(*) FROM activity_scores WHERE activity_id = ? AND period_start_ms = ? AND score > ?) +
+		(SELECT COUNT(*) FROM activity_scores WHERE activity_id = ? AND period_start_ms = ? AND score = ? AND reached_at_ms < ?) +
+		(SELECT COUNT(*) FROM activity_scores WHERE activity_id = ? AND period_start_ms = ? AND score = ? AND reached_at_ms = ? AND BINARY subject < ?)`,
+		id, ps, e.Score, id, ps, e.Score, e.ReachedAtMs, id, ps, e.Score, e.ReachedAtMs, e.Subject).Scan(&n)
 	return n, err
+}
+
+// readTop reads the first n entries of a board. The index orders by score
+// only, so it reads the n-th highest score first (a backward scan of n
+// index entries) and then every entry at or above it (a range), and
+// orders those: no sort of the whole board.
+func readTop(ctx context.Context, db *sql.DB, id, ps int64, n int) ([]Entry, error) {
+	var floor int64
+	err := db.QueryRowContext(ctx, `SELECT score FROM activity_scores WHERE activity_id = ? AND period_start_ms = ?
+		ORDER BY score DESC LIMIT 1 OFFSET `+strconv.Itoa(n-1), id, ps).Scan(&floor)
+	if err == sql.ErrNoRows {
+		floor = 0 // fewer than n entries: all of them
+	} else if err != nil {
+		return nil, err
+	}
+	rows, err := db.QueryContext(ctx, boardFrom+` AND score >= ?`, id, ps, floor)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []Entry
+	for rows.Next() {
+		var e Entry
+		if err := rows.Scan(&e.Subject, &e.Score, &e.ReachedAtMs); err != nil {
+			return nil, err
+		}
+		out = append(out, e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	slices.SortFunc(out, compareEntries)
+	return out[:min(n, len(out))], nil
 }

@@ -17,11 +17,12 @@ import (
 //	act:{<activity_id>}:<period_start_ms>:h  HASH subject -> its member,
 //	                                         and "!filled" once rebuilt
 //
-// A member is "<9999999999999 - reached_at_ms, 13 digits>:<subject>".
-// Redis orders equal scores by member, so in the descending order of
-// ZREVRANGE an equal score puts the earlier reach first, and an equal
-// reach the greater subject (bytewise) first; MySQL reads order the same
-// (compareEntries). Scores are float64: exact up to 2^53.
+// A member is "<reached_at_ms, 13 digits>:<subject>" and its score is
+// minus the subject's score. Redis orders equal scores by member, so in
+// the ascending order of ZRANGE the higher score comes first, an equal
+// score puts the earlier reach first, and an equal reach the smaller
+// subject (bytewise); MySQL reads order the same (compareEntries), and so
+// does settlement's final board. Scores are float64: exact up to 2^53.
 //
 // Writes are absolute and only ever raise a subject (a score never goes
 // down), so a write and a rebuild from MySQL may land in any order: each
@@ -37,7 +38,7 @@ const (
 
 // member is a subject's member for a score reached at reachedMs.
 func member(subject string, reachedMs int64) string {
-	return fmt.Sprintf("%013d:%s", maxReach-min(max(reachedMs, 0), maxReach), subject)
+	return fmt.Sprintf("%013d:%s", min(max(reachedMs, 0), maxReach), subject)
 }
 
 // parseMember returns the subject and reach time of m.
@@ -50,27 +51,27 @@ func parseMember(m string) (string, int64, error) {
 	if err != nil {
 		return "", 0, fmt.Errorf("board member %q: %w", m, err)
 	}
-	return subject, maxReach - v, nil
+	return subject, v, nil
 }
 
 // raiseScript sets each subject to (score, member) unless it holds a
-// score at least as high, and sets the keys' expiry. KEYS: zset, hash.
+// score at least as high (stored negated), and sets the keys' expiry. KEYS: zset, hash.
 // ARGV: expire-at (unix seconds), filled ("1" marks the board filled
 // after the writes: a rebuild's last chunk), then subject, score, member
 // triples.
 var raiseScript = redis.NewScript(`
 local z, h = KEYS[1], KEYS[2]
 for i = 3, #ARGV, 3 do
-  local subject, score, m = ARGV[i], tonumber(ARGV[i+1]), ARGV[i+2]
+  local subject, neg, m = ARGV[i], -tonumber(ARGV[i+1]), ARGV[i+2]
   local old = redis.call('HGET', h, subject)
   local raise = true
   if old then
     local cur = redis.call('ZSCORE', z, old)
-    if cur and tonumber(cur) >= score then raise = false end
+    if cur and tonumber(cur) <= neg then raise = false end
   end
   if raise then
     if old then redis.call('ZREM', z, old) end
-    redis.call('ZADD', z, score, m)
+    redis.call('ZADD', z, neg, m)
     redis.call('HSET', h, subject, m)
   end
 end
@@ -82,7 +83,7 @@ return 1
 
 // pageScript reads one page of a filled board and the place of one
 // subject; false when the board is not filled. KEYS: zset, hash. ARGV:
-// mode (top, around, after, before), boundary score, boundary member,
+// mode (top, around, after, before), boundary score (negated), boundary member,
 // limit, me (a subject, or "").
 //
 // after/before page from a boundary, the entry a cursor names, which
@@ -99,7 +100,7 @@ local meRank, meScore = -1, '0'
 if ARGV[5] ~= '' then
   local m = redis.call('HGET', h, ARGV[5])
   if m then
-    local r = redis.call('ZREVRANK', z, m)
+    local r = redis.call('ZRANK', z, m)
     if r then meRank, meScore = r, redis.call('ZSCORE', z, m) end
   end
 end
@@ -109,7 +110,7 @@ if mode == 'around' and meRank >= 0 then
 elseif mode == 'after' or mode == 'before' then
   local had = redis.call('ZSCORE', z, ARGV[3])
   if not had then redis.call('ZADD', z, ARGV[2], ARGV[3]) end
-  local r = redis.call('ZREVRANK', z, ARGV[3])
+  local r = redis.call('ZRANK', z, ARGV[3])
   if not had then redis.call('ZREM', z, ARGV[3]) end
   if mode == 'after' then
     start = r
@@ -120,7 +121,7 @@ elseif mode == 'after' or mode == 'before' then
   end
 end
 local items = {}
-if count > 0 then items = redis.call('ZREVRANGE', z, start, start + count - 1, 'WITHSCORES') end
+if count > 0 then items = redis.call('ZRANGE', z, start, start + count - 1, 'WITHSCORES') end
 return {start, items, meRank, meScore}
 `)
 
@@ -180,7 +181,7 @@ func (c *boardCache) read(ctx context.Context, activityID, periodStartMs int64, 
 	if mode == modeAfter || mode == modeBefore {
 		bm = member(boundary.Subject, boundary.ReachedAtMs)
 	}
-	res, err := pageScript.Run(ctx, c.rdb, c.keys(activityID, periodStartMs), mode, boundary.Score, bm, limit, me).Slice()
+	res, err := pageScript.Run(ctx, c.rdb, c.keys(activityID, periodStartMs), mode, -boundary.Score, bm, limit, me).Slice()
 	if errors.Is(err, redis.Nil) {
 		return page{}, errNotFilled
 	}
@@ -205,7 +206,7 @@ func (c *boardCache) read(ctx context.Context, activityID, periodStartMs int64, 
 		if err != nil {
 			return page{}, fmt.Errorf("board score %q: %w", s, err)
 		}
-		p.entries = append(p.entries, Entry{Subject: subject, Score: int64(score), ReachedAtMs: reached})
+		p.entries = append(p.entries, Entry{Subject: subject, Score: -int64(score), ReachedAtMs: reached})
 	}
 	if r, _ := res[2].(int64); r >= 0 {
 		p.meRank = int(r) + 1
@@ -214,7 +215,7 @@ func (c *boardCache) read(ctx context.Context, activityID, periodStartMs int64, 
 		if err != nil {
 			return page{}, fmt.Errorf("board score %q: %w", s, err)
 		}
-		p.meScore = int64(score)
+		p.meScore = -int64(score)
 	}
 	return p, nil
 }

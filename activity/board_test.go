@@ -74,6 +74,9 @@ func TestBoardTiesAndPaging(t *testing.T) {
 		e.gift(r, 42, 99, 1, 50, 1, t0+700*sec), // 50 at 700s
 		e.gift(r, 42, 99, 1, 0, 1, t0+10*sec),   // a free gift: no increase, no move
 		e.gift(r, 41, 99, 1, 0, 1, t0+900*sec),
+		// The same score at the same millisecond: the smaller subject,
+		// bytewise ("61" before "7000"), as settlement orders its board.
+		e.gift(r, 7000, 99, 1, 45, 1, t0+800*sec), e.gift(r, 61, 99, 1, 45, 1, t0+800*sec),
 	)
 	// The expected order: from MySQL rows, sorted by compareEntries.
 	rows, err := e.db.Query(`SELECT subject, score, reached_at_ms FROM activity_scores WHERE activity_id = ?`, id)
@@ -100,6 +103,9 @@ func TestBoardTiesAndPaging(t *testing.T) {
 	}
 	if !(rank[41] < rank[40] && rank[40] < rank[42]) {
 		t.Fatalf("ties at 50: ranks 41=%d 40=%d 42=%d, want 41 before 40 before 42", rank[41], rank[40], rank[42])
+	}
+	if rank[61] != rank[7000]-1 {
+		t.Fatalf("same score, same time: ranks 61=%d 7000=%d, want 61 just before 7000", rank[61], rank[7000])
 	}
 	// Among the users at 80 coins (u%7 == 6: 6, 13, 20, 27), the later
 	// user id sent earlier: 27 first.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 	"time"
@@ -44,10 +45,16 @@ type DefineConfig struct {
 	MaxRewardCoins int64
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
+	// Log records each activity created and cancelled, with its app and
+	// operator. Default: discarded.
+	Log *slog.Logger
 }
 
 // WithDefaults returns c with zero fields set to their defaults.
 func (c DefineConfig) WithDefaults() DefineConfig {
+	if c.Log == nil {
+		c.Log = slog.New(slog.DiscardHandler)
+	}
 	if c.MaxRewardCoins == 0 {
 		c.MaxRewardCoins = DefaultMaxRewardCoins
 	}
@@ -140,7 +147,12 @@ func (d *Definer) Create(ctx context.Context, app, operator string, def Definiti
 		}
 	}
 	a.AppCode, a.CreatedBy = app, clip(operator, 64)
-	return d.store.Create(ctx, a)
+	if a, err = d.store.Create(ctx, a); err != nil {
+		return Activity{}, err
+	}
+	d.cfg.Log.Info("activity created", "app_code", app, "activity_id", a.ID, "kind", a.Kind, "metric", a.Metric,
+		"starts_at_ms", a.StartsAtMs, "ends_at_ms", a.EndsAtMs, "operator", operator)
+	return a, nil
 }
 
 // Get returns app's activity id (NOT_FOUND for another app's).
@@ -179,10 +191,15 @@ func (d *Definer) List(ctx context.Context, app string, limit int, cursor string
 	return p, nil
 }
 
-// Cancel cancels app's activity id before its settlement pays (see
-// Store.Cancel).
-func (d *Definer) Cancel(ctx context.Context, app string, id int64) (Activity, error) {
-	return d.store.Cancel(ctx, app, id)
+// Cancel cancels app's activity id for operator before its settlement
+// pays (see Store.Cancel).
+func (d *Definer) Cancel(ctx context.Context, app, operator string, id int64) (Activity, error) {
+	a, err := d.store.Cancel(ctx, app, id)
+	if err != nil {
+		return Activity{}, err
+	}
+	d.cfg.Log.Info("activity cancelled", "app_code", app, "activity_id", id, "operator", operator)
+	return a, nil
 }
 
 // Visible returns the activities a user of region sees: app's scheduled

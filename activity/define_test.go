@@ -3,6 +3,7 @@ package activity_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -373,7 +374,7 @@ func TestAppsAndRegionsSeeTheirOwn(t *testing.T) {
 	global := create("app1", []int64{0}, now, now+3*hourMs)
 	create("app1", nil, now-2*hourMs, now-hourMs) // ended
 	cancelled := create("app1", nil, now, now+hourMs)
-	if _, err := e.d.Cancel(ctx, "app1", cancelled); err != nil {
+	if _, err := e.d.Cancel(ctx, "app1", "op", cancelled); err != nil {
 		t.Fatal(err)
 	}
 	euOnly := create("app2", []int64{e.eu}, now, now+hourMs)
@@ -429,7 +430,7 @@ func TestAppsAndRegionsSeeTheirOwn(t *testing.T) {
 	if _, err := e.d.Get(ctx, "app2", seaOnly); !apperr.Is(err, apperr.NotFound) {
 		t.Fatalf("app2 reads app1's activity: %v, want NOT_FOUND", err)
 	}
-	if _, err := e.d.Cancel(ctx, "app2", seaOnly); !apperr.Is(err, apperr.NotFound) {
+	if _, err := e.d.Cancel(ctx, "app2", "op", seaOnly); !apperr.Is(err, apperr.NotFound) {
 		t.Fatalf("app2 cancels app1's activity: %v, want NOT_FOUND", err)
 	}
 	page, err := e.d.List(ctx, "app2", 0, "")
@@ -506,11 +507,44 @@ func TestOpenActivitiesPerAppAreBounded(t *testing.T) {
 	if _, err := e.d.Create(ctx, "app2", "op", validLeaderboard(e.nowMs)); err != nil {
 		t.Fatalf("another app: %v", err)
 	}
-	if _, err := e.d.Cancel(ctx, "app1", first); err != nil {
+	if _, err := e.d.Cancel(ctx, "app1", "op", first); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := e.d.Create(ctx, "app1", "op", validLeaderboard(e.nowMs)); err != nil {
 		t.Fatalf("after a cancel: %v", err)
+	}
+}
+
+// TestOpenBoundHoldsUnderConcurrentCreates: creates racing at the bound
+// take turns, so exactly the free places are taken.
+func TestOpenBoundHoldsUnderConcurrentCreates(t *testing.T) {
+	e := newTestDefiner(t)
+	ctx := context.Background()
+	const free, racers = 3, 12
+	for i := range activity.MaxOpenPerApp - free {
+		if _, err := e.d.Create(ctx, "app1", "op", validLeaderboard(e.nowMs)); err != nil {
+			t.Fatalf("activity %d: %v", i, err)
+		}
+	}
+	errs := make(chan error, racers)
+	for range racers {
+		go func() {
+			_, err := e.d.Create(ctx, "app1", "op", validLeaderboard(e.nowMs))
+			errs <- err
+		}()
+	}
+	created := 0
+	for range racers {
+		err := <-errs
+		switch {
+		case err == nil:
+			created++
+		case !apperr.Is(err, apperr.FailedPrecondition):
+			t.Errorf("a racing create: %v, want OK or FAILED_PRECONDITION", err)
+		}
+	}
+	if created != free {
+		t.Fatalf("%d racing creates succeeded with %d places free", created, free)
 	}
 }
 
@@ -524,4 +558,31 @@ func slicesEqual(a, b []int64) bool {
 		}
 	}
 	return true
+}
+
+// TestCreateAndCancelAreLogged: operators find who made and who cancelled
+// an activity in the log.
+func TestCreateAndCancelAreLogged(t *testing.T) {
+	e := newTestDefiner(t)
+	ctx := context.Background()
+	var logs testenv.LogBuffer
+	d, err := activity.NewDefiner(e.store, e.regions, e.js, activity.DefineConfig{Now: e.clock.Now, Log: slog.New(slog.NewTextHandler(&logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := d.Create(ctx, "app1", "admin:7", validLeaderboard(e.nowMs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.Cancel(ctx, "app1", "admin:8", a.ID); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		fmt.Sprintf(`msg="activity created" app_code=app1 activity_id=%d`, a.ID), "operator=admin:7",
+		fmt.Sprintf(`msg="activity cancelled" app_code=app1 activity_id=%d operator=admin:8`, a.ID),
+	} {
+		if !strings.Contains(logs.String(), want) {
+			t.Errorf("the log lacks %q:\n%s", want, logs.String())
+		}
+	}
 }

@@ -9,7 +9,13 @@
 //   - Definitions (define.go, store_mysql.go): an operator's activity, its
 //     validation (every 400 names its field) and its rows in `activities`
 //     (migration 00016). A definition never changes after creation; only
-//     its status and settlement columns move, forward.
+//     its status and settlement columns move, forward. Cancel moves
+//     settle_state from open or frozen (never paying or settled) to
+//     cancelled under the row's lock; so that a cancel is never
+//     overwritten, every other transition of settle_state is conditional on
+//     the state it leaves (UPDATE ... WHERE settle_state = ?) and checks
+//     that it changed a row. Definitions do not touch the catchup_*
+//     columns: a retroactive start's read back is scoring's.
 //   - Scoring (score.go): the durable consumer. For each event and each
 //     activity of its app that the event counts for (metric, gift ids,
 //     regions, the window by occurred_at_ms), one MySQL transaction

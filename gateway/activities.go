@@ -16,7 +16,7 @@ type Activities interface {
 	Create(ctx context.Context, app, operator string, def activity.Definition) (activity.Activity, error)
 	List(ctx context.Context, app string, limit int, cursor string) (activity.Page, error)
 	Get(ctx context.Context, app string, id int64) (activity.Activity, error)
-	Cancel(ctx context.Context, app string, id int64) (activity.Activity, error)
+	Cancel(ctx context.Context, app, operator string, id int64) (activity.Activity, error)
 	Visible(ctx context.Context, app string, region int64) ([]activity.Activity, error)
 }
 
@@ -102,7 +102,8 @@ func (h activityHandlers) cancel(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	out, err := h.a.Cancel(c.UserContext(), PrincipalOf(c).AppCode, id)
+	p := PrincipalOf(c)
+	out, err := h.a.Cancel(c.UserContext(), p.AppCode, p.Operator(), id)
 	if err != nil {
 		return err
 	}

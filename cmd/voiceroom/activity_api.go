@@ -24,7 +24,9 @@ func (c ActivityDefineConfig) defineConfig() activity.DefineConfig {
 // wireActivityAPI adds the activities' definition routes (api role):
 // POST/GET /admin/v1/activities..., GET /api/v1/activities.
 func wireActivityAPI(d *deps, regionSvc *regions.Service) error {
-	def, err := activity.NewDefiner(activity.NewStore(d.db, nil), regionSvc, d.nats.JetStream(), d.cfg.defineConfig())
+	cfg := d.cfg.defineConfig()
+	cfg.Log = d.log.With("component", "activity")
+	def, err := activity.NewDefiner(activity.NewStore(d.db, nil), regionSvc, d.nats.JetStream(), cfg)
 	if err != nil {
 		return err
 	}
