@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"voiceroom/apperr"
 	"voiceroom/mysqldb"
 )
@@ -28,6 +30,10 @@ type SettleConfig struct {
 	Lease time.Duration
 	// Tick is the pause between two rounds of the loop. Default 1s.
 	Tick time.Duration
+	// Score is the scoring's configuration (the apps' time zones, the
+	// boards in Redis): at freeze, the mic sessions of a mic_seconds
+	// activity still open are ended at its end (CloseMicSessions).
+	Score ScoreConfig
 }
 
 // WithDefaults returns c with zero fields defaulted.
@@ -64,6 +70,7 @@ func (c SettleConfig) Validate() error {
 // each activity is advanced by the one holding its lease.
 type Settler struct {
 	db       *sql.DB
+	rdb      redis.UniversalClient
 	progress ScoringProgress
 	cfg      SettleConfig
 	now      func() time.Time
@@ -80,8 +87,9 @@ type Settler struct {
 }
 
 // NewSettler returns a Settler. progress tells how far the scoring durable
-// got; metrics may be nil.
-func NewSettler(db *sql.DB, progress ScoringProgress, cfg SettleConfig, now func() time.Time, log *slog.Logger, metrics *SettleMetrics) (*Settler, error) {
+// got; rdb (the boards, for the mic sessions ended at freeze) and metrics
+// may be nil.
+func NewSettler(db *sql.DB, rdb redis.UniversalClient, progress ScoringProgress, cfg SettleConfig, now func() time.Time, log *slog.Logger, metrics *SettleMetrics) (*Settler, error) {
 	cfg = cfg.WithDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -92,7 +100,7 @@ func NewSettler(db *sql.DB, progress ScoringProgress, cfg SettleConfig, now func
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Settler{db: db, progress: progress, cfg: cfg, now: now, log: log, metrics: metrics}, nil
+	return &Settler{db: db, rdb: rdb, progress: progress, cfg: cfg, now: now, log: log, metrics: metrics}, nil
 }
 
 // Run advances settlements every Tick until ctx ends. Errors are logged
@@ -221,6 +229,9 @@ func (s *Settler) advance(ctx context.Context, id int64) error {
 				s.log.Debug("activity settlement waits for the scoring durable", "activity_id", id, "ends_at_ms", a.EndsAtMs)
 				return s.payAll(ctx, a)
 			}
+			if err := s.endMicSessions(ctx, a); err != nil {
+				return err
+			}
 			if err := s.freeze(ctx, a); err != nil {
 				return err
 			}
@@ -241,6 +252,27 @@ func (s *Settler) advance(ctx context.Context, id int64) error {
 			return fmt.Errorf("activity %d: unknown settle_state %q", id, a.state)
 		}
 	}
+}
+
+// endMicSessions ends the mic sessions of a mic_seconds activity still
+// open at its end, counting them up to the end, before its board is
+// frozen (safe to repeat: each session ends once).
+func (s *Settler) endMicSessions(ctx context.Context, a settleRow) error {
+	if a.Metric != MicSeconds {
+		return nil
+	}
+	full, err := NewStore(s.db, s.now).Get(ctx, a.AppCode, a.ID)
+	if err != nil {
+		return fmt.Errorf("activity %d: read: %w", a.ID, err)
+	}
+	n, err := CloseMicSessions(ctx, s.db, s.rdb, s.cfg.Score, full)
+	if err != nil {
+		return err
+	}
+	if n > 0 {
+		s.log.Info("activity mic sessions ended at the window's end", "activity_id", a.ID, "sessions", n)
+	}
+	return nil
 }
 
 // ended reports whether a's window plus the grace is over.

@@ -61,7 +61,7 @@ func (e *settleEnv) newSettler(owner string) *Settler {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	s, err := NewSettler(e.db, e.progress, SettleConfig{Owner: owner}, e.clock.Now, testenv.Logger(e.t), m)
+	s, err := NewSettler(e.db, nil, e.progress, SettleConfig{Owner: owner}, e.clock.Now, testenv.Logger(e.t), m)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -651,5 +651,27 @@ func TestSettleNowRerunAndPayouts(t *testing.T) {
 	}
 	if _, err := ctl.Payouts(ctx, "a1", id, "", 0); apperr.FieldOf(err) != "limit" {
 		t.Errorf("bad limit: %v", err)
+	}
+}
+
+// TestMicSessionsEndAtFreeze: a mic session still open at a mic_seconds
+// activity's end counts up to the end, before the board freezes.
+func TestMicSessionsEndAtFreeze(t *testing.T) {
+	e := newTestSettleEnv(t)
+	id := e.mustActivity(Leaderboard, MicSeconds, []Band{{1, 2, 30}})
+	e.mustScore(id, "701", 100, 1) // 100 seconds, sessions ended
+	testenv.Exec(t, e.db, fmt.Sprintf(`INSERT INTO activity_mic_open (activity_id, room_id, user_id, since_ms)
+		SELECT %d, 'a1_room', 702, ends_at_ms - 150000 FROM activities WHERE activity_id = %d`, id, id))
+	e.clock.Advance(time.Minute)
+	mustRound(t, e.newSettler("a"))
+	if n := testenv.Scalar[int64](t, e.db, `SELECT COUNT(*) FROM activity_mic_open WHERE activity_id = ?`, id); n != 0 {
+		t.Errorf("%d mic sessions still open", n)
+	}
+	if s := testenv.Scalar[int64](t, e.db, `SELECT score FROM activity_scores WHERE activity_id = ? AND subject = '702'`, id); s != 150 {
+		t.Errorf("the open session scored %d seconds, want 150", s)
+	}
+	e.checkExactlyOnce(id, map[int64]int64{701: 30, 702: 30}, 2, true)
+	if r := testenv.Scalar[int64](t, e.db, `SELECT rank_no FROM activity_payouts WHERE activity_id = ? AND user_id = 702`, id); r != 1 {
+		t.Errorf("the open session's speaker ranks %d, want 1", r)
 	}
 }

@@ -32,7 +32,8 @@ func activitySettler(d *deps, durable string, grace time.Duration) (worker, erro
 		owner = owner[len(owner)-64:]
 	}
 	progress := activity.NewDurableProgress(d.db, stream, durable, time.Now)
-	s, err := activity.NewSettler(d.db, progress, activity.SettleConfig{Owner: owner, Grace: grace}, time.Now, d.log, m)
+	s, err := activity.NewSettler(d.db, d.redisClient(), progress, activity.SettleConfig{Owner: owner, Grace: grace,
+		Score: d.cfg.activityScore()}, time.Now, d.log, m)
 	if err != nil {
 		return worker{}, fmt.Errorf("activity settlement: %w", err)
 	}
