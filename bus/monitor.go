@@ -93,7 +93,7 @@ func (m *DLQMetrics) replay(sink string, n int) {
 // (see WithDefaults).
 type MonitorConfig struct {
 	// Durables are the sinks whose consumer state and dead letters are
-	// watched. Default imbridge, listprojector, roomranks and webhooks.
+	// watched. Default imbridge, listprojector, roomranks, webhooks and activity.
 	Durables []string
 	// Interval is the time between two refreshes. Default 15s.
 	Interval time.Duration
@@ -104,7 +104,7 @@ type MonitorConfig struct {
 // WithDefaults returns c with zero fields set to their defaults.
 func (c MonitorConfig) WithDefaults() MonitorConfig {
 	if len(c.Durables) == 0 {
-		c.Durables = []string{DurableIMBridge, DurableListProjector, DurableRoomRanks, DurableWebhooks}
+		c.Durables = []string{DurableIMBridge, DurableListProjector, DurableRoomRanks, DurableWebhooks, DurableActivity}
 	}
 	if c.Interval == 0 {
 		c.Interval = 15 * time.Second

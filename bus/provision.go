@@ -21,6 +21,8 @@ const (
 	DurableRoomRanks = "roomranks"
 	// DurableWebhooks delivers room events to the apps' webhook endpoints.
 	DurableWebhooks = "webhooks"
+	// DurableActivity scores the apps' activities (package activity).
+	DurableActivity = "activity"
 )
 
 // StreamConfig holds the tunables of ROOM_EVENTS and ROOM_EVENTS_DLQ. Zero
@@ -234,14 +236,15 @@ func (c ConsumerConfig) consumer() jetstream.ConsumerConfig {
 }
 
 // DefaultConsumers returns the product's sinks with default settings:
-// imbridge, listprojector, roomranks and webhooks (which never gives up
-// on an event for a retry count: MaxDeliver -1).
+// imbridge, listprojector, roomranks, webhooks and activity (the last two
+// never give up on an event for a retry count: MaxDeliver -1).
 func DefaultConsumers() []ConsumerConfig {
 	return []ConsumerConfig{
 		ConsumerConfig{Durable: DurableIMBridge}.WithDefaults(),
 		ConsumerConfig{Durable: DurableListProjector}.WithDefaults(),
 		ConsumerConfig{Durable: DurableRoomRanks}.WithDefaults(),
 		ConsumerConfig{Durable: DurableWebhooks, MaxDeliver: -1}.WithDefaults(),
+		ConsumerConfig{Durable: DurableActivity, MaxDeliver: -1}.WithDefaults(),
 	}
 }
 

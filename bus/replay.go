@@ -49,7 +49,7 @@ type DLQConfig struct {
 // WithDefaults returns c with zero fields set to their defaults.
 func (c DLQConfig) WithDefaults() DLQConfig {
 	if len(c.Sinks) == 0 {
-		c.Sinks = []string{DurableIMBridge, DurableListProjector, DurableRoomRanks, DurableWebhooks}
+		c.Sinks = []string{DurableIMBridge, DurableListProjector, DurableRoomRanks, DurableWebhooks, DurableActivity}
 	}
 	if c.DefaultLimit == 0 {
 		c.DefaultLimit = 50

@@ -29,9 +29,13 @@
 //   - an app's users and admins, under /api and /admin: RoomRoutes (rooms.go,
 //     with hosting.go and moderation.go), RoomListRoutes (rooms_list.go),
 //     RankRoutes (ranks.go), RegionRoutes (regions.go), WalletRoutes
-//     (wallet.go);
+//     (wallet.go), ActivityRoutes (activities.go: the definitions, and the
+//     activities a user's region sees), ActivityBoardRoutes
+//     (activity_board.go: boards and a task's progress);
 //   - an app's operators, under /admin: HideRoutes (hides.go), OutboxRoutes
-//     (outbox.go), DLQRoutes (dlq.go), WebhookRoutes (webhooks.go);
+//     (outbox.go), DLQRoutes (dlq.go), WebhookRoutes (webhooks.go),
+//     ActivitySettlementRoutes (activity_settlement.go: settle now, re-run,
+//     payouts);
 //   - the platform's operators, under /platform: PlatformRoutes
 //     (platform.go: the apps, their keys and identity providers);
 //   - Tencent IM, on /im/callback: IMCallbackRoutes (imcallback.go),

@@ -208,16 +208,21 @@ type batchRoom struct {
 
 // coalesce decodes the batch's cards and keeps each room's newest, in
 // order of the rooms' first events. It settles at once what has no card:
-// permanent for a known event, acked for an unknown one.
+// permanent for a known room event, acked for an unknown one and for an
+// event that is not a room's (roomevent.Spec.NoRoom).
 func (p *Projector) coalesce(ds []bus.Delivery, settle func(int, error)) []*batchRoom {
 	byKey := make(map[roomKey]*batchRoom, len(ds))
 	var rooms []*batchRoom
 	unknown := 0
 	for i, d := range ds {
 		env := d.Envelope
-		_, known := roomevent.Lookup(env.EventType)
+		spec, known := roomevent.Lookup(env.EventType)
 		if !known {
 			unknown++
+		}
+		if spec.NoRoom { // an activity's result: no room, no card
+			settle(i, nil)
+			continue
 		}
 		c, err := decodeCard(env.AppCode, env.RoomID, env.RoomVersion, env.Payload)
 		if err != nil {

@@ -252,14 +252,16 @@ func TestAppsNeverMix(t *testing.T) {
 }
 
 // TestCloseMoveAndUnknownEvents: RoomClosed removes, RoomVisibleRegionChanged
-// moves, unknown types never block, broken known ones are dead-lettered.
+// moves, unknown types never block, broken known ones are dead-lettered,
+// an activity's events (no room, no card) are acked.
 func TestCloseMoveAndUnknownEvents(t *testing.T) {
 	s := newSink(t)
 	s.start()
 	s.publish("a1", roomevent.RoomCreated, card("r1", 1, 1, "one", 0))
 	s.publish("a1", roomevent.RoomCreated, card("r2", 1, 1, "two", 0))
-	s.publishRaw("a1", "r1", 2, roomevent.RoomUserJoined, map[string]any{"room": "not a card"}) // dead-lettered
-	s.publishRaw("a1", "r1", 2, "RoomSomethingNew", map[string]any{"x": 1})                     // acked, nothing to apply
+	s.publishRaw("a1", "r1", 2, roomevent.RoomUserJoined, map[string]any{"room": "not a card"})       // dead-lettered
+	s.publishRaw("a1", "r1", 2, "RoomSomethingNew", map[string]any{"x": 1})                           // acked, nothing to apply
+	s.publishRaw("a1", "activity-7", 1, roomevent.ActivityRewarded, map[string]any{"activity_id": 7}) // not a room's: acked
 	moved := card("r2", 2, 2, "two", 0)
 	s.publish("a1", roomevent.RoomVisibleRegionChanged, moved)
 	closed := card("r1", 3, 1, "one", 0)

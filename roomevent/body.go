@@ -173,3 +173,48 @@ type Contribution struct {
 	UserID int64 `json:"user_id"`
 	Value  int64 `json:"value"`
 }
+
+// Rewarded is ActivityRewarded: one reward of an activity paid into a
+// user's wallet (ledger entry EntryKey). Reason is "rank" (a leaderboard's
+// rank, Rank and Score set; Subject is the user, or the room whose owner
+// is paid) or "task" (a task's target reached in the period that starts at
+// PeriodStartMs).
+type Rewarded struct {
+	ActivityID    int64  `json:"activity_id"`
+	Name          string `json:"name"`
+	Reason        string `json:"reason"`
+	PeriodStartMs int64  `json:"period_start_ms"`
+	UserID        int64  `json:"user_id"`
+	Subject       string `json:"subject"`
+	Rank          int    `json:"rank"`
+	Score         int64  `json:"score"`
+	Coins         int64  `json:"coins"`
+	EntryKey      string `json:"entry_key"`
+	PaidAtMs      int64  `json:"paid_at_ms"`
+}
+
+// ActivityResult is ActivitySettled: an activity's settlement is done,
+// every reward paid. Winners are the ranks paid (a leaderboard's), in rank
+// order; Payouts and Coins count every reward, ranks and tasks.
+type ActivityResult struct {
+	ActivityID  int64    `json:"activity_id"`
+	Name        string   `json:"name"`
+	Kind        string   `json:"kind"`
+	Metric      string   `json:"metric"`
+	StartsAtMs  int64    `json:"starts_at_ms"`
+	EndsAtMs    int64    `json:"ends_at_ms"`
+	SettledAtMs int64    `json:"settled_at_ms"`
+	Payouts     int64    `json:"payouts"`
+	Coins       int64    `json:"coins"`
+	Winners     []Winner `json:"winners"`
+}
+
+// Winner is one rank paid by a leaderboard: Subject is the user id, or the
+// room (room_gift_value) whose owner UserID was paid.
+type Winner struct {
+	Rank    int    `json:"rank"`
+	Subject string `json:"subject"`
+	UserID  int64  `json:"user_id"`
+	Score   int64  `json:"score"`
+	Coins   int64  `json:"coins"`
+}

@@ -58,6 +58,11 @@ var examples = map[string]any{
 	roomevent.RoomInfoChanged: roomevent.InfoChanged{Title: "Friday night", Notice: "Be kind. Music from 9.",
 		CoverURL: "https://cdn.example.com/c.png", Description: "Chat and songs", ByUserID: 1002},
 	roomevent.RoomChatMuted: roomevent.ChatMuted{UserID: 2003, ByUserID: 1002, UntilMs: 1764591000000, Seconds: 600},
+	roomevent.ActivityRewarded: roomevent.Rewarded{ActivityID: 12, Name: "Weekend gifts", Reason: "rank", PeriodStartMs: 1764374400000,
+		UserID: 2001, Subject: "2001", Rank: 1, Score: 900, Coins: 500, EntryKey: "activity:12:rank:1764374400000:2001", PaidAtMs: 1764590460000},
+	roomevent.ActivitySettled: roomevent.ActivityResult{ActivityID: 12, Name: "Weekend gifts", Kind: "leaderboard", Metric: "gift_value_sent",
+		StartsAtMs: 1764374400000, EndsAtMs: 1764547200000, SettledAtMs: 1764590460000, Payouts: 2, Coins: 800,
+		Winners: []roomevent.Winner{{Rank: 1, Subject: "2001", UserID: 2001, Score: 900, Coins: 500}, {Rank: 2, Subject: "2002", UserID: 2002, Score: 700, Coins: 300}}},
 }
 
 // TestCardGolden pins the card's JSON, as events carry it.
@@ -84,7 +89,14 @@ func TestEveryTypeHasAGoldenEvent(t *testing.T) {
 			if !ok {
 				t.Fatalf("no example body for %s: add one to examples", typ)
 			}
-			payload, err := roomevent.EncodePayload(card, body)
+			spec, _ := roomevent.Lookup(typ)
+			var payload json.RawMessage
+			var err error
+			if spec.NoRoom {
+				payload, err = json.Marshal(body)
+			} else {
+				payload, err = roomevent.EncodePayload(card, body)
+			}
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -92,6 +104,9 @@ func TestEveryTypeHasAGoldenEvent(t *testing.T) {
 				EventID: "0192a3b4-0000-7000-8000-" + []string{"000000000000", "000000000001"}[i%2], AppCode: "demo",
 				RoomID: exampleCard.RoomID, RoomVersion: exampleCard.RoomVersion, EventType: typ,
 				CommandID: "cmd-0192a3b4", RequestID: "req-1", OccurredAtMs: 1764590460000, Payload: payload,
+			}
+			if spec.NoRoom {
+				env.RoomID, env.RoomVersion, env.CommandID, env.RequestID = roomevent.ActivityRoomID(12), 3, "activity-12-settle", ""
 			}
 			msg, err := env.Message()
 			if err != nil {
@@ -103,6 +118,13 @@ func TestEveryTypeHasAGoldenEvent(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			if spec.NoRoom {
+				if _, err := roomevent.DecodeCard(got.Payload); err != roomevent.ErrNoCard {
+					t.Fatalf("%s carries a card: %v", typ, err)
+				}
+				checkBody(t, got.Payload, typ, body)
+				return
+			}
 			c, err := roomevent.DecodeCard(got.Payload)
 			if err != nil {
 				t.Fatal(err)
@@ -113,6 +135,17 @@ func TestEveryTypeHasAGoldenEvent(t *testing.T) {
 			if err := c.Check(env.RoomID, env.RoomVersion); err != nil {
 				t.Error(err)
 			}
+			checkBody(t, got.Payload, typ, body)
+		})
+	}
+}
+
+// checkBody decodes payload's body (without the card) into a new body of
+// typ and checks that it encodes as body again.
+func checkBody(t *testing.T, payload []byte, typ string, body any) {
+	t.Helper()
+	{
+		{
 			nb := roomevent.NewBody(typ)
 			if (nb == nil) != (body == nil) {
 				t.Fatalf("NewBody(%s) = %T, example body %T", typ, nb, body)
@@ -120,7 +153,7 @@ func TestEveryTypeHasAGoldenEvent(t *testing.T) {
 			if nb == nil {
 				return
 			}
-			dec := json.NewDecoder(bytes.NewReader(withoutRoom(t, got.Payload)))
+			dec := json.NewDecoder(bytes.NewReader(withoutRoom(t, payload)))
 			dec.DisallowUnknownFields()
 			if err := dec.Decode(nb); err != nil {
 				t.Fatalf("golden payload does not decode into %T: %v", nb, err)
@@ -136,7 +169,7 @@ func TestEveryTypeHasAGoldenEvent(t *testing.T) {
 			if !bytes.Equal(again, want) {
 				t.Errorf("body round trip: %s, want %s", again, want)
 			}
-		})
+		}
 	}
 }
 

@@ -1,5 +1,7 @@
 package roomevent
 
+import "strconv"
+
 // Event types.
 const (
 	RoomCreated              = "RoomCreated"
@@ -36,7 +38,20 @@ const (
 	RoomMicInvitationDeclined = "RoomMicInvitationDeclined"
 	RoomInfoChanged           = "RoomInfoChanged"
 	RoomChatMuted             = "RoomChatMuted"
+
+	// Activities' results (package activity). They are not a room's: their
+	// room_id is the activity's pseudo room (ActivityRoomID), their
+	// room_version its own sequence, and their payload has no card.
+	ActivityRewarded = "ActivityRewarded"
+	ActivitySettled  = "ActivitySettled"
 )
+
+// ActivityRoomIDPrefix begins the pseudo room id of an activity's events.
+const ActivityRoomIDPrefix = "activity-"
+
+// ActivityRoomID is the room_id of activity id's events, "activity-<id>":
+// one ordered sequence per activity on room.events.<app>.activity-<id>.<type>.
+func ActivityRoomID(id int64) string { return ActivityRoomIDPrefix + strconv.FormatInt(id, 10) }
 
 // IMAction is what the Tencent IM bridge does with an event type.
 type IMAction int
@@ -68,6 +83,10 @@ type Spec struct {
 	// which clients must not lose to Tencent's rate limiting of Normal
 	// messages.
 	IMHigh bool
+	// NoRoom: the event is not a room's (an activity's result): its payload
+	// carries no card and the room sinks (Tencent IM, the room list, the
+	// ranks) ack it without doing anything. Webhooks deliver it.
+	NoRoom bool
 	// body makes a new value of the type's body (nil: none).
 	body func() any
 }
@@ -117,6 +136,8 @@ var specs = []Spec{
 	{Type: RoomMicInvitationDeclined, IM: IMMessage, IMHigh: true, body: body[MicInvitationEnded]()},
 	{Type: RoomInfoChanged, IM: IMMessage, body: body[InfoChanged]()},
 	{Type: RoomChatMuted, IM: IMMuteChat, IMHigh: true, body: body[ChatMuted]()},
+	{Type: ActivityRewarded, IM: IMSkip, NoRoom: true, body: body[Rewarded]()},
+	{Type: ActivitySettled, IM: IMSkip, NoRoom: true, body: body[ActivityResult]()},
 }
 
 var specOf = func() map[string]Spec {

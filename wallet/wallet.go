@@ -256,3 +256,71 @@ func lockWallets(ctx context.Context, tx mysqldb.Querier, keys []walletKey) (map
 	}
 	return balances, nil
 }
+
+// Entry is one credit written by CreditTx: a ledger row and the balance
+// change it makes.
+type Entry struct {
+	AppCode string
+	UserID  int64
+	Amount  int64
+	// EntryKey is the ledger row's key as it is stored (no prefix added),
+	// unique per app: "activity:<id>:<reason>:<period>:<user>" for an
+	// activity's reward.
+	EntryKey string
+	// Kind is the ledger row's kind ("activity"); at most 16 characters.
+	Kind string
+	// Operator says why the coins were paid ("activity:<id>"); at most 64
+	// characters.
+	Operator string
+	// AtMs is the row's created_at_ms.
+	AtMs int64
+}
+
+// CreditTx credits e inside tx, the caller's transaction, once per
+// EntryKey: the ledger row first, then the balance. A key written before
+// with the same user and amount moves nothing and reports replayed; with
+// another user or amount it is ALREADY_EXISTS. Any error means tx must be
+// rolled back.
+func CreditTx(ctx context.Context, tx mysqldb.Querier, e Entry) (replayed bool, err error) {
+	switch {
+	case e.UserID <= 0:
+		return false, apperr.Invalid("user_id", "must be a positive number")
+	case e.Amount <= 0 || e.Amount > MaxCredit:
+		return false, apperr.Invalid("amount", "must be 1..%d", MaxCredit)
+	case strings.TrimSpace(e.EntryKey) == "" || len(e.EntryKey) > 160:
+		return false, apperr.Invalid("entry_key", "must be 1..160 characters")
+	case e.Kind == "" || len(e.Kind) > 16:
+		return false, apperr.Invalid("kind", "must be 1..16 characters")
+	case len(e.Operator) > 64:
+		return false, apperr.Invalid("operator", "at most 64 characters")
+	}
+	_, err = tx.ExecContext(ctx, `INSERT INTO wallet_ledger (app_code, entry_key, user_id, delta, kind, operator, created_at_ms)
+		VALUES (?, ?, ?, ?, ?, ?, ?)`, e.AppCode, e.EntryKey, e.UserID, e.Amount, e.Kind, e.Operator, e.AtMs)
+	if mysqldb.IsDuplicate(err) {
+		rows, err := tx.QueryContext(ctx, `SELECT user_id, delta FROM wallet_ledger WHERE app_code = ? AND entry_key = ?`, e.AppCode, e.EntryKey)
+		if err != nil {
+			return false, fmt.Errorf("credit %s: %w", e.EntryKey, err)
+		}
+		defer rows.Close()
+		var prevUser, prevDelta int64
+		if !rows.Next() {
+			return false, fmt.Errorf("credit %s: ledger row vanished: %w", e.EntryKey, rows.Err())
+		}
+		if err := rows.Scan(&prevUser, &prevDelta); err != nil {
+			return false, fmt.Errorf("credit %s: %w", e.EntryKey, err)
+		}
+		if prevUser != e.UserID || prevDelta != e.Amount {
+			return false, apperr.New(apperr.AlreadyExists, "entry_key %s was used for another credit", e.EntryKey)
+		}
+		return true, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("credit %s: %w", e.EntryKey, err)
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO wallets (app_code, user_id, balance, updated_at_ms) VALUES (?, ?, ?, ?)
+		ON DUPLICATE KEY UPDATE balance = balance + VALUES(balance), updated_at_ms = VALUES(updated_at_ms)`,
+		e.AppCode, e.UserID, e.Amount, e.AtMs); err != nil {
+		return false, fmt.Errorf("credit %s: %w", e.EntryKey, err)
+	}
+	return false, nil
+}

@@ -156,3 +156,60 @@ func TestDebitsOfOneGroup(t *testing.T) {
 		})
 	}
 }
+
+// TestCreditTxOncePerKeyAndOnlyOnCommit: a credit inside a caller's
+// transaction moves coins once per entry key, and nothing when the
+// transaction rolls back.
+func TestCreditTxOncePerKeyAndOnlyOnCommit(t *testing.T) {
+	db := testenv.NewDB(t)
+	w := wallet.New(db, time.Now)
+	ctx := context.Background()
+	e := wallet.Entry{AppCode: "app1", UserID: 9, Amount: 40, EntryKey: "activity:1:rank:0:9", Kind: "activity", Operator: "activity:1", AtMs: 1}
+	credit := func(e wallet.Entry, commit bool) (bool, error) {
+		t.Helper()
+		var replayed bool
+		errRollback := fmt.Errorf("roll back")
+		err := mysqldb.Update(ctx, db, func(tx *sql.Tx) error {
+			var err error
+			replayed, err = wallet.CreditTx(ctx, tx, e)
+			if err == nil && !commit {
+				return errRollback
+			}
+			return err
+		})
+		if err == errRollback {
+			err = nil
+		}
+		return replayed, err
+	}
+	if _, err := credit(e, false); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := w.Balance(ctx, "app1", 9); err != nil || b != 0 {
+		t.Fatalf("after a rolled back credit: balance %d, %v", b, err)
+	}
+	if replayed, err := credit(e, true); err != nil || replayed {
+		t.Fatalf("first credit: replayed %v, %v", replayed, err)
+	}
+	if replayed, err := credit(e, true); err != nil || !replayed {
+		t.Fatalf("second credit: replayed %v, %v", replayed, err)
+	}
+	if b, err := w.Balance(ctx, "app1", 9); err != nil || b != 40 {
+		t.Fatalf("balance %d, %v; want 40", b, err)
+	}
+	other := e
+	other.Amount = 41
+	if _, err := credit(other, true); !apperr.Is(err, apperr.AlreadyExists) {
+		t.Fatalf("same key, other amount: %v", err)
+	}
+	var kind, operator string
+	if err := db.QueryRowContext(ctx, `SELECT kind, operator FROM wallet_ledger WHERE app_code = 'app1' AND entry_key = ?`, e.EntryKey).
+		Scan(&kind, &operator); err != nil || kind != "activity" || operator != "activity:1" {
+		t.Fatalf("ledger row kind %q operator %q, %v", kind, operator, err)
+	}
+	bad := e
+	bad.Kind = ""
+	if _, err := credit(bad, true); apperr.FieldOf(err) != "kind" {
+		t.Fatalf("empty kind: %v", err)
+	}
+}

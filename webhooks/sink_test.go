@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"voiceroom/internal/testenv"
+	"voiceroom/roomevent"
 	"voiceroom/webhooks"
 )
 
@@ -40,5 +41,25 @@ func TestEventTypesFilter(t *testing.T) {
 	waitDrained(t, h)
 	if got := rc.accepted()["r1"]; len(got) != 1 {
 		t.Errorf("accepted %v, want only %s", got, closed.EventID)
+	}
+}
+
+// TestDeliversActivityEvents: an activity's results (package activity:
+// room activity-<id>, no card) reach an endpoint that subscribed to them,
+// signed and in order, like any room's events.
+func TestDeliversActivityEvents(t *testing.T) {
+	h := newHarness(t)
+	rc, _ := h.newEndpoint("app1", roomevent.ActivityRewarded, roomevent.ActivitySettled)
+	h.startSink(testConfig())
+	room := roomevent.ActivityRoomID(7)
+	rewarded := testenv.NewEnvelope("app1", room, 1, roomevent.ActivityRewarded)
+	settled := testenv.NewEnvelope("app1", room, 2, roomevent.ActivitySettled)
+	joined := testenv.NewEnvelope("app1", "r1", 1, roomevent.RoomUserJoined)
+	h.publish(rewarded, joined, settled)
+	rc.waitAccepted(map[string][]string{room: {rewarded.EventID, settled.EventID}}, 30*time.Second)
+	rc.checkVerified()
+	waitDrained(t, h)
+	if got := rc.accepted()["r1"]; len(got) != 0 {
+		t.Errorf("an endpoint of activity events got a room's: %v", got)
 	}
 }

@@ -34,9 +34,10 @@ const (
 	roleIMBridge  = "imbridge"
 	roleProjector = "projector"
 	roleWebhooks  = "webhooks"
+	roleActivity  = "activity"
 )
 
-var allRoles = []string{roleAPI, roleRooms, roleRelay, roleIMBridge, roleProjector, roleWebhooks}
+var allRoles = []string{roleAPI, roleRooms, roleRelay, roleIMBridge, roleProjector, roleWebhooks, roleActivity}
 
 // config is every setting of the process, read from the environment only here.
 // deploy/voiceroom.env.example documents each variable; keep the two in step.
@@ -139,17 +140,19 @@ type config struct {
 	RegionsCacheTTL     time.Duration `env:"VOICEROOM_REGIONS_CACHE_TTL" envDefault:"3s"`
 	RegionsRebuildBatch int           `env:"VOICEROOM_REGIONS_REBUILD_BATCH" envDefault:"500"`
 
-	Roles           []string      `env:"VOICEROOM_ROLES" envDefault:"api,rooms,relay,imbridge,projector,webhooks" envSeparator:","`
+	Roles           []string      `env:"VOICEROOM_ROLES" envDefault:"api,rooms,relay,imbridge,projector,webhooks,activity" envSeparator:","`
 	NodeID          string        `env:"VOICEROOM_NODE_ID"`
 	ShutdownTimeout time.Duration `env:"VOICEROOM_SHUTDOWN_TIMEOUT" envDefault:"15s"`
 	LogFormat       string        `env:"VOICEROOM_LOG_FORMAT" envDefault:"json"`
 	LogLevel        string        `env:"VOICEROOM_LOG_LEVEL" envDefault:"info"`
 
-	DLQSettings    // VOICEROOM_DLQ_GAP_CHECK_INTERVAL, _MAX_REPLAY, VOICEROOM_BUS_MONITOR_INTERVAL (dlq.go)
-	IMConfig       // Tencent IM (imbridge.go)
-	RanksSettings  // VOICEROOM_APP_TIMEZONES, VOICEROOM_RANKS_* (ranks.go)
-	WebhooksConfig // VOICEROOM_WEBHOOKS_* (webhooks.go)
-	AuthConfig     // VOICEROOM_APP_KEYS, VOICEROOM_PLATFORM_KEYS, VOICEROOM_AUTH_* ... (auth.go)
+	DLQSettings           // VOICEROOM_DLQ_GAP_CHECK_INTERVAL, _MAX_REPLAY, VOICEROOM_BUS_MONITOR_INTERVAL (dlq.go)
+	IMConfig              // Tencent IM (imbridge.go)
+	RanksSettings         // VOICEROOM_APP_TIMEZONES, VOICEROOM_RANKS_* (ranks.go)
+	WebhooksConfig        // VOICEROOM_WEBHOOKS_* (webhooks.go)
+	ActivityDefineConfig  // VOICEROOM_ACTIVITY_MAX_REWARD_COINS (activity_api.go)
+	ActivityScoreSettings // VOICEROOM_ACTIVITY_* of the scoring and boards (activityscore.go)
+	AuthConfig            // VOICEROOM_APP_KEYS, VOICEROOM_PLATFORM_KEYS, VOICEROOM_AUTH_* ... (auth.go)
 }
 
 // configError is a bad setting; its message names the variable.
@@ -295,6 +298,7 @@ func (c config) validate() error {
 	check(c.RegionsCacheTTL >= 100*time.Millisecond, "VOICEROOM_REGIONS_CACHE_TTL", "want at least 100ms, got %v", c.RegionsCacheTTL)
 	c.DLQSettings.validate(&errs)
 	c.RanksSettings.validate(&errs)
+	c.ActivityScoreSettings.validate(&errs)
 	check(c.IMBridgeMaxDeliver == -1 || c.IMBridgeMaxDeliver > 0, "VOICEROOM_IMBRIDGE_MAX_DELIVER", "want -1 (no limit) or a positive count, got %d", c.IMBridgeMaxDeliver)
 	imErrs, _ := c.IMConfig.apps()
 	for _, err := range imErrs {
@@ -346,6 +350,7 @@ func (c config) validate() error {
 	c.validateAuth(&errs)
 	errs.of(c.webhooksConfig().Validate(), "webhooks", webhooksVars())
 	errs.of(c.endpointsConfig().Validate(), "webhooks", webhooksVars())
+	errs.of(c.defineConfig().Validate(), "activity", activityDefineVars)
 	return errs.join()
 }
 
@@ -403,6 +408,8 @@ func sinkVars(durable string) map[string]string {
 		prefix = "VOICEROOM_RANKS_"
 	case bus.DurableWebhooks:
 		prefix = "VOICEROOM_WEBHOOKS_"
+	case bus.DurableActivity:
+		prefix = "VOICEROOM_ACTIVITY_"
 	}
 	return map[string]string{
 		"AckWait": prefix + "ACK_WAIT", "BackOff": prefix + "BACKOFF", "NakDelays": prefix + "BACKOFF",
@@ -536,6 +543,7 @@ func (c *config) consumers() []bus.ConsumerConfig {
 		{Durable: bus.DurableListProjector, AckWait: c.ProjectorAckWait, MaxDeliver: c.ProjectorMaxDeliver, MaxAckPending: c.ProjectorMaxAckPending},
 		{Durable: bus.DurableRoomRanks, AckWait: c.RanksAckWait, MaxDeliver: c.RanksMaxDeliver, MaxAckPending: c.RanksMaxAckPend},
 		{Durable: bus.DurableWebhooks, AckWait: c.WebhooksAckWait, MaxDeliver: -1, MaxAckPending: c.WebhooksMaxAckPending},
+		{Durable: bus.DurableActivity, AckWait: c.ActivityAckWait, MaxDeliver: -1, MaxAckPending: c.ActivityMaxAckPend},
 	}
 }
 
@@ -548,6 +556,11 @@ func (c *config) consumerRun(durable string) bus.ConsumerRunConfig {
 	case bus.DurableRoomRanks:
 		return bus.ConsumerRunConfig{Durable: durable, Concurrency: c.RanksConcurrency, NakDelays: c.RanksBackOff,
 			MaxDeliver: c.RanksMaxDeliver, ShutdownTimeout: c.ShutdownTimeout}
+	case bus.DurableActivity:
+		// Never gives up on a retryable failure (MySQL or Redis down): an
+		// event it cannot read still dead-letters.
+		return bus.ConsumerRunConfig{Durable: durable, Concurrency: c.ActivityConcurrency, NakDelays: c.ActivityBackOff,
+			MaxDeliver: -1, ShutdownTimeout: c.ShutdownTimeout}
 	case bus.DurableWebhooks:
 		// Retries are the sink's own (it holds a room's events, never
 		// nakking them); a nak is only shutdown's, redelivered at once.

@@ -126,7 +126,7 @@ func TestDefaultsAreValid(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(cfg.Roles) != 6 || cfg.NodeID == "" {
+	if len(cfg.Roles) != 7 || cfg.NodeID == "" {
 		t.Fatalf("roles %v node %q", cfg.Roles, cfg.NodeID)
 	}
 	var durables, sinks []string

@@ -75,6 +75,9 @@ func wireDLQ(d *deps) error {
 	if d.cfg.hasRole(roleWebhooks) {
 		gapSinks = append(gapSinks, bus.DurableWebhooks)
 	}
+	if d.cfg.hasRole(roleActivity) {
+		gapSinks = append(gapSinks, bus.DurableActivity)
+	}
 	if !api && len(gapSinks) == 0 {
 		return nil
 	}

@@ -50,11 +50,13 @@ func TestOpenAPIMatchesServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := &apiDriver{t: t, base: base, secret: []byte(vars["VOICEROOM_JWT_SECRET"]), router: router, seen: map[string]map[int]bool{}}
+	a := &apiDriver{t: t, base: base, secret: []byte(vars["VOICEROOM_JWT_SECRET"]), router: router, seen: map[string]map[int]bool{},
+		dsn: vars["VOICEROOM_MYSQL_DSN"]}
 
 	a.skipped = a.compareRoutes(doc, serverRoutes(t, p.logs.String()))
 	a.authErrors(doc)
 	a.scenario()
+	a.activitySettlement(vars["VOICEROOM_MYSQL_DSN"])
 	a.checkCoverage(doc)
 	checkEmittedEvents(t, vars["VOICEROOM_MYSQL_DSN"])
 }
@@ -163,12 +165,16 @@ type apiDriver struct {
 	seen map[string]map[int]bool
 	// skipped are the documented operations the server does not serve yet.
 	skipped map[string]bool
+	// dsn is the server's database, for rows the API cannot write.
+	dsn string
 }
 
 // untested are documented answers this test cannot provoke, with where
 // they are tested instead.
 var untested = map[string]string{
-	"GET /readyz 503": "draining: TestServeStartsReadyAndShutsDownInOrder",
+	"GET /readyz 503":                                    "draining: TestServeStartsReadyAndShutsDownInOrder",
+	"POST /admin/v1/activities 409":                      "100 not ended: activity's TestOpenActivitiesPerAppAreBounded",
+	"POST /admin/v1/activities/{activity_id}/cancel 409": "paying or settled: activity's TestStoreOpenAndCancel",
 }
 
 // compareRoutes fails for every route the server serves that the document
@@ -225,7 +231,7 @@ func (a *apiDriver) routeNotFound(route string) bool {
 // fillParams puts harmless values in a path's parameters.
 func fillParams(path string) string {
 	r := strings.NewReplacer("{room_id}", "e2e_00000000-0000-0000-0000-000000000000", "{region_id}", "1", "{user_id}", "1",
-		"{country_code}", "SG", "{pin_id}", "1", "{hide_id}", "1", "{webhook_id}", "1", "{app_code}", "e2e", "{key_id}", "k1")
+		"{country_code}", "SG", "{pin_id}", "1", "{hide_id}", "1", "{webhook_id}", "1", "{app_code}", "e2e", "{key_id}", "k1", "{activity_id}", "1")
 	return r.Replace(path)
 }
 
@@ -494,9 +500,12 @@ func (a *apiDriver) scenario() {
 	a.fail("POST", "/admin/v1/wallets/23/credit", "admin", `{"amount":0,"idempotency_key":"oas-2"}`, bad, "INVALID_ARGUMENT", true)
 	a.ok("GET", "/api/v1/wallet", "23", "", nil)
 
+	board, task, elsewhere := a.insertActivities()
 	a.rooms()
+	a.activityBoards(board, task, elsewhere)
 	a.operations()
 	a.webhooks()
+	a.activities()
 	a.platform()
 }
 
@@ -771,4 +780,49 @@ func (a *apiDriver) ranks(room, nope string) {
 		a.fail("GET", room+"/ranks?"+q, "23", "", 400, "INVALID_ARGUMENT", true)
 	}
 	a.fail("GET", nope+"/ranks?by=sender&period=day", "23", "", 404, "NOT_FOUND", false)
+}
+
+// activitySettlement drives the operators' settlement routes on an
+// activity of app e2e written straight into MySQL (dsn), as the
+// definitions would: running, with one band and nobody scored.
+func (a *apiDriver) activitySettlement(dsn string) {
+	a.t.Helper()
+	db, err := sql.Open("mysql", dsn)
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	defer db.Close()
+	now := time.Now().UnixMilli()
+	res, err := db.Exec(`INSERT INTO activities (app_code, name, kind, metric, starts_at_ms, ends_at_ms, rewards, created_at_ms, updated_at_ms)
+		VALUES ('e2e', 'openapi', 'leaderboard', 'gift_value_sent', ?, ?, '[{"from_rank":1,"to_rank":1,"coins":10}]', ?, ?)`,
+		now-60_000, now+3_600_000, now, now)
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	id, err := res.LastInsertId()
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	act := "/admin/v1/activities/" + strconv.FormatInt(id, 10)
+	a.ok("GET", act+"/payouts", "admin", "", nil)
+	a.ok("GET", act+"/payouts?limit=5&cursor=rank.0.0", "admin", "", nil)
+	a.fail("GET", act+"/payouts?limit=201", "admin", "", 400, "INVALID_ARGUMENT", true)
+	a.fail("GET", act+"/payouts?cursor=nope", "admin", "", 400, "INVALID_ARGUMENT", false)
+	a.fail("GET", act+"/payouts", "admin:other", "", 404, "NOT_FOUND", false)
+	a.fail("POST", act+"/settlement/rerun", "admin", "", 409, "FAILED_PRECONDITION", false) // still open
+	a.ok("POST", act+"/settle", "admin", "", nil)
+	a.ok("POST", act+"/settle", "admin", "", nil) // ended already: as it is
+	if _, err := db.Exec(`UPDATE activities SET settle_state = 'paying' WHERE activity_id = ?`, id); err != nil {
+		a.t.Fatal(err)
+	}
+	a.ok("POST", act+"/settlement/rerun", "admin", "", nil)
+	if _, err := db.Exec(`UPDATE activities SET settle_state = 'cancelled', status = 'cancelled' WHERE activity_id = ?`, id); err != nil {
+		a.t.Fatal(err)
+	}
+	a.fail("POST", act+"/settle", "admin", "", 409, "FAILED_PRECONDITION", false)
+	for _, p := range []string{"/settle", "/settlement/rerun"} {
+		a.fail("POST", "/admin/v1/activities/999999"+p, "admin", "", 404, "NOT_FOUND", false)
+		a.fail("POST", "/admin/v1/activities/x"+p, "admin", "", 400, "INVALID_ARGUMENT", true)
+	}
+	a.fail("GET", "/admin/v1/activities/0/payouts", "admin", "", 400, "INVALID_ARGUMENT", true)
 }

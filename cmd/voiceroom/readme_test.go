@@ -31,7 +31,7 @@ var readmeBlock = regexp.MustCompile("(?s)<!-- readme-test: ([a-z0-9-]+) -->\n``
 // deletes the deployment's record) and its `nats kv watch` (it runs until
 // Ctrl-C), and docs/backup.md's backup and restore (they need a second,
 // empty database: TestBackupRestoreDrill runs them).
-var readmeBlocks = []string{"token", "regions", "rooms", "moderation", "ranks", "webhooks", "events", "console-token", "metrics",
+var readmeBlocks = []string{"token", "regions", "rooms", "moderation", "ranks", "webhooks", "activities", "events", "console-token", "metrics",
 	"nats-streams", "rooms-nodes", "dlq-api", "dlq-nats", "imemu"}
 
 // docPages are the pages users copy from: the README and every page of
@@ -199,6 +199,14 @@ func TestREADMEBlocks(t *testing.T) {
 	}
 	if code := adminOf(t, base, []byte(vars["VOICEROOM_JWT_SECRET"]), "demo", "GET", "/admin/v1/webhooks", "", &endpoints); code != http.StatusOK || len(endpoints.Webhooks) != 0 {
 		t.Errorf("after the webhooks block: %d, endpoints %v; want none left", code, endpoints.Webhooks)
+	}
+	// The activities walk-through: made, refused (400), listed, seen by
+	// a user of SEA, cancelled.
+	out = run("activities")
+	for _, want := range []string{`"status":"scheduled"`, "} 400\n", "rewards[0].to_rank: ", `"activities":[{"activity_id":`, `"status":"cancelled"`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("README block activities lacks %q:\n%s", want, out)
+		}
 	}
 	// Your own consumer: made, read (the demo's and the blocks' gifts),
 	// removed.

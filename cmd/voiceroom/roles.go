@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"time"
 
+	"voiceroom/activity"
 	"voiceroom/console"
 	"voiceroom/gateway"
 	"voiceroom/regions"
@@ -39,7 +40,11 @@ func wireRoles(ctx context.Context, d *deps) error {
 		d.closers = append(d.closers, regionSvc.Close)
 	}
 	if api {
-		d.mounts = append(d.mounts, gateway.RegionRoutes(regionSvc), gateway.WalletRoutes(wallet.New(d.db, time.Now)))
+		d.mounts = append(d.mounts, gateway.RegionRoutes(regionSvc), gateway.WalletRoutes(wallet.New(d.db, time.Now)),
+			gateway.ActivitySettlementRoutes(activity.NewSettlements(d.db, time.Now)))
+		if err := wireActivityAPI(d, regionSvc); err != nil {
+			return fmt.Errorf("activities: %w", err)
+		}
 		if d.cfg.Console {
 			m, err := consoleMount(d)
 			if err != nil {
@@ -58,6 +63,9 @@ func wireRoles(ctx context.Context, d *deps) error {
 		return err
 	}
 	if err := wireRanks(d); err != nil {
+		return err
+	}
+	if err := wireActivityScoring(d, regionSvc); err != nil {
 		return err
 	}
 	var cm *roomcluster.Metrics

@@ -1,0 +1,31 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestActivityDefineVariables: the definitions' budget is reported under
+// its variable.
+func TestActivityDefineVariables(t *testing.T) {
+	for _, value := range []string{"-1", "1000000000001", "lots"} {
+		t.Run(value, func(t *testing.T) {
+			t.Setenv("VOICEROOM_ACTIVITY_MAX_REWARD_COINS", value)
+			_, err := loadConfig()
+			if err == nil {
+				t.Fatal("accepted")
+			}
+			if !strings.Contains(err.Error(), "VOICEROOM_ACTIVITY_MAX_REWARD_COINS") {
+				t.Fatalf("error %q does not name VOICEROOM_ACTIVITY_MAX_REWARD_COINS", err)
+			}
+		})
+	}
+	t.Setenv("VOICEROOM_ACTIVITY_MAX_REWARD_COINS", "5000")
+	cfg, err := loadConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cfg.defineConfig().MaxRewardCoins; got != 5000 {
+		t.Fatalf("MaxRewardCoins %d, want 5000", got)
+	}
+}

@@ -1,0 +1,100 @@
+package main
+
+import (
+	"fmt"
+	"time"
+
+	"voiceroom/activity"
+	"voiceroom/bus"
+	"voiceroom/gateway"
+	"voiceroom/regions"
+)
+
+// ActivityScoreSettings are the variables of the activities' scoring
+// (the activity role's durable consumer) and of their boards' reads, a
+// part of config. The days and weeks are VOICEROOM_APP_TIMEZONES'.
+type ActivityScoreSettings struct {
+	ActivityAckWait      time.Duration   `env:"VOICEROOM_ACTIVITY_ACK_WAIT" envDefault:"30s"`
+	ActivityBackOff      []time.Duration `env:"VOICEROOM_ACTIVITY_BACKOFF" envDefault:"1s" envSeparator:","`
+	ActivityMaxAckPend   int             `env:"VOICEROOM_ACTIVITY_MAX_ACK_PENDING" envDefault:"5000"`
+	ActivityConcurrency  int             `env:"VOICEROOM_ACTIVITY_CONCURRENCY" envDefault:"4"`
+	ActivityRefresh      time.Duration   `env:"VOICEROOM_ACTIVITY_REFRESH" envDefault:"5s"`
+	ActivityExpireAfter  time.Duration   `env:"VOICEROOM_ACTIVITY_BOARD_EXPIRE_AFTER" envDefault:"168h"`
+	ActivityRedisTimeout time.Duration   `env:"VOICEROOM_ACTIVITY_REDIS_TIMEOUT" envDefault:"100ms"`
+	// ActivitySettleGrace is how long after an activity's end its
+	// settlement waits before it may freeze (activity.SettleConfig.Grace).
+	ActivitySettleGrace time.Duration `env:"VOICEROOM_ACTIVITY_SETTLE_GRACE" envDefault:"30s"`
+}
+
+// activityScoreVars are the variables that set activity.ScoreConfig's
+// fields (the consumer's by sinkVars).
+var activityScoreVars = map[string]string{
+	"TimeZones": "VOICEROOM_APP_TIMEZONES", "Refresh": "VOICEROOM_ACTIVITY_REFRESH",
+	"ExpireAfter": "VOICEROOM_ACTIVITY_BOARD_EXPIRE_AFTER", "RedisTimeout": "VOICEROOM_ACTIVITY_REDIS_TIMEOUT",
+}
+
+// activityScore is the configuration of the scorer and the boards.
+func (c *config) activityScore() activity.ScoreConfig {
+	zones, _ := c.timeZones() // validate reports the error
+	return activity.ScoreConfig{TimeZones: zones, Refresh: c.ActivityRefresh, ExpireAfter: c.ActivityExpireAfter,
+		RedisTimeout: c.ActivityRedisTimeout}
+}
+
+// validate checks the variables without changing s; errors go to errs.
+func (s ActivityScoreSettings) validate(errs *varErrors) {
+	if s.ActivityAckWait < time.Second {
+		errs.add(&configError{Var: "VOICEROOM_ACTIVITY_ACK_WAIT", Msg: fmt.Sprintf("want at least 1s, got %v", s.ActivityAckWait)})
+	}
+	if s.ActivitySettleGrace < 0 || s.ActivitySettleGrace > 24*time.Hour {
+		errs.add(&configError{Var: "VOICEROOM_ACTIVITY_SETTLE_GRACE", Msg: fmt.Sprintf("want 0 to 24h, got %v", s.ActivitySettleGrace)})
+	}
+	zones := map[string]string{} // the zones are checked with the ranks' variables
+	errs.of(activity.ScoreConfig{TimeZones: zones, Refresh: s.ActivityRefresh, ExpireAfter: s.ActivityExpireAfter,
+		RedisTimeout: s.ActivityRedisTimeout}.Validate(), "activity", activityScoreVars)
+}
+
+// wireActivityScoring adds the activities' scoring and boards of the
+// roles serve runs:
+//
+//   - activity: the scorer on the durable activity, a worker that scores
+//     each event once per activity in MySQL and keeps the boards in Redis,
+//     and the settlement loop (activitySettler);
+//   - api: GET /api/v1/activities/:activity_id/board and .../progress,
+//     read from Redis, else MySQL.
+//
+// The series are registered in either role.
+func wireActivityScoring(d *deps, regionSvc *regions.Service) error {
+	role, api := d.cfg.hasRole(roleActivity), d.cfg.hasRole(roleAPI)
+	if !role && !api {
+		return nil
+	}
+	m, err := activity.NewScoreMetrics(d.reg)
+	if err != nil {
+		return err
+	}
+	cfg := d.cfg.activityScore()
+	if role {
+		bm, err := bus.NewMetrics(d.reg)
+		if err != nil {
+			return err
+		}
+		s, err := activity.NewScorer(d.db, d.redisClient(), d.nats.JetStream(), d.cfg.consumerRun(bus.DurableActivity), bm, cfg, d.log, m)
+		if err != nil {
+			return fmt.Errorf("activity scorer: %w", err)
+		}
+		d.workers = append(d.workers, worker{name: "activity-scorer", run: s.Run})
+		settler, err := activitySettler(d, bus.DurableActivity, d.cfg.ActivitySettleGrace)
+		if err != nil {
+			return err
+		}
+		d.workers = append(d.workers, settler)
+	}
+	if api {
+		b, err := activity.NewBoards(d.db, d.redisClient(), regionSvc, cfg, d.log, m)
+		if err != nil {
+			return fmt.Errorf("activity boards: %w", err)
+		}
+		d.mounts = append(d.mounts, gateway.ActivityBoardRoutes(b))
+	}
+	return nil
+}
