@@ -54,7 +54,7 @@ func nearSetup(t *testing.T) (*fixture, hideProc, *countReads, roomlist.Config) 
 		setTitle(t, s, id, []string{"one", "other"}[i], 1)
 	}
 	refill(t, s.db, s.rdb, s.prefix, nil)
-	counted := redis.NewClient(&redis.Options{Addr: s.rdb.Options().Addr})
+	counted := testenv.RedisClient(t)
 	t.Cleanup(func() { counted.Close() })
 	reads := &countReads{}
 	counted.AddHook(reads)
@@ -217,7 +217,7 @@ func TestNearCacheFlushesWhenTrackingDrops(t *testing.T) {
 func TestNearCacheOffReadsRedis(t *testing.T) {
 	s, _, _, cfg := nearSetup(t)
 	cfg.NearCacheCards = -1
-	counted := redis.NewClient(&redis.Options{Addr: s.rdb.Options().Addr})
+	counted := testenv.RedisClient(t)
 	t.Cleanup(func() { counted.Close() })
 	reads := &countReads{}
 	counted.AddHook(reads)
