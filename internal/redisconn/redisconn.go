@@ -44,6 +44,7 @@ import (
 	"net"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -116,6 +117,13 @@ func (c Config) Validate() error {
 	return checks.Err()
 }
 
+// ClusterStateReload is how old a cluster client's map of the slots may
+// grow before it is read again (CLUSTER SLOTS on one node, in the
+// background). go-redis's default is a minute: after a failover a writer
+// would keep sending a promoted replica's slots to the dead master for
+// that long (redirections refresh the map only when a node answers).
+const ClusterStateReload = 5 * time.Second
+
 // New returns the client c describes: a *redis.ClusterClient for a
 // cluster, a *redis.Client (following the master) for Sentinel, a
 // *redis.Client otherwise. It does not connect: the client dials on first
@@ -153,6 +161,7 @@ func New(c Config, name string) (redis.UniversalClient, error) {
 	case c.Cluster():
 		return redis.NewClusterClient(&redis.ClusterOptions{
 			Addrs: c.Addrs, Username: c.Username, Password: c.Password, TLSConfig: tc, ClientName: name,
+			ClusterStateReloadInterval: ClusterStateReload,
 		}), nil
 	default:
 		return redis.NewClient(&redis.Options{
