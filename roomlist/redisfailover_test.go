@@ -1,8 +1,8 @@
 package roomlist_test
 
 import (
-	"errors"
 	"database/sql"
+	"errors"
 	"fmt"
 	"testing"
 	"time"

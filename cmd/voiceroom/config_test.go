@@ -26,7 +26,7 @@ func TestBadValuesNameTheVariable(t *testing.T) {
 		{"VOICEROOM_REDIS_ADDRS", "127.0.0.1:7001,nope"},
 		{"VOICEROOM_REDIS_DB", "16"},
 		{"VOICEROOM_REDIS_SENTINEL_MASTER", "mymaster"}, // without VOICEROOM_REDIS_ADDRS
-		{"VOICEROOM_REDIS_TLS_CA", "/etc/ca.pem"},        // without VOICEROOM_REDIS_TLS
+		{"VOICEROOM_REDIS_TLS_CA", "/etc/ca.pem"},       // without VOICEROOM_REDIS_TLS
 		{"VOICEROOM_NATS_LISTEN", "0.0.0.0:4222"},
 		{"VOICEROOM_NATS_URL", "localhost:4222"},
 		{"VOICEROOM_STREAM_DUPLICATE_WINDOW", "2 minutes"},
