@@ -148,3 +148,30 @@ func TestListThroughSentinelFailover(t *testing.T) {
 		t.Fatalf("after renaming %s on the new master: %+v, %v", first, page.Rooms[:min(1, len(page.Rooms))], err)
 	}
 }
+
+// TestNearCacheOffOnCluster: on a Redis Cluster the near cache is off
+// (client tracking follows one connection to one server), and the list
+// reads its cards from the masters, by one MGET per slot, all found.
+func TestNearCacheOffOnCluster(t *testing.T) {
+	rdb := testenv.NewRedisCluster(t)
+	prefix := testenv.RandomPrefix()
+	t.Cleanup(func() { testenv.DeleteRedisKeys(t, rdb, prefix) })
+	f := newFailoverFixture(t, rdb, prefix, roomlist.Config{CursorSecret: testSecret, FreezeEvery: time.Millisecond})
+	if roomlist.NearCacheOn(f.lister) {
+		t.Fatal("a near cache on a cluster")
+	}
+	count := func(result string) float64 {
+		return testenv.MetricValue(t, f.reg, "voiceroom_list_cache_requests_total", "result", result)
+	}
+	miss, failed, hit := count("miss"), count("error"), count("hit")
+	f.walkSame(t, "again")
+	if n := count("miss") - miss; n != 0 {
+		t.Errorf("%v misses reading cards Redis holds", n)
+	}
+	if n := count("error") - failed; n != 0 {
+		t.Errorf("%v failed Redis reads", n)
+	}
+	if count("hit") == hit {
+		t.Error("no read from Redis")
+	}
+}
