@@ -240,7 +240,7 @@ CONF
   log "redis sentinel: master voiceroom watched on 127.0.0.1:$s (nodes $m, $r)"
 }
 if [[ ${VOICEROOM_TEST_REDIS_EXTRA:-1} != 0 ]]; then
-  command -v redis-server >/dev/null || apt_install redis-server
+  { command -v redis-server && command -v redis-cli; } >/dev/null || apt_install redis-server
   start_redis_cluster
   start_redis_sentinel
 fi
