@@ -668,7 +668,7 @@ func (c *config) redisClient() (redis.UniversalClient, error) {
 	if !rc.Enabled() {
 		return nil, nil
 	}
-	rdb, err := redisconn.New(rc, "voiceroom")
+	rdb, err := redisconn.New(rc, "")
 	if err != nil {
 		return nil, configErr(err, "redis", redisVars)
 	}
