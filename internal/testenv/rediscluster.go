@@ -110,7 +110,10 @@ func RunRedisCluster(tb testing.TB, masters int) *RedisCluster {
 	for range masters * 2 {
 		bus := freePort(tb)
 		n := startRedisNode(tb, dir, "", "--cluster-enabled", "yes", "--cluster-config-file", "nodes-"+strconv.Itoa(bus)+".conf",
-			"--cluster-node-timeout", "1000", "--cluster-port", strconv.Itoa(bus))
+			"--cluster-node-timeout", "1000", "--cluster-port", strconv.Itoa(bus),
+			// A replica fails over however long its link was down (a busy
+			// machine may have delayed its first sync).
+			"--cluster-replica-validity-factor", "0")
 		rc.Nodes = append(rc.Nodes, n)
 		addrs = append(addrs, n.Addr)
 	}
@@ -140,6 +143,15 @@ func (rc *RedisCluster) healthy(masters int) error {
 		}
 		if !strings.Contains(info, "cluster_state:ok") {
 			return fmt.Errorf("%s: cluster not ok", n.Addr)
+		}
+		c = redis.NewClient(&redis.Options{Addr: n.Addr})
+		repl, err := c.Info(ctx, "replication").Result()
+		c.Close()
+		if err != nil {
+			return err
+		}
+		if strings.Contains(repl, "role:slave") && !strings.Contains(repl, "master_link_status:up") {
+			return fmt.Errorf("%s: replica not in sync with its master yet", n.Addr)
 		}
 	}
 	return nil
