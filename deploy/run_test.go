@@ -375,7 +375,10 @@ func TestServicesInstallsNoBrowser(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(bin, "apt-get"), []byte(fake), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	for _, tool := range []string{"sh", "bash", "id", "mariadb", "mysql", "cat", "sleep"} {
+	// redis-server and redis-cli (Debian's redis-server package): the test
+	// Redis Cluster and Sentinel setup services.sh starts or checks.
+	for _, tool := range []string{"sh", "bash", "id", "mariadb", "mysql", "cat", "sleep", "redis-server", "redis-cli",
+		"tr", "grep", "sed", "rm", "mkdir"} {
 		if p, err := exec.LookPath(tool); err == nil {
 			if err := os.Symlink(p, filepath.Join(bin, tool)); err != nil {
 				t.Fatal(err)

@@ -7,6 +7,19 @@
 # need (Chromium, nginx) is deploy/test-tools.sh's, which those tests run
 # themselves.
 #
+# Then, for the tests that run against Redis's distributed modes, on
+# loopback only and without persistence: a Redis Cluster of three masters
+# (ports VOICEROOM_TEST_REDIS_CLUSTER_PORTS, default 7001 7002 7003; each
+# with cluster-node-timeout 2s) and a Sentinel setup (a master on 6380, its
+# replica on 6381, one sentinel on 26379 watching it as "voiceroom";
+# VOICEROOM_TEST_REDIS_SENTINEL_PORTS overrides the three ports). Their
+# files live under ${TMPDIR:-/tmp}/voiceroom-redis-*. A node already
+# listening is used as it is, a cluster already formed is kept; so a second
+# run takes a moment. VOICEROOM_TEST_REDIS_EXTRA=0 skips both.
+#
+# `services.sh redis-addrs cluster|sentinel` prints the addresses a test
+# run passes in VOICEROOM_TEST_REDIS_ADDRS (Taskfile's test:redis).
+#
 # `services.sh promtool` does only one thing instead: makes sure Prometheus's
 # promtool is installed (Debian's prometheus package), for the rule checks
 # of `task lint:rules` (CI runs them; `task run` and `task test` never
@@ -48,8 +61,19 @@ if [[ ${1:-} == promtool ]]; then
   command -v promtool >/dev/null || die "no promtool after installing prometheus"
   log "ready: $(promtool --version 2>&1 | head -n 1)"
   exit 0
+fi
+
+cluster_ports=(${VOICEROOM_TEST_REDIS_CLUSTER_PORTS:-7001 7002 7003})
+sentinel_ports=(${VOICEROOM_TEST_REDIS_SENTINEL_PORTS:-6380 6381 26379})
+if [[ ${1:-} == redis-addrs ]]; then
+  case ${2:-} in
+  cluster) printf '127.0.0.1:%s\n' "${cluster_ports[@]}" | paste -sd, - ;;
+  sentinel) echo "127.0.0.1:${sentinel_ports[2]}" ;;
+  *) die "redis-addrs: want cluster or sentinel" ;;
+  esac
+  exit 0
 elif [[ $# -gt 0 ]]; then
-  die "unknown argument $1 (want none, or promtool)"
+  die "unknown argument $1 (want none, promtool or redis-addrs)"
 fi
 
 # user:password@tcp(host:port)/db
@@ -145,4 +169,80 @@ elif is_loopback "$redis_host"; then
 else
   die "redis at $redis_addr is not reachable (remote servers are not managed here)"
 fi
+# --- Redis Cluster and Sentinel, for the tests (see the top)
+run_dir=${TMPDIR:-/tmp}
+redis_node() { # port dir args...: start a redis-server on 127.0.0.1:port unless one listens
+  local port=$1 dir=$2; shift 2
+  port_open 127.0.0.1 "$port" && return 0
+  mkdir -p "$dir"
+  redis-server --daemonize yes --bind 127.0.0.1 --port "$port" --save '' --appendonly no \
+    --dir "$dir" --logfile "$dir/redis.log" --pidfile "$dir/redis.pid" "$@"
+}
+start_redis_cluster() {
+  local dir=$run_dir/voiceroom-redis-cluster p addrs=()
+  for p in "${cluster_ports[@]}"; do
+    # A node's cluster state is its nodes.conf: a stale one (a node that
+    # was stopped while its peers lived on) is dropped so it starts blank.
+    port_open 127.0.0.1 "$p" || rm -f "$dir/$p/nodes.conf"
+    redis_node "$p" "$dir/$p" --cluster-enabled yes --cluster-config-file nodes.conf --cluster-node-timeout 2000
+    addrs+=("127.0.0.1:$p")
+  done
+  for p in "${cluster_ports[@]}"; do wait_port 127.0.0.1 "$p" "Redis Cluster node"; done
+  if [[ $(redis-cli -p "${cluster_ports[0]}" cluster info | tr -d '\r' | grep '^cluster_state:') == cluster_state:ok ]]; then
+    log "redis cluster: using the one on ${addrs[*]}"
+    return 0
+  fi
+  if [[ $(redis-cli -p "${cluster_ports[0]}" cluster info | tr -d '\r' | grep '^cluster_known_nodes:') != cluster_known_nodes:1 ]]; then
+    die "redis cluster on ${addrs[*]}: formed but not ok; stop its nodes (redis-cli -p PORT shutdown) and run again"
+  fi
+  log "redis cluster: creating it on ${addrs[*]}"
+  redis-cli --cluster create "${addrs[@]}" --cluster-replicas 0 --cluster-yes >/dev/null
+  local i
+  for ((i = 0; i < wait_secs * 5; i++)); do
+    local ok=1
+    for p in "${cluster_ports[@]}"; do
+      [[ $(redis-cli -p "$p" cluster info | tr -d '\r' | grep '^cluster_state:') == cluster_state:ok ]] || ok=0
+    done
+    ((ok)) && return 0
+    sleep 0.2
+  done
+  die "redis cluster on ${addrs[*]} not ok within ${wait_secs}s"
+}
+start_redis_sentinel() {
+  local dir=$run_dir/voiceroom-redis-sentinel m=${sentinel_ports[0]} r=${sentinel_ports[1]} s=${sentinel_ports[2]}
+  redis_node "$m" "$dir/$m"
+  # A replica of whichever node is the master now (a test's failover may
+  # have swapped them).
+  if ! port_open 127.0.0.1 "$r"; then
+    local master=$m
+    if port_open 127.0.0.1 "$s"; then
+      master=$(redis-cli -p "$s" sentinel get-master-addr-by-name voiceroom 2>/dev/null | sed -n 2p)
+      master=${master:-$m}
+    fi
+    redis_node "$r" "$dir/$r" --replicaof 127.0.0.1 "$master"
+  fi
+  if ! port_open 127.0.0.1 "$s"; then
+    mkdir -p "$dir/$s"
+    cat >"$dir/$s/sentinel.conf" <<CONF
+port $s
+bind 127.0.0.1
+daemonize yes
+dir $dir/$s
+logfile $dir/$s/sentinel.log
+pidfile $dir/$s/sentinel.pid
+sentinel monitor voiceroom 127.0.0.1 $m 1
+sentinel down-after-milliseconds voiceroom 1000
+sentinel failover-timeout voiceroom 5000
+CONF
+    redis-server "$dir/$s/sentinel.conf" --sentinel
+  fi
+  for p in "$m" "$r" "$s"; do wait_port 127.0.0.1 "$p" "Redis (sentinel setup)"; done
+  log "redis sentinel: master voiceroom watched on 127.0.0.1:$s (nodes $m, $r)"
+}
+if [[ ${VOICEROOM_TEST_REDIS_EXTRA:-1} != 0 ]]; then
+  { command -v redis-server && command -v redis-cli; } >/dev/null || apt_install redis-server
+  start_redis_cluster
+  start_redis_sentinel
+fi
+
 log "ready: mysql $my_host:$my_port, redis ${redis_addr:-off}"

@@ -51,13 +51,13 @@
 // as rooms age. A room is listed in its app's visible region while its
 // status is "active" ([ListedSQL], [Card.ListedIn]).
 //
-// Redis keys ([Keys]): room:list:{app}:<region>:hot and :new (ZSETs by
-// sort_score and created_at_ms), room:list:{app}:<region>:ready (the sets
-// were filled from MySQL and may be read), room:card:{app}:<room_id> (the
+// Redis keys ([Keys]): room:list:{app:<region>}:hot and :new (ZSETs by
+// sort_score and created_at_ms), room:list:{app:<region>}:ready (the sets
+// were filled from MySQL and may be read), room:card:{app:<room_id>} (the
 // card as JSON, expiring after Config.CardTTL unless rewritten). A set
-// without its ready key is never read. room:hides:{app}:<region> (ZSET of
+// without its ready key is never read. room:hides:{app:<region>} (ZSET of
 // the applying hides by expiry, with the ready member [HideReady]) and
-// room:hides:{app}:<region>:gen (bumped by every hide and unhide): see
+// room:hides:{app:<region>}:gen (bumped by every hide and unhide): see
 // hides_redis.go for why a refill never leaves a state MySQL no longer has.
 //
 // # Why the model lives here

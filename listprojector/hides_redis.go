@@ -16,11 +16,11 @@ import (
 // by the operators' hide store in package roomlist), one per app and
 // region:
 //
-//	room:hides:{app}:<region>      ZSET room_id -> expires_at_ms (+inf: no
+//	room:hides:{app:<region>}      ZSET room_id -> expires_at_ms (+inf: no
 //	                               expiry), plus the member HideReady
 //	                               (+inf): the set was filled from MySQL
 //	                               and may be read
-//	room:hides:{app}:<region>:gen  a counter every hide and unhide bumps
+//	room:hides:{app:<region>}:gen  a counter every hide and unhide bumps
 //
 // A reader takes a room as hidden at t while its score is above t, so an
 // expiry applies without any write; a set without its HideReady member

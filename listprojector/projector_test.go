@@ -23,7 +23,7 @@ import (
 type sink struct {
 	tb     testing.TB
 	db     *sql.DB
-	rdb    *redis.Client
+	rdb    redis.UniversalClient
 	prefix string
 	conn   *bus.Conn
 	pub    *bus.Publisher
@@ -291,7 +291,7 @@ func TestCloseMoveAndUnknownEvents(t *testing.T) {
 	// The list above may have come from MySQL; Redis follows it, written
 	// after each batch by the mirror writer.
 	testenv.Eventually(t, 10*time.Second, func() error {
-		for _, key := range []string{s.prefix + "room:list:{a1}:1:hot", s.prefix + "room:list:{a1}:1:new"} {
+		for _, key := range []string{s.prefix + "room:list:{a1:1}:hot", s.prefix + "room:list:{a1:1}:new"} {
 			if n, err := s.rdb.ZCard(ctx, key).Result(); err != nil || n != 0 {
 				return fmt.Errorf("%s holds %d members (%v)", key, n, err)
 			}

@@ -260,7 +260,7 @@ func BenchmarkListHTTP(b *testing.B) {
 // is called: each write is a change as far as Redis tracking is concerned,
 // so the near cache of the list under test keeps losing those cards, as
 // it does while the projector updates popular rooms.
-func rewriteCards(b *testing.B, l *roomlist.Lister, rdb *redis.Client, prefix string, apps []string, regions, perSec int) (stop func()) {
+func rewriteCards(b *testing.B, l *roomlist.Lister, rdb redis.UniversalClient, prefix string, apps []string, regions, perSec int) (stop func()) {
 	b.Helper()
 	ctx := context.Background()
 	var keys []string

@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"voiceroom/internal/memo"
+	"voiceroom/internal/redisconn"
 	"voiceroom/listprojector"
 )
 
@@ -22,6 +23,9 @@ type cache struct {
 	rdb  redis.UniversalClient
 	keys listprojector.Keys
 	memo decoded
+	// cluster: rdb is a cluster's, where a page's cards (a slot each) are
+	// read by one MGET per slot (redisconn.MGet).
+	cluster bool
 }
 
 // newCache returns the reader of m, or nil without Redis.
@@ -29,7 +33,7 @@ func newCache(m *listprojector.Mirror) *cache {
 	if m == nil {
 		return nil
 	}
-	return &cache{rdb: m.Client(), keys: m.Keys()}
+	return &cache{rdb: m.Client(), keys: m.Keys(), cluster: redisconn.IsCluster(m.Client())}
 }
 
 // decoded remembers the card each Redis value decoded to, so a card read
@@ -74,17 +78,23 @@ func (c *cache) cardsAndHides(ctx context.Context, app string, region int64, ids
 	keys := c.cardKeys(app, ids)
 	var vals []any
 	var scores []float64
-	if region < 0 {
+	if region < 0 && !c.cluster {
 		vals, err = c.rdb.MGet(ctx, keys...).Result()
 	} else {
-		members := make([]string, 0, len(ids)+1)
-		members = append(members, listprojector.HideReady)
-		members = append(members, ids...)
 		p := c.rdb.Pipeline()
-		mget := p.MGet(ctx, keys...)
-		zms := p.ZMScore(ctx, c.keys.Hides(app, region), members...)
+		mget := redisconn.MGet(ctx, p, c.cluster, keys)
+		var zms *redis.FloatSliceCmd
+		if region >= 0 {
+			members := make([]string, 0, len(ids)+1)
+			members = append(members, listprojector.HideReady)
+			members = append(members, ids...)
+			zms = p.ZMScore(ctx, c.keys.Hides(app, region), members...)
+		}
 		if _, err = p.Exec(ctx); err == nil {
-			vals, scores = mget.Val(), zms.Val()
+			vals, err = mget()
+			if zms != nil {
+				scores = zms.Val()
+			}
 		}
 	}
 	if err != nil {
@@ -142,9 +152,9 @@ func (c *cache) decodeCards(app string, ids []string, vals []any) (found map[str
 func (c *cache) cardsAndHideSet(ctx context.Context, app string, region int64, ids []string, wantSet bool) (
 	found map[string]*listprojector.Card, missing []string, set hideSet, ready bool, err error) {
 	p := c.rdb.Pipeline()
-	var mget *redis.SliceCmd
+	var mget func() ([]any, error)
 	if len(ids) > 0 {
-		mget = p.MGet(ctx, c.cardKeys(app, ids)...)
+		mget = redisconn.MGet(ctx, p, c.cluster, c.cardKeys(app, ids))
 	}
 	var zr *redis.ZSliceCmd
 	if wantSet {
@@ -155,7 +165,11 @@ func (c *cache) cardsAndHideSet(ctx context.Context, app string, region int64, i
 	}
 	found, missing = map[string]*listprojector.Card{}, nil
 	if mget != nil {
-		found, missing = c.decodeCards(app, ids, mget.Val())
+		vals, err := mget()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return nil, ids, nil, false, fmt.Errorf("read cards from redis: %w", err)
+		}
+		found, missing = c.decodeCards(app, ids, vals)
 	}
 	if zr != nil {
 		zs := zr.Val()

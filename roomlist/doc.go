@@ -66,7 +66,7 @@
 // # What it owns, and what it does not
 //
 // It owns the tables room_region_pins and room_region_hides, and the
-// frozen orders in Redis (room:frozen:{app}:<id>, under the read model's
+// frozen orders in Redis (room:frozen:{app:<id>}, under the read model's
 // key prefix but no part of the read model). It never writes
 // room_list_entries, and writes the Redis mirror only through
 // listprojector.Mirror (repairs from MySQL after a miss, a hide set's

@@ -251,14 +251,5 @@ func TestRebuildGivesTheSameList(t *testing.T) {
 // deleteKeys deletes every Redis key of the test.
 func deleteKeys(tb testing.TB, s *stack) {
 	tb.Helper()
-	ctx := context.Background()
-	keys, err := s.rdb.Keys(ctx, s.prefix+"*").Result()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	if len(keys) > 0 {
-		if err := s.rdb.Del(ctx, keys...).Err(); err != nil {
-			tb.Fatal(err)
-		}
-	}
+	testenv.DeleteRedisKeys(tb, s.rdb, s.prefix)
 }

@@ -18,15 +18,16 @@ import (
 
 // Frozen orders in Redis, so that a chain of pages continues exactly on
 // any api process (see freezer). The key follows the read model's layout
-// (listprojector.Keys: its prefix, the app as a hash tag) but is the list
-// query's own, written and read only here:
+// (listprojector.Keys: its prefix; a tag of its own, {app:<id>}, for it is
+// written and read alone, so orders spread over a cluster's masters) but
+// is the list query's own, written and read only here:
 //
-//	room:frozen:{app}:<id, hex>   the order (encodeFrozen), expiring ChainTTL after its freeze
+//	room:frozen:{app:<id, hex>}   the order (encodeFrozen), expiring ChainTTL after its freeze
 //
 // The cursor still carries only the order's id: the order is read from
 // Redis by the process that does not hold it, once.
 func frozenKey(k listprojector.Keys, app string, id uint64) string {
-	return k.Prefix + "room:frozen:{" + app + "}:" + strconv.FormatUint(id, 16)
+	return k.Prefix + "room:frozen:{" + app + ":" + strconv.FormatUint(id, 16) + "}"
 }
 
 // The encoding of a frozen order, compact because an order holds up to

@@ -146,7 +146,7 @@ func TestHideSeenByTheNextRequest(t *testing.T) {
 				}
 			}
 			fw := &failWrites{}
-			hooked := redis.NewClient(&redis.Options{Addr: s.rdb.Options().Addr, DB: s.rdb.Options().DB})
+			hooked := testenv.RedisClient(t)
 			hooked.AddHook(fw)
 			t.Cleanup(func() { hooked.Close() })
 			writer := newHideProc(t, s, hooked, cfg)
@@ -310,7 +310,7 @@ func TestHideFillLosesToAWrite(t *testing.T) {
 			t.Error(err)
 		}
 	}}
-	hooked := redis.NewClient(&redis.Options{Addr: s.rdb.Options().Addr, DB: s.rdb.Options().DB})
+	hooked := testenv.RedisClient(t)
 	hooked.AddHook(racing)
 	t.Cleanup(func() { hooked.Close() })
 	filled, err := newTestMirror(t, s.db, hooked, s.prefix).FillHides(ctx, "a1", 1, time.Now().UnixMilli())

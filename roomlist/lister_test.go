@@ -99,7 +99,7 @@ func refill(tb testing.TB, db *sql.DB, rdb redis.UniversalClient, prefix string,
 type fixture struct {
 	tb     testing.TB
 	db     *sql.DB
-	rdb    *redis.Client
+	rdb    redis.UniversalClient
 	prefix string
 	cfg    roomlist.Config
 	lister *roomlist.Lister
@@ -396,18 +396,9 @@ func TestRedisLossChangesNothing(t *testing.T) {
 	}
 }
 
-func deleteKeysWithPrefix(tb testing.TB, rdb *redis.Client, prefix string) {
+func deleteKeysWithPrefix(tb testing.TB, rdb redis.UniversalClient, prefix string) {
 	tb.Helper()
-	ctx := context.Background()
-	keys, err := rdb.Keys(ctx, prefix+"*").Result()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	if len(keys) > 0 {
-		if err := rdb.Del(ctx, keys...).Err(); err != nil {
-			tb.Fatal(err)
-		}
-	}
+	testenv.DeleteRedisKeys(tb, rdb, prefix)
 }
 
 // TestFrozenOrdersBounded: past MaxFrozenRooms the oldest order goes, and

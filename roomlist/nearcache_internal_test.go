@@ -77,9 +77,9 @@ func TestNearInvalidateKeys(t *testing.T) {
 		n.hides.end(hideRegion{"app", 7}, hideSet{}, true, now)
 	}
 	put()
-	n.invalidate("p:room:card:{app}:room:1")
-	n.invalidate("q:room:card:{app}:r2")
-	n.invalidate("p:room:hides:{app}:7:gen")
+	n.invalidate("p:room:card:{app:room:1}")
+	n.invalidate("q:room:card:{app:r2}")
+	n.invalidate("p:room:hides:{app:7}:gen")
 	if _, ok := n.cards.get(cardRef{"app", "room:1"}, now, time.Minute); ok {
 		t.Fatal("room:1 kept after its invalidation")
 	}
@@ -89,7 +89,7 @@ func TestNearInvalidateKeys(t *testing.T) {
 	if _, ok := n.hides.get(hideRegion{"app", 7}, now, time.Minute); !ok {
 		t.Fatal("the gen key dropped the hide set")
 	}
-	n.invalidate("p:room:hides:{app}:7")
+	n.invalidate("p:room:hides:{app:7}")
 	if _, ok := n.hides.get(hideRegion{"app", 7}, now, time.Minute); ok {
 		t.Fatal("hide set kept after its invalidation")
 	}

@@ -44,6 +44,9 @@ func (c *countReads) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.P
 // only invalidations can empty (its max age is an hour).
 func nearSetup(t *testing.T) (*fixture, hideProc, *countReads, roomlist.Config) {
 	t.Helper()
+	if testenv.RedisConfig().Cluster() {
+		t.Skip("the near cache is off on a Redis Cluster (tracking follows one server); TestNearCacheOffOnCluster")
+	}
 	s := newFixture(t)
 	for i, id := range []string{"r1", "r2"} { // the rooms rows hides check
 		if _, err := s.db.Exec(`INSERT INTO rooms (app_code, room_id, room_short_id, owner_user_id, status, visible_region_id,
@@ -54,7 +57,7 @@ func nearSetup(t *testing.T) (*fixture, hideProc, *countReads, roomlist.Config) 
 		setTitle(t, s, id, []string{"one", "other"}[i], 1)
 	}
 	refill(t, s.db, s.rdb, s.prefix, nil)
-	counted := redis.NewClient(&redis.Options{Addr: s.rdb.Options().Addr})
+	counted := testenv.RedisClient(t)
 	t.Cleanup(func() { counted.Close() })
 	reads := &countReads{}
 	counted.AddHook(reads)
@@ -217,7 +220,7 @@ func TestNearCacheFlushesWhenTrackingDrops(t *testing.T) {
 func TestNearCacheOffReadsRedis(t *testing.T) {
 	s, _, _, cfg := nearSetup(t)
 	cfg.NearCacheCards = -1
-	counted := redis.NewClient(&redis.Options{Addr: s.rdb.Options().Addr})
+	counted := testenv.RedisClient(t)
 	t.Cleanup(func() { counted.Close() })
 	reads := &countReads{}
 	counted.AddHook(reads)

@@ -61,7 +61,7 @@ func (s syncPublisher) Committed(msgs []bus.Message, _ voiceroom.OutboxGroup, _ 
 type stack struct {
 	tb      testing.TB
 	db      *sql.DB
-	rdb     *redis.Client
+	rdb     redis.UniversalClient
 	prefix  string
 	js      jetstream.JetStream
 	pcfg    listprojector.Config

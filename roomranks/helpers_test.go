@@ -26,7 +26,7 @@ import (
 type ranksEnv struct {
 	tb     testing.TB
 	db     *sql.DB
-	rdb    *redis.Client
+	rdb    redis.UniversalClient
 	conn   *bus.Conn
 	pub    *bus.Publisher
 	reg    *prometheus.Registry

@@ -19,7 +19,6 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
-	"github.com/redis/go-redis/v9"
 
 	"voiceroom/listprojector"
 	"voiceroom/mysqldb"
@@ -202,11 +201,13 @@ func restoreCmd(ctx context.Context, args []string) error {
 		return fmt.Errorf("restore: %w", err)
 	}
 
-	var rdb redis.UniversalClient
-	if cfg.RedisAddr != "" {
-		c := redis.NewClient(&redis.Options{Addr: cfg.RedisAddr, Password: cfg.RedisPassword, DB: cfg.RedisDB})
-		defer c.Close()
-		rdb, rep.Redis = c, cfg.RedisAddr
+	rdb, err := cfg.redisClient()
+	if err != nil {
+		return err
+	}
+	if rdb != nil {
+		defer rdb.Close()
+		rep.Redis = cfg.redis().Describe()
 	}
 	if rep.List, err = listprojector.Rebuild(ctx, db, rdb, cfg.listProjector(), "", roomCards(db), log); err != nil {
 		return fmt.Errorf("restore: rebuild the room list: %w", err)

@@ -14,11 +14,13 @@ import (
 	"time"
 
 	"github.com/caarlos0/env/v11"
+	"github.com/redis/go-redis/v9"
 
 	"voiceroom/apperr"
 	"voiceroom/authtoken"
 	"voiceroom/bus"
 	"voiceroom/gateway"
+	"voiceroom/internal/redisconn"
 	"voiceroom/mysqldb"
 	"voiceroom/outboxrelay"
 	"voiceroom/regions"
@@ -66,10 +68,19 @@ type config struct {
 	MigrateOnStart    bool          `env:"VOICEROOM_MIGRATE_ON_START" envDefault:"true"`
 
 	// RedisAddr's default is set by loadConfig (offDefaults): set empty,
-	// it turns the cache off.
-	RedisAddr     string `env:"VOICEROOM_REDIS_ADDR"`
-	RedisPassword string `env:"VOICEROOM_REDIS_PASSWORD"`
-	RedisDB       int    `env:"VOICEROOM_REDIS_DB" envDefault:"0"`
+	// it turns the cache off. RedisAddrs replaces it for a cluster (several
+	// addresses) or Sentinel (the sentinels, with RedisSentinelMaster); see
+	// redis().
+	RedisAddr             string   `env:"VOICEROOM_REDIS_ADDR"`
+	RedisAddrs            []string `env:"VOICEROOM_REDIS_ADDRS" envSeparator:","`
+	RedisSentinelMaster   string   `env:"VOICEROOM_REDIS_SENTINEL_MASTER"`
+	RedisSentinelUsername string   `env:"VOICEROOM_REDIS_SENTINEL_USERNAME"`
+	RedisSentinelPassword string   `env:"VOICEROOM_REDIS_SENTINEL_PASSWORD"`
+	RedisUsername         string   `env:"VOICEROOM_REDIS_USERNAME"`
+	RedisPassword         string   `env:"VOICEROOM_REDIS_PASSWORD"`
+	RedisDB               int      `env:"VOICEROOM_REDIS_DB" envDefault:"0"`
+	RedisTLS              bool     `env:"VOICEROOM_REDIS_TLS" envDefault:"false"`
+	RedisTLSCA            string   `env:"VOICEROOM_REDIS_TLS_CA"`
 
 	NATSURL            string        `env:"VOICEROOM_NATS_URL"`
 	NATSListen         string        `env:"VOICEROOM_NATS_LISTEN" envDefault:"127.0.0.1:14222"`
@@ -187,7 +198,11 @@ func loadConfig() (config, error) {
 	if err := env.Parse(&cfg); err != nil {
 		return cfg, nameParseErrors(err)
 	}
+	cfg.RedisAddrs = trimmed(cfg.RedisAddrs)
 	for _, d := range offDefaults {
+		if d.name == "VOICEROOM_REDIS_ADDR" && len(cfg.RedisAddrs) > 0 {
+			continue // VOICEROOM_REDIS_ADDRS names the Redis
+		}
 		if _, set := os.LookupEnv(d.name); !set {
 			*d.field(&cfg) = d.value
 		}
@@ -219,6 +234,17 @@ func (c config) normalised() config {
 		c.NodeID, _ = os.Hostname()
 	}
 	return c
+}
+
+// trimmed returns ss trimmed of spaces, empty ones dropped (nil for none).
+func trimmed(ss []string) []string {
+	var out []string
+	for _, s := range ss {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 // nameParseErrors rewrites the parser's errors, which name Go fields, into
@@ -278,7 +304,15 @@ func (c config) validate() error {
 		_, _, err := net.SplitHostPort(c.RedisAddr)
 		check(err == nil, "VOICEROOM_REDIS_ADDR", "want host:port, a unix socket's absolute path, or empty, got %q", c.RedisAddr)
 	}
-	check(c.RedisDB >= 0 && c.RedisDB <= 15, "VOICEROOM_REDIS_DB", "want 0..15, got %d", c.RedisDB)
+	check(c.RedisSentinelMaster == "" || len(c.RedisAddrs) > 0, "VOICEROOM_REDIS_SENTINEL_MASTER", "set VOICEROOM_REDIS_ADDRS to the sentinels' addresses")
+	if len(c.RedisAddrs) > 0 {
+		check(c.RedisAddr == "", "VOICEROOM_REDIS_ADDRS", "set it or VOICEROOM_REDIS_ADDR, not both")
+		errs.of(c.redis().Validate(), "redis", redisVars)
+	} else {
+		rc := c.redis() // VOICEROOM_REDIS_ADDR and the master are checked above
+		rc.Addrs, rc.SentinelMaster = nil, ""
+		errs.of(rc.Validate(), "redis", redisVars)
+	}
 	check(c.JWTSecret == "" || len(c.JWTSecret) >= 16, "VOICEROOM_JWT_SECRET", "must be at least 16 bytes (or empty in development)")
 	check(len(c.Roles) > 0, "VOICEROOM_ROLES", "name at least one role of %s", strings.Join(allRoles, ","))
 	for _, r := range c.Roles {
@@ -357,6 +391,10 @@ func (c config) validate() error {
 // The variables that set each package's Config fields, by Go field name,
 // so that a package's *apperr.ConfigError is reported under its variable.
 var (
+	redisVars = map[string]string{
+		"Addrs": "VOICEROOM_REDIS_ADDRS", "SentinelMaster": "VOICEROOM_REDIS_SENTINEL_MASTER", "DB": "VOICEROOM_REDIS_DB",
+		"TLSCAFile": "VOICEROOM_REDIS_TLS_CA",
+	}
 	mysqlVars = map[string]string{
 		"DSN": "VOICEROOM_MYSQL_DSN", "MaxOpenConns": "VOICEROOM_MYSQL_MAX_OPEN_CONNS", "ConnectTimeout": "VOICEROOM_MYSQL_CONNECT_TIMEOUT",
 	}
@@ -620,6 +658,36 @@ func (c *config) gateway(keys authtoken.Keys) gateway.Config {
 }
 
 // mysql is the configuration of the pool serve opens.
+// redis is the Redis the process uses: VOICEROOM_REDIS_ADDRS when set
+// (several: a cluster; with VOICEROOM_REDIS_SENTINEL_MASTER, the
+// sentinels), else the one server VOICEROOM_REDIS_ADDR (empty: none).
+func (c *config) redis() redisconn.Config {
+	rc := redisconn.Config{
+		Addrs: c.RedisAddrs, SentinelMaster: c.RedisSentinelMaster,
+		SentinelUsername: c.RedisSentinelUsername, SentinelPassword: c.RedisSentinelPassword,
+		Username: c.RedisUsername, Password: c.RedisPassword, DB: c.RedisDB,
+		TLS: c.RedisTLS, TLSCAFile: c.RedisTLSCA,
+	}
+	if len(rc.Addrs) == 0 && c.RedisAddr != "" {
+		rc.Addrs = []string{c.RedisAddr}
+	}
+	return rc
+}
+
+// redisClient returns the process's Redis client, nil when there is none
+// (VOICEROOM_REDIS_ADDR set empty). It does not connect.
+func (c *config) redisClient() (redis.UniversalClient, error) {
+	rc := c.redis()
+	if !rc.Enabled() {
+		return nil, nil
+	}
+	rdb, err := redisconn.New(rc, "")
+	if err != nil {
+		return nil, configErr(err, "redis", redisVars)
+	}
+	return rdb, nil
+}
+
 func (c *config) mysql() mysqldb.Config {
 	return mysqldb.Config{DSN: c.MySQLDSN, MaxOpenConns: c.MySQLMaxOpenConns, ConnectTimeout: c.MySQLConnectWait}
 }

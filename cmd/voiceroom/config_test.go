@@ -23,6 +23,10 @@ func TestBadValuesNameTheVariable(t *testing.T) {
 		{"VOICEROOM_MYSQL_DSN", "root@tcp(127.0.0.1:3306)"},
 		{"VOICEROOM_MYSQL_MAX_OPEN_CONNS", "0"},
 		{"VOICEROOM_REDIS_ADDR", "localhost"},
+		{"VOICEROOM_REDIS_ADDRS", "127.0.0.1:7001,nope"},
+		{"VOICEROOM_REDIS_DB", "16"},
+		{"VOICEROOM_REDIS_SENTINEL_MASTER", "mymaster"}, // without VOICEROOM_REDIS_ADDRS
+		{"VOICEROOM_REDIS_TLS_CA", "/etc/ca.pem"},       // without VOICEROOM_REDIS_TLS
 		{"VOICEROOM_NATS_LISTEN", "0.0.0.0:4222"},
 		{"VOICEROOM_NATS_URL", "localhost:4222"},
 		{"VOICEROOM_STREAM_DUPLICATE_WINDOW", "2 minutes"},
@@ -240,5 +244,31 @@ func TestEveryVariableIsDocumented(t *testing.T) {
 		if !strings.Contains(string(raw), name) {
 			t.Errorf("deploy/voiceroom.env.example does not name %s", name)
 		}
+	}
+}
+
+// TestRedisVariables: one server by default, as before; VOICEROOM_REDIS_ADDRS
+// names a cluster or, with a master name, the sentinels; it and
+// VOICEROOM_REDIS_ADDR exclude each other; a cluster has only db 0.
+func TestRedisVariables(t *testing.T) {
+	cfg, err := loadConfig()
+	if err != nil || cfg.redis().Describe() != "127.0.0.1:6379" || cfg.redis().Cluster() {
+		t.Fatalf("default: %s, %v", cfg.redis().Describe(), err)
+	}
+	t.Setenv("VOICEROOM_REDIS_ADDRS", " 127.0.0.1:7001, 127.0.0.1:7002 ,127.0.0.1:7003,")
+	if cfg, err = loadConfig(); err != nil || !cfg.redis().Cluster() || len(cfg.redis().Addrs) != 3 {
+		t.Fatalf("cluster: %s, %v", cfg.redis().Describe(), err)
+	}
+	t.Setenv("VOICEROOM_REDIS_DB", "2")
+	if _, err = loadConfig(); err == nil || !strings.Contains(err.Error(), "VOICEROOM_REDIS_DB:") {
+		t.Fatalf("a cluster with db 2: %v", err)
+	}
+	t.Setenv("VOICEROOM_REDIS_SENTINEL_MASTER", "voiceroom")
+	if cfg, err = loadConfig(); err != nil || cfg.redis().SentinelMaster != "voiceroom" || cfg.redis().Cluster() {
+		t.Fatalf("sentinel: %s, %v", cfg.redis().Describe(), err)
+	}
+	t.Setenv("VOICEROOM_REDIS_ADDR", "127.0.0.1:6379")
+	if _, err = loadConfig(); err == nil || !strings.Contains(err.Error(), "VOICEROOM_REDIS_ADDRS:") {
+		t.Fatalf("both set: %v", err)
 	}
 }

@@ -74,13 +74,8 @@ func (c *config) roomList(secret []byte) roomlist.Config {
 	}
 }
 
-// redisClient is d.redis as an interface, nil (not a typed nil) without Redis.
-func (d *deps) redisClient() redis.UniversalClient {
-	if d.redis == nil {
-		return nil
-	}
-	return d.redis
-}
+// redisClient is d.redis, nil without Redis.
+func (d *deps) redisClient() redis.UniversalClient { return d.redis }
 
 // wireRoomList adds the room list of the roles serve runs:
 //
@@ -175,11 +170,12 @@ func projectorCmd(ctx context.Context, args []string) error {
 		return err
 	}
 	defer db.Close()
-	var rdb redis.UniversalClient
-	if cfg.RedisAddr != "" {
-		c := redis.NewClient(&redis.Options{Addr: cfg.RedisAddr, Password: cfg.RedisPassword, DB: cfg.RedisDB})
-		defer c.Close()
-		rdb = c
+	rdb, err := cfg.redisClient()
+	if err != nil {
+		return err
+	}
+	if rdb != nil {
+		defer rdb.Close()
 	}
 	res, err := listprojector.Rebuild(ctx, db, rdb, cfg.listProjector(), *app, roomCards(db), log)
 	if err != nil {

@@ -11,8 +11,6 @@ import (
 	"time"
 	_ "time/tzdata" // the apps' time zones resolve in images without a zone database
 
-	"github.com/redis/go-redis/v9"
-
 	"voiceroom"
 	"voiceroom/bus"
 	"voiceroom/gateway"
@@ -143,10 +141,13 @@ func ranksCmd(ctx context.Context, args []string) error {
 		return err
 	}
 	defer db.Close()
-	if cfg.RedisAddr == "" {
+	rdb, err := cfg.redisClient()
+	if err != nil {
+		return err
+	}
+	if rdb == nil {
 		return badVar("VOICEROOM_REDIS_ADDR", "empty: there are no ranks in Redis to rebuild")
 	}
-	rdb := redis.NewClient(&redis.Options{Addr: cfg.RedisAddr, Password: cfg.RedisPassword, DB: cfg.RedisDB})
 	defer rdb.Close()
 	res, err := roomranks.Rebuild(ctx, db, rdb, cfg.ranks(), *app, *room, log)
 	if errors.Is(err, roomranks.ErrNoRoom) {

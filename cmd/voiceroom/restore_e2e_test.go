@@ -243,8 +243,8 @@ func TestBackupRestoreDrill(t *testing.T) {
 	rdb := redis.NewClient(&redis.Options{Addr: testenv.RedisAddr(), DB: 1})
 	t.Cleanup(func() { rdb.Close() })
 	for _, pattern := range []string{
-		fmt.Sprintf("room:list:{%s}:%d:ready", app, sea.RegionID), fmt.Sprintf("room:list:{%s}:%d:ready", app, mena.RegionID),
-		"room:card:{" + app + "}:*", "rank:{" + app + ":" + r1.RoomID + "}:*", "rank:{" + app + ":" + r2.RoomID + "}:*",
+		fmt.Sprintf("room:list:{%s:%d}:ready", app, sea.RegionID), fmt.Sprintf("room:list:{%s:%d}:ready", app, mena.RegionID),
+		"room:card:{" + app + ":*", "rank:{" + app + ":" + r1.RoomID + "}:*", "rank:{" + app + ":" + r2.RoomID + "}:*",
 	} {
 		keys, err := rdb.Keys(t.Context(), pattern).Result()
 		if err != nil || len(keys) == 0 {
@@ -252,7 +252,7 @@ func TestBackupRestoreDrill(t *testing.T) {
 		}
 	}
 	t.Cleanup(func() {
-		for _, pattern := range []string{"room:*{" + app + "}*", "rank:{" + app + ":*"} {
+		for _, pattern := range []string{"room:*{" + app + ":*", "rank:{" + app + ":*"} {
 			if keys, err := rdb.Keys(context.Background(), pattern).Result(); err == nil && len(keys) > 0 {
 				rdb.Del(context.Background(), keys...)
 			}

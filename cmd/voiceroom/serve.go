@@ -35,7 +35,7 @@ type deps struct {
 	cfg   config
 	log   *slog.Logger
 	db    *sql.DB
-	redis *redis.Client // nil when VOICEROOM_REDIS_ADDR is empty
+	redis redis.UniversalClient // nil when VOICEROOM_REDIS_ADDR is empty
 	nats  *bus.Conn
 	embed *bus.Server // nil with an external NATS
 	reg   *prometheus.Registry
@@ -234,12 +234,14 @@ func open(ctx context.Context, cfg config, log *slog.Logger) (d *deps, err error
 		}
 	}
 
-	if cfg.RedisAddr != "" {
-		d.redis = redis.NewClient(&redis.Options{Addr: cfg.RedisAddr, Password: cfg.RedisPassword, DB: cfg.RedisDB})
+	if d.redis, err = cfg.redisClient(); err != nil {
+		return d, err
+	}
+	if d.redis != nil {
 		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		if err := d.redis.Ping(pctx).Err(); err != nil {
 			// Redis is a cache: the product works without it and the client reconnects.
-			log.Warn("redis not reachable; continuing without the cache until it is", "addr", cfg.RedisAddr, "error", err)
+			log.Warn("redis not reachable; continuing without the cache until it is", "redis", cfg.redis().Describe(), "error", err)
 		}
 		cancel()
 	}

@@ -70,6 +70,11 @@ func (g *Gate) probe() {
 	defer g.probing.Store(false)
 	ctx, cancel := context.WithTimeout(context.Background(), g.timeout)
 	defer cancel()
+	if c, ok := g.rdb.(*redis.ClusterClient); ok {
+		// The failure may be a master that is gone: learn who serves its
+		// slots now (a PING reaches any node, and proves nothing of them).
+		c.ReloadState(ctx)
+	}
 	if err := g.rdb.Ping(ctx).Err(); err != nil {
 		g.onError()
 		g.downUntil.Store(time.Now().Add(Backoff).UnixMilli())

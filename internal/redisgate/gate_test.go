@@ -17,9 +17,9 @@ import (
 // backoff is over one probe runs, and requests use Redis again only after
 // it succeeded. Every failure is counted.
 func TestProbedOnce(t *testing.T) {
-	rdb, _ := testenv.NewRedis(t)
+	testenv.NewRedis(t)
 	var pings atomic.Int64
-	counted := redis.NewClient(&redis.Options{Addr: rdb.Options().Addr, DB: rdb.Options().DB})
+	counted := testenv.RedisClient(t)
 	release := make(chan struct{})
 	counted.AddHook(pingCounter{&pings, release})
 	t.Cleanup(func() { counted.Close() })

@@ -8,8 +8,14 @@
 //
 //   - NewDB, NewDBWithDSN: a database of the test's own (cmd/voiceroom's
 //     process tests pass its DSN to the binary);
-//   - NewRedis: a key prefix of the test's own; RunRedis: a redis-server
-//     of the test's own, which it can Stop and Start;
+//   - NewRedis: a key prefix of the test's own, on the single Redis or
+//     (VOICEROOM_TEST_REDIS_ADDRS) a cluster or Sentinel, every script
+//     and transaction checked to stay in one cluster slot (CheckSlots);
+//     NewRedisCluster: the shared test cluster services.sh starts;
+//     RunRedis: a redis-server of the test's own, which it can Stop and
+//     Start; RunRedisCluster, RunRedisSentinel: a cluster (a replica per
+//     master) or a Sentinel setup of the test's own, whose nodes it can
+//     stop;
 //   - NewJetStream, RunJetStream, NewJetStreamServer: an embedded JetStream
 //     (RunJetStream can Stop and Start it); NewPublisher publishes to it,
 //     ConnectJetStream is a plain nats.go client of any server;

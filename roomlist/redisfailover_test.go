@@ -1,0 +1,177 @@
+package roomlist_test
+
+import (
+	"database/sql"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+
+	"voiceroom/internal/testenv"
+	"voiceroom/listprojector"
+	"voiceroom/roomlist"
+)
+
+// failoverFixture is the list of 60 rooms of a1 in region 1, over rdb, with
+// its metrics, and the full list walked once (from Redis: the test checks
+// that pages were Redis hits).
+type failoverFixture struct {
+	db     *sql.DB
+	lister *roomlist.Lister
+	reg    *prometheus.Registry
+	req    roomlist.ListRequest
+	want   []roomlist.Item
+}
+
+func newFailoverFixture(t *testing.T, rdb redis.UniversalClient, prefix string, cfg roomlist.Config) *failoverFixture {
+	t.Helper()
+	db := testenv.NewDB(t)
+	seedRooms(t, db, "a1", 1, 0, 60, func(i int) int64 { return int64(1000 - i) })
+	refill(t, db, rdb, prefix, nil)
+	f := &failoverFixture{db: db, reg: prometheus.NewRegistry(), req: roomlist.ListRequest{AppCode: "a1", RegionID: 1, Limit: 20}}
+	m, err := roomlist.NewMetrics(f.reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.lister = newTestLister(t, db, rdb, prefix, cfg, m)
+	f.want = walkLister(t, f.lister, f.req, nil)
+	if len(f.want) != 60 {
+		t.Fatalf("%d rooms listed, want 60", len(f.want))
+	}
+	if f.fromRedis(t) == 0 {
+		t.Fatal("no page was read from Redis before the failover")
+	}
+	return f
+}
+
+// fromRedis is how many reads Redis served: hits and near-cache hits.
+func (f *failoverFixture) fromRedis(t *testing.T) float64 {
+	return testenv.MetricValue(t, f.reg, "voiceroom_list_cache_requests_total", "result", "hit") +
+		testenv.MetricValue(t, f.reg, "voiceroom_list_cache_requests_total", "result", "near")
+}
+
+// walkSame walks the list and fails unless it is the list before.
+func (f *failoverFixture) walkSame(t *testing.T, when string) {
+	t.Helper()
+	if got := walkLister(t, f.lister, f.req, nil); fmt.Sprint(got) != fmt.Sprint(f.want) {
+		t.Fatalf("%s: %v\nwant %v", when, roomIDs(got), roomIDs(f.want))
+	}
+}
+
+// servedFromRedisAgain waits until a walk of the list is the list before
+// and Redis served some of it.
+func (f *failoverFixture) servedFromRedisAgain(t *testing.T) {
+	t.Helper()
+	testenv.Eventually(t, 60*time.Second, func() error {
+		before := f.fromRedis(t)
+		f.walkSame(t, "after the failover")
+		if f.fromRedis(t) == before {
+			return errors.New("the list is not read from Redis yet")
+		}
+		return nil
+	})
+}
+
+// TestListThroughClusterFailover: on a Redis Cluster of three masters (a
+// replica each), the list is read from Redis; the master of the region's
+// slot is stopped, and every page stays the same (read from MySQL while
+// the slot has no master), until the replica, promoted, serves it again.
+func TestListThroughClusterFailover(t *testing.T) {
+	rc := testenv.RunRedisCluster(t, 3)
+	rdb := rc.Client()
+	prefix := testenv.RandomPrefix()
+	f := newFailoverFixture(t, rdb, prefix, roomlist.Config{CursorSecret: testSecret, FreezeEvery: time.Millisecond})
+
+	master := rc.MasterOf(listprojector.Keys{Prefix: prefix}.List("a1", 1, listprojector.TabHot))
+	master.Stop()
+	t.Log("stopped the master of the region's slot")
+	f.walkSame(t, "with the region's master stopped")
+	t.Log("walked the list with the master stopped")
+	testenv.Eventually(t, 60*time.Second, func() error {
+		if m := rc.MasterOf(listprojector.Keys{Prefix: prefix}.List("a1", 1, listprojector.TabHot)); m == master {
+			return errors.New("the stopped master still serves the slot")
+		}
+		return nil
+	})
+	t.Log("the replica serves the slot")
+	f.servedFromRedisAgain(t)
+}
+
+// TestListThroughSentinelFailover: with Redis behind Sentinel (a master,
+// a replica, one sentinel), the list and its near cache read the master;
+// the master is stopped while pages are read, every page stays the same,
+// and once Sentinel promoted the replica the list reads Redis again, and
+// a change written then shows at the next page.
+func TestListThroughSentinelFailover(t *testing.T) {
+	s := testenv.RunRedisSentinel(t)
+	rdb := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: s.Master, SentinelAddrs: []string{s.Sentinel.Addr},
+		DialTimeout: 200 * time.Millisecond, ReadTimeout: time.Second})
+	testenv.CheckSlots(t, rdb)
+	t.Cleanup(func() { rdb.Close() })
+	prefix := testenv.RandomPrefix()
+	f := newFailoverFixture(t, rdb, prefix, roomlist.Config{CursorSecret: testSecret, FreezeEvery: time.Millisecond})
+	if !roomlist.NearCacheOn(f.lister) {
+		t.Fatal("the near cache is off behind Sentinel")
+	}
+
+	old := s.MasterAddr()
+	stopped := make(chan struct{})
+	go func() { s.Node(old).Stop(); close(stopped) }()
+	f.walkSame(t, "while the master stops")
+	<-stopped
+	f.walkSame(t, "with the master stopped")
+	testenv.Eventually(t, 60*time.Second, func() error {
+		if a := s.MasterAddr(); a == old || a == "" {
+			return fmt.Errorf("sentinel's master is still %q", a)
+		}
+		return nil
+	})
+	f.servedFromRedisAgain(t)
+	testenv.Eventually(t, 30*time.Second, func() error {
+		if !roomlist.NearCacheUp(f.lister) {
+			return errors.New("the near cache is not up on the new master")
+		}
+		return nil
+	})
+	// A card rewritten on the new master shows at the next page: the near
+	// cache tracks the new master.
+	first := f.want[0].RoomID
+	if _, err := f.db.Exec(`UPDATE room_list_entries SET title = 'renamed' WHERE room_id = ?`, first); err != nil {
+		t.Fatal(err)
+	}
+	refill(t, f.db, rdb, prefix, nil)
+	page, err := f.lister.List(t.Context(), f.req)
+	if err != nil || len(page.Rooms) == 0 || page.Rooms[0].RoomID != first || page.Rooms[0].Title != "renamed" {
+		t.Fatalf("after renaming %s on the new master: %+v, %v", first, page.Rooms[:min(1, len(page.Rooms))], err)
+	}
+}
+
+// TestNearCacheOffOnCluster: on a Redis Cluster the near cache is off
+// (client tracking follows one connection to one server), and the list
+// reads its cards from the masters, by one MGET per slot, all found.
+func TestNearCacheOffOnCluster(t *testing.T) {
+	rdb := testenv.NewRedisCluster(t)
+	prefix := testenv.RandomPrefix()
+	t.Cleanup(func() { testenv.DeleteRedisKeys(t, rdb, prefix) })
+	f := newFailoverFixture(t, rdb, prefix, roomlist.Config{CursorSecret: testSecret, FreezeEvery: time.Millisecond})
+	if roomlist.NearCacheOn(f.lister) {
+		t.Fatal("a near cache on a cluster")
+	}
+	count := func(result string) float64 {
+		return testenv.MetricValue(t, f.reg, "voiceroom_list_cache_requests_total", "result", result)
+	}
+	miss, failed, hit := count("miss"), count("error"), count("hit")
+	f.walkSame(t, "again")
+	if n := count("miss") - miss; n != 0 {
+		t.Errorf("%v misses reading cards Redis holds", n)
+	}
+	if n := count("error") - failed; n != 0 {
+		t.Errorf("%v failed Redis reads", n)
+	}
+	if count("hit") == hit {
+		t.Error("no read from Redis")
+	}
+}
