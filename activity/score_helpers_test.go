@@ -25,7 +25,7 @@ import (
 type scoreEnv struct {
 	tb     testing.TB
 	db     *sql.DB
-	rdb    *redis.Client
+	rdb    redis.UniversalClient
 	prefix string
 	conn   *bus.Conn
 	pub    *bus.Publisher
