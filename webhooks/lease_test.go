@@ -133,7 +133,15 @@ func TestNewTenureAfterReconnect(t *testing.T) {
 	h.publish(second...)
 	all := idsByRoom(slices.Concat(first, second))
 	rc.waitFirstInOrder(all, 30*time.Second)
-	if !strings.Contains(logs.String(), "the connection to NATS was lost and made again") {
-		t.Fatalf("no new tenure after the reconnect; logs:\n%s", logs.String())
+	// The tenure ends at the first event handed over after the reconnect;
+	// when the restarted JetStream answers slowly, its lease renewals may
+	// fail first and end it the other way. Either way a new tenure reads
+	// back what the first left unsettled.
+	out := logs.String()
+	if !strings.Contains(out, "the connection to NATS was lost and made again") && !strings.Contains(out, "delivery lease lost") {
+		t.Fatalf("the tenure did not end after the reconnect; logs:\n%s", out)
+	}
+	if n := strings.Count(out, "delivery lease taken: delivering"); n < 2 {
+		t.Fatalf("no new tenure after the reconnect (%d taken); logs:\n%s", n, out)
 	}
 }
