@@ -62,6 +62,22 @@ func startRedisNode(tb testing.TB, dir, conf string, args ...string) *RedisNode 
 	return n
 }
 
+// RunRedisNode starts one redis-server of the test's own with extra
+// arguments (TLS, ACL users, ...) on a free loopback port (Addr, plain
+// TCP) and returns once it accepts connections. Skipped under -short.
+func RunRedisNode(tb testing.TB, args ...string) *RedisNode {
+	tb.Helper()
+	if testing.Short() {
+		tb.Skip("needs redis-server; skipped with -short")
+	}
+	return startRedisNode(tb, tb.TempDir(), "", args...)
+}
+
+// FreePort is a loopback port nobody listened on a moment ago, for a
+// server of the test's own that cannot be given port 0 (redis-server's
+// TLS port, say).
+func FreePort(tb testing.TB) int { return freePort(tb) }
+
 // Stop kills the node and waits for it to exit.
 func (n *RedisNode) Stop() {
 	if n.cmd != nil {
