@@ -2,11 +2,10 @@ package activity
 
 import (
 	"errors"
-	"sort"
 	"time"
 
-	"voiceroom"
 	"voiceroom/apperr"
+	"voiceroom/roomranks"
 )
 
 // ErrInvalidScoreConfig is wrapped by ScoreConfig's errors.
@@ -64,16 +63,7 @@ func (c ScoreConfig) WithDefaults() ScoreConfig {
 func (c ScoreConfig) Validate() error {
 	c = c.WithDefaults()
 	checks := apperr.NewConfigChecks(ErrInvalidScoreConfig)
-	apps := make([]string, 0, len(c.TimeZones))
-	for app := range c.TimeZones {
-		apps = append(apps, app)
-	}
-	sort.Strings(apps)
-	for _, app := range apps {
-		_, err := time.LoadLocation(c.TimeZones[app])
-		checks.Check(voiceroom.ValidAppCode(app), "TimeZones", "%q is not a valid app code", app)
-		checks.Check(err == nil && c.TimeZones[app] != "", "TimeZones", "app %s: unknown time zone %q (want an IANA name such as Asia/Shanghai)", app, c.TimeZones[app])
-	}
+	roomranks.CheckTimeZones(checks, c.TimeZones)
 	checks.Check(c.Refresh >= 10*time.Millisecond && c.Refresh <= time.Hour, "Refresh", "want 10ms..1h, got %v", c.Refresh)
 	checks.Check(c.ExpireAfter >= time.Minute, "ExpireAfter", "want at least 1m, got %v", c.ExpireAfter)
 	checks.Check(c.RedisTimeout > 0, "RedisTimeout", "must be positive")

@@ -1,8 +1,10 @@
 package roomranks
 
 import (
+	"sort"
 	"time"
 
+	"voiceroom"
 	"voiceroom/apperr"
 )
 
@@ -74,6 +76,23 @@ func NewCalendar(zones map[string]string) (*Calendar, error) {
 		c.zones[app] = loc
 	}
 	return c, nil
+}
+
+// CheckTimeZones adds to checks, under field TimeZones, every entry of
+// zones (app_code → IANA name, VOICEROOM_APP_TIMEZONES) whose app code is
+// not valid or whose zone the Go time package does not know, in app
+// order. Every user of a Calendar validates its zones with it.
+func CheckTimeZones(checks *apperr.ConfigChecks, zones map[string]string) {
+	apps := make([]string, 0, len(zones))
+	for app := range zones {
+		apps = append(apps, app)
+	}
+	sort.Strings(apps)
+	for _, app := range apps {
+		_, err := time.LoadLocation(zones[app])
+		checks.Check(voiceroom.ValidAppCode(app), "TimeZones", "%q is not a valid app code", app)
+		checks.Check(err == nil && zones[app] != "", "TimeZones", "app %s: unknown time zone %q (want an IANA name such as Asia/Shanghai)", app, zones[app])
+	}
 }
 
 // Location is the time zone of app.

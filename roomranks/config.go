@@ -1,10 +1,8 @@
 package roomranks
 
 import (
-	"sort"
 	"time"
 
-	"voiceroom"
 	"voiceroom/apperr"
 )
 
@@ -64,16 +62,7 @@ func (c Config) WithDefaults() Config {
 func (c Config) Validate() error {
 	c = c.WithDefaults()
 	checks := apperr.NewConfigChecks(ErrInvalidConfig)
-	apps := make([]string, 0, len(c.TimeZones))
-	for app := range c.TimeZones {
-		apps = append(apps, app)
-	}
-	sort.Strings(apps)
-	for _, app := range apps {
-		_, err := time.LoadLocation(c.TimeZones[app])
-		checks.Check(voiceroom.ValidAppCode(app), "TimeZones", "%q is not a valid app code", app)
-		checks.Check(err == nil && c.TimeZones[app] != "", "TimeZones", "app %s: unknown time zone %q (want an IANA name such as Asia/Shanghai)", app, c.TimeZones[app])
-	}
+	CheckTimeZones(checks, c.TimeZones)
 	checks.Check(c.ExpireAfter >= time.Minute, "ExpireAfter", "want at least 1m, got %v", c.ExpireAfter)
 	checks.Check(c.JournalSize >= 16 && c.JournalSize <= 100_000, "JournalSize", "want 16..100000, got %d", c.JournalSize)
 	checks.Check(c.RedisTimeout > 0, "RedisTimeout", "must be positive")
