@@ -592,7 +592,7 @@ func TestSettleNowRerunAndPayouts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.EndsAtMs != e.clock.Now().UnixMilli() || p.SettleState != "open" {
+	if p.EndsAtMs != e.clock.Now().UnixMilli() || p.SettleState != "open" || p.Status != string(Settling) {
 		t.Fatalf("after settle now: %+v", p)
 	}
 	a := e.newSettler("a")
@@ -608,7 +608,7 @@ func TestSettleNowRerunAndPayouts(t *testing.T) {
 		t.Fatal("failing round succeeded")
 	}
 	p, err = ctl.Progress(ctx, "a1", id)
-	if err != nil || p.SettleState != "paying" || p.Paid != 1 || p.Unpaid != 2 || p.Owner != "a" {
+	if err != nil || p.SettleState != "paying" || p.Status != string(Settling) || p.Paid != 1 || p.Unpaid != 2 || p.Owner != "a" {
 		t.Fatalf("stopped half-way: %+v %v", p, err)
 	}
 	if p, err = ctl.Rerun(ctx, "a1", id); err != nil || p.Owner != "" {
@@ -616,7 +616,7 @@ func TestSettleNowRerunAndPayouts(t *testing.T) {
 	}
 	mustRound(t, e.newSettler("b")) // no wait for a's lease
 	p, err = ctl.Progress(ctx, "a1", id)
-	if err != nil || p.SettleState != "settled" || p.Paid != 3 || p.CoinsPaid != 75 {
+	if err != nil || p.SettleState != "settled" || p.Status != string(Settled) || p.Paid != 3 || p.CoinsPaid != 75 {
 		t.Fatalf("after the rerun: %+v %v", p, err)
 	}
 	e.checkExactlyOnce(id, map[int64]int64{601: 25, 602: 25, 603: 25}, 3, true)

@@ -53,15 +53,19 @@ func errUnknown(id int64) error { return apperr.New(apperr.NotFound, "activity %
 func (s *Settlements) Progress(ctx context.Context, app string, id int64) (SettlementProgress, error) {
 	p := SettlementProgress{ActivityID: id}
 	var owner sql.NullString
-	err := s.db.QueryRowContext(ctx, `SELECT settle_state, status, ends_at_ms, settle_owner, settle_lease_until_ms, settled_at_ms
+	var startsAtMs int64
+	err := s.db.QueryRowContext(ctx, `SELECT settle_state, status, starts_at_ms, ends_at_ms, settle_owner, settle_lease_until_ms, settled_at_ms
 		FROM activities WHERE app_code = ? AND activity_id = ?`, app, id).
-		Scan(&p.SettleState, &p.Status, &p.EndsAtMs, &owner, &p.LeaseUntilMs, &p.SettledAtMs)
+		Scan(&p.SettleState, &p.Status, &startsAtMs, &p.EndsAtMs, &owner, &p.LeaseUntilMs, &p.SettledAtMs)
 	if errors.Is(err, sql.ErrNoRows) {
 		return p, errUnknown(id)
 	}
 	if err != nil {
 		return p, unavailable(err)
 	}
+	// The answer's status is the API's (as GET .../{activity_id} gives
+	// it), not the stored column, which holds only settled and cancelled.
+	p.Status = string(DeriveStatus(Status(p.Status), SettleState(p.SettleState), startsAtMs, p.EndsAtMs, s.now().UnixMilli()))
 	p.Owner = owner.String
 	if p.LeaseUntilMs < s.now().UnixMilli() {
 		p.Owner, p.LeaseUntilMs = "", 0 // lapsed: nobody holds it

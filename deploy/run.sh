@@ -142,6 +142,10 @@ export VOICEROOM_AUTH_JWKS_ALLOW_HTTP=${VOICEROOM_AUTH_JWKS_ALLOW_HTTP:-true}
 # try, token signs with the single development secret, which serve accepts
 # for every app in this mode only (docs/auth.md).
 export VOICEROOM_DEV_SINGLE_SECRET=${VOICEROOM_DEV_SINGLE_SECRET:-true}
+# Development: an activity settles 2 s after its end (production's grace is
+# 30 s, for a relay backlog at the deadline), so the README's campaign
+# walk-through pays its winners at once.
+export VOICEROOM_ACTIVITY_SETTLE_GRACE=${VOICEROOM_ACTIVITY_SETTLE_GRACE:-2s}
 
 status=0
 if [ -z "$stopping" ]; then

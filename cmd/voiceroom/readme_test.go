@@ -31,7 +31,7 @@ var readmeBlock = regexp.MustCompile("(?s)<!-- readme-test: ([a-z0-9-]+) -->\n``
 // deletes the deployment's record) and its `nats kv watch` (it runs until
 // Ctrl-C), and docs/backup.md's backup and restore (they need a second,
 // empty database: TestBackupRestoreDrill runs them).
-var readmeBlocks = []string{"token", "regions", "rooms", "moderation", "ranks", "webhooks", "activities", "events", "console-token", "metrics",
+var readmeBlocks = []string{"token", "regions", "rooms", "moderation", "ranks", "webhooks", "activities", "campaign", "events", "console-token", "metrics",
 	"nats-streams", "rooms-nodes", "dlq-api", "dlq-nats", "imemu"}
 
 // docPages are the pages users copy from: the README and every page of
@@ -102,7 +102,8 @@ func TestREADMEBlocks(t *testing.T) {
 		t.Fatal("this build has no IM emulator: the dead-letter blocks need one")
 	}
 	// As task run: the demo's webhook receiver is on http://127.0.0.1.
-	p, vars := startServe(t, append(emuEnv, "VOICEROOM_WEBHOOKS_ALLOW_HTTP=true", "VOICEROOM_WEBHOOKS_ALLOW_PRIVATE_ADDRESSES=true")...)
+	p, vars := startServe(t, append(emuEnv, "VOICEROOM_WEBHOOKS_ALLOW_HTTP=true", "VOICEROOM_WEBHOOKS_ALLOW_PRIVATE_ADDRESSES=true",
+		"VOICEROOM_ACTIVITY_SETTLE_GRACE=2s")...) // as task run
 	base := p.waitServing(t, vars)
 	waitReady(t, p, base)
 	if code, out := runCommand(t, vars, "seed", "--app", "demo"); code != 0 {
@@ -206,6 +207,14 @@ func TestREADMEBlocks(t *testing.T) {
 	for _, want := range []string{`"status":"scheduled"`, "} 400\n", "rewards[0].to_rank: ", `"activities":[{"activity_id":`, `"status":"cancelled"`} {
 		if !strings.Contains(out, want) {
 			t.Errorf("README block activities lacks %q:\n%s", want, out)
+		}
+	}
+	// The campaign: ranked, ended, paid into both wallets once.
+	out = run("campaign")
+	for _, want := range []string{`"score":30}`, `"score":10}`, `"me":{"rank":1,"score":30}`, `"status":"settled"`, `"paid_at_ms":`,
+		`"balance":570,`, `"balance":190,`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("README block campaign lacks %q:\n%s", want, out)
 		}
 	}
 	// Your own consumer: made, read (the demo's and the blocks' gifts),
