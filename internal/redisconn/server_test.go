@@ -1,16 +1,7 @@
 package redisconn_test
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
-	"math/big"
 	"net"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -25,11 +16,11 @@ import (
 // to the clients it can verify it to and admits only its ACL user; each
 // part missing or wrong is refused, with an error that says why.
 func TestTLSAndACLAgainstRedis(t *testing.T) {
-	dir := t.TempDir()
-	ca := writeTestPKI(t, dir)
+	cert, key, _ := testenv.SelfSigned(t, t.TempDir())
+	ca := cert // its own CA
 	tlsPort := testenv.FreePort(t)
 	testenv.RunRedisNode(t, "--tls-port", strconv.Itoa(tlsPort),
-		"--tls-cert-file", filepath.Join(dir, "server.pem"), "--tls-key-file", filepath.Join(dir, "server.key"),
+		"--tls-cert-file", cert, "--tls-key-file", key,
 		"--tls-ca-cert-file", ca, "--tls-auth-clients", "no",
 		"--user", "default", "off",
 		"--user", "voiceroom", "on", ">s3cret-pass", "~*", "&*", "+@all")
@@ -86,55 +77,4 @@ func TestTLSAndACLAgainstRedis(t *testing.T) {
 			}
 		})
 	}
-}
-
-// writeTestPKI writes a CA (returned: its PEM file) and a server
-// certificate for 127.0.0.1 it signed (server.pem, server.key) into dir.
-func writeTestPKI(t *testing.T, dir string) string {
-	t.Helper()
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	caTmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "voiceroom test CA"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
-	}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	caCert, err := x509.ParseCertificate(caDER)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srvKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srvTmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "127.0.0.1"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
-		KeyUsage:    x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	srvDER, err := x509.CreateCertificate(rand.Reader, srvTmpl, caCert, &srvKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyDER, err := x509.MarshalECPrivateKey(srvKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	write := func(name, typ string, der []byte) string {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
-	write("server.pem", "CERTIFICATE", srvDER)
-	write("server.key", "EC PRIVATE KEY", keyDER)
-	return write("ca.pem", "CERTIFICATE", caDER)
 }
