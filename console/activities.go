@@ -298,9 +298,11 @@ func formTimeMs(r *http.Request, name string) (int64, error) {
 	if s == "" {
 		return 0, nil
 	}
-	t, err := time.Parse(formTime, s)
+	t, err := time.Parse(formTime+":05", s) // with seconds (step="1")
 	if err != nil {
-		return 0, invalid(name, "must be a date and time, YYYY-MM-DDTHH:MM (UTC)")
+		if t, err = time.Parse(formTime, s); err != nil {
+			return 0, invalid(name, "must be a date and time, YYYY-MM-DDTHH:MM[:SS] (UTC)")
+		}
 	}
 	return t.UnixMilli(), nil
 }
