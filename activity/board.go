@@ -208,26 +208,42 @@ func parseCursor(s string) (cursor, error) {
 // or room_id; NOT_FOUND for an activity the caller may not see;
 // UNAVAILABLE when MySQL fails while Redis cannot answer.
 func (b *Boards) Board(ctx context.Context, q BoardQuery) (Board, error) {
-	if q.Limit < 1 || q.Limit > MaxBoardLimit {
-		return Board{}, apperr.Invalid("limit", "must be 1..%d", MaxBoardLimit)
-	}
-	mode, boundary := modeTop, Entry{}
-	if q.Cursor != "" {
-		if q.Around {
-			return Board{}, apperr.Invalid("around", "cannot be combined with a cursor")
-		}
-		c, err := parseCursor(q.Cursor)
-		if err != nil {
-			return Board{}, err
-		}
-		mode, boundary = c.Dir, Entry{Subject: c.Subject, Score: c.Score, ReachedAtMs: c.Reached}
-	} else if q.Around {
-		mode = modeAround
+	mode, boundary, err := boardMode(q)
+	if err != nil {
+		return Board{}, err
 	}
 	a, err := b.visible(ctx, q.AppCode, q.UserID, q.ActivityID)
 	if err != nil {
 		return Board{}, err
 	}
+	return b.boardOf(ctx, a, q, mode, boundary)
+}
+
+// boardMode checks q's limit and cursor and returns the read's mode and
+// boundary.
+func boardMode(q BoardQuery) (string, Entry, error) {
+	if q.Limit < 1 || q.Limit > MaxBoardLimit {
+		return "", Entry{}, apperr.Invalid("limit", "must be 1..%d", MaxBoardLimit)
+	}
+	mode, boundary := modeTop, Entry{}
+	if q.Cursor != "" {
+		if q.Around {
+			return "", Entry{}, apperr.Invalid("around", "cannot be combined with a cursor")
+		}
+		c, err := parseCursor(q.Cursor)
+		if err != nil {
+			return "", Entry{}, err
+		}
+		mode, boundary = c.Dir, Entry{Subject: c.Subject, Score: c.Score, ReachedAtMs: c.Reached}
+	} else if q.Around {
+		mode = modeAround
+	}
+	return mode, boundary, nil
+}
+
+// boardOf reads one page of a's board in its current period for q, whose
+// caller may see a.
+func (b *Boards) boardOf(ctx context.Context, a Activity, q BoardQuery, mode string, boundary Entry) (Board, error) {
 	me := strconv.FormatInt(q.UserID, 10)
 	if a.ByRoom() {
 		me = ""

@@ -1,7 +1,9 @@
 // Package console is the operators' console: web pages, served by `serve`
 // under /console, for the people who run regions, lists and rooms without
 // curl (countries and regions, users' regions, pins and hides, bans and
-// the audit trail, dead letters and the outbox), and for platform
+// the audit trail, dead letters and the outbox, activities: their
+// creation, live board, a task's completions, settlement and payouts), and
+// for platform
 // operators, who register apps and manage their keys.
 //
 // # It has no powers of its own
@@ -52,6 +54,7 @@
 // only with the token the tab holds.
 //
 // Actions that are hard to undo (a ban, a close, a region rebuild, a
-// replay, disabling a region or a country) answer a confirmation first
+// replay, disabling a region or a country, an activity's cancel, settle
+// now and settlement re-run) answer a confirmation first
 // and act on its second POST. Lists are paged with the API's cursors.
 package console

@@ -35,6 +35,12 @@ var funcs = template.FuncMap{
 		return string(b)
 	},
 	"pair": func(v, x any) pair { return pair{v, x} },
+	// metrics and periods are the options of an activity's create form
+	// (docs/activities.md); the API refuses any other.
+	"metrics": func() []string {
+		return []string{"gift_value_sent", "gift_value_received", "room_gift_value", "gift_count", "mic_seconds"}
+	},
+	"periods": func() []string { return []string{"day", "week", "window"} },
 	// region is how a region is shown: its code and name ("SEA · Southeast
 	// Asia"), GLOBAL for 0, "region N" for one the list lacks. regions is
 	// an answer's list of regions (GET /admin/v1/regions).

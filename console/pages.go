@@ -215,7 +215,8 @@ func (c *Console) action(confirm func(k *call) string, fn func(k *call) (string,
 			return
 		}
 		u, _ := url.Parse(back)
-		next := r.Clone(context.WithValue(r.Context(), outcomeKey{}, outcome{flash: flash, err: err}))
+		// fn may have left values for the page in k.r's context.
+		next := r.Clone(context.WithValue(k.r.Context(), outcomeKey{}, outcome{flash: flash, err: err}))
 		next.Method, next.URL, next.Body, next.ContentLength = http.MethodGet, u, http.NoBody, 0
 		next.Form, next.PostForm = nil, nil
 		c.pages.ServeHTTP(w, next)
@@ -294,6 +295,10 @@ func (c *Console) routes() *http.ServeMux {
 	m.Handle("GET /console/rooms", c.page("rooms", c.searchPage))
 	m.Handle("GET /console/rooms/{id}", c.page("room", c.roomPage))
 	m.Handle("POST /console/rooms/{id}/{op}", c.action(confirmModeration, c.moderate))
+	m.Handle("GET /console/activities", c.page("activities", c.activitiesPage))
+	m.Handle("POST /console/activities", c.action(nil, c.createActivity))
+	m.Handle("GET /console/activities/{id}", c.page("activity", c.activityPage))
+	m.Handle("POST /console/activities/{id}/{op}", c.action(confirmActivityOp, c.activityOp))
 	m.Handle("GET /console/delivery", c.page("delivery", c.deliveryPage))
 	m.Handle("POST /console/delivery/replay", c.action(confirmReplay, c.replay))
 	m.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

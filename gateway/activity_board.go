@@ -15,6 +15,8 @@ import (
 type ActivityBoards interface {
 	Board(ctx context.Context, q activity.BoardQuery) (activity.Board, error)
 	Progress(ctx context.Context, q activity.ProgressQuery) (activity.Progress, error)
+	OperatorBoard(ctx context.Context, app string, id int64, limit int, cursor string) (activity.Board, error)
+	Completions(ctx context.Context, app string, id int64) (activity.Completions, error)
 }
 
 var _ ActivityBoards = (*activity.Boards)(nil)
@@ -27,12 +29,21 @@ var _ ActivityBoards = (*activity.Boards)(nil)
 //   - GET /api/v1/activities/:activity_id/progress?room_id=
 //
 // An activity of another app or of regions the caller is not in is
-// NOT_FOUND.
+// NOT_FOUND. And an app's operators' reads of the same (operations
+// getAdminActivityBoard and getActivityCompletions), whatever regions the
+// activity names:
+//
+//   - GET /admin/v1/activities/:activity_id/board?limit=&cursor=: the
+//     board of the current period, without a place of the caller's;
+//   - GET /admin/v1/activities/:activity_id/completions: a task's counts
+//     per period (participants, reached, paid, coins paid).
 func ActivityBoardRoutes(b ActivityBoards) Mount {
 	h := &activityBoardHandlers{b: b}
 	return func(rt Routers) {
 		rt.API.Get("/v1/activities/:activity_id/board", h.board)
 		rt.API.Get("/v1/activities/:activity_id/progress", h.progress)
+		rt.Admin.Get("/v1/activities/:activity_id/board", h.operatorBoard)
+		rt.Admin.Get("/v1/activities/:activity_id/completions", h.completions)
 	}
 }
 
@@ -55,11 +66,9 @@ func (h *activityBoardHandlers) board(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	limit := activity.DefaultBoardLimit
-	if s := c.Query("limit"); s != "" {
-		if limit, err = strconv.Atoi(s); err != nil || limit < 1 || limit > activity.MaxBoardLimit {
-			return apperr.Invalid("limit", "must be 1..%d", activity.MaxBoardLimit)
-		}
+	limit, err := boardLimit(c)
+	if err != nil {
+		return err
 	}
 	around := false
 	switch c.Query("around") {
@@ -94,4 +103,50 @@ func (h *activityBoardHandlers) progress(c *fiber.Ctx) error {
 		return err
 	}
 	return OK(c, progress)
+}
+
+// boardLimit reads ?limit= of a board read: 1..activity.MaxBoardLimit,
+// default activity.DefaultBoardLimit.
+func boardLimit(c *fiber.Ctx) (int, error) {
+	s := c.Query("limit")
+	if s == "" {
+		return activity.DefaultBoardLimit, nil
+	}
+	limit, err := strconv.Atoi(s)
+	if err != nil || limit < 1 || limit > activity.MaxBoardLimit {
+		return 0, apperr.Invalid("limit", "must be 1..%d", activity.MaxBoardLimit)
+	}
+	return limit, nil
+}
+
+func (h *activityBoardHandlers) operatorBoard(c *fiber.Ctx) error {
+	id, err := settlementActivityID(c)
+	if err != nil {
+		return err
+	}
+	limit, err := boardLimit(c)
+	if err != nil {
+		return err
+	}
+	cursor := c.Query("cursor")
+	if len(cursor) > 512 {
+		return apperr.Invalid("cursor", "at most 512 characters")
+	}
+	board, err := h.b.OperatorBoard(c.UserContext(), PrincipalOf(c).AppCode, id, limit, cursor)
+	if err != nil {
+		return err
+	}
+	return OK(c, board)
+}
+
+func (h *activityBoardHandlers) completions(c *fiber.Ctx) error {
+	id, err := settlementActivityID(c)
+	if err != nil {
+		return err
+	}
+	out, err := h.b.Completions(c.UserContext(), PrincipalOf(c).AppCode, id)
+	if err != nil {
+		return err
+	}
+	return OK(c, out)
 }

@@ -237,7 +237,8 @@ func fragment(t testing.TB, base, token, method, path string, form url.Values) (
 // JetStream, the IM emulator failing permanently so that letters die):
 // sign-in, a region and a country, a region's list, a pin and a hide seen
 // by a user of that region through the API, a ban and a restore, the
-// replay of a dead letter, sign-out; a user's token and another app's
+// replay of a dead letter, the Activities page (checkActivities),
+// sign-out; a user's token and another app's
 // admin see and change nothing; the pages answer with Redis stopped. Any
 // error in the browser's console fails it. With
 // VOICEROOM_UPDATE_SCREENSHOT=1 it rewrites docs/console.png.
@@ -381,6 +382,10 @@ func TestConsoleInABrowser(t *testing.T) {
 	if status.Status != "active" {
 		t.Fatalf("room A is %s after the restore", status.Status)
 	}
+
+	// Activities: created (after the API's refusal), listed, scored from
+	// gifts, cancelled.
+	checkActivities(t, b, c, roomB.RoomID)
 
 	// A user's token and another app's admin see and change nothing.
 	checkOutsiders(t, b, base, secret, roomA.RoomID, sea)

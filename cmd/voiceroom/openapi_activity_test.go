@@ -97,4 +97,33 @@ func (a *apiDriver) activityBoards(board, task, elsewhere int64) {
 		a.fail("GET", "/api/v1/activities/"+id+"/board", "23", "", 404, "NOT_FOUND", false)
 		a.fail("GET", "/api/v1/activities/"+id+"/progress", "23", "", 404, "NOT_FOUND", false)
 	}
+
+	// The operators' reads: the same board without a place, whatever
+	// regions the activity names, and the task's completions per period.
+	a.ok("GET", "/admin/v1/activities/"+b+"/board?limit=10", "admin", "", &got)
+	if len(got.Items) != 1 || got.Items[0].UserID != 23 || got.Items[0].Score != 300 || got.Me != nil {
+		a.t.Errorf("the operator's board: %+v, want user 23 at 300 and no place", got)
+	}
+	a.ok("GET", "/admin/v1/activities/"+e+"/board", "admin", "", nil)
+	var completions struct {
+		Periods []struct {
+			Participants int64 `json:"participants"`
+			Reached      int64 `json:"reached"`
+			Paid         int64 `json:"paid"`
+			CoinsPaid    int64 `json:"coins_paid"`
+		} `json:"periods"`
+	}
+	a.ok("GET", "/admin/v1/activities/"+t+"/completions", "admin", "", &completions)
+	if len(completions.Periods) != 1 || completions.Periods[0].Participants != 1 || completions.Periods[0].Reached != 1 ||
+		completions.Periods[0].Paid != 1 || completions.Periods[0].CoinsPaid != 5 {
+		a.t.Errorf("the task's completions: %+v, want one period: 1 participant, 1 reached, 1 paid, 5 coins", completions)
+	}
+	for _, q := range []string{"limit=0", "limit=101"} {
+		a.fail("GET", "/admin/v1/activities/"+b+"/board?"+q, "admin", "", 400, "INVALID_ARGUMENT", true)
+	}
+	a.fail("GET", "/admin/v1/activities/"+b+"/board?cursor=nope", "admin", "", 400, "INVALID_ARGUMENT", false)
+	a.fail("GET", "/admin/v1/activities/"+b+"/completions", "admin", "", 400, "INVALID_ARGUMENT", false)
+	a.fail("GET", "/admin/v1/activities/0/completions", "admin", "", 400, "INVALID_ARGUMENT", true)
+	a.fail("GET", "/admin/v1/activities/999999/board", "admin", "", 404, "NOT_FOUND", false)
+	a.fail("GET", "/admin/v1/activities/999999/completions", "admin", "", 404, "NOT_FOUND", false)
 }

@@ -41,8 +41,12 @@ func TestOpenAPIMatchesServer(t *testing.T) {
 	openapi3.SchemaErrorDetailsDisabled = true // errors name the field, not the whole schema
 	doc := loadOpenAPI(t)
 
-	// An app whose keys are configured, for the platform routes' 409s.
-	p, vars := startServe(t, "VOICEROOM_APP_KEYS=cfgapp:cfg-1:openapi-config-key-0123456789")
+	// An app whose keys are configured, for the platform routes' 409s. The
+	// scenario calls as fast as the server answers, with the admin's token
+	// above all: a limit the scenario cannot reach (the default's burst of
+	// 100 ran out on a quick machine, answering 429).
+	p, vars := startServe(t, "VOICEROOM_APP_KEYS=cfgapp:cfg-1:openapi-config-key-0123456789",
+		"VOICEROOM_HTTP_RATE_PER_USER=1000", "VOICEROOM_HTTP_RATE_BURST=1000")
 	base := p.waitServing(t, vars)
 	waitReady(t, p, base)
 	doc.Servers = openapi3.Servers{{URL: base}}
