@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -164,15 +165,31 @@ func (b *browser) waitText(sel, text string) {
 	b.waitFor(fmt.Sprintf(`[...document.querySelectorAll(%q)].some(e => e.textContent.includes(%q))`, sel, text))
 }
 
-// submit sets form fields by CSS selector, then clicks the button.
+// submit sets form fields by CSS selector, then clicks the button: in one
+// script, once the page is not loading, so that no content swapped in
+// between finding a field and setting it (a page shown twice) can leave a
+// stale node behind.
 func (b *browser) submit(form string, fields map[string]string) {
 	b.t.Helper()
-	var steps []chromedp.Action[chromedp.Void]
-	for name, v := range fields {
-		steps = append(steps, chromedp.SetValue(chromedp.CSS(form+` [name="`+name+`"]`), v))
+	vals, err := json.Marshal(fields)
+	if err != nil {
+		b.t.Fatal(err)
 	}
-	steps = append(steps, chromedp.Click(chromedp.CSS(form+" button")))
-	b.do(steps...)
+	sel, _ := json.Marshal(form)
+	b.waitFor(fmt.Sprintf(`(() => {
+		if (document.querySelector('main[aria-busy]')) return false;
+		const f = document.querySelector(%s), vals = %s;
+		if (!f) return false;
+		for (const [name, v] of Object.entries(vals)) {
+			const e = f.querySelector('[name="' + name + '"]');
+			if (!e) return false;
+			e.value = v;
+		}
+		const btn = f.querySelector('button');
+		if (!btn) return false;
+		btn.click();
+		return true;
+	})()`, sel, vals))
 }
 
 // confirm answers the confirmation an action asks for.
