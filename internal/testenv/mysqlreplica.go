@@ -9,6 +9,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -190,12 +192,52 @@ func (r *MySQLReplica) Stop() {
 // written when WaitFor was called.
 func (r *MySQLReplica) WaitFor(tb testing.TB) {
 	tb.Helper()
-	pos := Scalar[string](tb, r.sourceDB(), "SELECT @@gtid_binlog_pos")
-	db := r.ServerDB()
-	var ok int
-	if err := db.QueryRow("SELECT MASTER_GTID_WAIT(?, 60)", pos).Scan(&ok); err != nil || ok != 0 {
-		tb.Fatalf("replica did not reach the source's position %s within 60s (result %d): %v", pos, ok, err)
+	WaitReplicated(tb, r.ServerDB())
+}
+
+// WaitReplicated waits until the replica tests' source's replica that
+// replica reaches has applied everything the source had written when
+// WaitReplicated was called.
+func WaitReplicated(tb testing.TB, replica *sql.DB) {
+	tb.Helper()
+	src, err := sql.Open("mysql", MySQLSourceDSN())
+	if err != nil {
+		tb.Fatalf("VOICEROOM_TEST_MYSQL_SOURCE_DSN: %v", err)
 	}
+	defer src.Close()
+	pos := Scalar[string](tb, src, "SELECT @@gtid_binlog_pos")
+	var ok int
+	if err := replica.QueryRow("SELECT MASTER_GTID_WAIT(?, 120)", pos).Scan(&ok); err != nil || ok != 0 {
+		tb.Fatalf("replica did not reach the source's position %s within 120s (result %d): %v", pos, ok, err)
+	}
+}
+
+// ServerCPU is the user and system CPU time the MySQL server db reaches
+// has used so far: its process (by @@pid_file) must run on this machine,
+// read from /proc/PID/stat. A benchmark reports the difference over its
+// run, one per server.
+func ServerCPU(tb testing.TB, db *sql.DB) time.Duration {
+	tb.Helper()
+	pidFile := Scalar[string](tb, db, "SELECT @@pid_file")
+	raw, err := os.ReadFile(pidFile)
+	if err != nil {
+		tb.Fatalf("the server's pid file (it must run on this machine): %v", err)
+	}
+	stat, err := os.ReadFile("/proc/" + strings.TrimSpace(string(raw)) + "/stat")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	// The command name, in parentheses, may hold spaces: fields count
+	// from after it. utime and stime are fields 14 and 15, in clock ticks
+	// (USER_HZ, 100 on Linux).
+	rest := string(stat[strings.LastIndexByte(string(stat), ')')+2:])
+	f := strings.Fields(rest)
+	utime, err1 := strconv.ParseInt(f[11], 10, 64)
+	stime, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		tb.Fatalf("/proc stat of the server: %q", rest)
+	}
+	return time.Duration(utime+stime) * 10 * time.Millisecond
 }
 
 func splitAddr(tb testing.TB, addr string) (host, port string) {
