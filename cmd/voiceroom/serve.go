@@ -33,18 +33,18 @@ type worker struct {
 
 // deps are the connections every role shares.
 type deps struct {
-	cfg   config
-	log   *slog.Logger
-	db    *sql.DB
+	cfg config
+	log *slog.Logger
+	db  *sql.DB
 	// reads is the pool of the reads that tolerate lag: on fit replicas
 	// (readRouter) when VOICEROOM_MYSQL_REPLICA_DSN names any, else db
 	// itself. Commands, the outbox, recovery and read-your-writes use db.
 	reads      *sql.DB
-	readRouter *readdb.Router // nil without replicas
-	redis redis.UniversalClient // nil when VOICEROOM_REDIS_ADDR is empty
-	nats  *bus.Conn
-	embed *bus.Server // nil with an external NATS
-	reg   *prometheus.Registry
+	readRouter *readdb.Router        // nil without replicas
+	redis      redis.UniversalClient // nil when VOICEROOM_REDIS_ADDR is empty
+	nats       *bus.Conn
+	embed      *bus.Server // nil with an external NATS
+	reg        *prometheus.Registry
 	// keys verify tokens (wireAuth): the apps' registry for the api role.
 	keys authtoken.Keys
 	// serverKey keys the room list's cursors and the console's forms,
