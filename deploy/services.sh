@@ -294,7 +294,9 @@ start_mysql_pair() {
     { [[ ! -d $base/$src/data/mysql ]] || [[ ! -d $base/$rep/data/mysql ]]; }; then
     rm -rf "$base/$src" "$base/$rep"
   fi
-  pair_node "$src" 3307 --log-bin="$base/$src/data/binlog" --binlog-format=ROW
+  # The binary log of a day is kept: the tests make and drop databases all
+  # day, and a replica of a test starts from the position of its start.
+  pair_node "$src" 3307 --log-bin="$base/$src/data/binlog" --binlog-format=ROW --binlog-expire-logs-seconds=86400
   pair_node "$rep" 3308 --skip-log-bin
   if [[ -z $(pair_sql "$rep" "SHOW SLAVE STATUS") ]]; then
     log "mysql pair: $rep replicating from $src (GTID, from the source's first binlog)"
