@@ -115,6 +115,7 @@ type Board struct {
 // there, else from MySQL (then the board is rebuilt in Redis).
 type Boards struct {
 	db       *sql.DB
+	reads    *sql.DB // a page's MySQL read (Redis down): db unless SetReads gave replicas
 	store    *Store
 	cache    *boardCache
 	regions  UserRegions
@@ -145,9 +146,14 @@ func NewBoards(db *sql.DB, rdb redis.UniversalClient, regions UserRegions, cfg S
 		log = slog.New(slog.DiscardHandler)
 	}
 	log = log.With("component", "activity")
-	return &Boards{db: db, store: NewStore(db, cfg.Now), cache: newBoardCache(rdb, cfg), regions: regions, cal: cal, cfg: cfg, log: log, metrics: m,
+	return &Boards{db: db, reads: db, store: NewStore(db, cfg.Now), cache: newBoardCache(rdb, cfg), regions: regions, cal: cal, cfg: cfg, log: log, metrics: m,
 		redis: redisgate.New(rdb, cfg.RedisTimeout, "activity boards", log, func() { m.redisFailed(opRead) })}, nil
 }
+
+// SetReads makes a board page read from reads, a pool of replicas that
+// may lag (package readdb), while Redis is down. A board's rebuild into
+// Redis reads the primary. Call it before the Boards serve.
+func (b *Boards) SetReads(reads *sql.DB) { b.reads = reads }
 
 // visible returns activity id of app when user's region sees it, else
 // NOT_FOUND (another app's, another region's, none).
@@ -310,7 +316,7 @@ func (b *Boards) page(ctx context.Context, id, ps, pe int64, mode string, bounda
 			b.redis.Failed(err)
 		}
 	}
-	p, err := readMySQL(ctx, b.db, id, ps, mode, boundary, limit, me)
+	p, err := readMySQL(ctx, b.reads, id, ps, mode, boundary, limit, me)
 	if err != nil {
 		return page{}, apperr.Wrap(apperr.Unavailable, "boards unavailable, try again", err)
 	}

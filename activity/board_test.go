@@ -263,3 +263,26 @@ func TestBoardIsolation(t *testing.T) {
 		t.Errorf("progress of a leaderboard: %v, want INVALID_ARGUMENT naming activity_id", err)
 	}
 }
+
+// TestBoardSetReads: with Redis down, a board page reads MySQL through
+// the pool SetReads gave (standing in for a replica: here another
+// database, where the board's scores are not).
+func TestBoardSetReads(t *testing.T) {
+	e := newScoreEnv(t, nil)
+	id := e.activity(Activity{Metric: RoomGiftValue})
+	red := testenv.RunRedis(t)
+	rdb := red.Client()
+	s := e.newScorer(rdb)
+	r := e.room("a1", 0, 1)
+	e.mustScore(s, e.gift(r, 5, 6, 1, 10, 1, t0+hour))
+	b := e.boards(rdb)
+	q := BoardQuery{AppCode: "a1", UserID: 5, ActivityID: id, Limit: 10, RoomID: r.id}
+	red.Stop()
+	if p, err := b.Board(context.Background(), q); err != nil || len(p.Items) != 1 {
+		t.Fatalf("from the primary: %+v, %v", p, err)
+	}
+	b.SetReads(testenv.NewDB(t))
+	if p, err := b.Board(context.Background(), q); err != nil || len(p.Items) != 0 {
+		t.Fatalf("through SetReads: %+v, %v: want the other database's empty board", p, err)
+	}
+}

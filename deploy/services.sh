@@ -20,6 +20,17 @@
 # `services.sh redis-addrs cluster|sentinel` prints the addresses a test
 # run passes in VOICEROOM_TEST_REDIS_ADDRS (Taskfile's test:redis).
 #
+# And, for the MySQL read-replica tests and benchmark, a MariaDB pair of the
+# suite's own: a source with binary logging on 127.0.0.1:3307 and a replica
+# of it on 127.0.0.1:3308 (VOICEROOM_TEST_MYSQL_PAIR_PORTS overrides the
+# two ports), GTID replication, root without a password on loopback, data
+# under ${TMPDIR:-/tmp}/voiceroom-mysql-pair/PORT. The system server on
+# 3306 is left as it is: turning its binary log on would need a restart.
+# A running pair is kept; a stopped one is started again (the replica
+# resumes from where it was). VOICEROOM_TEST_MYSQL_EXTRA=0 skips it.
+# `services.sh mysql-addrs pair` prints the source's and the replica's
+# addresses.
+#
 # `services.sh promtool` does only one thing instead: makes sure Prometheus's
 # promtool is installed (Debian's prometheus package), for the rule checks
 # of `task lint:rules` (CI runs them; `task run` and `task test` never
@@ -72,8 +83,14 @@ if [[ ${1:-} == redis-addrs ]]; then
   *) die "redis-addrs: want cluster or sentinel" ;;
   esac
   exit 0
+fi
+pair_ports=(${VOICEROOM_TEST_MYSQL_PAIR_PORTS:-3307 3308})
+if [[ ${1:-} == mysql-addrs ]]; then
+  [[ ${2:-} == pair ]] || die "mysql-addrs: want pair"
+  printf '127.0.0.1:%s\n' "${pair_ports[@]}" | paste -sd, -
+  exit 0
 elif [[ $# -gt 0 ]]; then
-  die "unknown argument $1 (want none, promtool or redis-addrs)"
+  die "unknown argument $1 (want none, promtool, redis-addrs or mysql-addrs)"
 fi
 
 # user:password@tcp(host:port)/db
@@ -243,6 +260,55 @@ if [[ ${VOICEROOM_TEST_REDIS_EXTRA:-1} != 0 ]]; then
   { command -v redis-server && command -v redis-cli; } >/dev/null || apt_install redis-server
   start_redis_cluster
   start_redis_sentinel
+fi
+
+# --- A MariaDB source and replica, for the replica tests (see the top)
+pair_sql() { # port sql...: run statements as root over TCP
+  local port=$1; shift
+  "$(mysql_client)" --protocol=TCP -h 127.0.0.1 -P "$port" -u root -N -e "$*"
+}
+pair_node() { # port server-id extra-args...: a mariadbd on 127.0.0.1:port unless one listens
+  local port=$1 id=$2 dir=$run_dir/voiceroom-mysql-pair/$1 daemon as=()
+  shift 2
+  port_open 127.0.0.1 "$port" && return 0
+  daemon=$(command -v mariadbd || command -v mysqld || ls /usr/sbin/mariadbd /usr/sbin/mysqld 2>/dev/null | head -1)
+  [[ -n $daemon ]] || die "no mariadbd for the test pair"
+  [[ $(id -u) == 0 ]] && as=(--user=mysql)
+  if [[ ! -d $dir/data/mysql ]]; then
+    rm -rf "$dir" && mkdir -p "$dir/data"
+    [[ $(id -u) == 0 ]] && chown -R mysql "$dir"
+    mariadb-install-db --no-defaults "${as[@]}" --datadir="$dir/data" --auth-root-authentication-method=normal \
+      --skip-test-db >"$dir/install.log" 2>&1 || die "mariadb-install-db for port $port failed; see $dir/install.log"
+  fi
+  # Small: a test pair, not a production server.
+  nohup "$daemon" --no-defaults "${as[@]}" --datadir="$dir/data" --port="$port" --bind-address=127.0.0.1 \
+    --socket="$dir/mysqld.sock" --pid-file="$dir/mysqld.pid" --log-error="$dir/error.log" \
+    --server-id="$id" --innodb-buffer-pool-size=128M --max-connections=500 "$@" >/dev/null 2>&1 &
+  wait_port 127.0.0.1 "$port" "MariaDB (test pair)"
+}
+start_mysql_pair() {
+  local src=${pair_ports[0]} rep=${pair_ports[1]} base=$run_dir/voiceroom-mysql-pair
+  # A replica without its source's history (either was removed) starts
+  # over: both are made afresh.
+  if ! port_open 127.0.0.1 "$src" && ! port_open 127.0.0.1 "$rep" &&
+    { [[ ! -d $base/$src/data/mysql ]] || [[ ! -d $base/$rep/data/mysql ]]; }; then
+    rm -rf "$base/$src" "$base/$rep"
+  fi
+  # The binary log of a day is kept: the tests make and drop databases all
+  # day, and a replica of a test starts from the position of its start.
+  pair_node "$src" 3307 --log-bin="$base/$src/data/binlog" --binlog-format=ROW --binlog-expire-logs-seconds=86400
+  pair_node "$rep" 3308 --skip-log-bin
+  if [[ -z $(pair_sql "$rep" "SHOW SLAVE STATUS") ]]; then
+    log "mysql pair: $rep replicating from $src (GTID, from the source's first binlog)"
+    pair_sql "$rep" "CHANGE MASTER TO MASTER_HOST='127.0.0.1', MASTER_PORT=$src, MASTER_USER='root', MASTER_PASSWORD='',
+      MASTER_USE_GTID=slave_pos, MASTER_CONNECT_RETRY=1; START SLAVE;" || die "mysql pair: could not start replication"
+  else
+    pair_sql "$rep" "START SLAVE" >/dev/null 2>&1 || true # a test may have stopped a thread
+  fi
+  log "mysql pair: source 127.0.0.1:$src, replica 127.0.0.1:$rep"
+}
+if [[ ${VOICEROOM_TEST_MYSQL_EXTRA:-1} != 0 ]]; then
+  start_mysql_pair
 fi
 
 log "ready: mysql $my_host:$my_port, redis ${redis_addr:-off}"

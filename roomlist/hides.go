@@ -62,6 +62,7 @@ const (
 // voiceroom_rooms_moderation_actions_total once committed.
 type Hides struct {
 	db         *sql.DB
+	reads      *sql.DB // List's: db unless SetReads gave replicas
 	lister     *Lister
 	moderation *rooms.ModerationCounter
 	now        func() time.Time
@@ -78,8 +79,12 @@ func NewHides(db *sql.DB, lister *Lister, moderation *rooms.ModerationCounter, c
 	if db == nil {
 		return nil, fmt.Errorf("%w: hides need a database", ErrInvalidConfig)
 	}
-	return &Hides{db: db, lister: lister, moderation: moderation, now: cfg.Now}, nil
+	return &Hides{db: db, reads: db, lister: lister, moderation: moderation, now: cfg.Now}, nil
 }
+
+// SetReads makes List read from reads, a pool of replicas that may lag
+// (package readdb). Call it before the Hides serve.
+func (h *Hides) SetReads(reads *sql.DB) { h.reads = reads }
 
 // hideAudit is what a hide's audit row shows before and after.
 type hideAudit struct {
@@ -218,7 +223,7 @@ func (x *Hide) fields() []any {
 // List returns app's hides of a region, active, expired and removed,
 // newest first, at most 500.
 func (h *Hides) List(ctx context.Context, app string, region int64) ([]Hide, error) {
-	rows, err := h.db.QueryContext(ctx, `SELECT `+hideCols+` FROM room_region_hides WHERE app_code = ? AND visible_region_id = ?
+	rows, err := h.reads.QueryContext(ctx, `SELECT `+hideCols+` FROM room_region_hides WHERE app_code = ? AND visible_region_id = ?
 		ORDER BY hide_id DESC LIMIT ?`, app, region, maxListedHides)
 	if err != nil {
 		return nil, storage(err)

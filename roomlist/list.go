@@ -54,7 +54,11 @@ func itemOf(c *listprojector.Card, pinned bool) Item {
 // when Redis misses or fails. It never reads room state, and writes Redis
 // only through the Mirror (repairs, a hide set's invalidation).
 type Lister struct {
-	db      *sql.DB
+	db *sql.DB
+	// reads is where the MySQL path reads a list's order, its pins and
+	// the recent cards: db unless SetReads gave replicas. What fills
+	// Redis or decides a hide (cards, hides) reads db.
+	reads   *sql.DB
 	cache   *cache
 	mirror  *listprojector.Mirror
 	cfg     Config
@@ -66,6 +70,9 @@ type Lister struct {
 	hides *hideCache
 	near  *nearCache
 	stmts *stmts // the page read's prepared statements
+	// readStmts are stmts on reads: whether a region has hides, asked
+	// while Redis is not read.
+	readStmts *stmts
 	// recent holds cards read from MySQL while Redis is not read.
 	recent *recentCards
 	// cursors remembers the cursors this process verified.
@@ -96,14 +103,28 @@ func NewLister(db *sql.DB, mirror *listprojector.Mirror, cfg Config, log *slog.L
 	}
 	c := newCache(mirror)
 	log = log.With("component", "roomlist")
-	l := &Lister{db: db, cache: c, mirror: mirror, hides: &hideCache{}, near: newNearCache(c, cfg, log, m), stmts: newStmts(db),
+	l := &Lister{db: db, reads: db, cache: c, mirror: mirror, hides: &hideCache{}, near: newNearCache(c, cfg, log, m), stmts: newStmts(db),
 		recent: newRecentCards(cfg.FreezeEvery, max(cfg.NearCacheCards, 10_000)), cfg: cfg,
 		sign: signer{key: cfg.CursorSecret}, frozen: newFreezer(cfg), log: log, metrics: m}
+	l.readStmts = l.stmts
 	if c != nil {
 		l.frozen.save = l.saveFrozen
 		l.redis = redisgate.New(c.rdb, cfg.RedisTimeout, "the list", log, func() { l.count(func(m *Metrics) { m.cacheErr.Inc() }) })
 	}
 	return l, nil
+}
+
+// SetReads makes the MySQL path read a list's order, its pins, the
+// recent cards and whether a region has hides (while Redis is not read)
+// from reads, a pool of replicas that may lag (package
+// readdb): a pin, a hide or a room's move shows there within the lag.
+// What fills Redis (cards, a region's hide set) stays on the primary.
+// Call it before the Lister serves.
+func (l *Lister) SetReads(reads *sql.DB) {
+	l.reads = reads
+	if reads != l.db {
+		l.readStmts = newStmts(reads)
+	}
 }
 
 // Run keeps the near cache's Redis tracking connection until ctx ends
@@ -251,7 +272,7 @@ func normalize(req *ListRequest) error {
 // newest order, or a search's own (without the rooms hidden at nowMs).
 func (l *Lister) freeze(ctx context.Context, req ListRequest, nowMs int64) (*frozenOrder, error) {
 	if req.Query != "" {
-		es, err := listOrder(ctx, l.db, req.AppCode, req.RegionID, req.Tab, req.Query, false, 0, "", l.cfg.SearchMaxResults, nowMs)
+		es, err := listOrder(ctx, l.reads, req.AppCode, req.RegionID, req.Tab, req.Query, false, 0, "", l.cfg.SearchMaxResults, nowMs)
 		if err != nil {
 			return nil, err
 		}
@@ -269,7 +290,7 @@ func (l *Lister) freeze(ctx context.Context, req ListRequest, nowMs int64) (*fro
 // in the tab's order (Redis, else MySQL), ChainDepth rooms at most.
 func (l *Lister) buildOrder(ctx context.Context, id listID) (*frozenOrder, error) {
 	depth := l.cfg.ChainDepth
-	pins, err := pinnedNow(ctx, l.db, id.app, id.region, l.cfg.nowMs())
+	pins, err := pinnedNow(ctx, l.reads, id.app, id.region, l.cfg.nowMs())
 	if err != nil {
 		return nil, err
 	}
@@ -313,7 +334,7 @@ func (l *Lister) order(ctx context.Context, id listID, n int) (es []entry, compl
 			l.redisFailed(err)
 		}
 	}
-	es, err = listOrder(ctx, l.db, id.app, id.region, id.tab, "", false, 0, "", n, 0)
+	es, err = listOrder(ctx, l.reads, id.app, id.region, id.tab, "", false, 0, "", n, 0)
 	return es, len(es) < n, err
 }
 
@@ -550,12 +571,12 @@ func (l *Lister) fromFrozen(ctx context.Context, req ListRequest, f *frozenOrder
 // as pageCards does, so hides apply at once.
 func (l *Lister) frozenCards(ctx context.Context, req ListRequest, ids []string, nowMs int64) (map[string]*listprojector.Card, map[string]bool, error) {
 	if !l.redisUp() {
-		hides, err := regionHasHides(ctx, l.stmts, req.AppCode, req.RegionID)
+		hides, err := regionHasHides(ctx, l.readStmts, req.AppCode, req.RegionID)
 		if err != nil {
 			return nil, nil, err
 		}
 		if !hides {
-			cards, err := l.recent.cards(ctx, l.db, req.AppCode, ids, l.cfg.Now())
+			cards, err := l.recent.cards(ctx, l.reads, req.AppCode, ids, l.cfg.Now())
 			return cards, nil, err
 		}
 	}
@@ -571,7 +592,7 @@ func (l *Lister) fromLive(ctx context.Context, req ListRequest, c cursor, nowMs 
 	var pins []string
 	var err error
 	if req.Query == "" {
-		if pins, err = pinnedNow(ctx, l.db, req.AppCode, req.RegionID, nowMs); err != nil {
+		if pins, err = pinnedNow(ctx, l.reads, req.AppCode, req.RegionID, nowMs); err != nil {
 			return Page{}, err
 		}
 	}
@@ -579,7 +600,7 @@ func (l *Lister) fromLive(ctx context.Context, req ListRequest, c cursor, nowMs 
 	for _, p := range pins {
 		pinned[p] = true
 	}
-	es, err := listOrder(ctx, l.db, req.AppCode, req.RegionID, req.Tab, req.Query, !c.Pinned, c.Key, c.ID, req.Limit+len(pins)+1, nowMs)
+	es, err := listOrder(ctx, l.reads, req.AppCode, req.RegionID, req.Tab, req.Query, !c.Pinned, c.Key, c.ID, req.Limit+len(pins)+1, nowMs)
 	if err != nil {
 		return Page{}, err
 	}

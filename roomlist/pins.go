@@ -51,6 +51,7 @@ const (
 // and counted in voiceroom_rooms_moderation_actions_total once committed.
 type Pins struct {
 	db         *sql.DB
+	reads      *sql.DB // List's: db unless SetReads gave replicas
 	moderation *rooms.ModerationCounter
 	now        func() time.Time
 }
@@ -61,8 +62,12 @@ func NewPins(db *sql.DB, moderation *rooms.ModerationCounter, cfg Config) (*Pins
 	if db == nil {
 		return nil, fmt.Errorf("%w: pins need a database", ErrInvalidConfig)
 	}
-	return &Pins{db: db, moderation: moderation, now: cfg.Now}, nil
+	return &Pins{db: db, reads: db, moderation: moderation, now: cfg.Now}, nil
 }
+
+// SetReads makes List read from reads, a pool of replicas that may lag
+// (package readdb). Call it before the Pins serve.
+func (p *Pins) SetReads(reads *sql.DB) { p.reads = reads }
 
 // Create pins a room of app in a region, by operator. The room must be an
 // active room of app visible in that region (NOT_FOUND, FAILED_PRECONDITION);
@@ -187,7 +192,7 @@ const maxListedPins = 500
 // List returns app's pins of a region, active and expired and removed,
 // newest first, at most 500.
 func (p *Pins) List(ctx context.Context, app string, region int64) ([]Pin, error) {
-	rows, err := p.db.QueryContext(ctx, `SELECT pin_id, room_id, visible_region_id, weight, status, expires_at_ms, created_by,
+	rows, err := p.reads.QueryContext(ctx, `SELECT pin_id, room_id, visible_region_id, weight, status, expires_at_ms, created_by,
 		created_at_ms FROM room_region_pins WHERE app_code = ? AND visible_region_id = ? ORDER BY pin_id DESC LIMIT ?`,
 		app, region, maxListedPins)
 	if err != nil {

@@ -222,14 +222,14 @@ func (r *Records) Audit(ctx context.Context, appCode, roomID string, limit int, 
 		before = id
 	}
 	var one int
-	err := r.store.db.QueryRowContext(ctx, `SELECT 1 FROM rooms WHERE app_code = ? AND room_id = ?`, appCode, roomID).Scan(&one)
+	err := r.reads.QueryRowContext(ctx, `SELECT 1 FROM rooms WHERE app_code = ? AND room_id = ?`, appCode, roomID).Scan(&one)
 	if errors.Is(err, sql.ErrNoRows) {
 		return AuditPage{}, errRoomNotFound
 	}
 	if err != nil {
 		return AuditPage{}, storageErr(fmt.Errorf("look up room %s: %w", roomID, err))
 	}
-	items, err := readAudit(ctx, r.store.db, appCode, roomID, before, limit+1)
+	items, err := readAudit(ctx, r.reads, appCode, roomID, before, limit+1)
 	if err != nil {
 		return AuditPage{}, storageErr(err)
 	}

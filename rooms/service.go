@@ -66,6 +66,7 @@ type Service struct {
 	log       *slog.Logger
 	now       func() time.Time
 	store     *store
+	reads     *sql.DB // the audit trail's reads: store.db unless SetReads gave replicas
 	committer *committer
 	gifts     *giftCatalog
 	wallet    *wallet.Store
@@ -453,15 +454,30 @@ func (s *Service) UpsertGift(ctx context.Context, appCode string, g Gift) error 
 // process that routes room commands to rooms nodes serves these itself.
 type Records struct {
 	store *store
+	reads *sql.DB // the audit trail's reads: store.db unless SetReads gave replicas
 	gifts *giftCatalog
 }
 
 // NewRecords returns the Records of db.
 func NewRecords(db *sql.DB, now func() time.Time) *Records {
-	return &Records{store: &store{db: db}, gifts: &giftCatalog{db: db, now: now, cache: map[giftKey]cachedGift{}}}
+	return &Records{store: &store{db: db}, reads: db, gifts: &giftCatalog{db: db, now: now, cache: map[giftKey]cachedGift{}}}
 }
 
-func (s *Service) records() *Records { return &Records{store: s.store, gifts: s.gifts} }
+func (s *Service) records() *Records {
+	reads := s.reads
+	if reads == nil {
+		reads = s.store.db
+	}
+	return &Records{store: s.store, reads: reads, gifts: s.gifts}
+}
+
+// SetReads makes the audit trail read from reads, a pool of replicas that
+// may lag (package readdb): an action shows in it within the lag. Call it
+// before the Records serve.
+func (r *Records) SetReads(reads *sql.DB) { r.reads = reads }
+
+// SetReads is Records.SetReads for the Service's audit trail.
+func (s *Service) SetReads(reads *sql.DB) { s.reads = reads }
 
 // UpsertGift is Service.UpsertGift, for a process without the rooms role.
 func (r *Records) UpsertGift(ctx context.Context, appCode string, g Gift) error {

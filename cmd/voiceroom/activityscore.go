@@ -94,6 +94,7 @@ func wireActivityScoring(d *deps, regionSvc *regions.Service) error {
 		if err != nil {
 			return fmt.Errorf("activity boards: %w", err)
 		}
+		b.SetReads(d.reads) // a page read from MySQL while Redis is down may lag
 		d.mounts = append(d.mounts, gateway.ActivityBoardRoutes(b))
 	}
 	return nil

@@ -20,6 +20,7 @@ import (
 	"voiceroom/authtoken"
 	"voiceroom/bus"
 	"voiceroom/gateway"
+	"voiceroom/internal/readdb"
 	"voiceroom/internal/redisconn"
 	"voiceroom/mysqldb"
 	"voiceroom/outboxrelay"
@@ -66,6 +67,10 @@ type config struct {
 	MySQLMaxOpenConns int           `env:"VOICEROOM_MYSQL_MAX_OPEN_CONNS" envDefault:"64"`
 	MySQLConnectWait  time.Duration `env:"VOICEROOM_MYSQL_CONNECT_TIMEOUT" envDefault:"15s"`
 	MigrateOnStart    bool          `env:"VOICEROOM_MIGRATE_ON_START" envDefault:"true"`
+	// MySQLReplicaDSNs are read replicas for the reads that tolerate lag
+	// (package readdb); none: every read on the primary, as before.
+	MySQLReplicaDSNs   []string      `env:"VOICEROOM_MYSQL_REPLICA_DSN" envSeparator:","`
+	MySQLReplicaMaxLag time.Duration `env:"VOICEROOM_MYSQL_REPLICA_MAX_LAG" envDefault:"5s"`
 
 	// RedisAddr's default is set by loadConfig (offDefaults): set empty,
 	// it turns the cache off. RedisAddrs replaces it for a cluster (several
@@ -359,6 +364,7 @@ func (c config) validate() error {
 
 	// Each package's own rules.
 	errs.of(c.mysql().Validate(), "mysql", mysqlVars)
+	errs.of(c.reads().Validate(), "mysql replicas", readsVars)
 	errs.of(c.gateway(authtoken.SingleSecret(nil)).Validate(), "http", httpVars)
 	errs.of(c.streams().Validate(), "stream", streamVars)
 	for _, cc := range c.consumers() {
@@ -394,6 +400,10 @@ var (
 	redisVars = map[string]string{
 		"Addrs": "VOICEROOM_REDIS_ADDRS", "SentinelMaster": "VOICEROOM_REDIS_SENTINEL_MASTER", "DB": "VOICEROOM_REDIS_DB",
 		"TLSCAFile": "VOICEROOM_REDIS_TLS_CA",
+	}
+	readsVars = map[string]string{
+		"PrimaryDSN": "VOICEROOM_MYSQL_DSN", "ReplicaDSNs": "VOICEROOM_MYSQL_REPLICA_DSN",
+		"MaxLag": "VOICEROOM_MYSQL_REPLICA_MAX_LAG", "MaxOpenConns": "VOICEROOM_MYSQL_MAX_OPEN_CONNS",
 	}
 	mysqlVars = map[string]string{
 		"DSN": "VOICEROOM_MYSQL_DSN", "MaxOpenConns": "VOICEROOM_MYSQL_MAX_OPEN_CONNS", "ConnectTimeout": "VOICEROOM_MYSQL_CONNECT_TIMEOUT",
@@ -690,6 +700,13 @@ func (c *config) redisClient() (redis.UniversalClient, error) {
 
 func (c *config) mysql() mysqldb.Config {
 	return mysqldb.Config{DSN: c.MySQLDSN, MaxOpenConns: c.MySQLMaxOpenConns, ConnectTimeout: c.MySQLConnectWait}
+}
+
+// reads is the configuration of the pool of the reads that tolerate lag:
+// the replicas, each with a pool as large as the primary's.
+func (c *config) reads() readdb.Config {
+	return readdb.Config{PrimaryDSN: c.MySQLDSN, ReplicaDSNs: trimmed(c.MySQLReplicaDSNs),
+		MaxLag: c.MySQLReplicaMaxLag, MaxOpenConns: c.MySQLMaxOpenConns}
 }
 
 // embedded is the configuration of the embedded NATS server (used when

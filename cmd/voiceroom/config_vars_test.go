@@ -42,6 +42,9 @@ func TestPackageRulesNameTheVariable(t *testing.T) {
 		{"VOICEROOM_RANKS_CONCURRENCY", "1000"},
 		{"VOICEROOM_RANKS_MAX_DELIVER", "-2"},
 		{"VOICEROOM_RANKS_BACKOFF", "1s,-1s"},
+		{"VOICEROOM_MYSQL_REPLICA_MAX_LAG", "500ms"},
+		{"VOICEROOM_MYSQL_REPLICA_MAX_LAG", "2h"},
+		{"VOICEROOM_MYSQL_REPLICA_DSN", "not a dsn"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name+"="+tt.value, func(t *testing.T) {

@@ -129,6 +129,7 @@ func wireRoomList(d *deps, regionSvc *regions.Service) error {
 		if err != nil {
 			return fmt.Errorf("room list: %w", err)
 		}
+		lister.SetReads(d.reads) // the MySQL path's order and pins may lag
 		// Pins and hides count their actions in the rooms service's
 		// voiceroom_rooms_moderation_actions_total (one collector on d.reg), whether
 		// or not this process runs the rooms role.
@@ -140,10 +141,12 @@ func wireRoomList(d *deps, regionSvc *regions.Service) error {
 		if err != nil {
 			return fmt.Errorf("room pins: %w", err)
 		}
+		pins.SetReads(d.reads)
 		hides, err := roomlist.NewHides(d.db, lister, moderation, qcfg)
 		if err != nil {
 			return fmt.Errorf("room hides: %w", err)
 		}
+		hides.SetReads(d.reads)
 		d.mounts = append(d.mounts, gateway.RoomListRoutes(lister, pins, regionSvc), gateway.HideRoutes(hides))
 		d.workers = append(d.workers, worker{name: "list-near-cache", run: lister.Run})
 	}

@@ -111,7 +111,7 @@ func wireRanks(d *deps) error {
 		d.workers = append(d.workers, worker{name: "ranks-projector", run: p.Run})
 	}
 	if api {
-		r, err := roomranks.NewReader(d.db, d.redisClient(), cfg, d.log, m)
+		r, err := roomranks.NewReader(d.reads, d.redisClient(), cfg, d.log, m)
 		if err != nil {
 			return fmt.Errorf("ranks: %w", err)
 		}

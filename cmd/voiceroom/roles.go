@@ -85,7 +85,9 @@ func wireRoles(ctx context.Context, d *deps) error {
 	}
 	if api {
 		var local rooms.Rooms
-		var records rooms.RecordKeeper = rooms.NewRecords(d.db, time.Now)
+		rec := rooms.NewRecords(d.db, time.Now)
+		rec.SetReads(d.reads) // the audit trail may lag
+		var records rooms.RecordKeeper = rec
 		if svc != nil {
 			local, records = svc, svc
 		}
@@ -133,6 +135,7 @@ func wireRoomsNode(ctx context.Context, d *deps, regionSvc *regions.Service, cm 
 	if err != nil {
 		return nil, nil, fmt.Errorf("rooms: %w", err)
 	}
+	svc.SetReads(d.reads) // the audit trail may lag; commands and recovery read d.db
 	node, err := roomcluster.NewNode(ctx, d.nats.JetStream(), d.cfg.roomCluster(), d.cfg.NodeID, svc, svc.Loaded, d.log, cm)
 	if err != nil {
 		svc.Close()

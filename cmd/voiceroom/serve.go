@@ -18,6 +18,7 @@ import (
 	"voiceroom/bus"
 	"voiceroom/docs"
 	"voiceroom/gateway"
+	"voiceroom/internal/readdb"
 	"voiceroom/mysqldb"
 	"voiceroom/outboxrelay"
 	"voiceroom/promreg"
@@ -32,13 +33,18 @@ type worker struct {
 
 // deps are the connections every role shares.
 type deps struct {
-	cfg   config
-	log   *slog.Logger
-	db    *sql.DB
-	redis redis.UniversalClient // nil when VOICEROOM_REDIS_ADDR is empty
-	nats  *bus.Conn
-	embed *bus.Server // nil with an external NATS
-	reg   *prometheus.Registry
+	cfg config
+	log *slog.Logger
+	db  *sql.DB
+	// reads is the pool of the reads that tolerate lag: on fit replicas
+	// (readRouter) when VOICEROOM_MYSQL_REPLICA_DSN names any, else db
+	// itself. Commands, the outbox, recovery and read-your-writes use db.
+	reads      *sql.DB
+	readRouter *readdb.Router        // nil without replicas
+	redis      redis.UniversalClient // nil when VOICEROOM_REDIS_ADDR is empty
+	nats       *bus.Conn
+	embed      *bus.Server // nil with an external NATS
+	reg        *prometheus.Registry
 	// keys verify tokens (wireAuth): the apps' registry for the api role.
 	keys authtoken.Keys
 	// serverKey keys the room list's cursors and the console's forms,
@@ -233,6 +239,9 @@ func open(ctx context.Context, cfg config, log *slog.Logger) (d *deps, err error
 			return d, err
 		}
 	}
+	if err := openReads(d); err != nil {
+		return d, err
+	}
 
 	if d.redis, err = cfg.redisClient(); err != nil {
 		return d, err
@@ -284,6 +293,27 @@ func open(ctx context.Context, cfg config, log *slog.Logger) (d *deps, err error
 	return d, r.Err()
 }
 
+// openReads sets d.reads: the primary's pool without replicas, else the
+// router's, whose lag checks run as a worker.
+func openReads(d *deps) error {
+	d.reads = d.db
+	rcfg := d.cfg.reads()
+	if len(rcfg.ReplicaDSNs) == 0 {
+		return nil
+	}
+	m, err := readdb.NewMetrics(d.reg)
+	if err != nil {
+		return err
+	}
+	if d.readRouter, err = readdb.New(rcfg, d.log.With("component", "readdb"), m); err != nil {
+		return configErr(err, "mysql replicas", readsVars)
+	}
+	d.reads = d.readRouter.DB()
+	d.log.Info("mysql: reads that tolerate lag go to replicas", "replicas", d.readRouter.Replicas(), "max_lag", rcfg.MaxLag)
+	d.workers = append(d.workers, worker{name: "mysql-replicas", run: d.readRouter.Run})
+	return nil
+}
+
 // close releases what open and the roles opened: role closers in reverse,
 // then NATS, MySQL and Redis, logging each step.
 func (d *deps) close() {
@@ -297,6 +327,10 @@ func (d *deps) close() {
 	if d.embed != nil {
 		d.log.Info("shutdown: stopping embedded nats server")
 		d.embed.Shutdown()
+	}
+	if d.readRouter != nil {
+		d.log.Info("shutdown: closing mysql replicas")
+		d.readRouter.Close()
 	}
 	if d.db != nil {
 		d.log.Info("shutdown: closing mysql")

@@ -8,6 +8,10 @@
 //
 //   - NewDB, NewDBWithDSN: a database of the test's own (cmd/voiceroom's
 //     process tests pass its DSN to the binary);
+//   - NewSourceDB: NewDBWithDSN on the MariaDB source deploy/services.sh
+//     starts for the replica tests (binary log on); RunMySQLReplica: a
+//     replica of that source of the test's own, which it can Stop and
+//     Start (and WaitFor to catch up);
 //   - NewRedis: a key prefix of the test's own, on the single Redis or
 //     (VOICEROOM_TEST_REDIS_ADDRS) a cluster or Sentinel, every script
 //     and transaction checked to stay in one cluster slot (CheckSlots);

@@ -40,12 +40,19 @@ func NewDB(tb testing.TB) *sql.DB {
 // code under test that opens its own pool.
 func NewDBWithDSN(tb testing.TB) (*sql.DB, string) {
 	tb.Helper()
+	return newDBOn(tb, MySQLDSN(), "VOICEROOM_TEST_MYSQL_DSN")
+}
+
+// newDBOn is NewDBWithDSN on the server of serverDSN, which the variable
+// named envVar sets.
+func newDBOn(tb testing.TB, serverDSN, envVar string) (*sql.DB, string) {
+	tb.Helper()
 	if testing.Short() {
 		tb.Skip("needs MySQL; skipped with -short")
 	}
-	cfg, err := mysql.ParseDSN(MySQLDSN())
+	cfg, err := mysql.ParseDSN(serverDSN)
 	if err != nil {
-		tb.Fatalf("VOICEROOM_TEST_MYSQL_DSN: %v", err)
+		tb.Fatalf("%s: %v", envVar, err)
 	}
 	cfg.DBName = dbName(tb.Name())
 	dsn := cfg.FormatDSN()
