@@ -222,7 +222,8 @@ func (b *Boards) Board(ctx context.Context, q BoardQuery) (Board, error) {
 	if err != nil {
 		return Board{}, err
 	}
-	return b.boardOf(ctx, a, q, mode, boundary)
+	ps, pe := b.currentPeriod(a)
+	return b.boardOf(ctx, a, q, ps, pe, mode, boundary)
 }
 
 // boardMode checks q's limit and cursor and returns the read's mode and
@@ -247,9 +248,9 @@ func boardMode(q BoardQuery) (string, Entry, error) {
 	return mode, boundary, nil
 }
 
-// boardOf reads one page of a's board in its current period for q, whose
+// boardOf reads one page of a's board in its period ps..pe for q, whose
 // caller may see a.
-func (b *Boards) boardOf(ctx context.Context, a Activity, q BoardQuery, mode string, boundary Entry) (Board, error) {
+func (b *Boards) boardOf(ctx context.Context, a Activity, q BoardQuery, ps, pe int64, mode string, boundary Entry) (Board, error) {
 	me := strconv.FormatInt(q.UserID, 10)
 	if a.ByRoom() {
 		me = ""
@@ -263,7 +264,6 @@ func (b *Boards) boardOf(ctx context.Context, a Activity, q BoardQuery, mode str
 	if q.UserID <= 0 && !a.ByRoom() {
 		me = ""
 	}
-	ps, pe := b.currentPeriod(a)
 	p, err := b.page(ctx, a.ID, ps, pe, mode, boundary, q.Limit, me)
 	if err != nil {
 		return Board{}, err

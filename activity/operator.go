@@ -9,14 +9,17 @@ import (
 	"voiceroom/apperr"
 )
 
-// OperatorBoard answers one page of app's activity id's board in its
-// current period for an operator of the app: the board the users see,
-// whatever regions the activity names, without a place of the caller's
-// own (Me is nil). limit is 1..MaxBoardLimit; cursor continues from a
-// page's NextCursor or PrevCursor. Errors: INVALID_ARGUMENT naming limit
-// or cursor; NOT_FOUND for an activity of another app or none;
-// UNAVAILABLE when MySQL fails while Redis cannot answer.
-func (b *Boards) OperatorBoard(ctx context.Context, app string, id int64, limit int, cursor string) (Board, error) {
+// OperatorBoard answers one page of app's activity id's board for an
+// operator of the app: the board the users see, whatever regions the
+// activity names, without a place of the caller's own (Me is nil). The
+// period is the current one when periodStartMs is 0, else the period
+// starting then: a task's past day or week, kept for audit (Completions
+// lists them). limit is 1..MaxBoardLimit; cursor continues from a page's
+// NextCursor or PrevCursor. Errors: INVALID_ARGUMENT naming limit, cursor
+// or period_start_ms (not the start of one of the activity's periods);
+// NOT_FOUND for an activity of another app or none; UNAVAILABLE when
+// MySQL fails while Redis cannot answer.
+func (b *Boards) OperatorBoard(ctx context.Context, app string, id int64, periodStartMs int64, limit int, cursor string) (Board, error) {
 	q := BoardQuery{AppCode: app, ActivityID: id, Limit: limit, Cursor: cursor}
 	mode, boundary, err := boardMode(q)
 	if err != nil {
@@ -26,7 +29,17 @@ func (b *Boards) OperatorBoard(ctx context.Context, app string, id int64, limit 
 	if err != nil {
 		return Board{}, err
 	}
-	return b.boardOf(ctx, a, q, mode, boundary)
+	ps, pe := b.currentPeriod(a)
+	if periodStartMs != 0 {
+		notPeriod := apperr.Invalid("period_start_ms", "%d is not the start of a period of activity %d", periodStartMs, a.ID)
+		if periodStartMs >= a.EndsAtMs || (periodStartMs < a.StartsAtMs && (a.Kind != Task || a.Period == Window)) {
+			return Board{}, notPeriod
+		}
+		if ps, pe = periodOf(b.cal, a, max(periodStartMs, a.StartsAtMs)); ps != periodStartMs {
+			return Board{}, notPeriod
+		}
+	}
+	return b.boardOf(ctx, a, q, ps, pe, mode, boundary)
 }
 
 // MaxCompletionPeriods bounds the periods a Completions answer lists, the

@@ -29,25 +29,25 @@ func TestOperatorBoardSeesEveryRegion(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		op, err := b.OperatorBoard(ctx, "a1", id, 20, "")
+		op, err := b.OperatorBoard(ctx, "a1", id, 0, 20, "")
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
 		if op.Me != nil || len(op.Items) != 5 || !reflect.DeepEqual(op.Items, user.Items) || op.Items[0].UserID != 5 {
 			t.Fatalf("%s: operator's board %+v, want the user's %+v and no place", name, op, user.Items)
 		}
-		first, err := b.OperatorBoard(ctx, "a1", id, 2, "")
+		first, err := b.OperatorBoard(ctx, "a1", id, 0, 2, "")
 		if err != nil {
 			t.Fatal(err)
 		}
-		next, err := b.OperatorBoard(ctx, "a1", id, 2, first.NextCursor)
+		next, err := b.OperatorBoard(ctx, "a1", id, 0, 2, first.NextCursor)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if first.NextCursor == "" || !reflect.DeepEqual(next.Items, user.Items[2:4]) {
 			t.Fatalf("%s: second page %+v, want %+v", name, next.Items, user.Items[2:4])
 		}
-		if _, err := b.OperatorBoard(ctx, "a2", id, 20, ""); apperr.CodeOf(err) != apperr.NotFound {
+		if _, err := b.OperatorBoard(ctx, "a2", id, 0, 20, ""); apperr.CodeOf(err) != apperr.NotFound {
 			t.Fatalf("%s: another app's operator: %v, want NOT_FOUND", name, err)
 		}
 		for _, tt := range []struct {
@@ -55,7 +55,7 @@ func TestOperatorBoardSeesEveryRegion(t *testing.T) {
 			cursor string
 			field  string
 		}{{0, "", "limit"}, {MaxBoardLimit + 1, "", "limit"}, {5, "garbage", "cursor"}} {
-			if _, err := b.OperatorBoard(ctx, "a1", id, tt.limit, tt.cursor); apperr.FieldOf(err) != tt.field {
+			if _, err := b.OperatorBoard(ctx, "a1", id, 0, tt.limit, tt.cursor); apperr.FieldOf(err) != tt.field {
 				t.Errorf("%s: limit %d cursor %q: %v, want INVALID_ARGUMENT naming %s", name, tt.limit, tt.cursor, err, tt.field)
 			}
 		}
@@ -64,7 +64,9 @@ func TestOperatorBoardSeesEveryRegion(t *testing.T) {
 
 // TestCompletionsPerPeriod: a daily task's completion counts, per day, the
 // latest first: who scored, who reached the target, who is paid and the
-// coins paid; a leaderboard has none; another app's task is not found.
+// coins paid; each day's board, read by its start (another time is
+// refused naming period_start_ms); a leaderboard has no completions;
+// another app's task is not found.
 func TestCompletionsPerPeriod(t *testing.T) {
 	e := newScoreEnv(t, nil)
 	id := e.activity(Activity{Kind: Task, Metric: GiftCount, Period: Day, Target: 2, RewardCoins: 7})
@@ -94,6 +96,35 @@ func TestCompletionsPerPeriod(t *testing.T) {
 	}}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("completions\n%+v\nwant\n%+v", got, want)
+	}
+	// Each period's board stays for audit: the operator reads day 0's
+	// (the clock is in day 0; day 1 is ahead of it) and day 1's.
+	for _, tt := range []struct {
+		ps   int64
+		want []BoardItem
+	}{
+		{t0, []BoardItem{{Rank: 1, UserID: 1, Score: 2}, {Rank: 2, UserID: 2, Score: 1}}},
+		{t0 + day, []BoardItem{{Rank: 1, UserID: 1, Score: 3}, {Rank: 2, UserID: 3, Score: 2}}},
+	} {
+		p, err := b.OperatorBoard(ctx, "a1", id, tt.ps, 20, "")
+		if err != nil || p.PeriodStartMs != tt.ps || p.PeriodEndMs != tt.ps+day || !reflect.DeepEqual(p.Items, tt.want) {
+			t.Fatalf("the board of the day from %d: %+v %v, want %+v", tt.ps, p, err, tt.want)
+		}
+	}
+	e.setClock(t0 + day + 12*hour)
+	if p, err := b.OperatorBoard(ctx, "a1", id, 0, 20, ""); err != nil || p.PeriodStartMs != t0+day {
+		t.Fatalf("the current board on day 1: %+v %v", p, err)
+	}
+	for _, ps := range []int64{t0 + hour, t0 - day, t0 + 7*day, 1} {
+		if _, err := b.OperatorBoard(ctx, "a1", id, ps, 20, ""); apperr.FieldOf(err) != "period_start_ms" {
+			t.Errorf("the board of a period from %d: %v, want INVALID_ARGUMENT naming period_start_ms", ps, err)
+		}
+	}
+	if _, err := b.OperatorBoard(ctx, "a1", board, t0+day, 20, ""); apperr.FieldOf(err) != "period_start_ms" {
+		t.Errorf("a leaderboard's second day: %v, want INVALID_ARGUMENT naming period_start_ms", err)
+	}
+	if _, err := b.OperatorBoard(ctx, "a1", board, t0, 20, ""); err != nil {
+		t.Errorf("a leaderboard's one period: %v", err)
 	}
 	if _, err := b.Completions(ctx, "a1", board); apperr.FieldOf(err) != "activity_id" {
 		t.Fatalf("a leaderboard's completions: %v, want INVALID_ARGUMENT naming activity_id", err)

@@ -125,7 +125,12 @@ func (c *Console) activityPage(k *call) error {
 		return nil
 	}
 	var board map[string]any
-	if err := k.get(base+"/board", url.Values{"limit": {strconv.Itoa(boardTop)}}, &board); err != nil {
+	bq := url.Values{"limit": {strconv.Itoa(boardTop)}}
+	if p := k.r.URL.Query().Get("period"); p != "" {
+		bq.Set("period_start_ms", p) // a past period's board, from the completions
+		d["Period"] = p
+	}
+	if err := k.get(base+"/board", bq, &board); err != nil {
 		if err := more(err); err != nil {
 			return err
 		}

@@ -278,6 +278,14 @@ func TestActivityPage(t *testing.T) {
 	if !api.called("GET /admin/v1/activities/9/board?limit=20") {
 		t.Errorf("the board is not the top 20: %v", api.calls)
 	}
+	// A period of the completions links to its board.
+	if !strings.Contains(body, `href="/console/activities/9?period=1796400000000"`) {
+		t.Error("the completions do not link to each period's board")
+	}
+	if _, body = asAdmin(c, "GET", "/console/activities/9?period=1796400000000", nil); !strings.Contains(body, "The period, ") ||
+		!api.called("GET /admin/v1/activities/9/board?limit=20&period_start_ms=1796400000000") {
+		t.Errorf("a past period's board: %v\n%s", api.calls, body)
+	}
 
 	// Each action asks first, then calls the API and says what it did.
 	api.on("POST /admin/v1/activities/9/settlement/rerun", map[string]any{"activity_id": 9})

@@ -15,7 +15,7 @@ import (
 type ActivityBoards interface {
 	Board(ctx context.Context, q activity.BoardQuery) (activity.Board, error)
 	Progress(ctx context.Context, q activity.ProgressQuery) (activity.Progress, error)
-	OperatorBoard(ctx context.Context, app string, id int64, limit int, cursor string) (activity.Board, error)
+	OperatorBoard(ctx context.Context, app string, id int64, periodStartMs int64, limit int, cursor string) (activity.Board, error)
 	Completions(ctx context.Context, app string, id int64) (activity.Completions, error)
 }
 
@@ -33,8 +33,10 @@ var _ ActivityBoards = (*activity.Boards)(nil)
 // getAdminActivityBoard and getActivityCompletions), whatever regions the
 // activity names:
 //
-//   - GET /admin/v1/activities/:activity_id/board?limit=&cursor=: the
-//     board of the current period, without a place of the caller's;
+//   - GET /admin/v1/activities/:activity_id/board?limit=&cursor=&period_start_ms=:
+//     the board of the current period, or of the one starting at
+//     period_start_ms (a task's past day or week), without a place of the
+//     caller's;
 //   - GET /admin/v1/activities/:activity_id/completions: a task's counts
 //     per period (participants, reached, paid, coins paid).
 func ActivityBoardRoutes(b ActivityBoards) Mount {
@@ -132,7 +134,13 @@ func (h *activityBoardHandlers) operatorBoard(c *fiber.Ctx) error {
 	if len(cursor) > 512 {
 		return apperr.Invalid("cursor", "at most 512 characters")
 	}
-	board, err := h.b.OperatorBoard(c.UserContext(), PrincipalOf(c).AppCode, id, limit, cursor)
+	var period int64
+	if s := c.Query("period_start_ms"); s != "" {
+		if period, err = strconv.ParseInt(s, 10, 64); err != nil || period <= 0 {
+			return apperr.Invalid("period_start_ms", "must be a period's start, Unix ms (periods of the completions)")
+		}
+	}
+	board, err := h.b.OperatorBoard(c.UserContext(), PrincipalOf(c).AppCode, id, period, limit, cursor)
 	if err != nil {
 		return err
 	}

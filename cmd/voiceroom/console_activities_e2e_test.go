@@ -1,13 +1,12 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/chromedp/chromedp"
 
 	"voiceroom/internal/testenv"
 )
@@ -35,19 +34,35 @@ func checkActivities(t *testing.T, b *browser, c *client, room string) {
 	b.open("/console/activities")
 	b.waitText("main h1", "Activities")
 	b.waitText("#activities", "No activities yet.")
+	// create fills the create form (fields by name, band rows by their
+	// labels) and submits it, in one script as browser.submit does.
 	create := func(fields map[string]string, bands [][3]string) {
 		t.Helper()
-		var steps []chromedp.Action[chromedp.Void]
+		sel := map[string]string{}
 		for name, v := range fields {
-			steps = append(steps, chromedp.SetValue(chromedp.CSS(`#create [name="`+name+`"]`), v))
+			sel[`[name="`+name+`"]`] = v
 		}
 		for i, band := range bands {
 			for j, col := range []string{"from rank", "to rank", "coins"} {
-				steps = append(steps, chromedp.SetValue(chromedp.CSS(fmt.Sprintf(`#create input[aria-label="band %d %s"]`, i, col)), band[j]))
+				sel[fmt.Sprintf(`input[aria-label="band %d %s"]`, i, col)] = band[j]
 			}
 		}
-		steps = append(steps, chromedp.Click(chromedp.CSS(`#create button`)))
-		b.do(steps...)
+		vals, err := json.Marshal(sel)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.waitFor(fmt.Sprintf(`(() => {
+			if (document.querySelector('main[aria-busy]')) return false;
+			const f = document.querySelector('#create form'), vals = %s;
+			if (!f) return false;
+			for (const [sel, v] of Object.entries(vals)) {
+				const e = f.querySelector(sel);
+				if (!e) return false;
+				e.value = v;
+			}
+			f.querySelector('button').click();
+			return true;
+		})()`, vals))
 	}
 	board := map[string]string{"name": "Top senders <SEA>", "kind": "leaderboard", "metric": "gift_value_sent",
 		"starts_at_ms": startField, "ends_at_ms": endField}
@@ -123,7 +138,7 @@ func checkActivities(t *testing.T, b *browser, c *client, room string) {
 
 	// Cancel the leaderboard, after the confirmation.
 	b.open("/console/activities/" + lb)
-	b.do(chromedp.Click(chromedp.CSS(`form[action="/console/activities/` + lb + `/cancel"] button`)))
+	b.submit(`form[action="/console/activities/`+lb+`/cancel"]`, map[string]string{})
 	b.confirm("Cancel activity " + lb + "?")
 	b.waitText(".flash", "Activity "+lb+" cancelled")
 	b.waitText("#settlement", "nothing more is paid")

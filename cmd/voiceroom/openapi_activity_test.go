@@ -122,6 +122,13 @@ func (a *apiDriver) activityBoards(board, task, elsewhere int64) {
 		a.fail("GET", "/admin/v1/activities/"+b+"/board?"+q, "admin", "", 400, "INVALID_ARGUMENT", true)
 	}
 	a.fail("GET", "/admin/v1/activities/"+b+"/board?cursor=nope", "admin", "", 400, "INVALID_ARGUMENT", false)
+	var one struct {
+		PeriodStartMs int64 `json:"period_start_ms"`
+	}
+	a.ok("GET", "/admin/v1/activities/"+t+"/board", "admin", "", &one)
+	a.ok("GET", "/admin/v1/activities/"+t+"/board?period_start_ms="+strconv.FormatInt(one.PeriodStartMs, 10), "admin", "", nil)
+	a.fail("GET", "/admin/v1/activities/"+t+"/board?period_start_ms="+strconv.FormatInt(one.PeriodStartMs+1, 10), "admin", "", 400, "INVALID_ARGUMENT", false)
+	a.fail("GET", "/admin/v1/activities/"+t+"/board?period_start_ms=0", "admin", "", 400, "INVALID_ARGUMENT", true)
 	a.fail("GET", "/admin/v1/activities/"+b+"/completions", "admin", "", 400, "INVALID_ARGUMENT", false)
 	a.fail("GET", "/admin/v1/activities/0/completions", "admin", "", 400, "INVALID_ARGUMENT", true)
 	a.fail("GET", "/admin/v1/activities/999999/board", "admin", "", 404, "NOT_FOUND", false)
