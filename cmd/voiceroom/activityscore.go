@@ -58,7 +58,8 @@ func (s ActivityScoreSettings) validate(errs *varErrors) {
 //
 //   - activity: the scorer on the durable activity, a worker that scores
 //     each event once per activity in MySQL and keeps the boards in Redis,
-//     and the settlement loop (activitySettler);
+//     the settlement loop (activitySettler), and the read backs of
+//     activities created after their start (activityCatchUp);
 //   - api: GET /api/v1/activities/:activity_id/board and .../progress,
 //     read from Redis, else MySQL.
 //
@@ -88,6 +89,11 @@ func wireActivityScoring(d *deps, regionSvc *regions.Service) error {
 			return err
 		}
 		d.workers = append(d.workers, settler)
+		catchUp, err := activityCatchUp(d, bus.DurableActivity)
+		if err != nil {
+			return err
+		}
+		d.workers = append(d.workers, catchUp)
 	}
 	if api {
 		b, err := activity.NewBoards(d.db, d.redisClient(), regionSvc, cfg, d.log, m)
