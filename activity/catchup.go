@@ -336,11 +336,23 @@ func (c *CatchUp) readBack(ctx context.Context, id int64) error {
 	if err != nil {
 		return fmt.Errorf("activity %d: ordered consumer: %w", id, err)
 	}
+	// One batch is read ahead while the last is scored.
+	rctx, stopReading := context.WithCancel(ctx)
+	ahead := make(chan fetched, 1)
+	var reader sync.WaitGroup
+	reader.Add(1)
+	go func() {
+		defer reader.Done()
+		c.fetchAhead(rctx, cons, id, ahead)
+	}()
+	defer reader.Wait()
+	defer stopReading()
 	c.log.Info("activity catch-up: reading", "activity_id", id, "app_code", a.AppCode, "catchup_state", phase,
 		"from_seq", read+1, "starts_at_ms", a.StartsAtMs)
 	var (
 		joinAt     time.Time // when every live list knows the joining
 		target     uint64    // the live durable's delivered sequence read at joinAt
+		targetAt   time.Time // when it was read
 		haveTarget bool
 		atEnd      bool
 		batches    int
@@ -352,7 +364,7 @@ func (c *CatchUp) readBack(ctx context.Context, id int64) error {
 	}
 	for ctx.Err() == nil {
 		if len(pending) > 0 {
-			if err := c.sc.writeBoards(ctx, pending); err != nil {
+			if err := c.writeBoards(ctx, pending); err != nil {
 				c.log.Warn("activity catch-up: board write failed; retrying", "activity_id", id, "error", err)
 				if err := c.renew(ctx, id, read, phase); err != nil {
 					return err
@@ -362,24 +374,13 @@ func (c *CatchUp) readBack(ctx context.Context, id int64) error {
 			}
 			pending = nil
 		}
-		wait := readWait
-		if atEnd {
-			wait = atEndWait
+		var f fetched
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case f = <-ahead:
 		}
-		batch, err := cons.Fetch(c.cfg.Batch, jetstream.FetchMaxWait(wait))
-		if err != nil {
-			c.log.Warn("activity catch-up: read failed", "activity_id", id, "error", err)
-			sleep(ctx, time.Second)
-			continue
-		}
-		var msgs []jetstream.Msg
-		var left uint64
-		for m := range batch.Messages() {
-			msgs = append(msgs, m)
-		}
-		if err := batch.Error(); err != nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, jetstream.ErrNoMessages) && !errors.Is(err, nats.ErrTimeout) {
-			c.log.Warn("activity catch-up: read failed", "activity_id", id, "error", err)
-		}
+		msgs, left := f.msgs, uint64(0)
 		if len(msgs) > 0 {
 			meta, err := msgs[len(msgs)-1].Metadata()
 			if err != nil {
@@ -392,7 +393,7 @@ func (c *CatchUp) readBack(ctx context.Context, id int64) error {
 			read, left = meta.Sequence.Stream, meta.NumPending
 			batches++
 			renewedAt = time.Now()
-			if err := c.sc.writeBoards(ctx, raised); err != nil {
+			if err := c.writeBoards(ctx, raised); err != nil {
 				pending = raised
 			}
 			if c.afterBatch != nil {
@@ -406,7 +407,9 @@ func (c *CatchUp) readBack(ctx context.Context, id int64) error {
 			}
 			renewedAt = time.Now()
 		}
-		atEnd = len(msgs) == 0 || left == 0
+		// An end proves every event up to the target read only if its
+		// read began after the target was read.
+		atEnd = (len(msgs) == 0 || left == 0) && (!haveTarget || f.startedAt.After(targetAt))
 		if atEnd {
 			left = 0
 		}
@@ -428,7 +431,7 @@ func (c *CatchUp) readBack(ctx context.Context, id int64) error {
 				c.log.Warn("activity catch-up: live durable not read", "activity_id", id, "error", err)
 				continue
 			}
-			target, haveTarget, atEnd = d, true, false // an end seen before this read proves nothing about it
+			target, targetAt, haveTarget = d, time.Now(), true
 			c.log.Info("activity catch-up: every live list knows the joining", "activity_id", id, "read_to", read, "live_delivered", d)
 		case phase == CatchupJoining && haveTarget && (read >= target || atEnd):
 			if err := c.moveTo(ctx, id, read, CatchupJoining, CatchupJoined); err != nil {
@@ -442,6 +445,51 @@ func (c *CatchUp) readBack(ctx context.Context, id int64) error {
 		}
 	}
 	return ctx.Err()
+}
+
+// fetched is one read of the stream: its messages (none: nothing was
+// pending), and when the read began.
+type fetched struct {
+	msgs      []jetstream.Msg
+	startedAt time.Time
+}
+
+// fetchAhead reads cons into out until ctx ends, one batch ahead of the
+// scoring: a full batch is followed at once by the next read, a short
+// one by a read that waits atEndWait for events.
+func (c *CatchUp) fetchAhead(ctx context.Context, cons jetstream.Consumer, id int64, out chan<- fetched) {
+	wait := readWait
+	for ctx.Err() == nil {
+		f := fetched{startedAt: time.Now()}
+		batch, err := cons.Fetch(c.cfg.Batch, jetstream.FetchMaxWait(wait))
+		if err != nil {
+			if ctx.Err() == nil {
+				c.log.Warn("activity catch-up: read failed", "activity_id", id, "error", err)
+				sleep(ctx, time.Second)
+			}
+			continue
+		}
+		for m := range batch.Messages() {
+			f.msgs = append(f.msgs, m)
+		}
+		if err := batch.Error(); err != nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, jetstream.ErrNoMessages) &&
+			!errors.Is(err, nats.ErrTimeout) && ctx.Err() == nil {
+			c.log.Warn("activity catch-up: read failed", "activity_id", id, "error", err)
+			if len(f.msgs) == 0 {
+				sleep(ctx, time.Second)
+				continue // an error is not the stream's end
+			}
+		}
+		wait = readWait
+		if len(f.msgs) < c.cfg.Batch {
+			wait = atEndWait
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case out <- f:
+		}
+	}
 }
 
 // scoreBatch scores the events of msgs for a alone in one transaction,
@@ -495,10 +543,62 @@ func (c *CatchUp) scoreBatch(ctx context.Context, a Activity, msgs []jetstream.M
 	if err != nil {
 		return nil, fmt.Errorf("activity %d: score the batch up to %d: %w", a.ID, lastSeq, err)
 	}
+	raised = coalesce(raised)
 	c.metrics.read(catchupScored, scoredN)
 	c.metrics.read(catchupDuplicate, dupN)
 	c.metrics.read(catchupSkipped, skipped)
 	return raised, nil
+}
+
+// coalesce keeps, of the entries a batch raised, the last of each
+// subject of each board (writes are absolute: the last is the highest),
+// grouped by board, so that a batch writes each board once.
+func coalesce(raised []raisedEntry) []raisedEntry {
+	type board struct{ id, ps int64 }
+	last := map[board]map[string]int{} // subject -> its index in out
+	var boards []board
+	byBoard := map[board][]raisedEntry{}
+	for _, r := range raised {
+		k := board{r.activityID, r.periodStartMs}
+		if last[k] == nil {
+			last[k] = map[string]int{}
+			boards = append(boards, k)
+		}
+		if i, ok := last[k][r.entry.Subject]; ok {
+			byBoard[k][i] = r
+			continue
+		}
+		last[k][r.entry.Subject] = len(byBoard[k])
+		byBoard[k] = append(byBoard[k], r)
+	}
+	out := make([]raisedEntry, 0, len(raised))
+	for _, k := range boards {
+		out = append(out, byBoard[k]...)
+	}
+	return out
+}
+
+// writeBoards writes a batch's coalesced entries into Redis, one call
+// per board (none without Redis).
+func (c *CatchUp) writeBoards(ctx context.Context, raised []raisedEntry) error {
+	if c.sc.boards == nil {
+		return nil
+	}
+	for i := 0; i < len(raised); {
+		j := i + 1
+		for j < len(raised) && raised[j].activityID == raised[i].activityID && raised[j].periodStartMs == raised[i].periodStartMs {
+			j++
+		}
+		entries := make([]Entry, 0, j-i)
+		for _, r := range raised[i:j] {
+			entries = append(entries, r.entry)
+		}
+		if err := c.sc.boards.raise(ctx, raised[i].activityID, raised[i].periodStartMs, raised[i].periodEndMs, entries, false); err != nil {
+			return err
+		}
+		i = j
+	}
+	return nil
 }
 
 // renew renews id's lease (nothing scored).
