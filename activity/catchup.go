@@ -69,9 +69,15 @@ type CatchupConfig struct {
 	// back trusts every live list to know its joining (the processes'
 	// clocks differ). Default 2s.
 	JoinMargin time.Duration
-	// MaxReading bounds the activities this process reads back at once
-	// (each reads the stream at full speed). Default 2, 1..100.
+	// MaxReading bounds the activities this process reads back at once.
+	// Default 2, 1..100.
 	MaxReading int
+	// MaxRate bounds the events one read back reads per second, so that
+	// it leaves MySQL and the machine to the live consumers (a read back
+	// at full speed halves the live scorer's rate on a small machine:
+	// docs/activities.md). 0 (the default): as fast as it goes.
+	// VOICEROOM_ACTIVITY_CATCHUP_MAX_RATE.
+	MaxRate int
 	// Score is the scoring configuration of the live scorers (their
 	// Refresh times the seam; the time zones, the boards).
 	Score ScoreConfig
@@ -117,6 +123,8 @@ func (c CatchupConfig) Validate() error {
 		return apperr.BadConfig("JoinMargin", "activity catch-up: join margin %s: must be 0..1m", c.JoinMargin)
 	case c.MaxReading < 1 || c.MaxReading > 100:
 		return apperr.BadConfig("MaxReading", "activity catch-up: max reading %d: must be 1..100", c.MaxReading)
+	case c.MaxRate < 0 || c.MaxRate > 10_000_000:
+		return apperr.BadConfig("MaxRate", "activity catch-up: max rate %d: must be 0 (no bound)..10000000 events/s", c.MaxRate)
 	}
 	return c.Score.Validate()
 }
@@ -143,6 +151,9 @@ type CatchUp struct {
 	// afterJoining, when set (tests), runs once the read back of id wrote
 	// joining, before it waits for the live lists.
 	afterJoining func(id int64, liveFrom uint64)
+	// pace waits d (or until ctx ends) to keep to MaxRate: sleep, or a
+	// test's recorder.
+	pace func(ctx context.Context, d time.Duration)
 }
 
 // NewCatchUp returns a CatchUp reading stream (ROOM_EVENTS). rdb (the
@@ -163,7 +174,7 @@ func NewCatchUp(db *sql.DB, rdb redis.UniversalClient, stream jetstream.Stream, 
 		return nil, err
 	}
 	return &CatchUp{db: db, stream: stream, sc: sc, cfg: cfg, log: log.With("component", "activity-catchup"), metrics: m,
-		reading: map[int64]bool{}}, nil
+		reading: map[int64]bool{}, pace: sleep}, nil
 }
 
 // Run looks every Tick for read backs to run and runs those whose lease
@@ -232,7 +243,12 @@ func (c *CatchUp) round(ctx context.Context) error {
 				delete(c.reading, id)
 				c.mu.Unlock()
 			}()
-			if err := c.readBack(ctx, id); err != nil && ctx.Err() == nil {
+			err := c.readBack(ctx, id)
+			switch {
+			case err == nil || ctx.Err() != nil:
+			case errors.Is(err, errCatchupLost):
+				c.log.Info("activity catch-up: stopped (another process took it over, or the activity was cancelled)", "activity_id", id)
+			default:
 				c.log.Warn("activity catch-up stopped; it resumes from its last batch", "activity_id", id, "error", err)
 			}
 		}()
@@ -358,6 +374,8 @@ func (c *CatchUp) readBack(ctx context.Context, id int64) error {
 		batches    int
 		pending    []raisedEntry // board writes a failure left to do
 		renewedAt  = time.Now()
+		paceFrom   = time.Now() // MaxRate: paced events read since paceFrom
+		paced      int
 	)
 	if phase == CatchupJoining {
 		joinAt = c.cfg.Score.Now().Add(c.cfg.Score.Refresh + c.cfg.JoinMargin) // resumed: its joining time is not known
@@ -392,6 +410,11 @@ func (c *CatchUp) readBack(ctx context.Context, id int64) error {
 			}
 			read, left = meta.Sequence.Stream, meta.NumPending
 			batches++
+			paced += len(msgs)
+			if c.cfg.MaxRate > 0 {
+				due := paceFrom.Add(time.Duration(float64(paced) / float64(c.cfg.MaxRate) * float64(time.Second)))
+				c.pace(ctx, time.Until(due))
+			}
 			renewedAt = time.Now()
 			if err := c.writeBoards(ctx, raised); err != nil {
 				pending = raised

@@ -445,3 +445,39 @@ func TestSettlementWaitsForTheReadBack(t *testing.T) {
 		}
 	}
 }
+
+// TestCatchUpKeepsToMaxRate: with MaxRate, the read back waits after
+// each batch until the events it read fit the rate (here 1 event/s: the
+// first batch of 20 waits until 20 s after the start); without, never.
+func TestCatchUpKeepsToMaxRate(t *testing.T) {
+	e := newScoreEnv(t, nil)
+	e.setClock(t0 + 6*day)
+	tr := newTraffic(e, t0, e.room("a1", 11, 1))
+	e.publish(tr.next(40)...)
+	for _, rate := range []int{0, 1} {
+		id := e.retro(Activity{Metric: GiftValueSent})
+		c := e.newCatchUp("runner", 20, nil)
+		c.cfg.MaxRate = rate
+		var waits []time.Duration
+		c.pace = func(_ context.Context, d time.Duration) { waits = append(waits, d) }
+		stop := errors.New("two batches")
+		c.afterBatch = func(_ int64, n int) error {
+			if n == 2 {
+				return stop
+			}
+			return nil
+		}
+		if held, err := c.takeLease(context.Background(), id); err != nil || !held {
+			t.Fatalf("lease: %v %v", held, err)
+		}
+		if err := c.readBack(context.Background(), id); !errors.Is(err, stop) {
+			t.Fatal(err)
+		}
+		if rate == 0 && len(waits) != 0 {
+			t.Fatalf("no rate: waited %v", waits)
+		}
+		if rate == 1 && (len(waits) != 2 || waits[0] < 10*time.Second || waits[1] < waits[0]) {
+			t.Fatalf("1 event/s, batches of 20: waited %v, want about 20s then 40s after the start", waits)
+		}
+	}
+}

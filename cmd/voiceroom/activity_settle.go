@@ -53,7 +53,7 @@ func activityCatchUp(d *deps, durable string) (worker, error) {
 		return worker{}, err
 	}
 	c, err := activity.NewCatchUp(d.db, d.redisClient(), stream, activity.CatchupConfig{Owner: processOwner(d), Durable: durable,
-		Score: d.cfg.activityScore()}, d.log, m)
+		MaxRate: d.cfg.ActivityCatchupMaxRate, Score: d.cfg.activityScore()}, d.log, m)
 	if err != nil {
 		return worker{}, fmt.Errorf("activity catch-up: %w", err)
 	}

@@ -24,6 +24,10 @@ type ActivityScoreSettings struct {
 	// ActivitySettleGrace is how long after an activity's end its
 	// settlement waits before it may freeze (activity.SettleConfig.Grace).
 	ActivitySettleGrace time.Duration `env:"VOICEROOM_ACTIVITY_SETTLE_GRACE" envDefault:"30s"`
+	// ActivityCatchupMaxRate bounds the events a retroactive activity's
+	// read back reads per second (activity.CatchupConfig.MaxRate; 0: no
+	// bound).
+	ActivityCatchupMaxRate int `env:"VOICEROOM_ACTIVITY_CATCHUP_MAX_RATE" envDefault:"0"`
 }
 
 // activityScoreVars are the variables that set activity.ScoreConfig's
@@ -44,6 +48,9 @@ func (c *config) activityScore() activity.ScoreConfig {
 func (s ActivityScoreSettings) validate(errs *varErrors) {
 	if s.ActivityAckWait < time.Second {
 		errs.add(&configError{Var: "VOICEROOM_ACTIVITY_ACK_WAIT", Msg: fmt.Sprintf("want at least 1s, got %v", s.ActivityAckWait)})
+	}
+	if s.ActivityCatchupMaxRate < 0 || s.ActivityCatchupMaxRate > 10_000_000 {
+		errs.add(&configError{Var: "VOICEROOM_ACTIVITY_CATCHUP_MAX_RATE", Msg: fmt.Sprintf("want 0 (no bound) to 10000000 events/s, got %d", s.ActivityCatchupMaxRate)})
 	}
 	if s.ActivitySettleGrace < 0 || s.ActivitySettleGrace > 24*time.Hour {
 		errs.add(&configError{Var: "VOICEROOM_ACTIVITY_SETTLE_GRACE", Msg: fmt.Sprintf("want 0 to 24h, got %v", s.ActivitySettleGrace)})
