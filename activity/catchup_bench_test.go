@@ -30,14 +30,17 @@ import (
 // events of another app (the same mix, its gifts counting for a live
 // activity) alone, and live_with_catchup_events/s, a second live durable
 // draining the same events while a read back of the backlog runs: what a
-// retroactive activity costs the live consumers.
+// retroactive activity costs the live consumers; and
+// live_with_paced_catchup_events/s, a third durable beside a read back
+// held to VOICEROOM_BENCH_CATCHUP_RATE (default 2,000) events/s
+// (VOICEROOM_ACTIVITY_CATCHUP_MAX_RATE).
 func BenchmarkCatchUp(b *testing.B) {
 	n := testenv.EnvInt("VOICEROOM_BENCH_CATCHUP_EVENTS", 1_000_000)
 	live := testenv.EnvInt("VOICEROOM_BENCH_LIVE_EVENTS", 100_000)
 	e := newScoreEnv(b, nil)
 	e.setClock(t0 + 6*day)
 	ctx := context.Background()
-	for _, d := range []string{"live1", "live2"} {
+	for _, d := range []string{"live1", "live2", "live3"} {
 		if err := bus.Provision(ctx, e.conn.JetStream(), bus.StreamConfig{},
 			bus.ConsumerConfig{Durable: d, FilterSubject: bus.SubjectPrefix + ".a2.>", MaxDeliver: -1}.WithDefaults()); err != nil {
 			b.Fatal(err)
@@ -71,9 +74,10 @@ func BenchmarkCatchUp(b *testing.B) {
 	ceiling := float64(n) / time.Since(start).Seconds()
 
 	// The read back, to its joining.
-	readBack := func(ctx context.Context) (time.Duration, error) {
+	readBack := func(ctx context.Context, rate int) (time.Duration, error) {
 		id := e.retro(Activity{Metric: GiftValueSent})
 		c := e.newCatchUp("bench", 500, nil)
+		c.cfg.MaxRate = rate
 		joined := errors.New("joining")
 		c.afterJoining = func(int64, uint64) {}
 		c.afterBatch = func(id int64, _ int) error {
@@ -93,7 +97,7 @@ func BenchmarkCatchUp(b *testing.B) {
 		}
 		return took, nil
 	}
-	took, err := readBack(ctx)
+	took, err := readBack(ctx, 0)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -132,14 +136,20 @@ func BenchmarkCatchUp(b *testing.B) {
 		return rate
 	}
 	b.ReportMetric(drain("live1"), "live_events/s")
-	rctx, cancel := context.WithCancel(ctx)
-	bg := make(chan error, 1)
-	go func() { _, err := readBack(rctx); bg <- err }()
-	b.ReportMetric(drain("live2"), "live_with_catchup_events/s")
-	cancel()
-	if err := <-bg; err != nil && !errors.Is(err, context.Canceled) {
-		b.Logf("background read back: %v", err)
+	beside := func(durable string, rate int) float64 {
+		rctx, cancel := context.WithCancel(ctx)
+		bg := make(chan error, 1)
+		go func() { _, err := readBack(rctx, rate); bg <- err }()
+		r := drain(durable)
+		cancel()
+		if err := <-bg; err != nil && !errors.Is(err, context.Canceled) {
+			b.Logf("background read back: %v", err)
+		}
+		return r
 	}
+	b.ReportMetric(beside("live2", 0), "live_with_catchup_events/s")
+	paced := testenv.EnvInt("VOICEROOM_BENCH_CATCHUP_RATE", 2000)
+	b.ReportMetric(beside("live3", paced), "live_with_paced_catchup_events/s")
 	if len(e.scores(liveAct, t0)) == 0 {
 		b.Fatal("the live activity scored nothing")
 	}
