@@ -74,9 +74,9 @@ type CatchupConfig struct {
 	MaxReading int
 	// MaxRate bounds the events one read back reads per second, so that
 	// it leaves MySQL and the machine to the live consumers (a read back
-	// at full speed halves the live scorer's rate on a small machine:
-	// docs/activities.md). 0 (the default): as fast as it goes.
-	// VOICEROOM_ACTIVITY_CATCHUP_MAX_RATE.
+	// at full speed took a third to a half of the live scorer's rate on
+	// a small machine: docs/activities.md, "A start in the past"). 0 (the
+	// default): as fast as it goes. VOICEROOM_ACTIVITY_CATCHUP_MAX_RATE.
 	MaxRate int
 	// Score is the scoring configuration of the live scorers (their
 	// Refresh times the seam; the time zones, the boards).
