@@ -87,6 +87,52 @@ type Activity struct {
 	CreatedBy   string      `json:"created_by"`
 	CreatedAtMs int64       `json:"created_at_ms"`
 	UpdatedAtMs int64       `json:"updated_at_ms"`
+	// Catchup is a retroactive start's read back (catchup.go); state
+	// none for an activity defined before its start.
+	Catchup Catchup `json:"catchup"`
+}
+
+// CatchupState is where a retroactive activity's read back of
+// ROOM_EVENTS is (activities.catchup_state): none (not retroactive) or
+// reading -> joining -> joined.
+type CatchupState string
+
+// The read back's states, in order.
+const (
+	// CatchupNone: the activity began after its creation; the live
+	// durable scores every event for it.
+	CatchupNone CatchupState = "none"
+	// CatchupReading: the read back scores it alone; the live durable
+	// skips it.
+	CatchupReading CatchupState = "reading"
+	// CatchupJoining: the read back reached the stream's end at
+	// LiveFromSeq; the live durable scores the events above it, and the
+	// read back goes on until every live list knows it.
+	CatchupJoining CatchupState = "joining"
+	// CatchupJoined: the live durable alone scores it.
+	CatchupJoined CatchupState = "joined"
+)
+
+// Catchup is a retroactive activity's read back: its state, the last
+// stream sequence it read (Seq: its resume point) and, from joining on,
+// LiveFromSeq: the live durable scores the events above it.
+type Catchup struct {
+	State       CatchupState `json:"state"`
+	Seq         uint64       `json:"seq"`
+	LiveFromSeq uint64       `json:"live_from_seq"`
+}
+
+// liveScores reports whether the live durable scores an event of stream
+// sequence seq for a: always for an activity not read back, never while
+// it is read back, and above LiveFromSeq once it joins.
+func (a Activity) liveScores(seq uint64) bool {
+	switch a.Catchup.State {
+	case CatchupNone, "":
+		return true
+	case CatchupJoining, CatchupJoined:
+		return seq > a.Catchup.LiveFromSeq
+	}
+	return false
 }
 
 // ByRoom reports whether a's subjects are rooms (room_gift_value) rather

@@ -586,3 +586,37 @@ func TestCreateAndCancelAreLogged(t *testing.T) {
 		}
 	}
 }
+
+// TestRetroactiveStartIsReadBack: an activity created after its start
+// (beyond RetroactiveMargin) is stored in catch-up state reading, so that
+// the live durable skips it until its read back joins; one starting
+// later, or within the margin, is the live durable's from the start.
+func TestRetroactiveStartIsReadBack(t *testing.T) {
+	e := newTestDefiner(t)
+	ctx := context.Background()
+	margin := activity.RetroactiveMargin.Milliseconds()
+	for _, c := range []struct {
+		startMs int64
+		want    activity.CatchupState
+	}{
+		{e.nowMs - hourMs, activity.CatchupReading},
+		{e.nowMs - 1, activity.CatchupReading},
+		{e.nowMs + margin - 1, activity.CatchupReading},
+		{e.nowMs + margin, activity.CatchupNone},
+		{e.nowMs + hourMs, activity.CatchupNone},
+	} {
+		d := validLeaderboard(e.nowMs)
+		d.StartsAtMs, d.EndsAtMs = c.startMs, c.startMs+48*hourMs
+		a, err := e.d.Create(ctx, "app1", "op", d)
+		if err != nil {
+			t.Fatalf("start %+d ms: %v", c.startMs-e.nowMs, err)
+		}
+		got, err := e.d.Get(ctx, "app1", a.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a.Catchup.State != c.want || got.Catchup != (activity.Catchup{State: c.want}) {
+			t.Fatalf("start %+d ms: catch-up %+v, read back %+v, want state %s", c.startMs-e.nowMs, a.Catchup, got.Catchup, c.want)
+		}
+	}
+}

@@ -14,8 +14,9 @@
 //     cancelled under the row's lock; so that a cancel is never
 //     overwritten, every other transition of settle_state is conditional on
 //     the state it leaves (UPDATE ... WHERE settle_state = ?) and checks
-//     that it changed a row. Definitions do not touch the catchup_*
-//     columns: a retroactive start's read back is scoring's.
+//     that it changed a row. Definitions set catchup_state once, at
+//     creation (reading for a start in the past, else none); the read
+//     back moves it on.
 //   - Scoring (score.go): the durable consumer. For each event and each
 //     activity of its app that the event counts for (metric, gift ids,
 //     regions, the window by occurred_at_ms), one MySQL transaction
@@ -25,11 +26,21 @@
 //     task). A redelivered, replayed or read-back event finds its seen row
 //     and counts nothing: each event counts once per activity. Redis boards
 //     are updated after the commit and rebuilt from MySQL when missing.
-//   - Retroactive start (catchup.go): an activity whose start is before its
-//     creation reads ROOM_EVENTS back from its start with an ordered
-//     consumer of its own (start-time delivery), scoring only that activity,
-//     until it reaches live_from_seq, the stream position at which the live
-//     durable began scoring it. activity_seen makes the seam safe either way.
+//   - Retroactive start (catchup.go): an activity created after its start
+//     (RetroactiveMargin) is stored in catch-up state reading, and the live
+//     durable skips it. A CatchUp (one per activity at a time, under the
+//     catch-up lease of migration 00017) reads ROOM_EVENTS back from its
+//     start with an ordered consumer of its own (start-time delivery, or
+//     catchup_seq+1 on resume), scoring only that activity through the
+//     live scorer's per-event code (countTx), many events per transaction
+//     with catchup_seq in it. At the stream's end it writes joining and
+//     live_from_seq = L: the live durable scores it above L once its list
+//     is read again; the read back goes on until every live list is
+//     newer than the joining, then up to the durable's last delivered
+//     sequence, and writes joined. activity_seen counts the overlap once;
+//     a mic end ends only a session opened by an earlier event of its room
+//     (since_version), so the overlap's order is safe. Settlement freezes
+//     only catch-up states none and joined.
 //   - Boards and progress (board.go): reads for users, from Redis, or from
 //     MySQL when Redis is down. Ties go to whoever reached the score first.
 //   - Settlement (settle.go, payout.go): a stored state machine per

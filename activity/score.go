@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"math"
 	"slices"
 	"strconv"
 	"sync"
@@ -93,7 +94,7 @@ func (s *Scorer) Run(ctx context.Context) error { return s.consumer.Run(ctx) }
 func (s *Scorer) handle(ctx context.Context, ds []bus.Delivery) []error {
 	var errs []error
 	for i, d := range ds {
-		if err := s.Score(ctx, d.Envelope); err != nil {
+		if err := s.score(ctx, d.Envelope, d.StreamSeq); err != nil {
 			if errs == nil {
 				errs = make([]error, len(ds))
 			}
@@ -104,10 +105,20 @@ func (s *Scorer) handle(ctx context.Context, ds []bus.Delivery) []error {
 }
 
 // Score scores one event for every open activity of its app that counts
-// it. A payload that cannot be read is permanent (dead-lettered); MySQL
-// and Redis failures are retried: the activity_seen rows make a retry
-// count nothing twice, and it writes the boards again.
+// it, as the live durable does with an event read after every seam (of
+// an unknown stream sequence: see score). A payload that cannot be read
+// is permanent (dead-lettered); MySQL and Redis failures are retried:
+// the activity_seen rows make a retry count nothing twice, and it writes
+// the boards again.
 func (s *Scorer) Score(ctx context.Context, env bus.Envelope) error {
+	return s.score(ctx, env, math.MaxUint64)
+}
+
+// score scores env, stored at stream sequence seq, for the open
+// activities of its app that count it and that the live durable scores
+// at seq: not one being read back, and one that joined only above its
+// live_from_seq (Activity.liveScores; the read back scores the rest).
+func (s *Scorer) score(ctx context.Context, env bus.Envelope, seq uint64) error {
 	if !scored(env.EventType) {
 		return nil
 	}
@@ -125,7 +136,7 @@ func (s *Scorer) Score(ctx context.Context, env bus.Envelope) error {
 	}
 	var work []Activity
 	for _, a := range acts {
-		if ev.countsFor(a) {
+		if a.liveScores(seq) && ev.countsFor(a) {
 			work = append(work, a)
 		}
 	}
@@ -319,6 +330,13 @@ func (s *Scorer) scoreTx(ctx context.Context, tx *sql.Tx, a Activity, ev event, 
 	if err != nil {
 		return "", nil, err
 	}
+	return s.countTx(ctx, tx, a, ev, now)
+}
+
+// countTx scores ev for a inside tx, a checked open by the caller (the
+// live durable's scoreTx, or the read back's fence): the per-event code
+// both share. ev counts only if it is not seen yet for a.
+func (s *Scorer) countTx(ctx context.Context, tx *sql.Tx, a Activity, ev event, now int64) (string, []raisedEntry, error) {
 	if a.Metric == MicSeconds && ev.micOp != micOpen && ev.micOp != micReopen {
 		// A close needs a seen row only if it closes something.
 		return s.closeMicTx(ctx, tx, a, ev, now)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"math"
 	"strconv"
 
 	"github.com/redis/go-redis/v9"
@@ -27,7 +28,7 @@ import (
 func (s *Scorer) openMicTx(ctx context.Context, tx *sql.Tx, a Activity, ev event, now int64) (string, []raisedEntry, error) {
 	var raised []raisedEntry
 	if ev.micOp == micReopen {
-		r, err := s.closeSessionTx(ctx, tx, a, ev.env.AppCode, ev.env.RoomID, ev.userID, ev.env.OccurredAtMs, now)
+		r, err := s.closeSessionTx(ctx, tx, a, ev.env.AppCode, ev.env.RoomID, ev.userID, ev.env.OccurredAtMs, ev.env.RoomVersion, now)
 		if err != nil {
 			return "", nil, err
 		}
@@ -41,21 +42,26 @@ func (s *Scorer) openMicTx(ctx context.Context, tx *sql.Tx, a Activity, ev event
 	}
 	// A session already open (a RoomMicUp not closed: a missed end) keeps
 	// its start.
-	if _, err := tx.ExecContext(ctx, `INSERT IGNORE INTO activity_mic_open (activity_id, room_id, user_id, since_ms) VALUES (?, ?, ?, ?)`,
-		a.ID, ev.env.RoomID, ev.userID, ev.env.OccurredAtMs); err != nil {
+	if _, err := tx.ExecContext(ctx, `INSERT IGNORE INTO activity_mic_open (activity_id, room_id, user_id, since_ms, since_version) VALUES (?, ?, ?, ?, ?)`,
+		a.ID, ev.env.RoomID, ev.userID, ev.env.OccurredAtMs, ev.env.RoomVersion); err != nil {
 		return "", nil, err
 	}
 	return resultScored, raised, nil
 }
 
-// closeMicTx ends the sessions ev ends in a. It writes an activity_seen
+// closeMicTx ends the sessions ev ends in a: those opened by an earlier
+// event of the room (a smaller room_version). It writes an activity_seen
 // row only when it ends one: an end with nothing open changes nothing,
-// however often it comes.
+// however often it comes. An end scored again out of order (at the seam
+// of a read back, the read back and the live durable both see it, each in
+// the room's order but one ahead of the other) therefore either finds
+// its seen row (it ended something the first time) or finds nothing to
+// end: a session opened later in the room has a greater version.
 func (s *Scorer) closeMicTx(ctx context.Context, tx *sql.Tx, a Activity, ev event, now int64) (string, []raisedEntry, error) {
 	var users []int64
 	if ev.micOp == micCloseRoom {
-		rows, err := tx.QueryContext(ctx, `SELECT user_id FROM activity_mic_open WHERE activity_id = ? AND room_id = ? ORDER BY user_id FOR UPDATE`,
-			a.ID, ev.env.RoomID)
+		rows, err := tx.QueryContext(ctx, `SELECT user_id FROM activity_mic_open WHERE activity_id = ? AND room_id = ? AND since_version < ?
+			ORDER BY user_id FOR UPDATE`, a.ID, ev.env.RoomID, ev.env.RoomVersion)
 		if err != nil {
 			return "", nil, err
 		}
@@ -78,8 +84,8 @@ func (s *Scorer) closeMicTx(ctx context.Context, tx *sql.Tx, a Activity, ev even
 	closed := false
 	for _, u := range users {
 		var since int64
-		err := tx.QueryRowContext(ctx, `SELECT since_ms FROM activity_mic_open WHERE activity_id = ? AND room_id = ? AND user_id = ? FOR UPDATE`,
-			a.ID, ev.env.RoomID, u).Scan(&since)
+		err := tx.QueryRowContext(ctx, `SELECT since_ms FROM activity_mic_open WHERE activity_id = ? AND room_id = ? AND user_id = ? AND since_version < ? FOR UPDATE`,
+			a.ID, ev.env.RoomID, u, ev.env.RoomVersion).Scan(&since)
 		if err == sql.ErrNoRows {
 			continue
 		}
@@ -98,7 +104,7 @@ func (s *Scorer) closeMicTx(ctx context.Context, tx *sql.Tx, a Activity, ev even
 			}
 			closed = true
 		}
-		r, err := s.closeSessionTx(ctx, tx, a, ev.env.AppCode, ev.env.RoomID, u, ev.env.OccurredAtMs, now)
+		r, err := s.closeSessionTx(ctx, tx, a, ev.env.AppCode, ev.env.RoomID, u, ev.env.OccurredAtMs, ev.env.RoomVersion, now)
 		if err != nil {
 			return "", nil, err
 		}
@@ -110,12 +116,13 @@ func (s *Scorer) closeMicTx(ctx context.Context, tx *sql.Tx, a Activity, ev even
 	return resultScored, raised, nil
 }
 
-// closeSessionTx deletes the open session of user in room, if any, and
-// adds its seconds in a's window, up to endMs, to the user's scores.
-func (s *Scorer) closeSessionTx(ctx context.Context, tx *sql.Tx, a Activity, app, room string, user, endMs, now int64) ([]raisedEntry, error) {
+// closeSessionTx deletes the open session of user in room opened before
+// room version beforeVersion, if any, and adds its seconds in a's window,
+// up to endMs, to the user's scores.
+func (s *Scorer) closeSessionTx(ctx context.Context, tx *sql.Tx, a Activity, app, room string, user, endMs, beforeVersion, now int64) ([]raisedEntry, error) {
 	var since int64
-	err := tx.QueryRowContext(ctx, `SELECT since_ms FROM activity_mic_open WHERE activity_id = ? AND room_id = ? AND user_id = ? FOR UPDATE`,
-		a.ID, room, user).Scan(&since)
+	err := tx.QueryRowContext(ctx, `SELECT since_ms FROM activity_mic_open WHERE activity_id = ? AND room_id = ? AND user_id = ? AND since_version < ? FOR UPDATE`,
+		a.ID, room, user, beforeVersion).Scan(&since)
 	if err == sql.ErrNoRows {
 		return nil, nil
 	}
@@ -203,7 +210,7 @@ func CloseMicSessions(ctx context.Context, db *sql.DB, rdb redis.UniversalClient
 		var raised []raisedEntry
 		err := mysqldb.Update(ctx, db, func(tx *sql.Tx) error {
 			var err error
-			raised, err = s.closeSessionTx(ctx, tx, a, a.AppCode, x.room, x.user, a.EndsAtMs, s.cfg.Now().UnixMilli())
+			raised, err = s.closeSessionTx(ctx, tx, a, a.AppCode, x.room, x.user, a.EndsAtMs, math.MaxInt64, s.cfg.Now().UnixMilli())
 			return err
 		})
 		if err != nil {

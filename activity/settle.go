@@ -221,6 +221,12 @@ func (s *Settler) advance(ctx context.Context, id int64) error {
 			if !s.ended(a) {
 				return s.payAll(ctx, a) // a running task's rewards
 			}
+			if a.Catchup.State != CatchupNone && a.Catchup.State != CatchupJoined {
+				// Read back from the stream (catchup.go): its scores are
+				// not complete until the live durable alone scores it.
+				s.log.Debug("activity settlement waits for the read back", "activity_id", id, "catchup_state", a.Catchup.State)
+				return s.payAll(ctx, a)
+			}
 			passed, err := s.progress.Passed(ctx, a.AppCode, a.EndsAtMs)
 			if err != nil {
 				return fmt.Errorf("activity %d: scoring progress: %w", id, err)
@@ -283,7 +289,7 @@ func (s *Settler) ended(a settleRow) bool {
 // load reads activity id; lock takes its row FOR UPDATE (q a transaction).
 func (s *Settler) load(ctx context.Context, q mysqldb.Querier, id int64, lock bool) (settleRow, error) {
 	query := `SELECT app_code, activity_id, name, kind, metric, starts_at_ms, ends_at_ms, COALESCE(rewards, 'null'),
-		status, settle_state, settle_owner, settle_lease_until_ms FROM activities WHERE activity_id = ?`
+		status, settle_state, settle_owner, settle_lease_until_ms, catchup_state FROM activities WHERE activity_id = ?`
 	if lock {
 		query += " FOR UPDATE"
 	}
@@ -302,7 +308,7 @@ func (s *Settler) load(ctx context.Context, q mysqldb.Querier, id int64, lock bo
 	var rewards []byte
 	var status, state string
 	if err := rows.Scan(&a.AppCode, &a.ID, &a.Name, &a.Kind, &a.Metric, &a.StartsAtMs, &a.EndsAtMs, &rewards,
-		&status, &state, &a.owner, &a.leaseMs); err != nil {
+		&status, &state, &a.owner, &a.leaseMs, &a.Catchup.State); err != nil {
 		return settleRow{}, fmt.Errorf("activity %d: read: %w", id, err)
 	}
 	a.Status, a.state = Status(status), SettleState(state)

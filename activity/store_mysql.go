@@ -35,7 +35,8 @@ func (s *Store) DB() *sql.DB { return s.db }
 
 // activityColumns are read by scanActivity, in its order.
 const activityColumns = `app_code, activity_id, name, kind, metric, gift_ids, region_ids, starts_at_ms, ends_at_ms,
-	rewards, target, period, reward_coins, status, settle_state, created_by, created_at_ms, updated_at_ms`
+	rewards, target, period, reward_coins, status, settle_state, created_by, created_at_ms, updated_at_ms,
+	catchup_state, catchup_seq, live_from_seq`
 
 type scanner interface{ Scan(dest ...any) error }
 
@@ -46,7 +47,8 @@ func scanActivity(s scanner, nowMs int64) (Activity, error) {
 	var gifts, regions, rewards sql.NullString
 	var status, state string
 	err := s.Scan(&a.AppCode, &a.ID, &a.Name, &a.Kind, &a.Metric, &gifts, &regions, &a.StartsAtMs, &a.EndsAtMs,
-		&rewards, &a.Target, &a.Period, &a.RewardCoins, &status, &state, &a.CreatedBy, &a.CreatedAtMs, &a.UpdatedAtMs)
+		&rewards, &a.Target, &a.Period, &a.RewardCoins, &status, &state, &a.CreatedBy, &a.CreatedAtMs, &a.UpdatedAtMs,
+		&a.Catchup.State, &a.Catchup.Seq, &a.Catchup.LiveFromSeq)
 	if err != nil {
 		return Activity{}, err
 	}
@@ -122,9 +124,17 @@ func storage(err error) error {
 	return apperr.Wrap(apperr.Unavailable, "activities unavailable, try again", err)
 }
 
+// RetroactiveMargin is how far after its start an activity may be
+// created and still be scored by the live durable alone: one created
+// later (a start in the past) is read back from ROOM_EVENTS first
+// (catchup.go). It covers the clocks of the processes differing.
+const RetroactiveMargin = 2 * time.Second
+
 // Create stores a (already validated: see Definer.Create) as a new
 // activity of a.AppCode and returns it with its id, times and status. Its
-// stored status is scheduled and its settlement state open. An app with
+// stored status is scheduled and its settlement state open; its catch-up
+// state is reading when it starts before its creation plus
+// RetroactiveMargin (it is read back), else none. An app with
 // MaxOpenPerApp activities not yet ended is FAILED_PRECONDITION.
 func (s *Store) Create(ctx context.Context, a Activity) (Activity, error) {
 	gifts, err := jsonColumn(a.GiftIDs)
@@ -142,6 +152,10 @@ func (s *Store) Create(ctx context.Context, a Activity) (Activity, error) {
 	nowMs := s.now().UnixMilli()
 	a.CreatedAtMs, a.UpdatedAtMs = nowMs, nowMs
 	a.SettleState = StateOpen
+	a.Catchup = Catchup{State: CatchupNone}
+	if a.StartsAtMs < nowMs+RetroactiveMargin.Milliseconds() {
+		a.Catchup.State = CatchupReading
+	}
 	err = mysqldb.Update(ctx, s.db, func(tx *sql.Tx) error {
 		// Locks the app's range of the index, so that two creates take
 		// turns and the count holds.
@@ -155,9 +169,9 @@ func (s *Store) Create(ctx context.Context, a Activity) (Activity, error) {
 		}
 		res, err := tx.ExecContext(ctx, `INSERT INTO activities (app_code, name, kind, metric, gift_ids, region_ids,
 			starts_at_ms, ends_at_ms, rewards, target, period, reward_coins, status, settle_state, created_by,
-			created_at_ms, updated_at_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			created_at_ms, updated_at_ms, catchup_state) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 			a.AppCode, a.Name, a.Kind, a.Metric, gifts, regions, a.StartsAtMs, a.EndsAtMs, rewards, a.Target,
-			a.Period, a.RewardCoins, Scheduled, StateOpen, a.CreatedBy, nowMs, nowMs)
+			a.Period, a.RewardCoins, Scheduled, StateOpen, a.CreatedBy, nowMs, nowMs, a.Catchup.State)
 		if err != nil {
 			return err
 		}

@@ -29,3 +29,25 @@ func TestActivityDefineVariables(t *testing.T) {
 		t.Fatalf("MaxRewardCoins %d, want 5000", got)
 	}
 }
+
+// TestActivityCatchupMaxRateVariable: the read backs' rate is reported
+// under its variable and reaches the configuration.
+func TestActivityCatchupMaxRateVariable(t *testing.T) {
+	for _, value := range []string{"-1", "10000001", "fast"} {
+		t.Run(value, func(t *testing.T) {
+			t.Setenv("VOICEROOM_ACTIVITY_CATCHUP_MAX_RATE", value)
+			_, err := loadConfig()
+			if err == nil || !strings.Contains(err.Error(), "VOICEROOM_ACTIVITY_CATCHUP_MAX_RATE") {
+				t.Fatalf("error %v does not name VOICEROOM_ACTIVITY_CATCHUP_MAX_RATE", err)
+			}
+		})
+	}
+	t.Setenv("VOICEROOM_ACTIVITY_CATCHUP_MAX_RATE", "2000")
+	cfg, err := loadConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.ActivityCatchupMaxRate != 2000 {
+		t.Fatalf("ActivityCatchupMaxRate %d, want 2000", cfg.ActivityCatchupMaxRate)
+	}
+}

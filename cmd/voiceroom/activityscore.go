@@ -24,6 +24,10 @@ type ActivityScoreSettings struct {
 	// ActivitySettleGrace is how long after an activity's end its
 	// settlement waits before it may freeze (activity.SettleConfig.Grace).
 	ActivitySettleGrace time.Duration `env:"VOICEROOM_ACTIVITY_SETTLE_GRACE" envDefault:"30s"`
+	// ActivityCatchupMaxRate bounds the events a retroactive activity's
+	// read back reads per second (activity.CatchupConfig.MaxRate; 0: no
+	// bound).
+	ActivityCatchupMaxRate int `env:"VOICEROOM_ACTIVITY_CATCHUP_MAX_RATE" envDefault:"0"`
 }
 
 // activityScoreVars are the variables that set activity.ScoreConfig's
@@ -45,6 +49,9 @@ func (s ActivityScoreSettings) validate(errs *varErrors) {
 	if s.ActivityAckWait < time.Second {
 		errs.add(&configError{Var: "VOICEROOM_ACTIVITY_ACK_WAIT", Msg: fmt.Sprintf("want at least 1s, got %v", s.ActivityAckWait)})
 	}
+	if s.ActivityCatchupMaxRate < 0 || s.ActivityCatchupMaxRate > 10_000_000 {
+		errs.add(&configError{Var: "VOICEROOM_ACTIVITY_CATCHUP_MAX_RATE", Msg: fmt.Sprintf("want 0 (no bound) to 10000000 events/s, got %d", s.ActivityCatchupMaxRate)})
+	}
 	if s.ActivitySettleGrace < 0 || s.ActivitySettleGrace > 24*time.Hour {
 		errs.add(&configError{Var: "VOICEROOM_ACTIVITY_SETTLE_GRACE", Msg: fmt.Sprintf("want 0 to 24h, got %v", s.ActivitySettleGrace)})
 	}
@@ -58,7 +65,8 @@ func (s ActivityScoreSettings) validate(errs *varErrors) {
 //
 //   - activity: the scorer on the durable activity, a worker that scores
 //     each event once per activity in MySQL and keeps the boards in Redis,
-//     and the settlement loop (activitySettler);
+//     the settlement loop (activitySettler), and the read backs of
+//     activities created after their start (activityCatchUp);
 //   - api: GET /api/v1/activities/:activity_id/board and .../progress,
 //     read from Redis, else MySQL.
 //
@@ -88,6 +96,11 @@ func wireActivityScoring(d *deps, regionSvc *regions.Service) error {
 			return err
 		}
 		d.workers = append(d.workers, settler)
+		catchUp, err := activityCatchUp(d, bus.DurableActivity)
+		if err != nil {
+			return err
+		}
+		d.workers = append(d.workers, catchUp)
 	}
 	if api {
 		b, err := activity.NewBoards(d.db, d.redisClient(), regionSvc, cfg, d.log, m)

@@ -470,16 +470,17 @@ func sinkVars(durable string) map[string]string {
 // meaning of its own, or (the outbox's variables, docs/operating.md, "The outbox") a
 // value at or below zero takes the default.
 var zeroOK = map[string]bool{
-	"VOICEROOM_REDIS_DB":               true,
-	"VOICEROOM_REGIONS_CACHE_SIZE":     true, // 0: no cache
-	"VOICEROOM_OUTBOX_POLL_INTERVAL":   true,
-	"VOICEROOM_OUTBOX_BATCH_SIZE":      true,
-	"VOICEROOM_OUTBOX_PUBLISH_TIMEOUT": true,
-	"VOICEROOM_OUTBOX_RETENTION":       true,
-	"VOICEROOM_IMBRIDGE_MAX_DELIVER":   true, // -1: no delivery limit
-	"VOICEROOM_RANKS_MAX_DELIVER":      true, // -1: no delivery limit
-	"VOICEROOM_TIM_SDKAPPID":           true, // 0: no default Tencent application
-	"VOICEROOM_LIST_COUNTS_DELAY":      true, // 0: every count change written at once
+	"VOICEROOM_REDIS_DB":                  true,
+	"VOICEROOM_REGIONS_CACHE_SIZE":        true, // 0: no cache
+	"VOICEROOM_OUTBOX_POLL_INTERVAL":      true,
+	"VOICEROOM_OUTBOX_BATCH_SIZE":         true,
+	"VOICEROOM_OUTBOX_PUBLISH_TIMEOUT":    true,
+	"VOICEROOM_OUTBOX_RETENTION":          true,
+	"VOICEROOM_IMBRIDGE_MAX_DELIVER":      true, // -1: no delivery limit
+	"VOICEROOM_RANKS_MAX_DELIVER":         true, // -1: no delivery limit
+	"VOICEROOM_TIM_SDKAPPID":              true, // 0: no default Tencent application
+	"VOICEROOM_LIST_COUNTS_DELAY":         true, // 0: every count change written at once
+	"VOICEROOM_ACTIVITY_CATCHUP_MAX_RATE": true, // 0: no bound
 }
 
 // varErrors collects configuration errors, at most one per variable.

@@ -1,0 +1,68 @@
+package activity
+
+import (
+	"fmt"
+	"strconv"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"voiceroom/promreg"
+)
+
+// Results of an event read back for a retroactive activity
+// (voiceroom_activity_catchup_events_total).
+const (
+	catchupScored    = "scored"    // counted now for the activity
+	catchupDuplicate = "duplicate" // counted already (the seam: the live durable got there first)
+	catchupSkipped   = "skipped"   // the activity does not count it (type, filters, window, an unreadable payload)
+)
+
+// CatchupMetrics are the read back's series. A nil *CatchupMetrics
+// records nothing.
+type CatchupMetrics struct {
+	events *prometheus.CounterVec
+	lag    *prometheus.GaugeVec
+}
+
+// NewCatchupMetrics creates the series and registers them on reg (none
+// when reg is nil). Series already registered on reg are shared.
+func NewCatchupMetrics(reg prometheus.Registerer) (*CatchupMetrics, error) {
+	m := &CatchupMetrics{
+		events: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: promreg.Namespace, Subsystem: "activity", Name: "catchup_events_total",
+			Help: "Room events read back from ROOM_EVENTS for retroactive activities, by result: scored, duplicate (counted already, at the seam with the live durable), skipped (the activity does not count it).",
+		}, []string{"result"}),
+		lag: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: promreg.Namespace, Subsystem: "activity", Name: "catchup_lag",
+			Help: "Events of its app the read back of a retroactive activity has still to read, by activity (this process's read backs; the series goes when one ends).",
+		}, []string{"activity_id"}),
+	}
+	r := promreg.On(reg)
+	promreg.Add(r, &m.events)
+	promreg.Add(r, &m.lag)
+	if err := r.Err(); err != nil {
+		return nil, fmt.Errorf("activity catch-up metrics: %w", err)
+	}
+	for _, l := range []string{catchupScored, catchupDuplicate, catchupSkipped} {
+		m.events.WithLabelValues(l)
+	}
+	return m, nil
+}
+
+func (m *CatchupMetrics) read(result string, n int) {
+	if m != nil && n > 0 {
+		m.events.WithLabelValues(result).Add(float64(n))
+	}
+}
+
+func (m *CatchupMetrics) setLag(id int64, pending uint64) {
+	if m != nil {
+		m.lag.WithLabelValues(strconv.FormatInt(id, 10)).Set(float64(pending))
+	}
+}
+
+func (m *CatchupMetrics) done(id int64) {
+	if m != nil {
+		m.lag.DeleteLabelValues(strconv.FormatInt(id, 10))
+	}
+}
