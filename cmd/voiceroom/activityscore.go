@@ -24,6 +24,10 @@ type ActivityScoreSettings struct {
 	// ActivitySettleGrace is how long after an activity's end its
 	// settlement waits before it may freeze (activity.SettleConfig.Grace).
 	ActivitySettleGrace time.Duration `env:"VOICEROOM_ACTIVITY_SETTLE_GRACE" envDefault:"30s"`
+	// ActivitySettleLease is how long an activity's settlement stays with
+	// the process that took it without a renewal; another process takes
+	// it over once it lapses (activity.SettleConfig.Lease).
+	ActivitySettleLease time.Duration `env:"VOICEROOM_ACTIVITY_SETTLE_LEASE" envDefault:"30s"`
 }
 
 // activityScoreVars are the variables that set activity.ScoreConfig's
@@ -47,6 +51,11 @@ func (s ActivityScoreSettings) validate(errs *varErrors) {
 	}
 	if s.ActivitySettleGrace < 0 || s.ActivitySettleGrace > 24*time.Hour {
 		errs.add(&configError{Var: "VOICEROOM_ACTIVITY_SETTLE_GRACE", Msg: fmt.Sprintf("want 0 to 24h, got %v", s.ActivitySettleGrace)})
+	}
+	// The settlement loop runs a round a second: a lease renewed in time
+	// is at least two rounds long.
+	if s.ActivitySettleLease < 2*time.Second || s.ActivitySettleLease > time.Hour {
+		errs.add(&configError{Var: "VOICEROOM_ACTIVITY_SETTLE_LEASE", Msg: fmt.Sprintf("want 2s to 1h, got %v", s.ActivitySettleLease)})
 	}
 	zones := map[string]string{} // the zones are checked with the ranks' variables
 	errs.of(activity.ScoreConfig{TimeZones: zones, Refresh: s.ActivityRefresh, ExpireAfter: s.ActivityExpireAfter,
@@ -83,7 +92,7 @@ func wireActivityScoring(d *deps, regionSvc *regions.Service) error {
 			return fmt.Errorf("activity scorer: %w", err)
 		}
 		d.workers = append(d.workers, worker{name: "activity-scorer", run: s.Run})
-		settler, err := activitySettler(d, bus.DurableActivity, d.cfg.ActivitySettleGrace)
+		settler, err := activitySettler(d, bus.DurableActivity, d.cfg.ActivitySettleGrace, d.cfg.ActivitySettleLease)
 		if err != nil {
 			return err
 		}
