@@ -1018,3 +1018,86 @@ func creditOwners(t *testing.T, d *driver) {
 		}
 	}
 }
+
+// activityChecksCatch breaks scenario 12's and 13's record on purpose and
+// expects their checks to say so: a gift counted twice (a score one unit
+// up), a task payout missing, and a reward credited a second time under
+// another key. Each is undone after.
+func activityChecksCatch(t *testing.T, c *cluster, set *activitySet) {
+	ctx := context.Background()
+	exec := func(q string, args ...any) {
+		t.Helper()
+		if _, err := c.db.ExecContext(ctx, q, args...); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	gifts, err := c.committedGifts(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mics, err := c.committedMicEvents(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	var subject string
+	if err := c.db.QueryRowContext(ctx, "SELECT subject FROM activity_scores WHERE activity_id = ? LIMIT 1", set.sent).Scan(&subject); err != nil {
+		t.Fatal(err)
+	}
+	exec("UPDATE activity_scores SET score = score + 1 WHERE activity_id = ? AND subject = ?", set.sent, subject)
+	acc, err := c.checkActivity(ctx, set.sent, gifts, mics)
+	exec("UPDATE activity_scores SET score = score - 1 WHERE activity_id = ? AND subject = ?", set.sent, subject)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if acc.twice != 1 || len(acc.diffs) == 0 {
+		t.Errorf("a score one unit up: twice %d, diffs %v; want 1 counted twice", acc.twice, acc.diffs)
+	}
+
+	// One task payout taken away, then put back as it was.
+	conn, err := c.db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	var user, ps int64
+	if err := conn.QueryRowContext(ctx, "SELECT user_id, period_start_ms FROM activity_payouts WHERE activity_id = ? AND reason = 'task' LIMIT 1", set.task).Scan(&user, &ps); err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{
+		"CREATE TEMPORARY TABLE chaos_payout AS SELECT * FROM activity_payouts WHERE activity_id = ? AND reason = 'task' AND user_id = ? AND period_start_ms = ?",
+		"DELETE FROM activity_payouts WHERE activity_id = ? AND reason = 'task' AND user_id = ? AND period_start_ms = ?",
+	} {
+		if _, err := conn.ExecContext(ctx, q, set.task, user, ps); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	acc, err = c.checkActivity(ctx, set.task, gifts, mics)
+	for _, q := range []string{"INSERT INTO activity_payouts SELECT * FROM chaos_payout", "DROP TEMPORARY TABLE chaos_payout"} {
+		if _, err := conn.ExecContext(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(acc.payoutProblems) != 1 {
+		t.Errorf("a task payout missing: problems %v, want the one", acc.payoutProblems)
+	}
+
+	a, err := c.readActivity(ctx, set.rooms)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := "chaos-extra-" + strconv.FormatInt(set.rooms, 10)
+	exec("INSERT INTO wallet_ledger (app_code, entry_key, user_id, delta, kind, operator, created_at_ms) VALUES (?, ?, 10000, 100, ?, ?, 1)",
+		app, key, activity.LedgerKind, activity.LedgerOperator(set.rooms))
+	bad, _, err := c.checkPaidOnce(ctx, a, gifts, mics)
+	exec("DELETE FROM wallet_ledger WHERE app_code = ? AND entry_key = ?", app, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(bad, func(s string) bool { return strings.Contains(s, key) }) {
+		t.Errorf("a second credit of the activity: problems %v, want %s named", bad, key)
+	}
+}

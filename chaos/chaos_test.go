@@ -338,6 +338,9 @@ func TestChaos(t *testing.T) {
 	}
 	report(t, rows, imSkip, listSkip)
 	t.Run("the checks catch a loss", func(t *testing.T) { checksCatchLoss(t, c, d.outcomes()) })
+	if acts.defined() {
+		t.Run("the activity checks catch a miscount", func(t *testing.T) { activityChecksCatch(t, c, acts) })
+	}
 }
 
 // checksCatchLoss breaks the record on purpose and expects the accounting to
