@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"slices"
 	"sort"
@@ -421,7 +422,7 @@ func (c *cluster) checkActivity(ctx context.Context, id int64, gifts []giftRow, 
 		subjects[s] = true
 	}
 	mic := a.metric == string(activity.MicSeconds)
-	for _, s := range slices.Sorted(mapsKeys(subjects)) {
+	for _, s := range slices.Sorted(maps.Keys(subjects)) {
 		g, w := got[s], exp.scores[s]
 		switch {
 		case g.score > w:
@@ -493,16 +494,6 @@ func (c *cluster) checkActivity(ctx context.Context, id int64, gifts []giftRow, 
 		}
 	}
 	return acc, nil
-}
-
-func mapsKeys[K comparable, V any](m map[K]V) func(func(K) bool) {
-	return func(yield func(K) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
-	}
 }
 
 // openMic reads an activity's open mic sessions: "room/user" -> since.
