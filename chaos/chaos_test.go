@@ -28,6 +28,9 @@ type scenario struct {
 	// prepare, when set, runs before the scenario's load starts.
 	prepare func(t *testing.T, c *cluster)
 	inject  func(t *testing.T, c *cluster, r *row) (skip string)
+	// check, when set, runs after the accounting: checks of the
+	// scenario's own, adding to r's problems and note.
+	check func(t *testing.T, c *cluster, r *row)
 }
 
 // row is one line of the report.
@@ -75,6 +78,7 @@ func TestChaos(t *testing.T) {
 	d := newDriver(t, c, 12, 48)
 	imSkip := c.emuWhy
 	listSkip := listMissing(t, d)
+	acts := &activitySet{} // scenario 12's activities, settled by 13
 
 	scenarios := []scenario{
 		{name: "1 IM errors then timeouts", inject: func(t *testing.T, c *cluster, _ *row) string {
@@ -160,6 +164,39 @@ func TestChaos(t *testing.T) {
 			webhooksDown(t, c, r, m.fault)
 			return ""
 		}},
+		{name: "12 activity process SIGKILLed mid-window",
+			prepare: func(t *testing.T, c *cluster) { defineActivities(t, c, d, acts) },
+			inject: func(t *testing.T, c *cluster, r *row) string {
+				killActivity(t, c, r, acts)
+				return ""
+			},
+			check: func(t *testing.T, c *cluster, r *row) {
+				problems, note := checkActivities(c, acts)
+				r.problems = append(r.problems, problems...)
+				r.note = strings.TrimPrefix(r.note+"; "+note, "; ")
+			}},
+		{name: "13 settlement SIGKILLed half-way through paying",
+			prepare: func(t *testing.T, c *cluster) {
+				if acts.defined() {
+					creditOwners(t, d)
+					c.activity2.start(t)
+				}
+			},
+			inject: func(t *testing.T, c *cluster, r *row) string {
+				if !acts.defined() {
+					return "skipped: scenario 12 defined no activities"
+				}
+				settleKilled(t, c, d, r, acts)
+				return ""
+			},
+			check: func(t *testing.T, c *cluster, r *row) {
+				if !acts.defined() {
+					return
+				}
+				problems, note := checkSettled(c, acts)
+				r.problems = append(r.problems, problems...)
+				r.note = strings.TrimPrefix(r.note+"; "+note, "; ")
+			}},
 	}
 
 	var all []outcome
@@ -278,6 +315,9 @@ func TestChaos(t *testing.T) {
 					return nil
 				})
 			}
+			if sc.check != nil {
+				sc.check(t, c, &r)
+			}
 			r.quiet = time.Since(loadEnd)
 			r.ok, r.committed, r.inStream = a.okAnswers, a.committed-prev.committed, a.inStream-prev.inStream
 			r.lost, r.outOfOrder, r.dupInStream = fmt.Sprint(a.lost), fmt.Sprint(a.outOfOrder-prev.outOfOrder), a.dupInStream
@@ -298,6 +338,9 @@ func TestChaos(t *testing.T) {
 	}
 	report(t, rows, imSkip, listSkip)
 	t.Run("the checks catch a loss", func(t *testing.T) { checksCatchLoss(t, c, d.outcomes()) })
+	if acts.defined() {
+		t.Run("the activity checks catch a miscount", func(t *testing.T) { activityChecksCatch(t, c, acts) })
+	}
 }
 
 // checksCatchLoss breaks the record on purpose and expects the accounting to

@@ -345,8 +345,12 @@ type cluster struct {
 	bridge   *proc        // imbridge
 	proj     *proc        // projector
 	webhooks *proc        // webhooks
-	nc       *nats.Conn
-	js       jetstream.JetStream
+	activity *proc        // activity (scoring and settlement)
+	// activity2 is a second activity process, started by scenario 13:
+	// the one that takes a settlement over.
+	activity2 *proc
+	nc        *nats.Conn
+	js        jetstream.JetStream
 }
 
 // newCluster starts everything and stops it when the test ends.
@@ -481,6 +485,19 @@ func newCluster(t *testing.T, m mode) *cluster {
 	c.webhooks = mkOps("webhooks", "webhooks")
 	c.webhooks.env = append(c.webhooks.env, "VOICEROOM_WEBHOOKS_LEASE_TTL="+leaseTTL.String())
 	c.webhooks.start(t)
+	// The activity role on a process of its own (scenario 12 kills it),
+	// and a second one for scenario 13. A short grace and lease keep the
+	// settlement scenario short; a short ack wait brings what a killed
+	// process held back within seconds.
+	mkActivity := func(name string) *proc {
+		p := mkOps(name, "activity")
+		p.env = append(p.env, "VOICEROOM_ACTIVITY_SETTLE_GRACE=1s", "VOICEROOM_ACTIVITY_SETTLE_LEASE="+leaseTTL.String(),
+			"VOICEROOM_ACTIVITY_ACK_WAIT=5s")
+		return p
+	}
+	c.activity = mkActivity("activity")
+	c.activity.start(t)
+	c.activity2 = mkActivity("activity-2")
 
 	if c.db, err = sql.Open("mysql", c.dsn); err != nil {
 		t.Fatal(err)

@@ -1,5 +1,6 @@
 // Package chaos is the fault-injection suite: it builds voiceroom, runs one
-// process per role group (api+rooms, relay, imbridge, projector, webhooks) and two
+// process per role group (api+rooms, relay, imbridge, projector, webhooks,
+// activity; a second activity process joins for scenario 13) and two
 // rooms-only processes (rooms-2, rooms-3: the rooms role on three nodes,
 // package roomcluster, with a 2 s lease TTL to keep the scenarios short)
 // against a JetStream server hosted by the test, a Redis server of its own
@@ -37,7 +38,37 @@
 //     webhooks process SIGKILLed holding undelivered events, then
 //     restarted (a 2 s delivery lease) and the receiver back: the new
 //     deliverer must deliver the dead one's events before the later
-//     events of their rooms.
+//     events of their rooms;
+//  12. the activity process SIGKILLed mid-window under load (gifts, mic
+//     up, change and down), then restarted: four activities defined just
+//     before (a gift_value_sent leaderboard, a gift_count task of target 3,
+//     a mic_seconds leaderboard, a room_gift_value leaderboard) must, once
+//     the load stops and the activity durable drains, equal a
+//     recomputation from MySQL's record: the gifts from the command log's
+//     SendGift rows and their wallet-ledger debits (each gift counted once:
+//     the scores, reach times, the events in activity_seen, and one task
+//     payout per user reaching the target); mic time by pairing each
+//     speaker's committed RoomMicUp/RoomMicChanged with whatever ended the
+//     seat (the outbox events the commands committed: a SweepStale row of the
+//     log names no speaker). Mic time that differs from the exact pairing is
+//     reported in the row, not failed: a seat's start redelivered after its
+//     end (the killed process's unacknowledged events come back after the
+//     room's later ones) opens a session the end no longer closes, a
+//     documented limit of the scorer; every seat start must still be
+//     counted;
+//  13. the four activities settled now, and the process paying the
+//     room_gift_value board (paid to the rooms' owners, who send no
+//     command) SIGKILLed half-way: the test holds each owner's wallet row
+//     locked and releases ranks 1..4 in rank order, so the payer pays
+//     those and waits for rank 5's lock; it is killed then (its open
+//     transaction rolls back once the lock is released), and the second
+//     activity process must take the settlement over when the 2 s lease
+//     lapses. Every payout must be paid exactly once (one ledger entry of
+//     its key, the payout's user and coins; no other entry of the
+//     activity), each announced by one ActivityRewarded and each activity
+//     by one ActivitySettled, every one accepted by the webhook receiver;
+//     a leaderboard's ranks are those of the recomputed board (for
+//     mic_seconds, of the stored board).
 //
 // Scenarios 9 and 10 fail unless their node held partitions, some of them
 // with rooms the load drives, when the fault hit ("proves nothing");

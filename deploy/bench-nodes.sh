@@ -9,11 +9,18 @@
 # sets process a's VOICEROOM_ROLES (default: every role): without the
 # sinks (api,rooms,relay) it measures what the command path costs before
 # any durable reads the events; the events stay in the stream.
+# BENCH_ACTIVITIES=K defines K activities (the bench's apps in turn, and in
+# turn a gift_value_sent, gift_value_received and room_gift_value
+# leaderboard, a daily gift_count task and a mic_seconds leaderboard) as the
+# load starts, each starting a second later, and prints the activity role's
+# scoring over the rest of the load window next to what the activity and
+# list projector durables acked in it.
 #
 #   go build -o bin/voiceroom ./cmd/voiceroom
 #   bash deploy/bench-nodes.sh 3 30s
 #   bash deploy/bench-nodes.sh 1 30s --mix joinleave
 #   BENCH_ROLES=api,rooms,relay bash deploy/bench-nodes.sh 1 60s --list-clients 0
+#   BENCH_ACTIVITIES=10 bash deploy/bench-nodes.sh 1 60s --mix mixed
 #
 # It needs MySQL (root, no password, on 127.0.0.1:3306: a database
 # vr_nodes_bench is created and dropped) and Redis, as deploy/services.sh
@@ -30,6 +37,10 @@ DB=vr_nodes_bench
 mysql -uroot -h127.0.0.1 -e "DROP DATABASE IF EXISTS $DB; CREATE DATABASE $DB" || exit 1
 export VOICEROOM_MYSQL_DSN="root@tcp(127.0.0.1:3306)/$DB"
 export VOICEROOM_JWT_SECRET=bench-nodes-secret-0123456789abcdef
+# The bench registers its apps with keys of their own, sealed with this key,
+# which serve, the bench and token share; the single secret is allowed, as
+# in development (serve refuses to start on it alone otherwise).
+export VOICEROOM_APPS_SECRET_KEY=$(od -An -N32 -tx1 /dev/urandom | tr -d ' \n') VOICEROOM_DEV_SINGLE_SECRET=true
 export VOICEROOM_LOG_LEVEL=warn
 # What `voiceroom bench --inprocess` sets too.
 export VOICEROOM_HTTP_RATE_PER_USER=1000 VOICEROOM_HTTP_RATE_BURST=1000 VOICEROOM_PPROF=true
@@ -85,11 +96,59 @@ until grep -q 'bench: load' "$T/bench.out" 2>/dev/null; do
 done
 c0=$(cpu "${vpids[@]}")
 m0=$(cpu $maria)
-sleep "${DUR%s}"
+t0=$(date +%s%N)
+# metric SERIES: the sum of node a's series starting with SERIES.
+metric() { curl -sf http://127.0.0.1:29091/metrics | awk -v s="$1" 'index($0, s) == 1 { v += $NF } END { printf "%.0f", v }'; }
+nap() { [ "$1" -gt 0 ] && sleep "$1"; }
+# seen: the distinct events the activities counted, and the (event,
+# activity) rows.
+seen() { mysql -uroot -h127.0.0.1 -N -e "SELECT COUNT(DISTINCT event_id), COUNT(*) FROM $DB.activity_seen" | tr '\t' ' '; }
+LAG=voiceroom_activity_score_lag_seconds
+ACKED_ACT='voiceroom_bus_messages_acked_total{consumer="activity"'
+ACKED_PROJ='voiceroom_bus_messages_acked_total{consumer="listprojector"'
+if [ "${BENCH_ACTIVITIES:-0}" -gt 0 ]; then
+  now=$(($(date +%s%N) / 1000000))
+  metrics=(gift_value_sent gift_value_received room_gift_value gift_count mic_seconds)
+  for i in $(seq 0 $((BENCH_ACTIVITIES - 1))); do
+    app=bench$([ $((i % 2)) -eq 0 ] && echo a || echo b)
+    m=${metrics[$(((i / 2) % 5))]}
+    if [ "$m" = gift_count ]; then
+      kind='"kind":"task","target":10,"period":"day","reward_coins":1'
+    else
+      kind='"kind":"leaderboard","rewards":[{"from_rank":1,"to_rank":10,"coins":100}]'
+    fi
+    tok=$($BIN token --app "$app" --role admin 2>>"$T/token.err")
+    curl -sf -o /dev/null -X POST -H "Authorization: Bearer $tok" -H 'Content-Type: application/json' \
+      http://127.0.0.1:28081/admin/v1/activities -d '{"name":"bench '"$i $m"'",'"$kind"',"metric":"'"$m"'","starts_at_ms":'$((now + 1000))',"ends_at_ms":'$((now + 3600000))'}' ||
+      echo "activity $i ($app, $m) not defined" >&2
+  done
+  nap $(((now + 1000) / 1000 - $(date +%s) + 1))
+  ta=$(date +%s%N)
+  read -r e0 r0 <<<"$(seen)"
+  a0=$(metric "$ACKED_ACT") p0=$(metric "$ACKED_PROJ") ls0=$(metric ${LAG}_sum) lc0=$(metric ${LAG}_count)
+  nap $(((t0 / 1000000000) + ${DUR%s} - $(date +%s)))
+else
+  sleep "${DUR%s}"
+fi
 c1=$(cpu "${vpids[@]}")
 m1=$(cpu $maria)
+if [ "${BENCH_ACTIVITIES:-0}" -gt 0 ]; then
+  tb=$(date +%s%N)
+  read -r e1 r1 <<<"$(seen)"
+  a1=$(metric "$ACKED_ACT") p1=$(metric "$ACKED_PROJ") ls1=$(metric ${LAG}_sum) lc1=$(metric ${LAG}_count)
+  secs=$(awk "BEGIN{print ($tb-$ta)/1e9}")
+  # What the load offered the activities in the window: the events of the
+  # types they score, committed.
+  offered=$(mysql -uroot -h127.0.0.1 -N -e "SELECT COUNT(*) FROM $DB.room_outbox WHERE created_at_ms >= $((ta / 1000000)) AND created_at_ms < $((tb / 1000000))
+    AND event_type IN ('RoomGiftSent', 'RoomMicUp', 'RoomMicDown', 'RoomMicChanged', 'RoomUserLeft', 'RoomUserKicked')")
+  rate() { awk "BEGIN{printf \"%.0f\", ($2-$1)/$secs}"; }
+  echo "activities: $BENCH_ACTIVITIES defined; over ${secs}s of the load: $(rate 0 "$offered") events/s of the types they score committed; $(rate "$e0" "$e1") events scored/s ($(rate "$r0" "$r1") (event, activity) counts/s), mean lag commit -> scored $(awk "BEGIN{printf \"%.1f\", ($ls1-$ls0)/($lc1-$lc0+1e-9)}") s; durables acked: activity $(rate "$a0" "$a1") events/s, list projector $(rate "$p0" "$p1") events/s"
+fi
 wait $bp
 echo "bench exit $?; during the load window: voiceroom (all $N nodes) $(awk "BEGIN{print ($c1-$c0)/100}") CPU-s, MariaDB $(awk "BEGIN{print ($m1-$m0)/100}") CPU-s"
+if [ "${BENCH_ACTIVITIES:-0}" -gt 0 ]; then
+  curl -sf http://127.0.0.1:29091/metrics | grep -E '^voiceroom_activity_(events_total|events_skipped_total)'
+fi
 cat "$T/bench.out"
 echo "node a:"
 curl -sf http://127.0.0.1:29091/metrics | grep -E '^voiceroom_cluster_(leases_held|routed_requests_total)'

@@ -3,6 +3,7 @@ package main
 import (
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestActivityDefineVariables: the definitions' budget is reported under
@@ -49,5 +50,31 @@ func TestActivityCatchupMaxRateVariable(t *testing.T) {
 	}
 	if cfg.ActivityCatchupMaxRate != 2000 {
 		t.Fatalf("ActivityCatchupMaxRate %d, want 2000", cfg.ActivityCatchupMaxRate)
+	}
+}
+
+// TestActivitySettleLeaseVariable: the settlement lease is read from its
+// variable, and one shorter than two of the loop's rounds (or past an
+// hour) is refused naming it.
+func TestActivitySettleLeaseVariable(t *testing.T) {
+	for _, value := range []string{"1s", "2h", "soon"} {
+		t.Run(value, func(t *testing.T) {
+			t.Setenv("VOICEROOM_ACTIVITY_SETTLE_LEASE", value)
+			_, err := loadConfig()
+			if err == nil {
+				t.Fatal("accepted")
+			}
+			if !strings.Contains(err.Error(), "VOICEROOM_ACTIVITY_SETTLE_LEASE") {
+				t.Fatalf("error %q does not name VOICEROOM_ACTIVITY_SETTLE_LEASE", err)
+			}
+		})
+	}
+	t.Setenv("VOICEROOM_ACTIVITY_SETTLE_LEASE", "3s")
+	cfg, err := loadConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cfg.ActivitySettleLease; got != 3*time.Second {
+		t.Fatalf("ActivitySettleLease %v, want 3s", got)
 	}
 }

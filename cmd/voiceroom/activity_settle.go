@@ -15,8 +15,9 @@ import (
 // (activity.Settler): each process of the role runs one, named by its node
 // id and pid in activities.settle_owner; durable is the scoring consumer
 // whose progress holds a settlement until the window's events are scored,
-// grace VOICEROOM_ACTIVITY_SETTLE_GRACE (0: the default, 30s).
-func activitySettler(d *deps, durable string, grace time.Duration) (worker, error) {
+// grace VOICEROOM_ACTIVITY_SETTLE_GRACE (0: the default, 30s), lease
+// VOICEROOM_ACTIVITY_SETTLE_LEASE (0: the default, 30s).
+func activitySettler(d *deps, durable string, grace, lease time.Duration) (worker, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	stream, err := d.nats.JetStream().Stream(ctx, bus.StreamName)
@@ -29,7 +30,7 @@ func activitySettler(d *deps, durable string, grace time.Duration) (worker, erro
 	}
 	owner := processOwner(d)
 	progress := activity.NewDurableProgress(d.db, stream, durable, time.Now)
-	s, err := activity.NewSettler(d.db, d.redisClient(), progress, activity.SettleConfig{Owner: owner, Grace: grace,
+	s, err := activity.NewSettler(d.db, d.redisClient(), progress, activity.SettleConfig{Owner: owner, Grace: grace, Lease: lease,
 		Score: d.cfg.activityScore()}, time.Now, d.log, m)
 	if err != nil {
 		return worker{}, fmt.Errorf("activity settlement: %w", err)

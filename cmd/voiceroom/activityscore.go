@@ -28,6 +28,10 @@ type ActivityScoreSettings struct {
 	// read back reads per second (activity.CatchupConfig.MaxRate; 0: no
 	// bound).
 	ActivityCatchupMaxRate int `env:"VOICEROOM_ACTIVITY_CATCHUP_MAX_RATE" envDefault:"0"`
+	// ActivitySettleLease is how long an activity's settlement stays with
+	// the process that took it without a renewal; another process takes
+	// it over once it lapses (activity.SettleConfig.Lease).
+	ActivitySettleLease time.Duration `env:"VOICEROOM_ACTIVITY_SETTLE_LEASE" envDefault:"30s"`
 }
 
 // activityScoreVars are the variables that set activity.ScoreConfig's
@@ -54,6 +58,11 @@ func (s ActivityScoreSettings) validate(errs *varErrors) {
 	}
 	if s.ActivitySettleGrace < 0 || s.ActivitySettleGrace > 24*time.Hour {
 		errs.add(&configError{Var: "VOICEROOM_ACTIVITY_SETTLE_GRACE", Msg: fmt.Sprintf("want 0 to 24h, got %v", s.ActivitySettleGrace)})
+	}
+	// The settlement loop runs a round a second: a lease renewed in time
+	// is at least two rounds long.
+	if s.ActivitySettleLease < 2*time.Second || s.ActivitySettleLease > time.Hour {
+		errs.add(&configError{Var: "VOICEROOM_ACTIVITY_SETTLE_LEASE", Msg: fmt.Sprintf("want 2s to 1h, got %v", s.ActivitySettleLease)})
 	}
 	zones := map[string]string{} // the zones are checked with the ranks' variables
 	errs.of(activity.ScoreConfig{TimeZones: zones, Refresh: s.ActivityRefresh, ExpireAfter: s.ActivityExpireAfter,
@@ -91,7 +100,7 @@ func wireActivityScoring(d *deps, regionSvc *regions.Service) error {
 			return fmt.Errorf("activity scorer: %w", err)
 		}
 		d.workers = append(d.workers, worker{name: "activity-scorer", run: s.Run})
-		settler, err := activitySettler(d, bus.DurableActivity, d.cfg.ActivitySettleGrace)
+		settler, err := activitySettler(d, bus.DurableActivity, d.cfg.ActivitySettleGrace, d.cfg.ActivitySettleLease)
 		if err != nil {
 			return err
 		}
