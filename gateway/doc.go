@@ -30,7 +30,8 @@
 //     with hosting.go and moderation.go), RoomListRoutes (rooms_list.go),
 //     RankRoutes (ranks.go), RegionRoutes (regions.go), WalletRoutes
 //     (wallet.go), ActivityRoutes (activities.go: the definitions, and the
-//     activities a user's region sees), ActivityBoardRoutes
+//     activities a user's region sees), PKRoutes (pk.go: PK battles
+//     between two rooms), ActivityBoardRoutes
 //     (activity_board.go: boards and a task's progress);
 //   - an app's operators, under /admin: HideRoutes (hides.go), OutboxRoutes
 //     (outbox.go), DLQRoutes (dlq.go), WebhookRoutes (webhooks.go),

@@ -1,0 +1,33 @@
+// Package pk runs PK battles between two rooms of an app (issue 46,
+// docs/pk.md): an invitation, its answer, the battle's clock, and its
+// result, settled once.
+//
+// # Who owns what
+//
+// A battle's row in pk_battles (MySQL) is the truth of its state, its
+// times and its result; pk_room_slots holds each room's one battle,
+// pending or running, so that "a room is in at most one battle" is a
+// primary key every process shares. The clock is Clock: any number of api
+// processes run one, and each battle with something due is advanced by
+// the one holding its lease (clock_owner, clock_lease_until_ms), taken
+// over once it lapses, as an activity's settlement is. The timer is thus
+// the row's ends_at_ms, not a goroutine: it survives the process that
+// started the battle, and either room's node.
+//
+// A room's view shows its battle (rooms.PK) because the room's own state
+// holds it: the clock (and the request that accepts or ends a battle)
+// tells each room through the room command pipeline (rooms.KindPKStart,
+// rooms.KindPKEnd, as rooms.PKActor), routed to the room's owner node;
+// their events (RoomPKStarted, RoomPKEnded) go out through the room's
+// outbox like any other. Each room is told until it has been (the
+// notified bits), with a command id of the battle's, so a retry after an
+// in-doubt answer finds its first run.
+//
+// # Settling once
+//
+// Ending a battle (time up, forfeit, a room closed or banned) is one
+// transaction that moves the row from running to ended under its row
+// lock, frees both slots and writes PKSettled (the app's webhook of the
+// result) into room_outbox: whoever ends it, the clock or a forfeit, and
+// however often, the result is written once.
+package pk
