@@ -23,7 +23,12 @@ const (
 	DurableWebhooks = "webhooks"
 	// DurableActivity scores the apps' activities (package activity).
 	DurableActivity = "activity"
+	// DurablePK scores the PK battles (package pk): RoomGiftSent only.
+	DurablePK = "pk"
 )
+
+// PKFilterSubject is DurablePK's filter: the gifts, of every room.
+const PKFilterSubject = SubjectPrefix + ".*.*.RoomGiftSent"
 
 // StreamConfig holds the tunables of ROOM_EVENTS and ROOM_EVENTS_DLQ. Zero
 // fields take their defaults (see WithDefaults).

@@ -56,12 +56,23 @@ func (c ClockConfig) Validate() error {
 // were not told yet. Any number of processes may run one; each battle is
 // advanced by the one holding its lease.
 type Clock struct {
-	svc *Service
-	cfg ClockConfig
+	svc      *Service
+	progress Progress
+	cfg      ClockConfig
 }
 
-// NewClock returns the Clock of svc's battles.
-func NewClock(svc *Service, cfg ClockConfig) (*Clock, error) {
+// Progress says how far the scoring durable has got (the activities'
+// activity.DurableProgress, on the durable pk): Passed reports whether
+// every event of appCode committed at or before atMs has been scored.
+type Progress interface {
+	Passed(ctx context.Context, appCode string, atMs int64) (bool, error)
+}
+
+// NewClock returns the Clock of svc's battles. A battle whose time is up
+// is settled once progress has passed its end, so that every gift of its
+// window is in its scores (nil: at once, for a deployment without the
+// scorer).
+func NewClock(svc *Service, progress Progress, cfg ClockConfig) (*Clock, error) {
 	cfg = cfg.WithDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -69,7 +80,7 @@ func NewClock(svc *Service, cfg ClockConfig) (*Clock, error) {
 	if svc == nil {
 		return nil, apperr.BadConfig("Service", "pk clock: service is required")
 	}
-	return &Clock{svc: svc, cfg: cfg}, nil
+	return &Clock{svc: svc, progress: progress, cfg: cfg}, nil
 }
 
 // Run advances the battles every Tick until ctx ends. Errors are logged;
@@ -122,7 +133,7 @@ func (c *Clock) Round(ctx context.Context) error {
 func (c *Clock) due(ctx context.Context) ([][2]string, error) {
 	now := c.svc.now().UnixMilli()
 	rows, err := c.svc.db.QueryContext(ctx, `SELECT app_code, battle_id FROM pk_battles WHERE status = 'pending' AND invite_expires_at_ms <= ?
-		UNION SELECT app_code, battle_id FROM pk_battles WHERE status = 'running' AND (ends_at_ms <= ? OR notified & 3 <> 3)
+		UNION SELECT app_code, battle_id FROM pk_battles WHERE status = 'running' AND (ends_at_ms <= ? OR notified & 3 <> 3 OR score_seq > told_seq)
 		UNION SELECT b.app_code, b.battle_id FROM pk_battles b JOIN rooms r ON r.app_code = b.app_code
 			AND r.room_id IN (b.room_id, b.opponent_room_id) WHERE b.status = 'running' AND r.status <> 'active'
 		UNION SELECT app_code, battle_id FROM pk_battles WHERE status = 'ended' AND notified & 12 <> 12
@@ -191,14 +202,34 @@ func (c *Clock) advance(ctx context.Context, app, battleID string) error {
 		case len(closed) == 2:
 			b, _, err = s.settle(ctx, app, battleID, roomevent.PKReasonRoomClosed, "")
 		case now >= b.EndsAtMs:
-			b, _, err = s.settle(ctx, app, battleID, roomevent.PKReasonTimeUp, "")
+			var scored bool
+			if scored, err = c.scored(ctx, b); err == nil && scored {
+				b, _, err = s.settle(ctx, app, battleID, roomevent.PKReasonTimeUp, "")
+			}
 		}
 		if err != nil {
 			return err
 		}
 	}
-	_, err = s.notify(ctx, b)
-	return err
+	if b, err = s.notify(ctx, b); err != nil {
+		return err
+	}
+	if b.Status == StatusRunning && b.scoreSeq > b.toldSeq {
+		return s.pushScore(ctx, b)
+	}
+	return nil
+}
+
+// scored reports whether every gift of b's window has been scored.
+func (c *Clock) scored(ctx context.Context, b Battle) (bool, error) {
+	if c.progress == nil {
+		return true, nil
+	}
+	ok, err := c.progress.Passed(ctx, b.appCode, b.EndsAtMs)
+	if err != nil {
+		return false, fmt.Errorf("pk battle %s: scoring progress: %w", b.BattleID, err)
+	}
+	return ok, nil
 }
 
 // closedRooms lists b's rooms that are closed or banned (the rooms rows,

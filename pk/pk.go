@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/google/uuid"
@@ -63,10 +64,26 @@ type Battle struct {
 	OpponentScore     int64  `json:"opponent_score"`
 	Reason            string `json:"reason"`
 	WinnerRoomID      string `json:"winner_room_id"`
+	// RoomTopSenders and OpponentTopSenders are each side's top 3 gift
+	// senders in the battle, most coins first (GET only).
+	RoomTopSenders     []Sender `json:"room_top_senders"`
+	OpponentTopSenders []Sender `json:"opponent_top_senders"`
 
 	appCode  string
 	notified int
+	// scoreSeq counts the gifts scored; toldSeq is the last count both
+	// rooms were told (RoomPKScoreChanged's seq).
+	scoreSeq, toldSeq int64
 }
+
+// Sender is a user's coins given to one side of a battle.
+type Sender struct {
+	UserID int64 `json:"user_id"`
+	Coins  int64 `json:"coins"`
+}
+
+// TopSenders is how many senders of each side a battle shows.
+const TopSenders = 3
 
 // Invitation is POST /api/v1/rooms/{room_id}/pk's body.
 type Invitation struct {
@@ -172,7 +189,18 @@ func (s *Service) Invite(ctx context.Context, app string, userID int64, roomID s
 	if err != nil {
 		return Battle{}, storeErr("invite", err)
 	}
-	return b, nil
+	return b.answer(), nil
+}
+
+// answer is b as an answer: its lists never null.
+func (b Battle) answer() Battle {
+	if b.RoomTopSenders == nil {
+		b.RoomTopSenders = []Sender{}
+	}
+	if b.OpponentTopSenders == nil {
+		b.OpponentTopSenders = []Sender{}
+	}
+	return b
 }
 
 // inBattle is the refusal of an invitation one of whose rooms is in a
@@ -237,7 +265,7 @@ func (s *Service) Accept(ctx context.Context, app string, userID int64, battleID
 	if err != nil {
 		return Battle{}, storeErr("accept", err)
 	}
-	return s.tell(ctx, b), nil
+	return s.tell(ctx, b).answer(), nil
 }
 
 // pendingAt refuses an answer to b unless it is pending and unexpired at nowMs.
@@ -277,7 +305,7 @@ func (s *Service) Decline(ctx context.Context, app string, userID int64, battleI
 	if err != nil {
 		return Battle{}, storeErr("decline", err)
 	}
-	return b, nil
+	return b.answer(), nil
 }
 
 // End is a forfeit: userID, with the host's powers in roomID (one of the
@@ -318,7 +346,7 @@ func (s *Service) End(ctx context.Context, app string, userID int64, battleID, r
 	if !settled {
 		return Battle{}, apperr.New(apperr.FailedPrecondition, "the battle is %s, not running", out.Status)
 	}
-	return s.tell(ctx, out), nil
+	return s.tell(ctx, out).answer(), nil
 }
 
 // Get returns battleID of app.
@@ -330,7 +358,10 @@ func (s *Service) Get(ctx context.Context, app, battleID string) (Battle, error)
 	if err != nil {
 		return Battle{}, storeErr("read", err)
 	}
-	return b, nil
+	if b.RoomTopSenders, b.OpponentTopSenders, err = topSenders(ctx, s.db, b, TopSenders); err != nil {
+		return Battle{}, storeErr("read", err)
+	}
+	return b.answer(), nil
 }
 
 // settle ends the running battleID for reason, loser losing ("" : the
@@ -458,6 +489,32 @@ func (s *Service) notify(ctx context.Context, b Battle) (Battle, error) {
 		b.notified |= told
 	}
 	return b, first
+}
+
+// pushScore tells both rooms of the running b its totals now, with their
+// sequence number (score_seq): RoomPKScoreChanged in each. The clock does
+// it at most once a tick per battle, whatever the gifts' rate.
+func (s *Service) pushScore(ctx context.Context, b Battle) error {
+	seq := strconv.FormatInt(b.scoreSeq, 10)
+	for _, side := range []struct {
+		room, opponent string
+		mine, theirs   int64
+	}{{b.RoomID, b.OpponentRoomID, b.RoomScore, b.OpponentScore}, {b.OpponentRoomID, b.RoomID, b.OpponentScore, b.RoomScore}} {
+		cctx, cancel := context.WithTimeout(ctx, s.notifyTimeout)
+		_, err := s.rooms.Execute(cctx, &rooms.Command{Kind: rooms.KindPKScore, AppCode: b.appCode, RoomID: side.room,
+			CommandID: "pk:" + b.BattleID + ":score:" + seq, ClientKey: true, Actor: rooms.PKActor,
+			Args: rooms.Args{PK: &rooms.PKArgs{BattleID: b.BattleID, OpponentRoomID: side.opponent, MyScore: side.mine,
+				OpponentScore: side.theirs, Seq: b.scoreSeq}}})
+		cancel()
+		if err != nil && !s.gone(ctx, b.appCode, side.room) {
+			return fmt.Errorf("room %s: %s: %w", side.room, rooms.KindPKScore, err)
+		}
+	}
+	if _, err := s.db.ExecContext(ctx, `UPDATE pk_battles SET told_seq = GREATEST(told_seq, ?) WHERE battle_id = ?`,
+		b.scoreSeq, b.BattleID); err != nil {
+		return fmt.Errorf("pk battle %s: record told score: %w", b.BattleID, err)
+	}
+	return nil
 }
 
 // gone reports whether roomID is closed (it takes no command any more).

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -28,14 +29,15 @@ func (profiles) CheckRegion(context.Context, string, int64) error { return nil }
 // harness is one rooms service and the battles on it, with the battles'
 // clock under the test's hand.
 type harness struct {
-	db    *sql.DB
-	rooms *rooms.Service
-	svc   *pk.Service
-	clock *testenv.Clock
-	tick  *pk.Clock
+	progress *fakeProgress
+	db       *sql.DB
+	rooms    *rooms.Service
+	svc      *pk.Service
+	clock    *testenv.Clock
+	tick     *pk.Clock
 }
 
-func newHarness(t *testing.T) *harness {
+func newHarness(t testing.TB) *harness {
 	t.Helper()
 	db := testenv.NewDB(t)
 	rs, err := rooms.New(db, profiles{}, profiles{}, nil, rooms.Config{BcryptCost: 4}, testenv.Logger(t), prometheus.NewRegistry(), time.Now)
@@ -44,19 +46,22 @@ func newHarness(t *testing.T) *harness {
 	}
 	t.Cleanup(rs.Close)
 	clock := testenv.NewClock(time.Now())
+	h := &harness{progress: &fakeProgress{}}
+	h.progress.passed.Store(true)
 	svc, err := pk.New(db, rs, clock.Now, testenv.Logger(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	tick, err := pk.NewClock(svc, pk.ClockConfig{Owner: "test"})
+	tick, err := pk.NewClock(svc, h.progress, pk.ClockConfig{Owner: "test"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &harness{db: db, rooms: rs, svc: svc, clock: clock, tick: tick}
+	h.db, h.rooms, h.svc, h.clock, h.tick = db, rs, svc, clock, tick
+	return h
 }
 
 // room creates owner's room in app.
-func (h *harness) room(t *testing.T, app string, owner int64) string {
+func (h *harness) room(t testing.TB, app string, owner int64) string {
 	t.Helper()
 	res, err := h.rooms.Execute(context.Background(), &rooms.Command{Kind: rooms.KindCreateRoom, AppCode: app, CommandID: rooms.NewCommandID(),
 		Actor: rooms.Actor{UserID: owner}, Args: rooms.Args{Title: "room"}})
@@ -66,7 +71,7 @@ func (h *harness) room(t *testing.T, app string, owner int64) string {
 	return res.View.RoomID
 }
 
-func (h *harness) do(t *testing.T, app, room string, kind rooms.Kind, actor rooms.Actor, args rooms.Args) {
+func (h *harness) do(t testing.TB, app, room string, kind rooms.Kind, actor rooms.Actor, args rooms.Args) {
 	t.Helper()
 	if _, err := h.rooms.Execute(context.Background(), &rooms.Command{Kind: kind, AppCode: app, RoomID: room, CommandID: rooms.NewCommandID(),
 		Actor: actor, Args: args}); err != nil {
@@ -74,7 +79,7 @@ func (h *harness) do(t *testing.T, app, room string, kind rooms.Kind, actor room
 	}
 }
 
-func (h *harness) view(t *testing.T, app, room string) rooms.View {
+func (h *harness) view(t testing.TB, app, room string) rooms.View {
 	t.Helper()
 	v, err := h.rooms.Get(context.Background(), app, room)
 	if err != nil {
@@ -83,27 +88,34 @@ func (h *harness) view(t *testing.T, app, room string) rooms.View {
 	return v
 }
 
-func (h *harness) round(t *testing.T) {
+func (h *harness) round(t testing.TB) {
 	t.Helper()
 	if err := h.tick.Round(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 }
 
-func (h *harness) count(t *testing.T, query string, args ...any) int {
+func (h *harness) count(t testing.TB, query string, args ...any) int {
 	t.Helper()
 	return testenv.Scalar[int](t, h.db, query, args...)
 }
 
 // events counts typ's rows in room's outbox.
-func (h *harness) events(t *testing.T, room, typ string) int {
+func (h *harness) events(t testing.TB, room, typ string) int {
 	t.Helper()
 	return h.count(t, `SELECT COUNT(*) FROM room_outbox WHERE room_id = ? AND event_type = ?`, room, typ)
 }
 
 const app = "pkt"
 
-func mustCode(t *testing.T, what string, err error, code apperr.Code) {
+// fakeProgress is the scoring durable's progress, as the test says.
+type fakeProgress struct{ passed atomic.Bool }
+
+func (p *fakeProgress) Passed(context.Context, string, int64) (bool, error) {
+	return p.passed.Load(), nil
+}
+
+func mustCode(t testing.TB, what string, err error, code apperr.Code) {
 	t.Helper()
 	if !apperr.Is(err, code) {
 		t.Fatalf("%s: %v, want %s", what, err, code)

@@ -15,13 +15,14 @@ import (
 )
 
 const battleColumns = `app_code, battle_id, room_id, opponent_room_id, invited_by, duration_seconds, status, invited_at_ms,
-	invite_expires_at_ms, starts_at_ms, ends_at_ms, ended_at_ms, room_score, opponent_score, reason, winner_room_id, notified`
+	invite_expires_at_ms, starts_at_ms, ends_at_ms, ended_at_ms, room_score, opponent_score, reason, winner_room_id, notified,
+	score_seq, told_seq`
 
 func scanBattle(row interface{ Scan(...any) error }) (Battle, error) {
 	var b Battle
 	err := row.Scan(&b.appCode, &b.BattleID, &b.RoomID, &b.OpponentRoomID, &b.InvitedByUserID, &b.DurationSeconds, &b.Status,
 		&b.InvitedAtMs, &b.InviteExpiresAtMs, &b.StartsAtMs, &b.EndsAtMs, &b.EndedAtMs, &b.RoomScore, &b.OpponentScore,
-		&b.Reason, &b.WinnerRoomID, &b.notified)
+		&b.Reason, &b.WinnerRoomID, &b.notified, &b.scoreSeq, &b.toldSeq)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Battle{}, errNotFound
 	}
@@ -128,4 +129,31 @@ func writeSettled(ctx context.Context, tx *sql.Tx, b Battle, nowMs int64) error 
 	_, err = outboxrelay.InsertRows(ctx, tx, []voiceroom.OutboxRow{{AppCode: b.appCode, EventID: env.EventID, RoomID: env.RoomID,
 		RoomVersion: 1, EventType: env.EventType, Envelope: msg.Data, CreatedAtMs: nowMs}}, false, nowMs)
 	return err
+}
+
+// topSenders reads the top n senders of each side of battleID, most
+// coins first (ties: the lower user id).
+func topSenders(ctx context.Context, db *sql.DB, b Battle, n int) (room, opponent []Sender, err error) {
+	read := func(roomID string) ([]Sender, error) {
+		rows, err := db.QueryContext(ctx, `SELECT user_id, coins FROM pk_senders WHERE battle_id = ? AND room_id = ?
+			ORDER BY coins DESC, user_id LIMIT ?`, b.BattleID, roomID, n)
+		if err != nil {
+			return nil, err
+		}
+		defer rows.Close()
+		out := []Sender{}
+		for rows.Next() {
+			var s Sender
+			if err := rows.Scan(&s.UserID, &s.Coins); err != nil {
+				return nil, err
+			}
+			out = append(out, s)
+		}
+		return out, rows.Err()
+	}
+	if room, err = read(b.RoomID); err != nil {
+		return nil, nil, err
+	}
+	opponent, err = read(b.OpponentRoomID)
+	return room, opponent, err
 }

@@ -228,6 +228,17 @@ type PKStarted struct {
 	EndsAtMs       int64  `json:"ends_at_ms"`
 }
 
+// PKScore is RoomPKScoreChanged: the battle's totals now, as this room
+// sees them (MyScore is its own). Seq grows with every gift scored: a
+// client keeps the highest, so a lost or repeated message corrects itself.
+type PKScore struct {
+	BattleID       string `json:"battle_id"`
+	OpponentRoomID string `json:"opponent_room_id"`
+	MyScore        int64  `json:"my_score"`
+	OpponentScore  int64  `json:"opponent_score"`
+	Seq            int64  `json:"seq"`
+}
+
 // PKEnded is RoomPKEnded: the room's battle is over, for Reason (time_up,
 // forfeit, room_closed), with the final scores as this room sees them
 // (MyScore is its own) and its Result (win, lose, draw); WinnerRoomID is

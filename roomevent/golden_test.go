@@ -65,6 +65,8 @@ var examples = map[string]any{
 		Winners: []roomevent.Winner{{Rank: 1, Subject: "2001", UserID: 2001, Score: 900, Coins: 500}, {Rank: 2, Subject: "2002", UserID: 2002, Score: 700, Coins: 300}}},
 	roomevent.RoomPKStarted: roomevent.PKStarted{BattleID: "0192a3b4-1111-7000-8000-000000000001",
 		OpponentRoomID: "demo_0192a3b4-aaaa-7e8f-9a0b-1c2d3e4f5a6b", StartsAtMs: 1764590460000, EndsAtMs: 1764590760000},
+	roomevent.RoomPKScoreChanged: roomevent.PKScore{BattleID: "0192a3b4-1111-7000-8000-000000000001",
+		OpponentRoomID: "demo_0192a3b4-aaaa-7e8f-9a0b-1c2d3e4f5a6b", MyScore: 900, OpponentScore: 700, Seq: 12},
 	roomevent.RoomPKEnded: roomevent.PKEnded{BattleID: "0192a3b4-1111-7000-8000-000000000001",
 		OpponentRoomID: "demo_0192a3b4-aaaa-7e8f-9a0b-1c2d3e4f5a6b", Reason: roomevent.PKReasonTimeUp, MyScore: 900, OpponentScore: 700,
 		Result: roomevent.PKWin, WinnerRoomID: "demo_0192a3b4-c5d6-7e8f-9a0b-1c2d3e4f5a6b"},

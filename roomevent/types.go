@@ -48,9 +48,10 @@ const (
 	// PK battles between two rooms (package pk): each room's start and
 	// end of its battle, and the battle's settled result, which is not a
 	// room's (its room_id is the battle's pseudo room, PKRoomID).
-	RoomPKStarted = "RoomPKStarted"
-	RoomPKEnded   = "RoomPKEnded"
-	PKSettled     = "PKSettled"
+	RoomPKStarted      = "RoomPKStarted"
+	RoomPKScoreChanged = "RoomPKScoreChanged"
+	RoomPKEnded        = "RoomPKEnded"
+	PKSettled          = "PKSettled"
 )
 
 // PKRoomIDPrefix begins the pseudo room id of a battle's result.
@@ -167,6 +168,7 @@ var specs = []Spec{
 	{Type: ActivityRewarded, IM: IMSkip, NoRoom: true, body: body[Rewarded]()},
 	{Type: ActivitySettled, IM: IMSkip, NoRoom: true, body: body[ActivityResult]()},
 	{Type: RoomPKStarted, IM: IMMessage, IMHigh: true, body: body[PKStarted]()},
+	{Type: RoomPKScoreChanged, IM: IMMessage, body: body[PKScore]()},
 	{Type: RoomPKEnded, IM: IMMessage, IMHigh: true, body: body[PKEnded]()},
 	{Type: PKSettled, IM: IMSkip, NoRoom: true, body: body[PKResult]()},
 }

@@ -14,6 +14,9 @@ import (
 //   - PKStart: the room's battle runs (State.PK set, RoomPKStarted);
 //     a start of the battle the room already holds, or of the one it last
 //     ended, changes nothing;
+//   - PKScore: the battle's totals now, with their sequence number
+//     (RoomPKScoreChanged); one whose sequence is not above the room's
+//     changes nothing, so a late or repeated one cannot undo a newer;
 //   - PKEnd: the battle is over (State.PK cleared, RoomPKEnded with the
 //     reason, the final scores and the room's result); an end of a battle
 //     the room already ended changes nothing. A banned room takes it (its
@@ -24,6 +27,7 @@ import (
 // route builds them, and Execute refuses them from any other actor.
 const (
 	KindPKStart Kind = "PKStart"
+	KindPKScore Kind = "PKScore"
 	KindPKEnd   Kind = "PKEnd"
 )
 
@@ -42,6 +46,8 @@ type PK struct {
 	EndsAtMs       int64  `json:"ends_at_ms"`
 	MyScore        int64  `json:"my_score"`
 	OpponentScore  int64  `json:"opponent_score"`
+	// Seq is the scores' sequence number (RoomPKScoreChanged's).
+	Seq int64 `json:"seq"`
 	// Status is PKRunning while the room holds the battle.
 	Status string `json:"status"`
 }
@@ -61,10 +67,12 @@ type PKArgs struct {
 	OpponentScore  int64  `json:"opponent_score,omitempty"`
 	Reason         string `json:"reason,omitempty"`
 	WinnerRoomID   string `json:"winner_room_id,omitempty"`
+	// Seq is PKScore's sequence number.
+	Seq int64 `json:"seq,omitempty"`
 }
 
 // pkKinds are the PK commands: only PKActor may send them.
-var pkKinds = map[Kind]bool{KindPKStart: true, KindPKEnd: true}
+var pkKinds = map[Kind]bool{KindPKStart: true, KindPKScore: true, KindPKEnd: true}
 
 // checkPK checks a PK command's actor and arguments.
 func checkPK(cmd *Command) error {
@@ -91,6 +99,17 @@ func (s *State) pkStart(c *Command) ([]Event, bool, error) {
 		MyScore: a.MyScore, OpponentScore: a.OpponentScore, Status: PKRunning}
 	return []Event{{roomevent.RoomPKStarted, roomevent.PKStarted{BattleID: a.BattleID, OpponentRoomID: a.OpponentRoomID,
 		StartsAtMs: a.StartsAtMs, EndsAtMs: a.EndsAtMs}}}, true, nil
+}
+
+// pkScore is PKScore.
+func (s *State) pkScore(c *Command) ([]Event, bool, error) {
+	a := c.Args.PK
+	if s.PK == nil || s.PK.BattleID != a.BattleID || a.Seq <= s.PK.Seq {
+		return nil, false, nil
+	}
+	s.PK.MyScore, s.PK.OpponentScore, s.PK.Seq = a.MyScore, a.OpponentScore, a.Seq
+	return []Event{{roomevent.RoomPKScoreChanged, roomevent.PKScore{BattleID: a.BattleID, OpponentRoomID: s.PK.OpponentRoomID,
+		MyScore: a.MyScore, OpponentScore: a.OpponentScore, Seq: a.Seq}}}, true, nil
 }
 
 // pkEnd is PKEnd.

@@ -131,6 +131,8 @@ func applyKind(s *State, c *Command, lim limits, replay bool) (events []Event, c
 		return s.muteChat(c)
 	case KindPKStart:
 		return s.pkStart(c)
+	case KindPKScore:
+		return s.pkScore(c)
 	case KindPKEnd:
 		return s.pkEnd(c)
 	}
