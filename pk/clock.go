@@ -133,7 +133,8 @@ func (c *Clock) Round(ctx context.Context) error {
 func (c *Clock) due(ctx context.Context) ([][2]string, error) {
 	now := c.svc.now().UnixMilli()
 	rows, err := c.svc.db.QueryContext(ctx, `SELECT app_code, battle_id FROM pk_battles WHERE status = 'pending' AND invite_expires_at_ms <= ?
-		UNION SELECT app_code, battle_id FROM pk_battles WHERE status = 'running' AND (ends_at_ms <= ? OR notified & 3 <> 3 OR score_seq > told_seq)
+		UNION SELECT app_code, battle_id FROM pk_battles WHERE status IN ('running', 'ending')
+			AND (ends_at_ms <= ? OR notified & 3 <> 3 OR score_seq > told_seq)
 		UNION SELECT b.app_code, b.battle_id FROM pk_battles b JOIN rooms r ON r.app_code = b.app_code
 			AND r.room_id IN (b.room_id, b.opponent_room_id) WHERE b.status = 'running' AND r.status <> 'active'
 		UNION SELECT app_code, battle_id FROM pk_battles WHERE status = 'ended' AND notified & 12 <> 12
@@ -191,30 +192,39 @@ func (c *Clock) advance(ctx context.Context, app, battleID string) error {
 			}
 		}
 		return nil
-	case StatusRunning:
-		closed, err := c.closedRooms(ctx, b)
-		if err != nil {
-			return err
-		}
-		switch {
-		case len(closed) == 1:
-			b, _, err = s.settle(ctx, app, battleID, roomevent.PKReasonRoomClosed, closed[0])
-		case len(closed) == 2:
-			b, _, err = s.settle(ctx, app, battleID, roomevent.PKReasonRoomClosed, "")
-		case now >= b.EndsAtMs:
-			var scored bool
-			if scored, err = c.scored(ctx, b); err == nil && scored {
-				b, _, err = s.settle(ctx, app, battleID, roomevent.PKReasonTimeUp, "")
+	case StatusRunning, StatusEnding:
+		if b.Status == StatusRunning {
+			closed, err := c.closedRooms(ctx, b)
+			if err != nil {
+				return err
+			}
+			if len(closed) > 0 {
+				loser := ""
+				if len(closed) == 1 {
+					loser = closed[0]
+				}
+				if b, _, err = s.stop(ctx, app, battleID, roomevent.PKReasonRoomClosed, loser); err != nil {
+					return err
+				}
+				now = max(now, b.EndsAtMs)
 			}
 		}
-		if err != nil {
-			return err
+		if now >= b.EndsAtMs {
+			scored, err := c.scored(ctx, b)
+			if err != nil {
+				return err
+			}
+			if scored {
+				if b, _, err = s.settle(ctx, app, battleID, roomevent.PKReasonTimeUp, ""); err != nil {
+					return err
+				}
+			}
 		}
 	}
 	if b, err = s.notify(ctx, b); err != nil {
 		return err
 	}
-	if b.Status == StatusRunning && b.scoreSeq > b.toldSeq {
+	if (b.Status == StatusRunning || b.Status == StatusEnding) && b.scoreSeq > b.toldSeq {
 		return s.pushScore(ctx, b)
 	}
 	return nil

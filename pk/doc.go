@@ -43,9 +43,11 @@
 //
 // # Settling once
 //
-// Ending a battle (time up, forfeit, a room closed or banned) is one
-// transaction that moves the row from running to ended under its row
-// lock, frees both slots and writes PKSettled (the app's webhook of the
-// result) into room_outbox: whoever ends it, the clock or a forfeit, and
-// however often, the result is written once.
+// A forfeit or a room closed or banned makes a running battle ending (its
+// window closes now, its reason and winner are set). Settling (the
+// clock's, once the scorer has passed the window's end) is one
+// transaction that moves the row from running or ending to ended under
+// its row lock, frees both slots and writes PKSettled (the app's webhook
+// of the result) into room_outbox: however often and by whichever clock it
+// is tried, the result is written once.
 package pk

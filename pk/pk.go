@@ -27,11 +27,14 @@ const (
 	InviteTTL = 30 * time.Second
 )
 
-// A battle's statuses: pending -> running -> ended, or pending ->
-// declined | expired.
+// A battle's statuses: pending -> running [-> ending] -> ended, or
+// pending -> declined | expired. A battle is ending from a forfeit or a
+// room's close until the scorer has counted every gift of its (now
+// shortened) window; then it is settled like one whose time is up.
 const (
 	StatusPending  = "pending"
 	StatusRunning  = "running"
+	StatusEnding   = "ending"
 	StatusEnded    = "ended"
 	StatusDeclined = "declined"
 	StatusExpired  = "expired"
@@ -339,14 +342,48 @@ func (s *Service) End(ctx context.Context, app string, userID int64, battleID, r
 	if b.Status != StatusRunning {
 		return Battle{}, apperr.New(apperr.FailedPrecondition, "the battle is %s, not running", b.Status)
 	}
-	out, settled, err := s.settle(ctx, app, battleID, roomevent.PKReasonForfeit, side)
+	out, stopped, err := s.stop(ctx, app, battleID, roomevent.PKReasonForfeit, side)
 	if err != nil {
 		return Battle{}, err
 	}
-	if !settled {
+	if !stopped {
 		return Battle{}, apperr.New(apperr.FailedPrecondition, "the battle is %s, not running", out.Status)
 	}
-	return s.tell(ctx, out).answer(), nil
+	return out.answer(), nil
+}
+
+// stop ends the running battleID now for reason (forfeit, room_closed),
+// loser losing ("": the scores decide): it becomes ending, its window
+// closes now, and the clock settles it once the scorer has counted every
+// gift of it. stopped is false (and b the battle as it is) when it was
+// not running.
+func (s *Service) stop(ctx context.Context, app, battleID, reason, loser string) (b Battle, stopped bool, err error) {
+	err = mysqldb.Update(ctx, s.db, func(tx *sql.Tx) error {
+		stopped = false
+		cur, err := lockBattle(ctx, tx, app, battleID)
+		if err != nil {
+			return err
+		}
+		b = cur
+		if cur.Status != StatusRunning {
+			return nil
+		}
+		now := s.now().UnixMilli()
+		cur.Status, cur.Reason, cur.EndsAtMs = StatusEnding, reason, min(cur.EndsAtMs, now)
+		if loser != "" {
+			cur.WinnerRoomID = winner(cur, loser)
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE pk_battles SET status = ?, reason = ?, ends_at_ms = ?, winner_room_id = ?,
+			updated_at_ms = ? WHERE battle_id = ?`, cur.Status, cur.Reason, cur.EndsAtMs, cur.WinnerRoomID, now, battleID); err != nil {
+			return err
+		}
+		b, stopped = cur, true
+		return nil
+	})
+	if err != nil {
+		return Battle{}, false, storeErr("stop", err)
+	}
+	return b, stopped, nil
 }
 
 // Get returns battleID of app.
@@ -365,8 +402,9 @@ func (s *Service) Get(ctx context.Context, app, battleID string) (Battle, error)
 }
 
 // settle ends the running battleID for reason, loser losing ("" : the
-// scores decide), in one transaction with its PKSettled: settled is false
-// (and b the battle as it is) when it was not running.
+// scores decide), or the ending one for the reason and winner stop gave
+// it, in one transaction with its PKSettled: settled is false (and b the
+// battle as it is) when it was neither.
 func (s *Service) settle(ctx context.Context, app, battleID, reason, loser string) (b Battle, settled bool, err error) {
 	err = mysqldb.Update(ctx, s.db, func(tx *sql.Tx) error {
 		settled = false
@@ -375,12 +413,18 @@ func (s *Service) settle(ctx context.Context, app, battleID, reason, loser strin
 			return err
 		}
 		b = cur
-		if cur.Status != StatusRunning {
+		now := s.now().UnixMilli()
+		switch cur.Status {
+		case StatusRunning:
+			cur.Reason, cur.WinnerRoomID = reason, winner(cur, loser)
+		case StatusEnding:
+			if cur.WinnerRoomID == "" {
+				cur.WinnerRoomID = winner(cur, "")
+			}
+		default:
 			return nil
 		}
-		now := s.now().UnixMilli()
-		cur.Status, cur.Reason, cur.EndedAtMs = StatusEnded, reason, now
-		cur.WinnerRoomID = winner(cur, loser)
+		cur.Status, cur.EndedAtMs = StatusEnded, now
 		if _, err := tx.ExecContext(ctx, `UPDATE pk_battles SET status = ?, reason = ?, ended_at_ms = ?, winner_room_id = ?,
 			updated_at_ms = ? WHERE battle_id = ?`, cur.Status, cur.Reason, cur.EndedAtMs, cur.WinnerRoomID, now, battleID); err != nil {
 			return err
@@ -459,7 +503,7 @@ func (s *Service) notify(ctx context.Context, b Battle) (Battle, error) {
 		var kind rooms.Kind
 		var bit int
 		switch {
-		case b.Status == StatusRunning && b.notified&side.startBit == 0:
+		case (b.Status == StatusRunning || b.Status == StatusEnding) && b.notified&side.startBit == 0:
 			kind, bit = rooms.KindPKStart, side.startBit
 		case b.Status == StatusEnded && b.notified&side.endBit == 0:
 			kind, bit = rooms.KindPKEnd, side.endBit

@@ -306,12 +306,21 @@ func TestForfeitAndRoomClosed(t *testing.T) {
 	_, err := h.svc.End(ctx, app, 3, first.BattleID, "")
 	mustCode(t, "end by an outsider", err, apperr.PermissionDenied)
 	ended, err := h.svc.End(ctx, app, 2, first.BattleID, "")
-	if err != nil || ended.Reason != roomevent.PKReasonForfeit || ended.WinnerRoomID != a {
+	if err != nil || ended.Status != pk.StatusEnding || ended.Reason != roomevent.PKReasonForfeit || ended.WinnerRoomID != a {
 		t.Fatalf("forfeit: %+v %v", ended, err)
 	}
 	_, err = h.svc.End(ctx, app, 1, first.BattleID, "")
 	mustCode(t, "second end", err, apperr.FailedPrecondition)
+	h.progress.passed.Store(false) // settled only once its gifts are scored
 	h.round(t)
+	if got, _ := h.svc.Get(ctx, app, first.BattleID); got.Status != pk.StatusEnding {
+		t.Fatalf("settled before the scorer passed the forfeit: %+v", got)
+	}
+	h.progress.passed.Store(true)
+	h.round(t)
+	if got, _ := h.svc.Get(ctx, app, first.BattleID); got.Status != pk.StatusEnded || got.WinnerRoomID != a || got.Reason != roomevent.PKReasonForfeit {
+		t.Fatalf("after the forfeit: %+v", got)
+	}
 	if n := h.events(t, roomevent.PKRoomID(first.BattleID), roomevent.PKSettled); n != 1 {
 		t.Fatalf("%d PKSettled", n)
 	}

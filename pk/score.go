@@ -94,7 +94,7 @@ func Score(ctx context.Context, db *sql.DB, env bus.Envelope) error {
 		if err != nil {
 			return err
 		}
-		if b.Status != StatusRunning || env.OccurredAtMs < b.StartsAtMs || env.OccurredAtMs >= b.EndsAtMs {
+		if (b.Status != StatusRunning && b.Status != StatusEnding) || env.OccurredAtMs < b.StartsAtMs || env.OccurredAtMs >= b.EndsAtMs {
 			return nil
 		}
 		res, err := tx.ExecContext(ctx, `INSERT IGNORE INTO pk_seen (battle_id, event_id) VALUES (?, ?)`, battleID, env.EventID)
