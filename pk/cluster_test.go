@@ -93,7 +93,7 @@ func TestBattleAcrossNodesWithAKill(t *testing.T) {
 	h := newHarness(t)
 	ctx := context.Background()
 	js := testenv.RunJetStream(t)
-	cfg := roomcluster.Config{Partitions: 8, LeaseTTL: 2 * time.Second}
+	cfg := roomcluster.Config{Partitions: 8, LeaseTTL: 6 * time.Second} // longer than a tell's 2 s: the first end finds a's node gone
 	n1, n2 := startClusterNode(t, js.URL(), cfg, "n1", h), startClusterNode(t, js.URL(), cfg, "n2", h)
 	killed := false
 	t.Cleanup(func() {
