@@ -241,8 +241,9 @@ func (c ConsumerConfig) consumer() jetstream.ConsumerConfig {
 }
 
 // DefaultConsumers returns the product's sinks with default settings:
-// imbridge, listprojector, roomranks, webhooks and activity (the last two
-// never give up on an event for a retry count: MaxDeliver -1).
+// imbridge, listprojector, roomranks, webhooks, activity and pk (the last
+// three never give up on an event for a retry count: MaxDeliver -1; pk
+// reads the gifts alone, PKFilterSubject).
 func DefaultConsumers() []ConsumerConfig {
 	return []ConsumerConfig{
 		ConsumerConfig{Durable: DurableIMBridge}.WithDefaults(),
@@ -250,6 +251,7 @@ func DefaultConsumers() []ConsumerConfig {
 		ConsumerConfig{Durable: DurableRoomRanks}.WithDefaults(),
 		ConsumerConfig{Durable: DurableWebhooks, MaxDeliver: -1}.WithDefaults(),
 		ConsumerConfig{Durable: DurableActivity, MaxDeliver: -1}.WithDefaults(),
+		ConsumerConfig{Durable: DurablePK, FilterSubject: PKFilterSubject, MaxDeliver: -1}.WithDefaults(),
 	}
 }
 
