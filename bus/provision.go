@@ -23,7 +23,12 @@ const (
 	DurableWebhooks = "webhooks"
 	// DurableActivity scores the apps' activities (package activity).
 	DurableActivity = "activity"
+	// DurablePK scores the PK battles (package pk): RoomGiftSent only.
+	DurablePK = "pk"
 )
+
+// PKFilterSubject is DurablePK's filter: the gifts, of every room.
+const PKFilterSubject = SubjectPrefix + ".*.*.RoomGiftSent"
 
 // StreamConfig holds the tunables of ROOM_EVENTS and ROOM_EVENTS_DLQ. Zero
 // fields take their defaults (see WithDefaults).
@@ -236,8 +241,9 @@ func (c ConsumerConfig) consumer() jetstream.ConsumerConfig {
 }
 
 // DefaultConsumers returns the product's sinks with default settings:
-// imbridge, listprojector, roomranks, webhooks and activity (the last two
-// never give up on an event for a retry count: MaxDeliver -1).
+// imbridge, listprojector, roomranks, webhooks, activity and pk (the last
+// three never give up on an event for a retry count: MaxDeliver -1; pk
+// reads the gifts alone, PKFilterSubject).
 func DefaultConsumers() []ConsumerConfig {
 	return []ConsumerConfig{
 		ConsumerConfig{Durable: DurableIMBridge}.WithDefaults(),
@@ -245,6 +251,7 @@ func DefaultConsumers() []ConsumerConfig {
 		ConsumerConfig{Durable: DurableRoomRanks}.WithDefaults(),
 		ConsumerConfig{Durable: DurableWebhooks, MaxDeliver: -1}.WithDefaults(),
 		ConsumerConfig{Durable: DurableActivity, MaxDeliver: -1}.WithDefaults(),
+		ConsumerConfig{Durable: DurablePK, FilterSubject: PKFilterSubject, MaxDeliver: -1}.WithDefaults(),
 	}
 }
 

@@ -30,9 +30,10 @@
 //     with hosting.go and moderation.go), RoomListRoutes (rooms_list.go),
 //     RankRoutes (ranks.go), RegionRoutes (regions.go), WalletRoutes
 //     (wallet.go), ActivityRoutes (activities.go: the definitions, and the
-//     activities a user's region sees), ActivityBoardRoutes
-//     (activity_board.go: boards and a task's progress; an operator's
-//     board and a task's completion counts);
+//     activities a user's region sees), PKRoutes (pk.go: PK battles
+//     between two rooms), ActivityBoardRoutes (activity_board.go: boards
+//     and a task's progress; an operator's board and a task's completion
+//     counts);
 //   - an app's operators, under /admin: HideRoutes (hides.go), OutboxRoutes
 //     (outbox.go), DLQRoutes (dlq.go), WebhookRoutes (webhooks.go),
 //     ActivitySettlementRoutes (activity_settlement.go: settle now, re-run,

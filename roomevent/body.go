@@ -218,3 +218,52 @@ type Winner struct {
 	Score   int64  `json:"score"`
 	Coins   int64  `json:"coins"`
 }
+
+// PKStarted is RoomPKStarted: the room's battle against OpponentRoomID
+// runs from StartsAtMs to EndsAtMs; gifts received in that window score.
+type PKStarted struct {
+	BattleID       string `json:"battle_id"`
+	OpponentRoomID string `json:"opponent_room_id"`
+	StartsAtMs     int64  `json:"starts_at_ms"`
+	EndsAtMs       int64  `json:"ends_at_ms"`
+}
+
+// PKScore is RoomPKScoreChanged: the battle's totals now, as this room
+// sees them (MyScore is its own). Seq grows with every gift scored: a
+// client keeps the highest, so a lost or repeated message corrects itself.
+type PKScore struct {
+	BattleID       string `json:"battle_id"`
+	OpponentRoomID string `json:"opponent_room_id"`
+	MyScore        int64  `json:"my_score"`
+	OpponentScore  int64  `json:"opponent_score"`
+	Seq            int64  `json:"seq"`
+}
+
+// PKEnded is RoomPKEnded: the room's battle is over, for Reason (time_up,
+// forfeit, room_closed), with the final scores as this room sees them
+// (MyScore is its own) and its Result (win, lose, draw); WinnerRoomID is
+// "" on a draw.
+type PKEnded struct {
+	BattleID       string `json:"battle_id"`
+	OpponentRoomID string `json:"opponent_room_id"`
+	Reason         string `json:"reason"`
+	MyScore        int64  `json:"my_score"`
+	OpponentScore  int64  `json:"opponent_score"`
+	Result         string `json:"result"`
+	WinnerRoomID   string `json:"winner_room_id"`
+}
+
+// PKResult is PKSettled: a battle's result, settled once, for the app's
+// backend. RoomID invited OpponentRoomID; WinnerRoomID is "" on a draw.
+type PKResult struct {
+	BattleID       string `json:"battle_id"`
+	RoomID         string `json:"room_id"`
+	OpponentRoomID string `json:"opponent_room_id"`
+	Reason         string `json:"reason"`
+	RoomScore      int64  `json:"room_score"`
+	OpponentScore  int64  `json:"opponent_score"`
+	WinnerRoomID   string `json:"winner_room_id"`
+	StartsAtMs     int64  `json:"starts_at_ms"`
+	EndsAtMs       int64  `json:"ends_at_ms"`
+	EndedAtMs      int64  `json:"ended_at_ms"`
+}

@@ -63,6 +63,17 @@ var examples = map[string]any{
 	roomevent.ActivitySettled: roomevent.ActivityResult{ActivityID: 12, Name: "Weekend gifts", Kind: "leaderboard", Metric: "gift_value_sent",
 		StartsAtMs: 1764374400000, EndsAtMs: 1764547200000, SettledAtMs: 1764590460000, Payouts: 2, Coins: 800,
 		Winners: []roomevent.Winner{{Rank: 1, Subject: "2001", UserID: 2001, Score: 900, Coins: 500}, {Rank: 2, Subject: "2002", UserID: 2002, Score: 700, Coins: 300}}},
+	roomevent.RoomPKStarted: roomevent.PKStarted{BattleID: "0192a3b4-1111-7000-8000-000000000001",
+		OpponentRoomID: "demo_0192a3b4-aaaa-7e8f-9a0b-1c2d3e4f5a6b", StartsAtMs: 1764590460000, EndsAtMs: 1764590760000},
+	roomevent.RoomPKScoreChanged: roomevent.PKScore{BattleID: "0192a3b4-1111-7000-8000-000000000001",
+		OpponentRoomID: "demo_0192a3b4-aaaa-7e8f-9a0b-1c2d3e4f5a6b", MyScore: 900, OpponentScore: 700, Seq: 12},
+	roomevent.RoomPKEnded: roomevent.PKEnded{BattleID: "0192a3b4-1111-7000-8000-000000000001",
+		OpponentRoomID: "demo_0192a3b4-aaaa-7e8f-9a0b-1c2d3e4f5a6b", Reason: roomevent.PKReasonTimeUp, MyScore: 900, OpponentScore: 700,
+		Result: roomevent.PKWin, WinnerRoomID: "demo_0192a3b4-c5d6-7e8f-9a0b-1c2d3e4f5a6b"},
+	roomevent.PKSettled: roomevent.PKResult{BattleID: "0192a3b4-1111-7000-8000-000000000001",
+		RoomID: "demo_0192a3b4-c5d6-7e8f-9a0b-1c2d3e4f5a6b", OpponentRoomID: "demo_0192a3b4-aaaa-7e8f-9a0b-1c2d3e4f5a6b",
+		Reason: roomevent.PKReasonTimeUp, RoomScore: 900, OpponentScore: 700, WinnerRoomID: "demo_0192a3b4-c5d6-7e8f-9a0b-1c2d3e4f5a6b",
+		StartsAtMs: 1764590460000, EndsAtMs: 1764590760000, EndedAtMs: 1764590760400},
 }
 
 // TestCardGolden pins the card's JSON, as events carry it.
@@ -107,6 +118,10 @@ func TestEveryTypeHasAGoldenEvent(t *testing.T) {
 			}
 			if spec.NoRoom {
 				env.RoomID, env.RoomVersion, env.CommandID, env.RequestID = roomevent.ActivityRoomID(12), 3, "activity-12-settle", ""
+				if typ == roomevent.PKSettled {
+					battle := "0192a3b4-1111-7000-8000-000000000001"
+					env.RoomID, env.RoomVersion, env.CommandID = roomevent.PKRoomID(battle), 1, "pk:"+battle+":settled"
+				}
 			}
 			msg, err := env.Message()
 			if err != nil {

@@ -44,6 +44,35 @@ const (
 	// room_version its own sequence, and their payload has no card.
 	ActivityRewarded = "ActivityRewarded"
 	ActivitySettled  = "ActivitySettled"
+
+	// PK battles between two rooms (package pk): each room's start and
+	// end of its battle, and the battle's settled result, which is not a
+	// room's (its room_id is the battle's pseudo room, PKRoomID).
+	RoomPKStarted      = "RoomPKStarted"
+	RoomPKScoreChanged = "RoomPKScoreChanged"
+	RoomPKEnded        = "RoomPKEnded"
+	PKSettled          = "PKSettled"
+)
+
+// PKRoomIDPrefix begins the pseudo room id of a battle's result.
+const PKRoomIDPrefix = "pk-"
+
+// PKRoomID is the room_id of battle id's result, "pk-<battle_id>" (a room
+// id is "<app_code>_<uuid>", so the two never meet).
+func PKRoomID(battleID string) string { return PKRoomIDPrefix + battleID }
+
+// PK battle end reasons (PKEnded.Reason, PKResult.Reason).
+const (
+	PKReasonTimeUp     = "time_up"
+	PKReasonForfeit    = "forfeit"
+	PKReasonRoomClosed = "room_closed"
+)
+
+// PK battle outcomes as one room sees them (PKEnded.Result).
+const (
+	PKWin  = "win"
+	PKLose = "lose"
+	PKDraw = "draw"
 )
 
 // ActivityRoomIDPrefix begins the pseudo room id of an activity's events.
@@ -138,6 +167,10 @@ var specs = []Spec{
 	{Type: RoomChatMuted, IM: IMMuteChat, IMHigh: true, body: body[ChatMuted]()},
 	{Type: ActivityRewarded, IM: IMSkip, NoRoom: true, body: body[Rewarded]()},
 	{Type: ActivitySettled, IM: IMSkip, NoRoom: true, body: body[ActivityResult]()},
+	{Type: RoomPKStarted, IM: IMMessage, IMHigh: true, body: body[PKStarted]()},
+	{Type: RoomPKScoreChanged, IM: IMMessage, body: body[PKScore]()},
+	{Type: RoomPKEnded, IM: IMMessage, IMHigh: true, body: body[PKEnded]()},
+	{Type: PKSettled, IM: IMSkip, NoRoom: true, body: body[PKResult]()},
 }
 
 var specOf = func() map[string]Spec {

@@ -157,6 +157,9 @@ type Args struct {
 	// kinds carry none.
 	Reason string `json:"reason,omitempty"`
 
+	// PKStart, PKEnd (pk.go): the battle as the room sees it.
+	PK *PKArgs `json:"pk,omitempty"`
+
 	// SweepStale: the users whose heartbeats stopped.
 	UserIDs []int64 `json:"user_ids,omitempty"`
 }

@@ -97,7 +97,7 @@ var allKinds = []Kind{
 	KindChangeRoomVisibleRegion, KindSweepStale, KindBanRoom, KindRestoreRoom,
 	KindAddRoomAdmin, KindRemoveRoomAdmin, KindMuteSeat, KindSelfMute, KindSetSeatMode, KindRequestMic,
 	KindCancelMicRequest, KindApproveMicRequest, KindRejectMicRequest, KindInviteToMic, KindAcceptMicInvitation,
-	KindDeclineMicInvitation, KindUpdateRoomInfo, KindMuteChat,
+	KindDeclineMicInvitation, KindUpdateRoomInfo, KindMuteChat, KindPKStart, KindPKScore, KindPKEnd,
 }
 
 // alertOutcomes are the outcomes of voiceroom_rooms_commands_total that alerts and

@@ -45,7 +45,7 @@ func (s *State) admits(c *Command) error {
 		return nil
 	case roomevent.StatusBanned:
 		switch c.Kind {
-		case KindBanRoom, KindRestoreRoom, KindChangeRoomVisibleRegion, KindLeaveRoom, KindSweepStale:
+		case KindBanRoom, KindRestoreRoom, KindChangeRoomVisibleRegion, KindLeaveRoom, KindSweepStale, KindPKEnd:
 			return nil
 		case KindCloseRoom:
 			if c.Actor.Admin {

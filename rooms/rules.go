@@ -129,6 +129,12 @@ func applyKind(s *State, c *Command, lim limits, replay bool) (events []Event, c
 		return s.updateInfo(c)
 	case KindMuteChat:
 		return s.muteChat(c)
+	case KindPKStart:
+		return s.pkStart(c)
+	case KindPKScore:
+		return s.pkScore(c)
+	case KindPKEnd:
+		return s.pkEnd(c)
 	}
 	return nil, false, apperr.New(apperr.InvalidArgument, "unknown command %q", c.Kind)
 }
@@ -352,6 +358,7 @@ func (s *State) closeRoom(c *Command) ([]Event, bool, error) {
 		events = append(events, s.leave(s.Online[0].UserID, roomevent.LeaveReasonClosed))
 	}
 	s.Status = roomevent.StatusClosed
+	s.PK = nil // its battle ends with reason room_closed (package pk)
 	return append(events, Event{roomevent.RoomClosed, roomevent.Closed{ByUserID: actor, Operator: c.Actor.Operator}}), true, nil
 }
 

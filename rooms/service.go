@@ -279,6 +279,10 @@ func (s *Service) checkArgs(cmd *Command) error {
 		return apperr.Invalid("kind", "%q is not a room command a caller may send", cmd.Kind)
 	}
 	a := &cmd.Args
+	if pkKinds[cmd.Kind] {
+		return checkPK(cmd)
+	}
+	a.PK = nil
 	if required, ok := reasonKinds[cmd.Kind]; ok {
 		reason, err := checkReason(a.Reason, required)
 		if err != nil {

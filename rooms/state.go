@@ -46,10 +46,14 @@ type State struct {
 	Invitations []Invitation `json:"mic_invitations,omitempty"`
 	// ChatMutes are the users whose chat in the room is muted, sorted by
 	// user id, each until a time.
-	ChatMutes   []Ban `json:"chat_mutes,omitempty"`
-	Version     int64 `json:"room_version"`
-	CreatedAtMs int64 `json:"created_at_ms"`
-	UpdatedAtMs int64 `json:"updated_at_ms"`
+	ChatMutes []Ban `json:"chat_mutes,omitempty"`
+	// PK is the room's running battle (pk.go), nil when none; PKEnded
+	// the battle it last ended, whose late start changes nothing.
+	PK          *PK    `json:"pk,omitempty"`
+	PKEnded     string `json:"pk_ended,omitempty"`
+	Version     int64  `json:"room_version"`
+	CreatedAtMs int64  `json:"created_at_ms"`
+	UpdatedAtMs int64  `json:"updated_at_ms"`
 }
 
 // Seat is one mic seat. Muted is the host's mute and stays on the seat
@@ -104,6 +108,10 @@ func (s *State) Clone() *State {
 	c.Requests = slices.Clone(s.Requests)
 	c.Invitations = slices.Clone(s.Invitations)
 	c.ChatMutes = slices.Clone(s.ChatMutes)
+	if s.PK != nil {
+		pk := *s.PK
+		c.PK = &pk
+	}
 	return &c
 }
 

@@ -36,7 +36,10 @@ type View struct {
 	MicInvitations []Invitation `json:"mic_invitations"`
 	// ChatMutes are the users whose chat in the room is muted, and until
 	// when.
-	ChatMutes   []Ban `json:"chat_mutes"`
+	ChatMutes []Ban `json:"chat_mutes"`
+	// PK is the room's running battle; absent when none (the view holds
+	// no null).
+	PK          *PK   `json:"pk,omitempty"`
 	CreatedAtMs int64 `json:"created_at_ms"`
 	UpdatedAtMs int64 `json:"updated_at_ms"`
 }
@@ -87,6 +90,7 @@ func (s *State) View() View {
 		MicRequestCount: len(s.Requests),
 		MicInvitations:  append([]Invitation{}, s.Invitations...),
 		ChatMutes:       append([]Ban{}, s.ChatMutes...),
+		PK:              s.pkView(),
 		CreatedAtMs:     s.CreatedAtMs,
 		UpdatedAtMs:     s.UpdatedAtMs,
 	}
@@ -97,6 +101,15 @@ func (s *State) View() View {
 		v.OnlineUsers[i] = OnlineUser{UserID: p.UserID, JoinedAtMs: p.JoinedAtMs}
 	}
 	return v
+}
+
+// pkView is a copy of the room's battle for a view, nil when none.
+func (s *State) pkView() *PK {
+	if s.PK == nil {
+		return nil
+	}
+	pk := *s.PK
+	return &pk
 }
 
 // Card returns the card of s, as its events carry it.

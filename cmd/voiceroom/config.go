@@ -593,6 +593,7 @@ func (c *config) consumers() []bus.ConsumerConfig {
 		{Durable: bus.DurableRoomRanks, AckWait: c.RanksAckWait, MaxDeliver: c.RanksMaxDeliver, MaxAckPending: c.RanksMaxAckPend},
 		{Durable: bus.DurableWebhooks, AckWait: c.WebhooksAckWait, MaxDeliver: -1, MaxAckPending: c.WebhooksMaxAckPending},
 		{Durable: bus.DurableActivity, AckWait: c.ActivityAckWait, MaxDeliver: -1, MaxAckPending: c.ActivityMaxAckPend},
+		{Durable: bus.DurablePK, FilterSubject: bus.PKFilterSubject, MaxDeliver: -1},
 	}
 }
 
@@ -610,6 +611,10 @@ func (c *config) consumerRun(durable string) bus.ConsumerRunConfig {
 		// event it cannot read still dead-letters.
 		return bus.ConsumerRunConfig{Durable: durable, Concurrency: c.ActivityConcurrency, NakDelays: c.ActivityBackOff,
 			MaxDeliver: -1, ShutdownTimeout: c.ShutdownTimeout}
+	case bus.DurablePK:
+		// Never gives up on a retryable failure (MySQL down): a battle's
+		// score must not lose a gift.
+		return bus.ConsumerRunConfig{Durable: durable, MaxDeliver: -1, ShutdownTimeout: c.ShutdownTimeout}
 	case bus.DurableWebhooks:
 		// Retries are the sink's own (it holds a room's events, never
 		// nakking them); a nak is only shutdown's, redelivered at once.

@@ -261,7 +261,7 @@ func (d *demoRun) run(ctx context.Context) (err error) {
 	}{
 		{"Users in SG, MY and SA (the server computes each one's region)", d.stepUsers},
 		{"Rooms, joins, seats and heartbeats", d.stepRooms},
-		{"Gifts and coins", d.stepGifts},
+		{"Gifts and coins, and a PK battle between two rooms", d.stepGifts},
 		{"Hosts' tools: a room admin, apply mode, a request approved, a muted seat, the member list", d.stepHosts},
 		{"Region lists: SG and MY see one list, SA another", d.stepLists},
 		{"An operator pins a room, then unpins it", d.stepPin},
@@ -518,5 +518,5 @@ func (d *demoRun) stepGifts(ctx context.Context) error {
 		return fmt.Errorf("a gift beyond the balance: want INSUFFICIENT_BALANCE, got %v", err)
 	}
 	d.say("-> %s", refusal(err))
-	return nil
+	return d.stepPK(ctx)
 }

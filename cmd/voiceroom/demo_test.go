@@ -125,6 +125,7 @@ func TestDemoRunsAgainAndAgain(t *testing.T) {
 			"-> page 1: demo_sg_", "(owner, seat 0), demo_my_", "(admin, seat 1); 3 online",
 			"-> page 2: demo_sa_", "(member, seat 2, seat muted); 3 online",
 			imStep,
+			"-> battle ended: 20:0, winner $ROOM_SG (forfeit); the SG room's top sender", // the PK battle
 			"every signature verified", "events in order, room_version 1..", // the webhooks
 			"task nats -- stream info ROOM_EVENTS",
 			opsURL(vars) + "/metrics", // read where the operators' listener is

@@ -511,6 +511,7 @@ func (a *apiDriver) scenario() {
 	a.webhooks()
 	a.activities()
 	a.platform()
+	a.pk()
 }
 
 // rooms drives the room commands, the room list and the operators' room

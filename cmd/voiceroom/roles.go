@@ -97,6 +97,9 @@ func wireRoles(ctx context.Context, d *deps) error {
 		}
 		d.closers = append(d.closers, router.Close)
 		d.mounts = append(d.mounts, gateway.RoomRoutes(router))
+		if err := wirePK(d, router); err != nil {
+			return err
+		}
 		cb, err := imCallbackMount(d, router)
 		if err != nil {
 			return err

@@ -1,0 +1,263 @@
+package pk
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"time"
+
+	"voiceroom/apperr"
+	"voiceroom/mysqldb"
+	"voiceroom/roomevent"
+)
+
+// ClockConfig configures a Clock.
+type ClockConfig struct {
+	// Owner names this process in pk_battles.clock_owner (1..64
+	// characters). Required.
+	Owner string
+	// Lease is how long a battle stays with the clock that took it without
+	// being renewed; another process's clock takes it over once it lapses.
+	// Default 30s.
+	Lease time.Duration
+	// Tick is the pause between two rounds. Default 1s: a battle ends
+	// within about a tick of its end (plus a lease when its clock's
+	// process died).
+	Tick time.Duration
+}
+
+// WithDefaults returns c with zero fields defaulted.
+func (c ClockConfig) WithDefaults() ClockConfig {
+	if c.Lease == 0 {
+		c.Lease = 30 * time.Second
+	}
+	if c.Tick == 0 {
+		c.Tick = time.Second
+	}
+	return c
+}
+
+// Validate checks c (after WithDefaults) without changing it.
+func (c ClockConfig) Validate() error {
+	switch {
+	case c.Owner == "" || len(c.Owner) > 64:
+		return apperr.BadConfig("Owner", "pk clock: owner %q: must be 1..64 characters", c.Owner)
+	case c.Lease < time.Second || c.Lease > time.Hour:
+		return apperr.BadConfig("Lease", "pk clock: lease %s: must be 1s..1h", c.Lease)
+	case c.Tick <= 0 || c.Tick > c.Lease/2:
+		return apperr.BadConfig("Tick", "pk clock: tick %s: must be positive and at most half the lease (%s)", c.Tick, c.Lease)
+	}
+	return nil
+}
+
+// Clock owns the battles' time: every Tick it expires lapsed
+// invitations, ends the battles whose time is up or one of whose rooms
+// closed or was banned, settling each once, and tells the rooms what they
+// were not told yet. Any number of processes may run one; each battle is
+// advanced by the one holding its lease.
+type Clock struct {
+	svc      *Service
+	progress Progress
+	cfg      ClockConfig
+}
+
+// Progress says how far the scoring durable has got (the activities'
+// activity.DurableProgress, on the durable pk): Passed reports whether
+// every event of appCode committed at or before atMs has been scored.
+type Progress interface {
+	Passed(ctx context.Context, appCode string, atMs int64) (bool, error)
+}
+
+// NewClock returns the Clock of svc's battles. A battle whose time is up
+// is settled once progress has passed its end, so that every gift of its
+// window is in its scores (nil: at once, for a deployment without the
+// scorer).
+func NewClock(svc *Service, progress Progress, cfg ClockConfig) (*Clock, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if svc == nil {
+		return nil, apperr.BadConfig("Service", "pk clock: service is required")
+	}
+	return &Clock{svc: svc, progress: progress, cfg: cfg}, nil
+}
+
+// Run advances the battles every Tick until ctx ends. Errors are logged;
+// the next round tries again.
+func (c *Clock) Run(ctx context.Context) error {
+	t := time.NewTicker(c.cfg.Tick)
+	defer t.Stop()
+	for {
+		if err := c.Round(ctx); err != nil && ctx.Err() == nil {
+			c.svc.log.Warn("pk clock round failed", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// maxDue bounds the battles one round looks at.
+const maxDue = 500
+
+// Round runs one round over the battles with something due whose lease
+// this process holds or can take. It returns the first error after trying
+// every one.
+func (c *Clock) Round(ctx context.Context) error {
+	due, err := c.due(ctx)
+	if err != nil {
+		return err
+	}
+	var first error
+	for _, d := range due {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if err := c.advance(ctx, d[0], d[1]); err != nil {
+			c.svc.log.Warn("pk clock: battle not advanced", "app_code", d[0], "battle_id", d[1], "err", err)
+			if first == nil {
+				first = err
+			}
+		}
+	}
+	return first
+}
+
+// due lists (app_code, battle_id) of the battles with something to do: an
+// invitation past its expiry, a running battle past its end, not yet told
+// to both rooms, or with a room no longer active, an ended battle not yet
+// told to both rooms.
+func (c *Clock) due(ctx context.Context) ([][2]string, error) {
+	now := c.svc.now().UnixMilli()
+	rows, err := c.svc.db.QueryContext(ctx, `SELECT app_code, battle_id FROM pk_battles WHERE status = 'pending' AND invite_expires_at_ms <= ?
+		UNION SELECT app_code, battle_id FROM pk_battles WHERE status IN ('running', 'ending')
+			AND (ends_at_ms <= ? OR notified & 3 <> 3 OR score_seq > told_seq)
+		UNION SELECT b.app_code, b.battle_id FROM pk_battles b JOIN rooms r ON r.app_code = b.app_code
+			AND r.room_id IN (b.room_id, b.opponent_room_id) WHERE b.status = 'running' AND r.status <> 'active'
+		UNION SELECT app_code, battle_id FROM pk_battles WHERE status = 'ended' AND notified & 12 <> 12
+		LIMIT ?`, now, now, maxDue)
+	if err != nil {
+		return nil, fmt.Errorf("pk clock: list due: %w", err)
+	}
+	defer rows.Close()
+	var out [][2]string
+	for rows.Next() {
+		var d [2]string
+		if err := rows.Scan(&d[0], &d[1]); err != nil {
+			return nil, fmt.Errorf("pk clock: list due: %w", err)
+		}
+		out = append(out, d)
+	}
+	return out, rows.Err()
+}
+
+// takeLease takes (or renews) battleID's lease for this clock, when it is
+// free, lapsed or ours, and reports whether it holds it.
+func (c *Clock) takeLease(ctx context.Context, battleID string) (bool, error) {
+	now := c.svc.now().UnixMilli()
+	res, err := c.svc.db.ExecContext(ctx, `UPDATE pk_battles SET clock_owner = ?, clock_lease_until_ms = GREATEST(?, clock_lease_until_ms + 1)
+		WHERE battle_id = ? AND (clock_owner = ? OR clock_owner = '' OR clock_lease_until_ms < ?)`,
+		c.cfg.Owner, now+c.cfg.Lease.Milliseconds(), battleID, c.cfg.Owner, now)
+	if err != nil {
+		return false, fmt.Errorf("pk battle %s: take lease: %w", battleID, err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return false, fmt.Errorf("pk battle %s: take lease: %w", battleID, err)
+	}
+	return n == 1, nil
+}
+
+// advance does what is due for one battle, under its lease.
+func (c *Clock) advance(ctx context.Context, app, battleID string) error {
+	held, err := c.takeLease(ctx, battleID)
+	if err != nil || !held {
+		return err
+	}
+	s := c.svc
+	b, err := readBattle(ctx, s.db, app, battleID, false)
+	if err != nil {
+		return fmt.Errorf("pk battle %s: read: %w", battleID, err)
+	}
+	now := s.now().UnixMilli()
+	switch b.Status {
+	case StatusPending:
+		if now >= b.InviteExpiresAtMs {
+			err := mysqldb.Update(ctx, s.db, func(tx *sql.Tx) error { return finishPending(ctx, tx, battleID, StatusExpired, now) })
+			if err != nil {
+				return fmt.Errorf("pk battle %s: expire: %w", battleID, err)
+			}
+		}
+		return nil
+	case StatusRunning, StatusEnding:
+		if b.Status == StatusRunning {
+			closed, err := c.closedRooms(ctx, b)
+			if err != nil {
+				return err
+			}
+			if len(closed) > 0 {
+				loser := ""
+				if len(closed) == 1 {
+					loser = closed[0]
+				}
+				if b, _, err = s.stop(ctx, app, battleID, roomevent.PKReasonRoomClosed, loser); err != nil {
+					return err
+				}
+				now = max(now, b.EndsAtMs)
+			}
+		}
+		if now >= b.EndsAtMs {
+			scored, err := c.scored(ctx, b)
+			if err != nil {
+				return err
+			}
+			if scored {
+				if b, _, err = s.settle(ctx, app, battleID, roomevent.PKReasonTimeUp, ""); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	if b, err = s.notify(ctx, b); err != nil {
+		return err
+	}
+	if (b.Status == StatusRunning || b.Status == StatusEnding) && b.scoreSeq > b.toldSeq {
+		return s.pushScore(ctx, b)
+	}
+	return nil
+}
+
+// scored reports whether every gift of b's window has been scored.
+func (c *Clock) scored(ctx context.Context, b Battle) (bool, error) {
+	if c.progress == nil {
+		return true, nil
+	}
+	ok, err := c.progress.Passed(ctx, b.appCode, b.EndsAtMs)
+	if err != nil {
+		return false, fmt.Errorf("pk battle %s: scoring progress: %w", b.BattleID, err)
+	}
+	return ok, nil
+}
+
+// closedRooms lists b's rooms that are closed or banned (the rooms rows,
+// which every close and ban writes in its command's transaction).
+func (c *Clock) closedRooms(ctx context.Context, b Battle) ([]string, error) {
+	rows, err := c.svc.db.QueryContext(ctx, `SELECT room_id FROM rooms WHERE app_code = ? AND room_id IN (?, ?) AND status <> 'active'
+		ORDER BY room_id = ? DESC`, b.appCode, b.RoomID, b.OpponentRoomID, b.RoomID)
+	if err != nil {
+		return nil, fmt.Errorf("pk battle %s: rooms' status: %w", b.BattleID, err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, fmt.Errorf("pk battle %s: rooms' status: %w", b.BattleID, err)
+		}
+		out = append(out, id)
+	}
+	return out, rows.Err()
+}

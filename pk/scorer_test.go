@@ -1,0 +1,77 @@
+package pk_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"voiceroom/bus"
+	"voiceroom/internal/testenv"
+	"voiceroom/pk"
+)
+
+// TestScorerOnItsDurable: the scorer reads its own durable (gifts only),
+// and a gift that reaches the stream twice (a replay: the same event id
+// under another message id) counts once.
+func TestScorerOnItsDurable(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	conn := testenv.NewJetStream(t)
+	js := conn.JetStream()
+	if err := bus.Provision(ctx, js, bus.StreamConfig{}, bus.ConsumerConfig{Durable: bus.DurablePK, FilterSubject: bus.PKFilterSubject,
+		MaxDeliver: -1}.WithDefaults()); err != nil {
+		t.Fatal(err)
+	}
+	scorer, err := pk.NewScorer(h.db, js, bus.ConsumerRunConfig{Durable: bus.DurablePK, MaxDeliver: -1}, nil, testenv.Logger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- scorer.Run(runCtx) }()
+	t.Cleanup(func() { stop(); <-done })
+
+	a, b := h.room(t, app, 1), h.room(t, app, 2)
+	inv, err := h.svc.Invite(ctx, app, 1, a, pk.Invitation{OpponentRoomID: b, DurationSeconds: 60})
+	if err != nil {
+		t.Fatal(err)
+	}
+	battle, err := h.svc.Accept(ctx, app, 2, inv.BattleID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub := testenv.NewPublisher(t, conn)
+	twice := gift(t, b, 12, 40, battle.StartsAtMs+1)
+	for _, env := range []bus.Envelope{gift(t, a, 11, 25, battle.StartsAtMs), twice} {
+		if _, err := pub.Publish(ctx, env); err != nil {
+			t.Fatal(err)
+		}
+	}
+	msg, err := twice.Message()
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg.ID += "-again" // past the stream's de-duplication: delivered again
+	if _, err := pub.PublishMessage(ctx, msg); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 20*time.Second, func() error { // all three handled
+		cons, err := js.Consumer(ctx, bus.StreamName, bus.DurablePK)
+		if err != nil {
+			return err
+		}
+		info, err := cons.Info(ctx)
+		if err != nil {
+			return err
+		}
+		if info.NumPending != 0 || info.NumAckPending != 0 || info.AckFloor.Stream < 3 {
+			return fmt.Errorf("durable: %d pending, %d unacked, ack floor %d", info.NumPending, info.NumAckPending, info.AckFloor.Stream)
+		}
+		return nil
+	})
+	got, err := h.svc.Get(ctx, app, inv.BattleID)
+	if err != nil || got.RoomScore != 25 || got.OpponentScore != 40 {
+		t.Fatalf("scores %d:%d, want 25:40 (%v)", got.RoomScore, got.OpponentScore, err)
+	}
+}
