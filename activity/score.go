@@ -197,10 +197,6 @@ type event struct {
 	gift   roomevent.GiftSent
 	micOp  micOp
 	userID int64 // the speaker of a mic event
-	// seatEnd: the event ends the user's seat (RoomMicDown, RoomUserLeft
-	// from a seat, RoomMicChanged): an end that finds no session open is
-	// recorded for its RoomMicUp still to come (score_mic.go).
-	seatEnd bool
 }
 
 // micOp is what a mic event does to a speaker's session.
@@ -224,26 +220,24 @@ func decodeEvent(env bus.Envelope) (event, error) {
 	ev.card = card
 	var body any
 	var user *int64
-	var leftSeat *int // a RoomUserLeft's seat: -1 for a listener
 	switch env.EventType {
 	case roomevent.RoomGiftSent:
 		body = &ev.gift
 	case roomevent.RoomMicUp, roomevent.RoomMicDown:
 		var b roomevent.MicMoved
-		body, ev.micOp, ev.seatEnd = &b, micClose, true
+		body, ev.micOp = &b, micClose
 		if env.EventType == roomevent.RoomMicUp {
-			ev.micOp, ev.seatEnd = micOpen, false
+			ev.micOp = micOpen
 		}
 		user = &b.UserID
 	case roomevent.RoomMicChanged:
 		var b roomevent.MicChanged
-		body, ev.micOp, ev.seatEnd = &b, micReopen, true
+		body, ev.micOp = &b, micReopen
 		user = &b.UserID
 	case roomevent.RoomUserLeft:
 		var b roomevent.UserLeft
 		body, ev.micOp = &b, micClose
 		user = &b.UserID
-		leftSeat = &b.SeatIndex
 	case roomevent.RoomUserKicked:
 		var b roomevent.UserKicked
 		body, ev.micOp = &b, micClose
@@ -257,9 +251,6 @@ func decodeEvent(env bus.Envelope) (event, error) {
 	}
 	if user != nil {
 		ev.userID = *user
-	}
-	if leftSeat != nil {
-		ev.seatEnd = *leftSeat >= 0
 	}
 	if env.EventType == roomevent.RoomGiftSent && (ev.gift.SenderUserID <= 0 || ev.gift.ReceiverUserID <= 0 || ev.gift.Value < 0) {
 		return ev, fmt.Errorf("event %s (%s): a gift needs a sender, a receiver and a value of 0 or more", env.EventID, env.EventType)

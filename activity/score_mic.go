@@ -22,25 +22,15 @@ import (
 // [max(since, starts_at), min(end, ends_at)) to the speaker's score,
 // split over the task's days or weeks. A session still open at the
 // window's end is closed by CloseMicSessions, which settlement calls.
-// A seat's end scored before its start (the RoomMicUp redelivered behind
-// it, after a process was killed or by another instance of the durable)
-// is a row of activity_mic_ends; the start, when it comes, pairs with the
-// first such end after it in the room (recordEndTx, takeEndTx), so a
-// seat's seconds do not depend on the order its events are scored in.
 
 // openMicTx opens ev's speaker's session in a (its activity_seen row is
 // written); a seat change first closes the session it ends.
 func (s *Scorer) openMicTx(ctx context.Context, tx *sql.Tx, a Activity, ev event, now int64) (string, []raisedEntry, error) {
 	var raised []raisedEntry
 	if ev.micOp == micReopen {
-		r, closed, err := s.closeSessionTx(ctx, tx, a, ev.env.AppCode, ev.env.RoomID, ev.userID, ev.env.OccurredAtMs, ev.env.RoomVersion, now)
+		r, err := s.closeSessionTx(ctx, tx, a, ev.env.AppCode, ev.env.RoomID, ev.userID, ev.env.OccurredAtMs, ev.env.RoomVersion, now)
 		if err != nil {
 			return "", nil, err
-		}
-		if !closed {
-			if err := recordEndTx(ctx, tx, a, ev); err != nil {
-				return "", nil, err
-			}
 		}
 		raised = r
 		if ev.env.OccurredAtMs >= a.EndsAtMs || !inRegions(a, ev.card.VisibleRegionID) {
@@ -49,17 +39,6 @@ func (s *Scorer) openMicTx(ctx context.Context, tx *sql.Tx, a Activity, ev event
 	}
 	if ev.userID <= 0 {
 		return resultScored, raised, nil
-	}
-	// The seat ended already (its end came first, and found no session
-	// open): the session is [this start, that end), whole.
-	if endMs, ok, err := takeEndTx(ctx, tx, a, ev); err != nil {
-		return "", nil, err
-	} else if ok {
-		r, err := s.addSessionTx(ctx, tx, a, ev.env.AppCode, ev.userID, ev.env.OccurredAtMs, endMs, now)
-		if err != nil {
-			return "", nil, err
-		}
-		return resultScored, append(raised, r...), nil
 	}
 	// A session already open (a RoomMicUp not closed: a missed end) keeps
 	// its start.
@@ -125,46 +104,34 @@ func (s *Scorer) closeMicTx(ctx context.Context, tx *sql.Tx, a Activity, ev even
 			}
 			closed = true
 		}
-		r, _, err := s.closeSessionTx(ctx, tx, a, ev.env.AppCode, ev.env.RoomID, u, ev.env.OccurredAtMs, ev.env.RoomVersion, now)
+		r, err := s.closeSessionTx(ctx, tx, a, ev.env.AppCode, ev.env.RoomID, u, ev.env.OccurredAtMs, ev.env.RoomVersion, now)
 		if err != nil {
 			return "", nil, err
 		}
 		raised = append(raised, r...)
 	}
 	if !closed {
-		if ev.seatEnd && ev.micOp == micClose && ev.userID > 0 {
-			if err := recordEndTx(ctx, tx, a, ev); err != nil {
-				return "", nil, err
-			}
-		}
 		return resultScored, nil, nil
 	}
 	return resultScored, raised, nil
 }
 
 // closeSessionTx deletes the open session of user in room opened before
-// room version beforeVersion, if any (closed), and adds its seconds in
-// a's window, up to endMs, to the user's scores.
-func (s *Scorer) closeSessionTx(ctx context.Context, tx *sql.Tx, a Activity, app, room string, user, endMs, beforeVersion, now int64) ([]raisedEntry, bool, error) {
+// room version beforeVersion, if any, and adds its seconds in a's window,
+// up to endMs, to the user's scores.
+func (s *Scorer) closeSessionTx(ctx context.Context, tx *sql.Tx, a Activity, app, room string, user, endMs, beforeVersion, now int64) ([]raisedEntry, error) {
 	var since int64
 	err := tx.QueryRowContext(ctx, `SELECT since_ms FROM activity_mic_open WHERE activity_id = ? AND room_id = ? AND user_id = ? AND since_version < ? FOR UPDATE`,
 		a.ID, room, user, beforeVersion).Scan(&since)
 	if err == sql.ErrNoRows {
-		return nil, false, nil
+		return nil, nil
 	}
 	if err != nil {
-		return nil, false, err
+		return nil, err
 	}
 	if _, err := tx.ExecContext(ctx, `DELETE FROM activity_mic_open WHERE activity_id = ? AND room_id = ? AND user_id = ?`, a.ID, room, user); err != nil {
-		return nil, false, err
+		return nil, err
 	}
-	raised, err := s.addSessionTx(ctx, tx, a, app, user, since, endMs, now)
-	return raised, true, err
-}
-
-// addSessionTx adds the seconds of user's session [since, endMs) in a's
-// window to the user's scores, period by period.
-func (s *Scorer) addSessionTx(ctx context.Context, tx *sql.Tx, a Activity, app string, user, since, endMs, now int64) ([]raisedEntry, error) {
 	var raised []raisedEntry
 	for _, p := range micPieces(s.cal, a, since, endMs) {
 		if p.seconds <= 0 {
@@ -177,42 +144,6 @@ func (s *Scorer) addSessionTx(ctx context.Context, tx *sql.Tx, a Activity, app s
 		raised = append(raised, r)
 	}
 	return raised, nil
-}
-
-// recordEndTx records ev, a seat's end that found no session of its
-// speaker open in a: the RoomMicUp that started the seat has not been
-// scored yet (redelivered behind its end, after a kill or by another
-// instance of the durable). takeEndTx pairs it with that RoomMicUp when
-// it comes. Recording twice is recording once.
-func recordEndTx(ctx context.Context, tx *sql.Tx, a Activity, ev event) error {
-	if ev.env.OccurredAtMs <= a.StartsAtMs || !inRegions(a, ev.card.VisibleRegionID) {
-		return nil // no seat of a's ends there: nothing to pair
-	}
-	_, err := tx.ExecContext(ctx, `INSERT IGNORE INTO activity_mic_ends (activity_id, room_id, user_id, end_version, end_ms)
-		VALUES (?, ?, ?, ?, ?)`, a.ID, ev.env.RoomID, ev.userID, ev.env.RoomVersion, ev.env.OccurredAtMs)
-	return err
-}
-
-// takeEndTx finds the first recorded end of ev's speaker's seat after ev
-// (a RoomMicUp, or a RoomMicChanged's new seat) in the room, by room
-// version, and marks it matched: a seat's start pairs with the first end
-// after it, whatever order the two were scored in.
-func takeEndTx(ctx context.Context, tx *sql.Tx, a Activity, ev event) (int64, bool, error) {
-	var version, endMs int64
-	err := tx.QueryRowContext(ctx, `SELECT end_version, end_ms FROM activity_mic_ends WHERE activity_id = ? AND room_id = ? AND user_id = ?
-		AND end_version > ? AND matched = 0 ORDER BY end_version LIMIT 1 FOR UPDATE`, a.ID, ev.env.RoomID, ev.userID, ev.env.RoomVersion).
-		Scan(&version, &endMs)
-	if err == sql.ErrNoRows {
-		return 0, false, nil
-	}
-	if err != nil {
-		return 0, false, err
-	}
-	if _, err := tx.ExecContext(ctx, `UPDATE activity_mic_ends SET matched = 1 WHERE activity_id = ? AND room_id = ? AND user_id = ? AND end_version = ?`,
-		a.ID, ev.env.RoomID, ev.userID, version); err != nil {
-		return 0, false, err
-	}
-	return endMs, true, nil
 }
 
 // micPiece is the part of a session in one period of an activity.
@@ -279,7 +210,7 @@ func CloseMicSessions(ctx context.Context, db *sql.DB, rdb redis.UniversalClient
 		var raised []raisedEntry
 		err := mysqldb.Update(ctx, db, func(tx *sql.Tx) error {
 			var err error
-			raised, _, err = s.closeSessionTx(ctx, tx, a, a.AppCode, x.room, x.user, a.EndsAtMs, math.MaxInt64, s.cfg.Now().UnixMilli())
+			raised, err = s.closeSessionTx(ctx, tx, a, a.AppCode, x.room, x.user, a.EndsAtMs, math.MaxInt64, s.cfg.Now().UnixMilli())
 			return err
 		})
 		if err != nil {
@@ -289,10 +220,6 @@ func CloseMicSessions(ctx context.Context, db *sql.DB, rdb redis.UniversalClient
 		if err := s.writeBoards(ctx, raised); err != nil {
 			s.log.Warn("activity: board write failed after ending mic sessions", "activity_id", a.ID, "error", err)
 		}
-	}
-	// The seats' ends recorded for starts still to come: none comes now.
-	if _, err := db.ExecContext(ctx, `DELETE FROM activity_mic_ends WHERE activity_id = ?`, a.ID); err != nil {
-		return n, fmt.Errorf("activity %d: recorded seat ends: %w", a.ID, err)
 	}
 	return n, nil
 }

@@ -121,46 +121,6 @@ func TestMicSeconds(t *testing.T) {
 	e.mustEqualScores(id, start, want)
 }
 
-// TestMicSecondsInAnyOrder: a seat's start scored after its end (the
-// RoomMicUp redelivered behind the room's later events, after a scorer
-// was killed or by another instance) counts the seat's seconds as in
-// order: the end, finding nothing open, is recorded, and the start pairs
-// with the first recorded end after it. Redelivered again, nothing
-// changes.
-func TestMicSecondsInAnyOrder(t *testing.T) {
-	e := newScoreEnv(t, nil)
-	start, end := t0+hour, t0+10*hour
-	id := e.activity(Activity{Metric: MicSeconds, StartsAtMs: start, EndsAtMs: end})
-	s := e.newScorer(e.rdb)
-	r := e.room("a1", 11, 1)
-	at := func(m int64) int64 { return start + m*60*sec }
-	// 1: up, down (10 min), up, down (5 min): scored down, up, down, up.
-	up1, down1 := e.mic(r, roomevent.RoomMicUp, 1, at(0)), e.mic(r, roomevent.RoomMicDown, 1, at(10))
-	up2, down2 := e.mic(r, roomevent.RoomMicUp, 1, at(20)), e.mic(r, roomevent.RoomMicDown, 1, at(25))
-	// 2: up, seat change after 3 min, leaves from the seat 4 min later:
-	// scored change, leave, up.
-	up3 := e.mic(r, roomevent.RoomMicUp, 2, at(0))
-	change := e.event(r, roomevent.RoomMicChanged, roomevent.MicChanged{UserID: 2, FromSeatIndex: 1, ToSeatIndex: 2}, at(3))
-	left := e.event(r, roomevent.RoomUserLeft, roomevent.UserLeft{UserID: 2, Reason: roomevent.LeaveReasonLeave, SeatIndex: 2}, at(7))
-	// 3: a listener leaves (no seat), then takes a seat for 2 min: the
-	// leave is no seat's end and pairs with nothing.
-	listenerLeft := e.event(r, roomevent.RoomUserLeft, roomevent.UserLeft{UserID: 3, Reason: roomevent.LeaveReasonLeave, SeatIndex: -1}, at(1))
-	up4, down4 := e.mic(r, roomevent.RoomMicUp, 3, at(30)), e.mic(r, roomevent.RoomMicDown, 3, at(32))
-	e.mustScore(s, down1, up2, down2, up1, change, left, up3, listenerLeft, down4, up4)
-	want := map[string]int64{"1": 900, "2": 420, "3": 120}
-	e.mustEqualScores(id, start, want)
-	e.mustScore(s, up1, down1, up2, down2, up3, change, left, up4, down4) // redelivered
-	e.mustEqualScores(id, start, want)
-	if n, err := CloseMicSessions(context.Background(), e.db, e.rdb, e.cfg, e.get(id)); err != nil || n != 0 {
-		t.Fatalf("close mic sessions: %d %v, want none open", n, err)
-	}
-	e.mustEqualScores(id, start, want)
-	var left2 int
-	if err := e.db.QueryRow(`SELECT COUNT(*) FROM activity_mic_ends WHERE activity_id = ?`, id).Scan(&left2); err != nil || left2 != 0 {
-		t.Fatalf("recorded ends after the freeze: %d %v, want 0", left2, err)
-	}
-}
-
 // TestMicSecondsSplitOverDays: a session across local midnight counts in
 // each day of a daily task, in the app's time zone.
 func TestMicSecondsSplitOverDays(t *testing.T) {
