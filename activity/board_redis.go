@@ -145,6 +145,12 @@ func (c *boardCache) keys(activityID, periodStartMs int64) []string {
 	return []string{base + ":z", base + ":h"}
 }
 
+// drop deletes one board from Redis: the next read rebuilds it from
+// MySQL (for an entry that went down, which raise cannot write).
+func (c *boardCache) drop(ctx context.Context, activityID, periodStartMs int64) error {
+	return c.rdb.Del(ctx, c.keys(activityID, periodStartMs)...).Err()
+}
+
 // raise writes entries (each at least its current value) into one
 // board, whose period ends at periodEndMs; filled marks it filled.
 func (c *boardCache) raise(ctx context.Context, activityID, periodStartMs, periodEndMs int64, entries []Entry, filled bool) error {

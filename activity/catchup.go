@@ -37,8 +37,8 @@ import (
 //  3. it reads on up to D (or the app's end of stream after D was read)
 //     and writes joined. Every event up to D that a stale live list
 //     skipped is scored here; the events in (L, D] that both score count
-//     once (their activity_seen rows; a mic end scored twice out of order
-//     ends only a session opened before it: closeMicTx).
+//     once (their activity_seen rows; mic_seconds pairs a speaker's seat
+//     events in room order whatever order they are scored in: micTx).
 //
 // Settlement does not freeze an activity before it joined.
 

@@ -37,9 +37,9 @@
 //     live_from_seq = L: the live durable scores it above L once its list
 //     is read again; the read back goes on until every live list is
 //     newer than the joining, then up to the durable's last delivered
-//     sequence, and writes joined. activity_seen counts the overlap once;
-//     a mic end ends only a session opened by an earlier event of its room
-//     (since_version), so the overlap's order is safe. Settlement freezes
+//     sequence, and writes joined. activity_seen counts the overlap once,
+//     and mic_seconds pairs a speaker's seat events in room order whatever
+//     order they are scored in (score_mic.go). Settlement freezes
 //     only catch-up states none and joined.
 //   - Boards and progress (board.go): reads for users, from Redis, or from
 //     MySQL when Redis is down. Ties go to whoever reached the score first.

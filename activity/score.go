@@ -197,6 +197,9 @@ type event struct {
 	gift   roomevent.GiftSent
 	micOp  micOp
 	userID int64 // the speaker of a mic event
+	// seatEnd: a micClose that may end a seat (RoomMicDown,
+	// RoomUserKicked, RoomUserLeft from a seat; not a listener's leave).
+	seatEnd bool
 }
 
 // micOp is what a mic event does to a speaker's session.
@@ -220,14 +223,15 @@ func decodeEvent(env bus.Envelope) (event, error) {
 	ev.card = card
 	var body any
 	var user *int64
+	var leftSeat *int // a RoomUserLeft's seat: -1 for a listener
 	switch env.EventType {
 	case roomevent.RoomGiftSent:
 		body = &ev.gift
 	case roomevent.RoomMicUp, roomevent.RoomMicDown:
 		var b roomevent.MicMoved
-		body, ev.micOp = &b, micClose
+		body, ev.micOp, ev.seatEnd = &b, micClose, true
 		if env.EventType == roomevent.RoomMicUp {
-			ev.micOp = micOpen
+			ev.micOp, ev.seatEnd = micOpen, false
 		}
 		user = &b.UserID
 	case roomevent.RoomMicChanged:
@@ -237,10 +241,10 @@ func decodeEvent(env bus.Envelope) (event, error) {
 	case roomevent.RoomUserLeft:
 		var b roomevent.UserLeft
 		body, ev.micOp = &b, micClose
-		user = &b.UserID
+		user, leftSeat = &b.UserID, &b.SeatIndex
 	case roomevent.RoomUserKicked:
 		var b roomevent.UserKicked
-		body, ev.micOp = &b, micClose
+		body, ev.micOp, ev.seatEnd = &b, micClose, true
 		user = &b.UserID
 	case roomevent.RoomClosed, roomevent.RoomBanned:
 		ev.micOp = micCloseRoom
@@ -251,6 +255,9 @@ func decodeEvent(env bus.Envelope) (event, error) {
 	}
 	if user != nil {
 		ev.userID = *user
+	}
+	if leftSeat != nil {
+		ev.seatEnd = *leftSeat >= 0
 	}
 	if env.EventType == roomevent.RoomGiftSent && (ev.gift.SenderUserID <= 0 || ev.gift.ReceiverUserID <= 0 || ev.gift.Value < 0) {
 		return ev, fmt.Errorf("event %s (%s): a gift needs a sender, a receiver and a value of 0 or more", env.EventID, env.EventType)
@@ -317,6 +324,9 @@ func (ev event) giftScore(a Activity) (string, int64) {
 type raisedEntry struct {
 	activityID, periodStartMs, periodEndMs int64
 	entry                                  Entry
+	// lowered: the entry went down (a mic_seconds correction); the
+	// board, which Redis only raises, is dropped and rebuilt from MySQL.
+	lowered bool
 }
 
 // scoreTx scores ev for a inside tx: the activity must still be open,
@@ -337,9 +347,8 @@ func (s *Scorer) scoreTx(ctx context.Context, tx *sql.Tx, a Activity, ev event, 
 // live durable's scoreTx, or the read back's fence): the per-event code
 // both share. ev counts only if it is not seen yet for a.
 func (s *Scorer) countTx(ctx context.Context, tx *sql.Tx, a Activity, ev event, now int64) (string, []raisedEntry, error) {
-	if a.Metric == MicSeconds && ev.micOp != micOpen && ev.micOp != micReopen {
-		// A close needs a seen row only if it closes something.
-		return s.closeMicTx(ctx, tx, a, ev, now)
+	if a.Metric == MicSeconds {
+		return s.micTx(ctx, tx, a, ev, now)
 	}
 	res, err := tx.ExecContext(ctx, `INSERT IGNORE INTO activity_seen (activity_id, event_id) VALUES (?, ?)`, a.ID, ev.env.EventID)
 	if err != nil {
@@ -349,9 +358,6 @@ func (s *Scorer) countTx(ctx context.Context, tx *sql.Tx, a Activity, ev event, 
 		return "", nil, err
 	} else if n == 0 {
 		return s.duplicateTx(ctx, tx, a, ev)
-	}
-	if a.Metric == MicSeconds {
-		return s.openMicTx(ctx, tx, a, ev, now)
 	}
 	subject, v := ev.giftScore(a)
 	r, err := s.addTx(ctx, tx, a, ev.env.AppCode, subject, ev.card.OwnerUserID, ev.env.OccurredAtMs, v, ev.env.OccurredAtMs, now)
@@ -449,6 +455,12 @@ func (s *Scorer) writeBoards(ctx context.Context, raised []raisedEntry) error {
 		return nil
 	}
 	for _, r := range raised {
+		if r.lowered {
+			if err := s.boards.drop(ctx, r.activityID, r.periodStartMs); err != nil {
+				return err
+			}
+			continue
+		}
 		if err := s.boards.raise(ctx, r.activityID, r.periodStartMs, r.periodEndMs, []Entry{r.entry}, false); err != nil {
 			return err
 		}

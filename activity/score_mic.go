@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 
 	"github.com/redis/go-redis/v9"
@@ -16,134 +17,312 @@ import (
 // mic_seconds pairs a speaker's RoomMicUp with whatever ends that seat:
 // RoomMicDown (also a seat's lock, which takes its speaker down first),
 // RoomMicChanged (the seat ends and the next one starts at once),
-// RoomUserLeft (leave, sweep, kick, ban, close), RoomUserKicked, and
-// RoomClosed or RoomBanned (every session of the room). An open session
-// is a row of activity_mic_open; its end adds the seconds of
-// [max(since, starts_at), min(end, ends_at)) to the speaker's score,
-// split over the task's days or weeks. A session still open at the
-// window's end is closed by CloseMicSessions, which settlement calls.
+// RoomUserLeft from a seat (leave, sweep, kick, ban, close),
+// RoomUserKicked, and RoomClosed or RoomBanned (every seat of the room).
+// A session [start, end) adds the seconds of [max(start, starts_at),
+// min(end, ends_at)) to the speaker's score, split over the task's days or
+// weeks. A session still open at the window's end is ended there by
+// CloseMicSessions, which settlement calls.
+//
+// The pairing does not depend on the order the events are scored in: an
+// event redelivered behind the room's later ones (a scorer killed before
+// it acknowledged, several scorers on the durable, a read back beside
+// the live durable) counts as if it had come in order. Each seat event
+// of a speaker (and each room-wide end, user 0) is a row of
+// activity_mic_seats; a new row's effect is the speaker's seconds
+// computed from all their rows in room order (room_version) minus those
+// computed without it, period by period, added to the scores (a
+// correction may lower a score; the board in Redis is then dropped and
+// rebuilt from MySQL). activity_mic_open holds each speaker's session
+// still open in that order (read by CloseMicSessions and the tests).
 
-// openMicTx opens ev's speaker's session in a (its activity_seen row is
-// written); a seat change first closes the session it ends.
-func (s *Scorer) openMicTx(ctx context.Context, tx *sql.Tx, a Activity, ev event, now int64) (string, []raisedEntry, error) {
-	var raised []raisedEntry
-	if ev.micOp == micReopen {
-		r, err := s.closeSessionTx(ctx, tx, a, ev.env.AppCode, ev.env.RoomID, ev.userID, ev.env.OccurredAtMs, ev.env.RoomVersion, now)
+// seatKind is what a row of activity_mic_seats does to its speaker's seat.
+type seatKind int
+
+const (
+	seatStart  seatKind = 1 // RoomMicUp
+	seatEnd    seatKind = 2 // RoomMicDown, RoomUserLeft from a seat, RoomUserKicked, a room's close or ban, the window's end
+	seatChange seatKind = 3 // RoomMicChanged: the seat ends and the next one starts
+)
+
+// seatRow is one row of activity_mic_seats (user 0: the room's).
+type seatRow struct {
+	user, version int64
+	kind          seatKind
+	atMs          int64
+}
+
+// micTx scores ev, a mic event that counts for a, inside tx (its
+// activity_seen row not written yet).
+func (s *Scorer) micTx(ctx context.Context, tx *sql.Tx, a Activity, ev event, now int64) (string, []raisedEntry, error) {
+	var kind seatKind
+	switch ev.micOp {
+	case micOpen:
+		kind = seatStart
+	case micReopen:
+		kind = seatChange
+		if ev.env.OccurredAtMs >= a.EndsAtMs || !inRegions(a, ev.card.VisibleRegionID) {
+			kind = seatEnd // the next seat does not count
+		}
+	case micClose, micCloseRoom:
+		kind = seatEnd
+	default:
+		return resultScored, nil, nil
+	}
+	user := ev.userID
+	if ev.micOp == micCloseRoom {
+		user = 0
+	} else if user <= 0 || (ev.micOp == micClose && !ev.seatEnd) {
+		return resultScored, nil, nil // a listener's leave: no seat ends
+	}
+	if kind == seatEnd {
+		// An end counts where a start of the room may: in a's regions (a
+		// room's start elsewhere never counted) or after a row of the
+		// speaker's (the room moved).
+		q, args := `SELECT EXISTS (SELECT 1 FROM activity_mic_seats WHERE activity_id = ? AND room_id = ? AND user_id IN (?, 0))`, []any{a.ID, ev.env.RoomID, user}
+		if user == 0 { // a room's close: any speaker's row
+			q, args = `SELECT EXISTS (SELECT 1 FROM activity_mic_seats WHERE activity_id = ? AND room_id = ?)`, args[:2]
+		}
+		var any int
+		err := tx.QueryRowContext(ctx, q, args...).Scan(&any)
 		if err != nil {
 			return "", nil, err
 		}
-		raised = r
-		if ev.env.OccurredAtMs >= a.EndsAtMs || !inRegions(a, ev.card.VisibleRegionID) {
-			return resultScored, raised, nil
+		if any == 0 && !inRegions(a, ev.card.VisibleRegionID) {
+			return resultScored, nil, nil
 		}
 	}
-	if ev.userID <= 0 {
-		return resultScored, raised, nil
+	res, err := tx.ExecContext(ctx, `INSERT IGNORE INTO activity_seen (activity_id, event_id) VALUES (?, ?)`, a.ID, ev.env.EventID)
+	if err != nil {
+		return "", nil, err
 	}
-	// A session already open (a RoomMicUp not closed: a missed end) keeps
-	// its start.
-	if _, err := tx.ExecContext(ctx, `INSERT IGNORE INTO activity_mic_open (activity_id, room_id, user_id, since_ms, since_version) VALUES (?, ?, ?, ?, ?)`,
-		a.ID, ev.env.RoomID, ev.userID, ev.env.OccurredAtMs, ev.env.RoomVersion); err != nil {
+	if n, err := res.RowsAffected(); err != nil {
+		return "", nil, err
+	} else if n == 0 {
+		return s.duplicateTx(ctx, tx, a, ev)
+	}
+	raised, _, err := s.seatTx(ctx, tx, a, ev.env.AppCode, ev.env.RoomID, user, seatRow{user: user, version: ev.env.RoomVersion, kind: kind, atMs: ev.env.OccurredAtMs}, now)
+	if err != nil {
 		return "", nil, err
 	}
 	return resultScored, raised, nil
 }
 
-// closeMicTx ends the sessions ev ends in a: those opened by an earlier
-// event of the room (a smaller room_version). It writes an activity_seen
-// row only when it ends one: an end with nothing open changes nothing,
-// however often it comes. An end scored again out of order (at the seam
-// of a read back, the read back and the live durable both see it, each in
-// the room's order but one ahead of the other) therefore either finds
-// its seen row (it ended something the first time) or finds nothing to
-// end: a session opened later in the room has a greater version.
-func (s *Scorer) closeMicTx(ctx context.Context, tx *sql.Tx, a Activity, ev event, now int64) (string, []raisedEntry, error) {
-	var users []int64
-	if ev.micOp == micCloseRoom {
-		rows, err := tx.QueryContext(ctx, `SELECT user_id FROM activity_mic_open WHERE activity_id = ? AND room_id = ? AND since_version < ?
-			ORDER BY user_id FOR UPDATE`, a.ID, ev.env.RoomID, ev.env.RoomVersion)
-		if err != nil {
-			return "", nil, err
+// seatTx inserts row for user (0: every speaker of the room) in room and
+// adds the difference it makes to each speaker's seconds. inserted is
+// false when the row was there already (nothing changes).
+func (s *Scorer) seatTx(ctx context.Context, tx *sql.Tx, a Activity, app, room string, user int64, row seatRow, now int64) ([]raisedEntry, bool, error) {
+	res, err := tx.ExecContext(ctx, `INSERT IGNORE INTO activity_mic_seats (activity_id, room_id, user_id, room_version, kind, at_ms)
+		VALUES (?, ?, ?, ?, ?, ?)`, a.ID, room, user, row.version, int(row.kind), row.atMs)
+	if err != nil {
+		return nil, false, err
+	}
+	if n, err := res.RowsAffected(); err != nil || n == 0 {
+		return nil, false, err
+	}
+	users := []int64{user}
+	if user == 0 {
+		if users, err = seatUsers(ctx, tx, a.ID, room); err != nil {
+			return nil, false, err
 		}
-		for rows.Next() {
-			var u int64
-			if err := rows.Scan(&u); err != nil {
-				rows.Close()
-				return "", nil, err
-			}
-			users = append(users, u)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return "", nil, err
-		}
-	} else if ev.userID > 0 {
-		users = []int64{ev.userID}
 	}
 	var raised []raisedEntry
-	closed := false
 	for _, u := range users {
-		var since int64
-		err := tx.QueryRowContext(ctx, `SELECT since_ms FROM activity_mic_open WHERE activity_id = ? AND room_id = ? AND user_id = ? AND since_version < ? FOR UPDATE`,
-			a.ID, ev.env.RoomID, u, ev.env.RoomVersion).Scan(&since)
-		if err == sql.ErrNoRows {
-			continue
-		}
+		r, err := s.recountTx(ctx, tx, a, app, room, u, row, now)
 		if err != nil {
-			return "", nil, err
-		}
-		if !closed {
-			res, err := tx.ExecContext(ctx, `INSERT IGNORE INTO activity_seen (activity_id, event_id) VALUES (?, ?)`, a.ID, ev.env.EventID)
-			if err != nil {
-				return "", nil, err
-			}
-			if n, err := res.RowsAffected(); err != nil {
-				return "", nil, err
-			} else if n == 0 {
-				return s.duplicateTx(ctx, tx, a, ev)
-			}
-			closed = true
-		}
-		r, err := s.closeSessionTx(ctx, tx, a, ev.env.AppCode, ev.env.RoomID, u, ev.env.OccurredAtMs, ev.env.RoomVersion, now)
-		if err != nil {
-			return "", nil, err
+			return nil, false, err
 		}
 		raised = append(raised, r...)
 	}
-	if !closed {
-		return resultScored, nil, nil
-	}
-	return resultScored, raised, nil
+	return raised, true, nil
 }
 
-// closeSessionTx deletes the open session of user in room opened before
-// room version beforeVersion, if any, and adds its seconds in a's window,
-// up to endMs, to the user's scores.
-func (s *Scorer) closeSessionTx(ctx context.Context, tx *sql.Tx, a Activity, app, room string, user, endMs, beforeVersion, now int64) ([]raisedEntry, error) {
-	var since int64
-	err := tx.QueryRowContext(ctx, `SELECT since_ms FROM activity_mic_open WHERE activity_id = ? AND room_id = ? AND user_id = ? AND since_version < ? FOR UPDATE`,
-		a.ID, room, user, beforeVersion).Scan(&since)
-	if err == sql.ErrNoRows {
-		return nil, nil
-	}
+// seatUsers lists the speakers with rows of their own in room.
+func seatUsers(ctx context.Context, tx *sql.Tx, activityID int64, room string) ([]int64, error) {
+	rows, err := tx.QueryContext(ctx, `SELECT DISTINCT user_id FROM activity_mic_seats WHERE activity_id = ? AND room_id = ? AND user_id > 0
+		ORDER BY user_id`, activityID, room)
 	if err != nil {
 		return nil, err
+	}
+	defer rows.Close()
+	var out []int64
+	for rows.Next() {
+		var u int64
+		if err := rows.Scan(&u); err != nil {
+			return nil, err
+		}
+		out = append(out, u)
+	}
+	return out, rows.Err()
+}
+
+// recountTx applies the difference added, a new row of user's (or of the
+// room's), makes to user's seconds in room, and stores user's session
+// still open.
+func (s *Scorer) recountTx(ctx context.Context, tx *sql.Tx, a Activity, app, room string, user int64, added seatRow, now int64) ([]raisedEntry, error) {
+	rows, err := tx.QueryContext(ctx, `SELECT user_id, room_version, kind, at_ms FROM activity_mic_seats WHERE activity_id = ? AND room_id = ? AND user_id IN (?, 0)
+		ORDER BY room_version, user_id DESC FOR UPDATE`, a.ID, room, user)
+	if err != nil {
+		return nil, err
+	}
+	var all, without []seatRow
+	for rows.Next() {
+		var r seatRow
+		var k int
+		if err := rows.Scan(&r.user, &r.version, &k, &r.atMs); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		r.kind = seatKind(k)
+		all = append(all, r)
+		if r.user != added.user || r.version != added.version {
+			without = append(without, r)
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	after, open := s.seatSeconds(a, all)
+	before, _ := s.seatSeconds(a, without)
+	subject := strconv.FormatInt(user, 10)
+	var raised []raisedEntry
+	for _, ps := range periodKeys(after, before) {
+		d := after[ps].seconds - before[ps].seconds
+		earlier := after[ps].lastEndMs < before[ps].lastEndMs
+		if d == 0 && after[ps].lastEndMs == before[ps].lastEndMs {
+			continue
+		}
+		reached := after[ps].lastEndMs
+		if earlier || d < 0 {
+			reached = 0 // set exactly below, or unchanged
+		}
+		r, err := s.addTx(ctx, tx, a, app, subject, 0, ps, d, reached, now)
+		if err != nil {
+			return nil, err
+		}
+		if earlier {
+			// The room's last session in the period now ends earlier: the
+			// speaker reached the score at the latest end of any room's.
+			others, err := s.otherRoomsLastEnd(ctx, tx, a, room, user, ps)
+			if err != nil {
+				return nil, err
+			}
+			r.entry.ReachedAtMs = max(after[ps].lastEndMs, others)
+			if _, err := tx.ExecContext(ctx, `UPDATE activity_scores SET reached_at_ms = ? WHERE activity_id = ? AND period_start_ms = ? AND subject = ?`,
+				r.entry.ReachedAtMs, a.ID, ps, subject); err != nil {
+				return nil, err
+			}
+		}
+		r.lowered = d < 0 || earlier
+		raised = append(raised, r)
 	}
 	if _, err := tx.ExecContext(ctx, `DELETE FROM activity_mic_open WHERE activity_id = ? AND room_id = ? AND user_id = ?`, a.ID, room, user); err != nil {
 		return nil, err
 	}
-	var raised []raisedEntry
-	for _, p := range micPieces(s.cal, a, since, endMs) {
-		if p.seconds <= 0 {
-			continue
-		}
-		r, err := s.addTx(ctx, tx, a, app, strconv.FormatInt(user, 10), 0, p.atMs, p.seconds, p.endMs, now)
-		if err != nil {
+	if open != nil {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO activity_mic_open (activity_id, room_id, user_id, since_ms, since_version) VALUES (?, ?, ?, ?, ?)`,
+			a.ID, room, user, open.atMs, open.version); err != nil {
 			return nil, err
 		}
-		raised = append(raised, r)
 	}
 	return raised, nil
+}
+
+// otherRoomsLastEnd is the end of user's last session in period ps in
+// the rooms other than room (0 for none).
+func (s *Scorer) otherRoomsLastEnd(ctx context.Context, tx *sql.Tx, a Activity, room string, user, ps int64) (int64, error) {
+	rows, err := tx.QueryContext(ctx, `SELECT room_id, user_id, room_version, kind, at_ms FROM activity_mic_seats
+		WHERE activity_id = ? AND room_id <> ? AND (user_id = ? OR (user_id = 0 AND room_id IN
+			(SELECT room_id FROM activity_mic_seats WHERE activity_id = ? AND user_id = ?)))
+		ORDER BY room_id, room_version, user_id DESC`, a.ID, room, user, a.ID, user)
+	if err != nil {
+		return 0, err
+	}
+	byRoom := map[string][]seatRow{}
+	for rows.Next() {
+		var r seatRow
+		var k int
+		var rm string
+		if err := rows.Scan(&rm, &r.user, &r.version, &k, &r.atMs); err != nil {
+			rows.Close()
+			return 0, err
+		}
+		r.kind = seatKind(k)
+		byRoom[rm] = append(byRoom[rm], r)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return 0, err
+	}
+	var last int64
+	for _, rs := range byRoom {
+		secs, _ := s.seatSeconds(a, rs)
+		last = max(last, secs[ps].lastEndMs)
+	}
+	return last, nil
+}
+
+// periodSeconds is a speaker's seconds in one period of an activity, and
+// the end of their last session in it.
+type periodSeconds struct {
+	seconds, lastEndMs int64
+}
+
+// seatSeconds pairs rows (in room order) into sessions: a start opens
+// one (a start while one is open keeps the first), an end ends the open
+// one, a change ends it and opens the next. It returns the seconds by
+// period start, and the session left open (its start), if any.
+func (s *Scorer) seatSeconds(a Activity, rows []seatRow) (map[int64]periodSeconds, *seatRow) {
+	out := map[int64]periodSeconds{}
+	var open *seatRow
+	add := func(since, end int64) {
+		for _, p := range micPieces(s.cal, a, since, end) {
+			if p.seconds <= 0 {
+				continue
+			}
+			ps, _ := s.period(a, p.atMs)
+			x := out[ps]
+			x.seconds += p.seconds
+			x.lastEndMs = max(x.lastEndMs, p.endMs)
+			out[ps] = x
+		}
+	}
+	for i := range rows {
+		r := rows[i]
+		switch r.kind {
+		case seatStart:
+			if open == nil {
+				open = &rows[i]
+			}
+		case seatEnd:
+			if open != nil {
+				add(open.atMs, r.atMs)
+				open = nil
+			}
+		case seatChange:
+			if open != nil {
+				add(open.atMs, r.atMs)
+			}
+			open = &rows[i]
+		}
+	}
+	return out, open
+}
+
+// periodKeys are the period starts of a and b, in order.
+func periodKeys(a, b map[int64]periodSeconds) []int64 {
+	var out []int64
+	for k := range a {
+		out = append(out, k)
+	}
+	for k := range b {
+		if _, ok := a[k]; !ok {
+			out = append(out, k)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // micPiece is the part of a session in one period of an activity.
@@ -208,15 +387,21 @@ func CloseMicSessions(ctx context.Context, db *sql.DB, rdb redis.UniversalClient
 	n := 0
 	for _, x := range open {
 		var raised []raisedEntry
+		ended := false
 		err := mysqldb.Update(ctx, db, func(tx *sql.Tx) error {
 			var err error
-			raised, err = s.closeSessionTx(ctx, tx, a, a.AppCode, x.room, x.user, a.EndsAtMs, math.MaxInt64, s.cfg.Now().UnixMilli())
+			// The window's end ends the seat, after every event of the
+			// room (the greatest version).
+			raised, ended, err = s.seatTx(ctx, tx, a, a.AppCode, x.room, x.user,
+				seatRow{user: x.user, version: math.MaxInt64, kind: seatEnd, atMs: a.EndsAtMs}, s.cfg.Now().UnixMilli())
 			return err
 		})
 		if err != nil {
 			return n, fmt.Errorf("activity %d: end the mic session of %d in %s: %w", a.ID, x.user, x.room, err)
 		}
-		n++
+		if ended {
+			n++
+		}
 		if err := s.writeBoards(ctx, raised); err != nil {
 			s.log.Warn("activity: board write failed after ending mic sessions", "activity_id", a.ID, "error", err)
 		}

@@ -121,6 +121,66 @@ func TestMicSeconds(t *testing.T) {
 	e.mustEqualScores(id, start, want)
 }
 
+// TestMicSecondsInAnyOrder: a speaker's seat events scored out of room
+// order count as in order. The pattern of a killed scorer: the room's
+// later events are scored first, then the batch it held comes back (a
+// start and end, then a start whose end was among the later events);
+// also a seat change and a leave from a seat scored before their start,
+// a listener's leave, and a room's close scored before its seats'
+// starts. Redelivered again, nothing changes; a correction down (an end
+// scored late, after a later end had closed the seat) lowers the score
+// and the board in Redis follows.
+func TestMicSecondsInAnyOrder(t *testing.T) {
+	e := newScoreEnv(t, nil)
+	start, end := t0+hour, t0+10*hour
+	id := e.activity(Activity{Metric: MicSeconds, StartsAtMs: start, EndsAtMs: end})
+	s := e.newScorer(e.rdb)
+	r, r2 := e.room("a1", 11, 1), e.room("a1", 11, 1)
+	at := func(m int64) int64 { return start + m*60*sec }
+	// 1: up, down (10 min), up, down (5 min); the last down first.
+	up1, down1 := e.mic(r, roomevent.RoomMicUp, 1, at(0)), e.mic(r, roomevent.RoomMicDown, 1, at(10))
+	up2, down2 := e.mic(r, roomevent.RoomMicUp, 1, at(20)), e.mic(r, roomevent.RoomMicDown, 1, at(25))
+	// 2: up, seat change after 3 min, leaves from the seat 4 min later.
+	up3 := e.mic(r, roomevent.RoomMicUp, 2, at(0))
+	change := e.event(r, roomevent.RoomMicChanged, roomevent.MicChanged{UserID: 2, FromSeatIndex: 1, ToSeatIndex: 2}, at(3))
+	left := e.event(r, roomevent.RoomUserLeft, roomevent.UserLeft{UserID: 2, Reason: roomevent.LeaveReasonLeave, SeatIndex: 2}, at(7))
+	// 3: a listener's leave (no seat), then a seat for 2 min.
+	listenerLeft := e.event(r, roomevent.RoomUserLeft, roomevent.UserLeft{UserID: 3, Reason: roomevent.LeaveReasonLeave, SeatIndex: -1}, at(1))
+	up4, down4 := e.mic(r, roomevent.RoomMicUp, 3, at(30)), e.mic(r, roomevent.RoomMicDown, 3, at(32))
+	// 4 and 5 in r2: seats from minute 0 and 1, the room closed at 6.
+	up5, up6 := e.mic(r2, roomevent.RoomMicUp, 4, at(0)), e.mic(r2, roomevent.RoomMicUp, 5, at(1))
+	closed := e.event(r2, roomevent.RoomClosed, roomevent.Closed{ByUserID: 1}, at(6))
+	e.mustScore(s, down2, change, left, listenerLeft, down4, closed)
+	e.mustScore(s, up1, down1, up2, up4, up3, up6, up5)
+	want := map[string]int64{"1": 900, "2": 420, "3": 120, "4": 360, "5": 300}
+	e.mustEqualScores(id, start, want)
+	e.mustScore(s, up1, down1, up2, down2, up3, change, left, up4, down4, up5, up6, closed) // redelivered
+	e.mustEqualScores(id, start, want)
+	if n, err := CloseMicSessions(context.Background(), e.db, e.rdb, e.cfg, e.get(id)); err != nil || n != 0 {
+		t.Fatalf("close mic sessions: %d %v, want none open", n, err)
+	}
+	e.mustEqualScores(id, start, want)
+
+	// 6: up at 40, down at 50 and at 45 (a lock's down, scored late):
+	// 10 min, corrected to 5; the board shows 5.
+	up7, down7 := e.mic(r, roomevent.RoomMicUp, 6, at(40)), e.mic(r, roomevent.RoomMicDown, 6, at(45))
+	down8 := e.mic(r, roomevent.RoomMicDown, 6, at(50))
+	e.mustScore(s, up7, down8)
+	want["6"] = 600
+	e.mustEqualScores(id, start, want)
+	e.mustScore(s, down7)
+	want["6"] = 300
+	e.mustEqualScores(id, start, want)
+	if got := testenv.Scalar[int64](t, e.db, `SELECT reached_at_ms FROM activity_scores WHERE activity_id = ? AND subject = '6'`, id); got != at(45) {
+		t.Errorf("user 6 reached 300 s at %d, want the seat's end %d", got, at(45))
+	}
+	// Redis only raises a board: the lowered one is dropped, for the next
+	// read to rebuild it from MySQL.
+	if n, err := e.rdb.Exists(context.Background(), s.boards.keys(id, start)...).Result(); err != nil || n != 0 {
+		t.Errorf("the board after a correction down: %d of its keys in Redis (%v), want dropped", n, err)
+	}
+}
+
 // TestMicSecondsSplitOverDays: a session across local midnight counts in
 // each day of a daily task, in the app's time zone.
 func TestMicSecondsSplitOverDays(t *testing.T) {

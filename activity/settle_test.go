@@ -660,8 +660,12 @@ func TestMicSessionsEndAtFreeze(t *testing.T) {
 	e := newTestSettleEnv(t)
 	id := e.mustActivity(Leaderboard, MicSeconds, []Band{{1, 2, 30}})
 	e.mustScore(id, "701", 100, 1) // 100 seconds, sessions ended
-	testenv.Exec(t, e.db, fmt.Sprintf(`INSERT INTO activity_mic_open (activity_id, room_id, user_id, since_ms)
-		SELECT %d, 'a1_room', 702, ends_at_ms - 150000 FROM activities WHERE activity_id = %d`, id, id))
+	// 702's seat started 150 s before the end (its RoomMicUp's row, and
+	// its session open) and never ended.
+	testenv.Exec(t, e.db, fmt.Sprintf(`INSERT INTO activity_mic_seats (activity_id, room_id, user_id, room_version, kind, at_ms)
+		SELECT %d, 'a1_room', 702, 1, 1, ends_at_ms - 150000 FROM activities WHERE activity_id = %d`, id, id))
+	testenv.Exec(t, e.db, fmt.Sprintf(`INSERT INTO activity_mic_open (activity_id, room_id, user_id, since_ms, since_version)
+		SELECT %d, 'a1_room', 702, ends_at_ms - 150000, 1 FROM activities WHERE activity_id = %d`, id, id))
 	e.clock.Advance(time.Minute)
 	mustRound(t, e.newSettler("a"))
 	if n := testenv.Scalar[int64](t, e.db, `SELECT COUNT(*) FROM activity_mic_open WHERE activity_id = ?`, id); n != 0 {

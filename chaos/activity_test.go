@@ -39,11 +39,9 @@ const (
 	// taskTarget is the gift_count task's target (window period).
 	taskTarget = 3
 	// micExact makes scenario 12 fail when mic time differs from the exact
-	// pairing. It is off while the scorer pairs a seat's start with its end
-	// in the order they arrive (a start redelivered after its end opens a
-	// session the end no longer closes: docs/fault-suite.md); turn it on
-	// with the fix.
-	micExact = false
+	// pairing: the scorer pairs each speaker's seat events in room order
+	// whatever order they are scored in (activity/score_mic.go).
+	micExact = true
 	// holdRank is the rank of the room_gift_value board whose payment
 	// scenario 13 holds (and kills the payer at): ranks 1..holdRank-1 are
 	// paid before the kill.
