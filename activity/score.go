@@ -350,13 +350,9 @@ func (s *Scorer) countTx(ctx context.Context, tx *sql.Tx, a Activity, ev event, 
 	if a.Metric == MicSeconds {
 		return s.micTx(ctx, tx, a, ev, now)
 	}
-	res, err := tx.ExecContext(ctx, `INSERT IGNORE INTO activity_seen (activity_id, event_id) VALUES (?, ?)`, a.ID, ev.env.EventID)
-	if err != nil {
+	if fresh, err := markSeenTx(ctx, tx, a, ev); err != nil {
 		return "", nil, err
-	}
-	if n, err := res.RowsAffected(); err != nil {
-		return "", nil, err
-	} else if n == 0 {
+	} else if !fresh {
 		return s.duplicateTx(ctx, tx, a, ev)
 	}
 	subject, v := ev.giftScore(a)
@@ -365,6 +361,17 @@ func (s *Scorer) countTx(ctx context.Context, tx *sql.Tx, a Activity, ev event, 
 		return "", nil, err
 	}
 	return resultScored, []raisedEntry{r}, nil
+}
+
+// markSeenTx writes ev's activity_seen row for a; fresh is false when it
+// was there already (ev counted before: count nothing).
+func markSeenTx(ctx context.Context, tx *sql.Tx, a Activity, ev event) (fresh bool, err error) {
+	res, err := tx.ExecContext(ctx, `INSERT IGNORE INTO activity_seen (activity_id, event_id) VALUES (?, ?)`, a.ID, ev.env.EventID)
+	if err != nil {
+		return false, err
+	}
+	n, err := res.RowsAffected()
+	return n == 1, err
 }
 
 // duplicateTx answers an event counted already. Its board entry is read

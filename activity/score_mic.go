@@ -92,13 +92,9 @@ func (s *Scorer) micTx(ctx context.Context, tx *sql.Tx, a Activity, ev event, no
 			return resultScored, nil, nil
 		}
 	}
-	res, err := tx.ExecContext(ctx, `INSERT IGNORE INTO activity_seen (activity_id, event_id) VALUES (?, ?)`, a.ID, ev.env.EventID)
-	if err != nil {
+	if fresh, err := markSeenTx(ctx, tx, a, ev); err != nil {
 		return "", nil, err
-	}
-	if n, err := res.RowsAffected(); err != nil {
-		return "", nil, err
-	} else if n == 0 {
+	} else if !fresh {
 		return s.duplicateTx(ctx, tx, a, ev)
 	}
 	raised, _, err := s.seatTx(ctx, tx, a, ev.env.AppCode, ev.env.RoomID, user, seatRow{user: user, version: ev.env.RoomVersion, kind: kind, atMs: ev.env.OccurredAtMs}, now)
