@@ -1,12 +1,9 @@
 package roomcluster_test
 
 import (
-	"context"
 	"testing"
-	"time"
 
 	"voiceroom/apperr"
-	"voiceroom/roomcluster"
 	"voiceroom/rooms"
 )
 
@@ -16,14 +13,7 @@ import (
 // a room is refused before it is routed, and a kind only the service
 // issues (the presence sweep) is refused by the owner.
 func TestRoutedCommandInputs(t *testing.T) {
-	cfg := roomcluster.Config{Partitions: 8, LeaseTTL: 2 * time.Second}
-	h := newHarness(t, cfg)
-	n := h.startNode("n1")
-	api := h.router("api")
-	h.waitBalanced(api, n)
-	roomID := h.createRooms(api, 1)[0] // owned by user 1
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
+	api, n, roomID, ctx := routedRoom(t)
 	if err := api.UpsertGift(ctx, testApp, rooms.Gift{GiftID: 3, Name: "Rose", Heat: 5, Enabled: true}); err != nil {
 		t.Fatal(err)
 	}

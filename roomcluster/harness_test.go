@@ -442,3 +442,20 @@ func (h *leaseHistory) holderAt(p int, t time.Time) string {
 	}
 	return holder
 }
+
+// routedRoom starts one rooms node and an api router without a node of
+// its own, waits until the router sees the node hold every partition, and
+// creates one room (owned by user 1) through the router; it returns the
+// router, the node, the room and a ctx that ends 20 s later, or with the
+// test.
+func routedRoom(t *testing.T) (*roomcluster.Router, *testNode, string, context.Context) {
+	t.Helper()
+	h := newHarness(t, roomcluster.Config{Partitions: 8, LeaseTTL: 2 * time.Second})
+	n := h.startNode("n1")
+	api := h.router("api")
+	h.waitBalanced(api, n)
+	roomID := h.createRooms(api, 1)[0]
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	t.Cleanup(cancel)
+	return api, n, roomID, ctx
+}

@@ -1,12 +1,9 @@
 package roomcluster_test
 
 import (
-	"context"
 	"testing"
-	"time"
 
 	"voiceroom/apperr"
-	"voiceroom/roomcluster"
 	"voiceroom/rooms"
 )
 
@@ -16,14 +13,7 @@ import (
 // when empty, and the owner's refusals (a plain member, a room admin out
 // of the room, an unknown room) with their kinds.
 func TestRoutedReads(t *testing.T) {
-	cfg := roomcluster.Config{Partitions: 8, LeaseTTL: 2 * time.Second}
-	h := newHarness(t, cfg)
-	n := h.startNode("n1")
-	api := h.router("api")
-	h.waitBalanced(api, n)
-	roomID := h.createRooms(api, 1)[0] // owned by user 1
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
+	api, n, roomID, ctx := routedRoom(t)
 
 	run := func(kind rooms.Kind, user int64, args rooms.Args) rooms.Result {
 		t.Helper()
