@@ -220,21 +220,7 @@ func BenchmarkNATSConsume(b *testing.B) {
 	b.ResetTimer()
 	start := time.Now()
 	cpu := testenv.ProcessCPU(b)
-	for got := 0; got < b.N; {
-		batch, err := cons.Fetch(min(64, b.N-got), jetstream.FetchHeartbeat(time.Second))
-		if err != nil {
-			b.Fatal(err)
-		}
-		for msg := range batch.Messages() {
-			if err := msg.Ack(); err != nil {
-				b.Fatal(err)
-			}
-			got++
-		}
-		if err := batch.Error(); err != nil {
-			b.Fatal(err)
-		}
-	}
+	consumeFetch(b, cons, 64, false)
 	elapsed := time.Since(start)
 	b.StopTimer()
 	b.ReportMetric(float64((testenv.ProcessCPU(b)-cpu).Nanoseconds())/float64(b.N), "cpu-ns/msg")
