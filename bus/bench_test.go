@@ -3,6 +3,7 @@ package bus_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -219,25 +220,110 @@ func BenchmarkNATSConsume(b *testing.B) {
 	b.ResetTimer()
 	start := time.Now()
 	cpu := testenv.ProcessCPU(b)
-	for got := 0; got < b.N; {
-		batch, err := cons.Fetch(min(64, b.N-got), jetstream.FetchHeartbeat(time.Second))
-		if err != nil {
-			b.Fatal(err)
-		}
-		for msg := range batch.Messages() {
-			if err := msg.Ack(); err != nil {
-				b.Fatal(err)
-			}
-			got++
-		}
-		if err := batch.Error(); err != nil {
-			b.Fatal(err)
-		}
-	}
+	consumeFetch(b, cons, 64, false)
 	elapsed := time.Since(start)
 	b.StopTimer()
 	b.ReportMetric(float64((testenv.ProcessCPU(b)-cpu).Nanoseconds())/float64(b.N), "cpu-ns/msg")
 	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "msgs/s")
+}
+
+// BenchmarkNATSConsumeModes bounds two levers on a durable's own cost per
+// event with plain nats.go, below the consume loop: a Fetch per refill
+// against one Messages subscription (nats.go's Consume machinery, which
+// keeps one inbox and issues its pulls itself), and an ack per message
+// against one AckAll per pull of `per` messages (AckAllPolicy), the most
+// that acks batched per turn could save. Each pulls the same stored
+// events from a durable and acks them fire-and-forget, with no decoding or
+// dispatch.
+func BenchmarkNATSConsumeModes(b *testing.B) {
+	for _, m := range []struct {
+		name   string
+		per    int
+		ackAll bool
+		iter   bool
+	}{
+		{"fetch/per=64/ack=each", 64, false, false},
+		{"messages/per=64/ack=each", 64, false, true},
+		{"fetch/per=64/ack=all", 64, true, false},
+		{"fetch/per=4/ack=each", 4, false, false},
+		{"fetch/per=4/ack=all", 4, true, false},
+	} {
+		b.Run(m.name, func(b *testing.B) {
+			conn := testenv.NewJetStream(b)
+			publishBatches(context.Background(), b, testenv.NewPublisher(b, conn), messagesOf(b, benchEnvelopes(b.N)))
+			js := plainJetStream(b, conn)
+			policy := jetstream.AckExplicitPolicy
+			if m.ackAll {
+				policy = jetstream.AckAllPolicy
+			}
+			cons, err := js.CreateOrUpdateConsumer(context.Background(), bus.StreamName,
+				jetstream.ConsumerConfig{Durable: "bench", AckPolicy: policy, MaxAckPending: 10000})
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ResetTimer()
+			cpu := testenv.ProcessCPU(b)
+			if m.iter {
+				consumeMessages(b, cons, m.per)
+			} else {
+				consumeFetch(b, cons, m.per, m.ackAll)
+			}
+			b.StopTimer()
+			b.ReportMetric(float64((testenv.ProcessCPU(b)-cpu).Nanoseconds())/float64(b.N), "cpu-ns/msg")
+		})
+	}
+}
+
+// consumeFetch pulls b.N messages per at a time, acking each, or only the
+// last of each pull (ackAll).
+func consumeFetch(b *testing.B, cons jetstream.Consumer, per int, ackAll bool) {
+	for got := 0; got < b.N; {
+		batch, err := cons.Fetch(min(per, b.N-got), jetstream.FetchHeartbeat(time.Second))
+		if err != nil {
+			b.Fatal(err)
+		}
+		var last jetstream.Msg
+		for msg := range batch.Messages() {
+			got++
+			if last = msg; !ackAll {
+				if err := msg.Ack(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+		if err := batch.Error(); err != nil {
+			b.Fatal(err)
+		}
+		if ackAll && last != nil {
+			if err := last.Ack(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+}
+
+// consumeMessages reads b.N messages from one Messages subscription that
+// keeps up to per buffered, acking each. A missed heartbeat is the
+// iterator's warning, not its end.
+func consumeMessages(b *testing.B, cons jetstream.Consumer, per int) {
+	it, err := cons.Messages(jetstream.PullMaxMessages(per), jetstream.PullHeartbeat(5*time.Second))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer it.Stop()
+	for got := 0; got < b.N; got++ {
+		msg, err := it.Next()
+		if errors.Is(err, jetstream.ErrNoHeartbeat) {
+			got-- // a loaded machine: the iterator pulls again by itself
+			continue
+		}
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := msg.Ack(); err != nil {
+			b.Fatal(err)
+		}
+	}
 }
 
 // cardPayload returns the payload of roomevent's golden RoomGiftSent
