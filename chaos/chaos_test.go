@@ -211,7 +211,7 @@ func TestChaos(t *testing.T) {
 				r.problems = append(r.problems, endBattles(context.Background(), c, d, battles)...)
 			},
 			check: func(t *testing.T, c *cluster, r *row) {
-				problems, note := checkBattles(c, d, battles)
+				problems, note := checkBattles(t, c, d, battles)
 				r.problems = append(r.problems, problems...)
 				r.note = strings.TrimPrefix(r.note+"; "+note, "; ")
 			}},

@@ -58,7 +58,14 @@ type pkBattle struct {
 type pkSet struct {
 	battles []*pkBattle
 	killed  []string // the rooms of the battles on the killed node
+	// logFrom is the size of the api process's log at the kill: what it
+	// logs after, the scenario reads.
+	logFrom int64
 }
+
+// pkRetries are the api process's warnings that a battle's room was not
+// told (or a battle not advanced) yet: the clock tries again.
+var pkRetries = []string{"pk: a room was not told yet", "pk clock: battle not advanced"}
 
 // startBattles pairs the load's rooms and starts a battle per pair: a room
 // of p (the node to be killed) against a room of another node while both
@@ -164,6 +171,7 @@ func killDuringBattles(t *testing.T, c *cluster, d *driver, r *row, p *proc, set
 		t.Fatal(err)
 	}
 	r.hitRooms = h.rooms
+	set.logFrom = fileSize(t, c.api.log)
 	killed := time.Now()
 	p.signal(t, syscall.SIGKILL)
 	var forfeits []string
@@ -447,7 +455,7 @@ func checkBattle(rec *pkRecord) []string {
 // checkBattles waits (at most m.quiet, in full mode also the battles'
 // time) until every battle of set keeps its promises, and returns what
 // still breaks one, and a summary for the report.
-func checkBattles(c *cluster, d *driver, set *pkSet) (problems []string, note string) {
+func checkBattles(t *testing.T, c *cluster, d *driver, set *pkSet) (problems []string, note string) {
 	ctx := context.Background()
 	wait := c.mode.quiet
 	if c.mode.full {
@@ -483,8 +491,18 @@ func checkBattles(c *cluster, d *driver, set *pkSet) (problems []string, note st
 		}
 		scores = append(scores, fmt.Sprintf("%d:%d", rec.roomScore, rec.opponentScore))
 	}
-	note = fmt.Sprintf("%d battles (%d forfeited while the node was down, %d after the load, %d at time up), %d gifts scored, scores %s, each equal to the gifts committed in its window; %d PKSettled (at the webhook receiver) and %d RoomPKEnded, one each; views without a battle, GET /api/v1/pk the result",
+	note = fmt.Sprintf("%d battles (%d forfeited while the node was down, %d after the load, %d at time up), %d gifts scored, scores %s; %d PKSettled, %d RoomPKEnded",
 		len(recs), during, after, len(recs)-during-after, gifts, strings.Join(scores, " "), settled, ended)
+	retried := 0
+	for line := range strings.SplitSeq(fileFrom(t, c.api.log, set.logFrom), "\n") {
+		if slices.ContainsFunc(pkRetries, func(w string) bool { return strings.Contains(line, w) }) {
+			retried++
+		}
+	}
+	note += fmt.Sprintf("; %d tells or rounds retried by the clock", retried)
+	if err == nil {
+		note += "; each battle settled once, its scores the gifts committed in its window, both views without a battle, GET /api/v1/pk the result"
+	}
 	if gifts == 0 {
 		last = append(last, "the battles scored no gift: the load proves nothing")
 	}
