@@ -57,7 +57,6 @@ type pkBattle struct {
 // pkSet is scenario 14's battles.
 type pkSet struct {
 	battles []*pkBattle
-	killed  []string // the rooms of the battles on the killed node
 	// logFrom is the size of the api process's log at the kill: what it
 	// logs after, the scenario reads.
 	logFrom int64
@@ -77,7 +76,6 @@ func startBattles(t *testing.T, c *cluster, d *driver, p *proc, set *pkSet) {
 	if err != nil {
 		t.Fatalf("leases: %v", err)
 	}
-	set.killed = h.rooms
 	var on, off []int
 	for i, r := range d.rooms {
 		if slices.Contains(h.rooms, r) {
@@ -180,7 +178,7 @@ func killDuringBattles(t *testing.T, c *cluster, d *driver, r *row, p *proc, set
 			continue
 		}
 		survivor := b.room
-		if slices.Contains(set.killed, b.room) {
+		if slices.Contains(h.rooms, b.room) {
 			survivor = b.opponent
 		}
 		if err := forfeit(ctx, d, b, survivor); err != nil {
