@@ -28,6 +28,9 @@ type scenario struct {
 	// prepare, when set, runs before the scenario's load starts.
 	prepare func(t *testing.T, c *cluster)
 	inject  func(t *testing.T, c *cluster, r *row) (skip string)
+	// afterLoad, when set, runs once the load has stopped, before the
+	// accounting waits for the system to be quiet.
+	afterLoad func(t *testing.T, c *cluster, r *row)
 	// check, when set, runs after the accounting: checks of the
 	// scenario's own, adding to r's problems and note.
 	check func(t *testing.T, c *cluster, r *row)
@@ -79,6 +82,7 @@ func TestChaos(t *testing.T) {
 	imSkip := c.emuWhy
 	listSkip := listMissing(t, d)
 	acts := &activitySet{} // scenario 12's activities, settled by 13
+	battles := &pkSet{}    // scenario 14's battles
 
 	scenarios := []scenario{
 		{name: "1 IM errors then timeouts", inject: func(t *testing.T, c *cluster, _ *row) string {
@@ -197,6 +201,20 @@ func TestChaos(t *testing.T) {
 				r.problems = append(r.problems, problems...)
 				r.note = strings.TrimPrefix(r.note+"; "+note, "; ")
 			}},
+		{name: "14 PK battles through a rooms-node SIGKILL",
+			prepare: func(t *testing.T, c *cluster) { startBattles(t, c, d, c.rooms2, battles) },
+			inject: func(t *testing.T, c *cluster, r *row) string {
+				killDuringBattles(t, c, d, r, c.rooms2, battles)
+				return ""
+			},
+			afterLoad: func(t *testing.T, c *cluster, r *row) {
+				r.problems = append(r.problems, endBattles(context.Background(), c, d, battles)...)
+			},
+			check: func(t *testing.T, c *cluster, r *row) {
+				problems, note := checkBattles(t, c, d, battles)
+				r.problems = append(r.problems, problems...)
+				r.note = strings.TrimPrefix(r.note+"; "+note, "; ")
+			}},
 	}
 
 	var all []outcome
@@ -221,6 +239,9 @@ func TestChaos(t *testing.T) {
 			time.Sleep(m.load)
 			d.stop()
 			loadEnd := time.Now()
+			if sc.afterLoad != nil {
+				sc.afterLoad(t, c, &r)
+			}
 			outs := d.outcomes()
 			scen := outs[before:]
 			all = outs
@@ -340,6 +361,9 @@ func TestChaos(t *testing.T) {
 	t.Run("the checks catch a loss", func(t *testing.T) { checksCatchLoss(t, c, d.outcomes()) })
 	if acts.defined() {
 		t.Run("the activity checks catch a miscount", func(t *testing.T) { activityChecksCatch(t, c, acts) })
+	}
+	if len(battles.battles) > 0 {
+		t.Run("the battle checks catch a miscount", func(t *testing.T) { pkChecksCatch(t, c, d, battles) })
 	}
 }
 

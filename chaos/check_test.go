@@ -112,7 +112,8 @@ func (c *cluster) check(ctx context.Context, outs, all []outcome) (account, erro
 			WHERE l.app_code = ? AND o.id IS NULL`},
 		{"outbox events without a logged version", `SELECT CONCAT(o.room_id, ' v', o.room_version, ' ', o.event_type) FROM room_outbox o
 			LEFT JOIN room_command_log l ON o.app_code = l.app_code AND o.room_id = l.room_id AND o.room_version = l.room_version
-			WHERE o.app_code = ? AND l.room_id IS NULL AND o.room_id NOT LIKE '` + roomevent.ActivityRoomIDPrefix + `%'`},
+			WHERE o.app_code = ? AND l.room_id IS NULL AND o.room_id NOT LIKE '` + roomevent.ActivityRoomIDPrefix + `%'
+			AND o.room_id NOT LIKE '` + roomevent.PKRoomIDPrefix + `%'`},
 		// The rooms row is written when a column others read changes, not
 		// by every command: never ahead of the log, and its status and
 		// whether anyone is online agree with the room's latest card.

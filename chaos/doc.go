@@ -69,6 +69,17 @@
 //     by one ActivitySettled, every one accepted by the webhook receiver;
 //     a leaderboard's ranks are those of the recomputed board (for
 //     mic_seconds, of the stored board).
+//  14. PK battles under load through a SIGKILL of rooms-2: the load's
+//     rooms paired into six 60 s battles before the load (rooms of rooms-2
+//     against rooms of other nodes where they can be); every other battle
+//     across rooms-2 forfeited by its surviving side while rooms-2 is
+//     dead, the rest forfeited after the load (full mode: ended at time
+//     up). Each battle must be settled once (one PKSettled, at the
+//     webhook receiver; one RoomPKEnded per room, with its scores), its
+//     scores equal the gifts of the command log and ledger committed in
+//     its window (pk_seen exactly those events), no battle or slot left,
+//     both rooms' views without a battle and GET /api/v1/pk/{battle_id}
+//     the result.
 //
 // Scenarios 9 and 10 fail unless their node held partitions, some of them
 // with rooms the load drives, when the fault hit ("proves nothing");
