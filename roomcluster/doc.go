@@ -55,7 +55,10 @@
 // A Router is a rooms.Rooms: it knows no command. It ships each
 // rooms.Command as it is, its JSON, to .execute (the deadline in a
 // header), or, when its own node owns the room, calls that node's rooms
-// service with it, with no encoding. Version 1's .command (a method per
+// service with it, with no encoding. The JSON of a command of scalar
+// arguments is written and read without reflection (command_json.go); a
+// command marked NoView (its caller answers without the room, as the HTTP
+// edge's leave and heartbeat) is answered without the room's view. Version 1's .command (a method per
 // command, with their inputs beside the command) is still answered, for
 // the api processes of the previous release during an upgrade
 // (legacy.go). A Router finds a
