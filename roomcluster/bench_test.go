@@ -283,3 +283,24 @@ func longestGap(l *load, fromIdx int, from, to time.Time, keep func(string) bool
 	}
 	return longest
 }
+
+// BenchmarkIdleNode measures what holding partitions costs a node with no
+// traffic: its lease renewals (P keys renewed one by one every RenewEvery)
+// and membership, as the process's CPU per second of wall time (the
+// embedded JetStream server's included), for P = 1 and P = 256.
+func BenchmarkIdleNode(b *testing.B) {
+	for _, p := range []int{1, 256} {
+		b.Run(fmt.Sprintf("partitions=%d", p), func(b *testing.B) {
+			h := newHarness(b, roomcluster.Config{Partitions: p})
+			n := h.startNode("idle")
+			r := h.router("api")
+			h.waitBalanced(r, n)
+			b.ResetTimer()
+			cpu0, t0 := testenv.ProcessCPU(b), time.Now()
+			time.Sleep(time.Duration(b.N) * 100 * time.Millisecond) // what is measured is the idle time itself
+			cpu, wall := testenv.ProcessCPU(b)-cpu0, time.Since(t0)
+			b.StopTimer()
+			b.ReportMetric(cpu.Seconds()*1000/wall.Seconds(), "cpu_ms/s")
+		})
+	}
+}

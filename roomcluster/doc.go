@@ -43,7 +43,10 @@
 // refusing new commands for it, waiting for those in flight, dropping its
 // cells and deleting the lease; the next owner, watching the bucket,
 // creates the lease at once and loads each room from its snapshot and
-// command log when its first command arrives. A partition free for longer
+// command log when its first command arrives; the rooms whose stored
+// state lists users it loads at once (rooms.Service.Recover), listed from
+// an index on the rooms rows' group_hash, the hash whose remainder modulo
+// P is the room's partition (migration 00021). A partition free for longer
 // than a lease's life is taken by any node. Presence is memory: a moved
 // room's users start a fresh presence window.
 //
