@@ -254,11 +254,7 @@ func TestJetStreamRestartHealsLeases(t *testing.T) {
 // without users.
 func TestTakeoverRecoversThePartitionsRooms(t *testing.T) {
 	cfg := roomcluster.Config{Partitions: 8, LeaseTTL: 2 * time.Second}
-	h := newHarness(t, cfg)
-	a := h.startNode("a")
-	r := h.router("api")
-	h.waitBalanced(r, a)
-	ids := h.createRooms(r, 13)
+	h, a, r, ids := oneNodeWithRooms(t, cfg, 13)
 	ctx := context.Background()
 	for i, id := range ids[:12] { // the last room keeps no user
 		if _, err := r.Execute(ctx, &rooms.Command{Kind: rooms.KindJoinRoom, AppCode: testApp, RoomID: id, CommandID: rooms.NewCommandID(),

@@ -17,52 +17,88 @@ func encodeCommand(cmd *rooms.Command) ([]byte, error) {
 	if a.Info != nil || a.PK != nil || a.UserIDs != nil {
 		return json.Marshal(cmd)
 	}
-	b := make([]byte, 0, 160+len(cmd.AppCode)+len(cmd.RoomID)+len(cmd.CommandID)+len(cmd.RequestID)+len(a.Title)+len(a.Description)+len(a.CoverURL))
-	w := objectWriter{b: b}
-	w.open()
-	w.str("kind", string(cmd.Kind), true)
-	w.str("app", cmd.AppCode, true)
-	w.str("room", cmd.RoomID, false)
-	w.str("cid", cmd.CommandID, false)
-	w.boolean("ck", cmd.ClientKey)
-	w.str("rid", cmd.RequestID, false)
-	w.key("actor")
-	w.open()
-	w.int("user_id", cmd.Actor.UserID)
-	w.boolean("admin", cmd.Actor.Admin)
-	w.str("operator", cmd.Actor.Operator, false)
-	w.close()
-	w.int("now_ms", cmd.NowMs)
-	w.key("args")
-	w.open()
-	w.str("title", a.Title, false)
-	w.str("cover_url", a.CoverURL, false)
-	w.str("description", a.Description, false)
-	w.str("mode", a.Mode, false)
-	w.int("seat_count", int64(a.SeatCount))
-	w.str("room_short_id", a.ShortID, false)
-	w.int("region_id", a.RegionID)
-	w.int("seat_index", int64(a.SeatIndex))
-	w.boolean("locked", a.Locked)
-	w.boolean("muted", a.Muted)
-	w.str("seat_mode", a.SeatMode, false)
-	w.int("expires_at_ms", a.ExpiresAtMs)
-	w.int("mute_seconds", a.MuteSeconds)
-	w.int("target_user_id", a.TargetUserID)
-	w.int("ban_seconds", a.BanSeconds)
-	w.int("gift_id", a.GiftID)
-	w.str("gift_name", a.GiftName, false)
-	w.int("count", a.Count)
-	w.int("price", a.Price)
-	w.int("heat_per", a.HeatPer)
-	w.str("password_hash", a.PasswordHash, false)
-	w.boolean("password_given", a.PasswordGiven)
-	w.str("reason", a.Reason, false)
-	w.close()
-	w.str("pw", cmd.Password, false)
-	w.boolean("nv", cmd.NoView)
-	w.close()
+	w := objectWriter{b: make([]byte, 0, 160+len(cmd.AppCode)+len(cmd.RoomID)+len(cmd.CommandID)+len(cmd.RequestID)+
+		len(a.Title)+len(a.Description)+len(a.CoverURL))}
+	for i := range commandFields {
+		f := &commandFields[i]
+		switch {
+		case f.name == "{":
+			w.open()
+		case f.name == "}":
+			w.close()
+		case f.str != nil:
+			w.str(f.name, *f.str(cmd), f.required)
+		case f.int != nil:
+			w.int(f.name, *f.int(cmd))
+		case f.small != nil:
+			w.int(f.name, int64(*f.small(cmd)))
+		case f.bool != nil:
+			w.boolean(f.name, *f.bool(cmd))
+		default: // an object's key: "{" follows
+			w.key(f.name)
+		}
+	}
 	return w.b, nil
+}
+
+// commandField is one member of a rooms.Command's JSON, in json.Marshal's
+// order, with the field it holds; "{" and "}" open and close an object,
+// and a name with no field is an object's key.
+type commandField struct {
+	name     string
+	required bool // written even when empty (no omitempty)
+	str      func(*rooms.Command) *string
+	int      func(*rooms.Command) *int64
+	small    func(*rooms.Command) *int
+	bool     func(*rooms.Command) *bool
+}
+
+// commandFields are the members encodeCommand writes and readCommand
+// reads. Kind is read apart (knownKind).
+var commandFields = []commandField{
+	{name: "{"},
+	{name: "kind", required: true, str: func(c *rooms.Command) *string { return (*string)(&c.Kind) }},
+	{name: "app", required: true, str: func(c *rooms.Command) *string { return &c.AppCode }},
+	{name: "room", str: func(c *rooms.Command) *string { return &c.RoomID }},
+	{name: "cid", str: func(c *rooms.Command) *string { return &c.CommandID }},
+	{name: "ck", bool: func(c *rooms.Command) *bool { return &c.ClientKey }},
+	{name: "rid", str: func(c *rooms.Command) *string { return &c.RequestID }},
+	{name: "actor", required: true},
+	{name: "{"},
+	{name: "user_id", int: func(c *rooms.Command) *int64 { return &c.Actor.UserID }},
+	{name: "admin", bool: func(c *rooms.Command) *bool { return &c.Actor.Admin }},
+	{name: "operator", str: func(c *rooms.Command) *string { return &c.Actor.Operator }},
+	{name: "}"},
+	{name: "now_ms", int: func(c *rooms.Command) *int64 { return &c.NowMs }},
+	{name: "args", required: true},
+	{name: "{"},
+	{name: "title", str: func(c *rooms.Command) *string { return &c.Args.Title }},
+	{name: "cover_url", str: func(c *rooms.Command) *string { return &c.Args.CoverURL }},
+	{name: "description", str: func(c *rooms.Command) *string { return &c.Args.Description }},
+	{name: "mode", str: func(c *rooms.Command) *string { return &c.Args.Mode }},
+	{name: "seat_count", small: func(c *rooms.Command) *int { return &c.Args.SeatCount }},
+	{name: "room_short_id", str: func(c *rooms.Command) *string { return &c.Args.ShortID }},
+	{name: "region_id", int: func(c *rooms.Command) *int64 { return &c.Args.RegionID }},
+	{name: "seat_index", small: func(c *rooms.Command) *int { return &c.Args.SeatIndex }},
+	{name: "locked", bool: func(c *rooms.Command) *bool { return &c.Args.Locked }},
+	{name: "muted", bool: func(c *rooms.Command) *bool { return &c.Args.Muted }},
+	{name: "seat_mode", str: func(c *rooms.Command) *string { return &c.Args.SeatMode }},
+	{name: "expires_at_ms", int: func(c *rooms.Command) *int64 { return &c.Args.ExpiresAtMs }},
+	{name: "mute_seconds", int: func(c *rooms.Command) *int64 { return &c.Args.MuteSeconds }},
+	{name: "target_user_id", int: func(c *rooms.Command) *int64 { return &c.Args.TargetUserID }},
+	{name: "ban_seconds", int: func(c *rooms.Command) *int64 { return &c.Args.BanSeconds }},
+	{name: "gift_id", int: func(c *rooms.Command) *int64 { return &c.Args.GiftID }},
+	{name: "gift_name", str: func(c *rooms.Command) *string { return &c.Args.GiftName }},
+	{name: "count", int: func(c *rooms.Command) *int64 { return &c.Args.Count }},
+	{name: "price", int: func(c *rooms.Command) *int64 { return &c.Args.Price }},
+	{name: "heat_per", int: func(c *rooms.Command) *int64 { return &c.Args.HeatPer }},
+	{name: "password_hash", str: func(c *rooms.Command) *string { return &c.Args.PasswordHash }},
+	{name: "password_given", bool: func(c *rooms.Command) *bool { return &c.Args.PasswordGiven }},
+	{name: "reason", str: func(c *rooms.Command) *string { return &c.Args.Reason }},
+	{name: "}"},
+	{name: "pw", str: func(c *rooms.Command) *string { return &c.Password }},
+	{name: "nv", bool: func(c *rooms.Command) *bool { return &c.NoView }},
+	{name: "}"},
 }
 
 // objectWriter appends JSON objects' members, leaving out the empty
@@ -122,53 +158,30 @@ func decodeCommand(data []byte, cmd *rooms.Command) error {
 // else (cmd is then partly written).
 func readCommand(data []byte, cmd *rooms.Command) bool {
 	r := objectReader{p: data, ok: true}
-	a := &cmd.Args
-	var kind string
-	r.open()
-	r.str("kind", &kind, true)
-	cmd.Kind = knownKind(kind)
-	r.str("app", &cmd.AppCode, true)
-	r.str("room", &cmd.RoomID, false)
-	r.str("cid", &cmd.CommandID, false)
-	r.boolean("ck", &cmd.ClientKey)
-	r.str("rid", &cmd.RequestID, false)
-	r.key("actor", true)
-	r.open()
-	r.int("user_id", &cmd.Actor.UserID)
-	r.boolean("admin", &cmd.Actor.Admin)
-	r.str("operator", &cmd.Actor.Operator, false)
-	r.close()
-	r.int("now_ms", &cmd.NowMs)
-	r.key("args", true)
-	r.open()
-	r.str("title", &a.Title, false)
-	r.str("cover_url", &a.CoverURL, false)
-	r.str("description", &a.Description, false)
-	r.str("mode", &a.Mode, false)
-	r.smallInt("seat_count", &a.SeatCount)
-	r.str("room_short_id", &a.ShortID, false)
-	r.int("region_id", &a.RegionID)
-	r.smallInt("seat_index", &a.SeatIndex)
-	r.boolean("locked", &a.Locked)
-	r.boolean("muted", &a.Muted)
-	r.str("seat_mode", &a.SeatMode, false)
-	r.int("expires_at_ms", &a.ExpiresAtMs)
-	r.int("mute_seconds", &a.MuteSeconds)
-	r.int("target_user_id", &a.TargetUserID)
-	r.int("ban_seconds", &a.BanSeconds)
-	r.int("gift_id", &a.GiftID)
-	r.str("gift_name", &a.GiftName, false)
-	r.int("count", &a.Count)
-	r.int("price", &a.Price)
-	r.int("heat_per", &a.HeatPer)
-	r.str("password_hash", &a.PasswordHash, false)
-	r.boolean("password_given", &a.PasswordGiven)
-	r.str("reason", &a.Reason, false)
-	r.close()
-	r.str("pw", &cmd.Password, false)
-	r.boolean("nv", &cmd.NoView)
-	r.close()
-	return r.ok && len(r.p) == 0
+	for i := range commandFields {
+		f := &commandFields[i]
+		switch {
+		case f.name == "{":
+			r.open()
+		case f.name == "}":
+			r.close()
+		case f.str != nil:
+			r.str(f.name, f.str(cmd), f.required)
+		case f.int != nil:
+			r.int(f.name, f.int(cmd))
+		case f.small != nil:
+			r.smallInt(f.name, f.small(cmd))
+		case f.bool != nil:
+			r.boolean(f.name, f.bool(cmd))
+		default:
+			r.key(f.name, f.required)
+		}
+		if !r.ok {
+			return false
+		}
+	}
+	cmd.Kind = knownKind(string(cmd.Kind))
+	return len(r.p) == 0
 }
 
 // knownKind returns the constant of a command kind, so a decoded command
