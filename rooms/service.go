@@ -542,6 +542,14 @@ func (s *Service) run(ctx context.Context, cmd *Command) (res Result, err error)
 	}
 	after, err := s.prepare(ctx, cmd)
 	if err != nil {
+		if cmd.ClientKey && cmd.Kind == KindCreateRoom && apperr.CodeOf(err) == apperr.AlreadyExists {
+			// The owner's room may be this create's, its first run (a
+			// router's attempt that timed out) committed since the
+			// look-up above: answer it as a repeat.
+			if res, found, rerr := s.replayed(ctx, key, cmd); found || rerr != nil {
+				return res, rerr
+			}
+		}
 		return Result{}, err
 	}
 	if after != nil {
