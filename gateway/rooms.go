@@ -159,6 +159,7 @@ func (h *roomHandlers) simple(kind rooms.Kind, withView bool) fiber.Handler {
 		if err != nil {
 			return err
 		}
+		cmd.NoView = !withView
 		res, err := h.svc.Execute(c.UserContext(), cmd)
 		if err != nil || withView {
 			return h.respond(c, res, err)

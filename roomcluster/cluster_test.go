@@ -247,3 +247,31 @@ func TestJetStreamRestartHealsLeases(t *testing.T) {
 	}
 	h.waitBalanced(r, n1, n2)
 }
+
+// TestTakeoverRecoversThePartitionsRooms: the node that takes a dead
+// node's partitions loads every room of them with users (listed by the
+// rooms rows' group_hash), so their users' presence is swept, and no room
+// without users.
+func TestTakeoverRecoversThePartitionsRooms(t *testing.T) {
+	cfg := roomcluster.Config{Partitions: 8, LeaseTTL: 2 * time.Second}
+	h, a, r, ids := oneNodeWithRooms(t, cfg, 13)
+	ctx := context.Background()
+	for i, id := range ids[:12] { // the last room keeps no user
+		if _, err := r.Execute(ctx, &rooms.Command{Kind: rooms.KindJoinRoom, AppCode: testApp, RoomID: id, CommandID: rooms.NewCommandID(),
+			Actor: rooms.Actor{UserID: int64(700 + i)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if v, err := r.Get(ctx, testApp, ids[12]); err != nil || v.OnlineCount != 0 {
+		t.Fatalf("the room without users: %d online, %v", v.OnlineCount, err)
+	}
+	h.kill(a)
+	b := h.startNode("b")
+	h.waitBalanced(r, b)
+	testenv.Eventually(t, 10*time.Second, func() error {
+		if got := b.svc.Loaded(); got != 12 {
+			return fmt.Errorf("b loaded %d rooms, want the 12 with users", got)
+		}
+		return nil
+	})
+}

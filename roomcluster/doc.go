@@ -43,7 +43,10 @@
 // refusing new commands for it, waiting for those in flight, dropping its
 // cells and deleting the lease; the next owner, watching the bucket,
 // creates the lease at once and loads each room from its snapshot and
-// command log when its first command arrives. A partition free for longer
+// command log when its first command arrives; the rooms whose stored
+// state lists users it loads at once (rooms.Service.Recover), listed from
+// an index on the rooms rows' group_hash, the hash whose remainder modulo
+// P is the room's partition (migration 00021). A partition free for longer
 // than a lease's life is taken by any node. Presence is memory: a moved
 // room's users start a fresh presence window.
 //
@@ -55,7 +58,10 @@
 // A Router is a rooms.Rooms: it knows no command. It ships each
 // rooms.Command as it is, its JSON, to .execute (the deadline in a
 // header), or, when its own node owns the room, calls that node's rooms
-// service with it, with no encoding. Version 1's .command (a method per
+// service with it, with no encoding. The JSON of a command of scalar
+// arguments is written and read without reflection (command_json.go); a
+// command marked NoView (its caller answers without the room, as the HTTP
+// edge's leave and heartbeat) is answered without the room's view. Version 1's .command (a method per
 // command, with their inputs beside the command) is still answered, for
 // the api processes of the previous release during an upgrade
 // (legacy.go). A Router finds a

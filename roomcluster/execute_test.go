@@ -54,3 +54,30 @@ func TestRoutedCommandInputs(t *testing.T) {
 		t.Fatalf("SweepStale from a router: %v, want kind refused", err)
 	}
 }
+
+// TestRoutedCommandWithoutView: a command whose caller answers without
+// the room's view (NoView: the HTTP edge's leave and heartbeat) comes back
+// from a remote owner without it, and one that wants it still has it.
+func TestRoutedCommandWithoutView(t *testing.T) {
+	api, n, roomID, ctx := routedRoom(t)
+	run := func(cmd rooms.Command) (rooms.Result, error) {
+		cmd.AppCode, cmd.RoomID, cmd.CommandID = testApp, roomID, rooms.NewCommandID()
+		return api.Execute(ctx, &cmd)
+	}
+	res, err := run(rooms.Command{Kind: rooms.KindJoinRoom, Actor: rooms.Actor{UserID: 2}})
+	if err != nil || res.View.RoomID != roomID || res.View.OnlineCount == 0 {
+		t.Fatalf("join: view of %q with %d online, %v", res.View.RoomID, res.View.OnlineCount, err)
+	}
+	res, err = run(rooms.Command{Kind: rooms.KindHeartbeat, Actor: rooms.Actor{UserID: 2}, NoView: true})
+	if err != nil || res.Node != n.node.ID() || res.View.RoomID != "" {
+		t.Fatalf("heartbeat without view: node %q, view of %q, %v; want no view from %s", res.Node, res.View.RoomID, err, n.node.ID())
+	}
+	res, err = run(rooms.Command{Kind: rooms.KindLeaveRoom, Actor: rooms.Actor{UserID: 2}, NoView: true})
+	if err != nil || res.View.RoomID != "" {
+		t.Fatalf("leave without view: view of %q, %v", res.View.RoomID, err)
+	}
+	v, err := api.Get(ctx, testApp, roomID)
+	if err != nil || v.OnlineCount != 0 {
+		t.Fatalf("after the leave: %d online, %v", v.OnlineCount, err)
+	}
+}

@@ -223,6 +223,17 @@ func (h *harness) waitBalanced(r *roomcluster.Router, live ...*testNode) {
 }
 
 // createRooms creates n rooms through r, owned by users 1..n.
+// oneNodeWithRooms starts a harness of cfg with one node "a" and a
+// router "api" balanced on it, and creates n rooms.
+func oneNodeWithRooms(tb testing.TB, cfg roomcluster.Config, n int) (*harness, *testNode, *roomcluster.Router, []string) {
+	tb.Helper()
+	h := newHarness(tb, cfg)
+	a := h.startNode("a")
+	r := h.router("api")
+	h.waitBalanced(r, a)
+	return h, a, r, h.createRooms(r, n)
+}
+
 func (h *harness) createRooms(r *roomcluster.Router, n int) []string {
 	h.tb.Helper()
 	ids := make([]string, n)

@@ -85,11 +85,7 @@ func TestKVLeaseSemantics(t *testing.T) {
 // from the new owner.
 func TestPausedNodeStopsServing(t *testing.T) {
 	cfg := roomcluster.Config{Partitions: 8, LeaseTTL: 2 * time.Second}
-	h := newHarness(t, cfg)
-	a := h.startNode("a")
-	r := h.router("api")
-	h.waitBalanced(r, a)
-	ids := h.createRooms(r, 3)
+	h, a, r, ids := oneNodeWithRooms(t, cfg, 3)
 	key := rooms.RoomKey{AppCode: testApp, RoomID: ids[0]}
 	epoch, ok := a.node.Serving(key)
 	if !ok {

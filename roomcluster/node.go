@@ -37,7 +37,7 @@ const (
 // partitions it stops serving and recovering those it takes.
 type Host interface {
 	Release(ctx context.Context, match func(rooms.RoomKey) bool) int
-	Recover(ctx context.Context, match func(rooms.RoomKey) bool)
+	Recover(ctx context.Context, n int, ps []int, match func(rooms.RoomKey) bool)
 }
 
 // Lease is a partition's lease as stored: its owner, when it took the
@@ -426,7 +426,7 @@ func (n *Node) balance(ctx context.Context) {
 	gained := n.take(ctx, take)
 	if len(gained) > 0 {
 		n.log.Info("partitions taken", "count", len(gained), "live_nodes", len(live))
-		go n.svc.Recover(context.WithoutCancel(ctx), n.matcher(gained))
+		go n.svc.Recover(context.WithoutCancel(ctx), n.cfg.Partitions, gained, n.matcher(gained))
 	}
 	if len(give) > 0 {
 		n.handOver(ctx, give, "rebalance")

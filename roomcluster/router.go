@@ -100,10 +100,14 @@ func (r *Router) Execute(ctx context.Context, cmd *rooms.Command) (rooms.Result,
 	if err != nil {
 		return rooms.Result{}, err
 	}
-	if rep.View == nil {
+	res := rooms.Result{Replayed: rep.Replayed, Epoch: rep.Epoch, Node: rep.Node}
+	switch {
+	case rep.View != nil:
+		res.View = *rep.View
+	case !c.NoView:
 		return rooms.Result{}, apperr.New(apperr.Internal, "routed command without a room")
 	}
-	return rooms.Result{View: *rep.View, Replayed: rep.Replayed, Epoch: rep.Epoch, Node: rep.Node}, nil
+	return res, nil
 }
 
 // Get routes a room's view to its owner (its live cell).

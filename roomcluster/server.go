@@ -169,7 +169,7 @@ func decode(op string, req micro.Request) (routed, time.Duration, error) {
 	switch op {
 	case opExecute:
 		var cmd rooms.Command
-		if err := json.Unmarshal(req.Data(), &cmd); err != nil {
+		if err := decodeCommand(req.Data(), &cmd); err != nil {
 			return nil, 0, err
 		}
 		ms, err := strconv.ParseInt(req.Headers().Get(timeoutHeader), 10, 64)

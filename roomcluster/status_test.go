@@ -20,8 +20,8 @@ import (
 // its leases matter.
 type idleHost struct{}
 
-func (idleHost) Release(context.Context, func(rooms.RoomKey) bool) int { return 0 }
-func (idleHost) Recover(context.Context, func(rooms.RoomKey) bool)     {}
+func (idleHost) Release(context.Context, func(rooms.RoomKey) bool) int         { return 0 }
+func (idleHost) Recover(context.Context, int, []int, func(rooms.RoomKey) bool) {}
 
 // statusNode is a rooms node without rooms; stop shuts it down gracefully.
 type statusNode struct {

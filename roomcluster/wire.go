@@ -73,11 +73,15 @@ func (e execute) run(ctx context.Context, svc rooms.Rooms) (reply, error) {
 	if err != nil {
 		return reply{}, err
 	}
-	return reply{View: &res.View, Replayed: res.Replayed, Epoch: res.Epoch}, nil
+	rep := reply{Replayed: res.Replayed, Epoch: res.Epoch}
+	if !e.cmd.NoView {
+		rep.View = &res.View
+	}
+	return rep, nil
 }
 
 func (e execute) message(timeoutMs int64) ([]byte, nats.Header, error) {
-	data, err := json.Marshal(e.cmd)
+	data, err := encodeCommand(e.cmd)
 	return data, nats.Header{timeoutHeader: []string{strconv.FormatInt(timeoutMs, 10)}}, err
 }
 

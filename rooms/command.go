@@ -78,6 +78,11 @@ type Command struct {
 	// travels to the room's owner in the routed command (the cluster's
 	// NATS is trusted: run it with TLS between machines).
 	Password string `json:"pw,omitempty"`
+	// NoView is true when the caller answers without the room's view
+	// (the HTTP edge's leave and heartbeat): a rooms node that runs the
+	// command for a router then replies without it. An input only, like
+	// Password; the service's own Result still holds the view.
+	NoView bool `json:"nv,omitempty"`
 }
 
 // logged is what the command log stores of a command: the kind, the

@@ -106,12 +106,16 @@ func (s *Service) forget(c *cell) {
 	s.mu.Unlock()
 }
 
-// Recover loads the rooms that match whose stored state lists users, so
-// users who vanished while nobody served them are swept: at start for
-// every room, and on a partition's takeover for its rooms. Each loaded
-// room's users start a fresh presence window.
-func (s *Service) Recover(ctx context.Context, match func(RoomKey) bool) {
-	s.recoverRooms(ctx, match)
+// Recover loads the rooms of partitions ps among n whose stored state
+// lists users, so users who vanished while nobody served them are swept,
+// on a partition's takeover. It lists them by the rooms rows' group_hash
+// (whose remainder modulo n is a room's partition), from an index, and
+// loads those that match. Each loaded room's users start a fresh presence
+// window.
+func (s *Service) Recover(ctx context.Context, n int, ps []int, match func(RoomKey) bool) {
+	s.recoverRooms(ctx, func(ctx context.Context) ([][2]string, error) {
+		return s.store.roomsOfPartitions(ctx, n, ps, s.cfg.RecoverLimit)
+	}, match)
 }
 
 // Loaded returns how many rooms are in memory.

@@ -542,6 +542,14 @@ func (s *Service) run(ctx context.Context, cmd *Command) (res Result, err error)
 	}
 	after, err := s.prepare(ctx, cmd)
 	if err != nil {
+		if cmd.ClientKey && cmd.Kind == KindCreateRoom && apperr.CodeOf(err) == apperr.AlreadyExists {
+			// The owner's room may be this create's, its first run (a
+			// router's attempt that timed out) committed since the
+			// look-up above: answer it as a repeat.
+			if res, found, rerr := s.replayed(ctx, key, cmd); found || rerr != nil {
+				return res, rerr
+			}
+		}
 		return Result{}, err
 	}
 	if after != nil {
@@ -571,8 +579,13 @@ func (s *Service) execLocked(ctx context.Context, c *cell, cmd *Command) (Result
 				// The cell is stale; the next command reloads.
 				s.drop(c)
 			}
-			res.Epoch, _ = s.serving(key)
-			return res, err
+			if err != nil {
+				return Result{}, err
+			}
+			if res.Epoch, err = s.serving(key); err != nil {
+				return Result{}, err // answered by the partition's next owner
+			}
+			return res, nil
 		}
 	}
 
@@ -664,8 +677,15 @@ func (s *Service) replayed(ctx context.Context, key roomKey, cmd *Command) (Resu
 		}
 	}
 	res, err := decodeResult(stored, cur)
-	res.Epoch, _ = s.serving(key)
-	return res, true, err
+	if err != nil {
+		return Result{}, true, err
+	}
+	// Like a command run, a repeat is answered OK only by a node that
+	// serves the room's partition (a router asks the next owner).
+	if res.Epoch, err = s.serving(key); err != nil {
+		return Result{}, true, err
+	}
+	return res, true, nil
 }
 
 // decodeResult is the answer to a repeated command: the stored first

@@ -13,6 +13,7 @@ import (
 	"voiceroom/bus"
 	"voiceroom/mysqldb"
 	"voiceroom/outboxrelay"
+	"voiceroom/roomevent"
 	"voiceroom/wallet"
 )
 
@@ -130,7 +131,12 @@ func (st *store) activeRoomOf(ctx context.Context, appCode string, ownerUserID i
 // lists present users: after a restart they are loaded so the presence
 // sweeper can clear users whose heartbeats stopped while the process was down.
 func (st *store) roomsWithUsers(ctx context.Context, limit int) ([][2]string, error) {
-	rows, err := st.db.QueryContext(ctx, `SELECT app_code, room_id FROM rooms WHERE status = 'active' AND online_count > 0 LIMIT ?`, limit)
+	return st.roomKeys(ctx, `SELECT app_code, room_id FROM rooms WHERE status = 'active' AND online_count > 0 LIMIT ?`, limit)
+}
+
+// roomKeys runs query, which selects app_code and room_id.
+func (st *store) roomKeys(ctx context.Context, query string, args ...any) ([][2]string, error) {
+	rows, err := st.db.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -144,6 +150,38 @@ func (st *store) roomsWithUsers(ctx context.Context, limit int) ([][2]string, er
 		out = append(out, k)
 	}
 	return out, rows.Err()
+}
+
+// groupHash is the rooms row's group_hash: the hash of the room's IM
+// GroupId whose remainder modulo P is the room's partition among P
+// (roomcluster.Partition), so a takeover lists a partition's rooms with
+// users from an index (roomsOfPartitions).
+func groupHash(appCode, roomID string) uint32 {
+	return voiceroom.Hash(roomevent.IMGroupID(appCode, roomID))
+}
+
+// roomsOfPartitions lists the active rooms with users (as roomsWithUsers)
+// of the partitions ps among n, from the index on (status, online_count,
+// group_hash) alone. Rows an older release wrote (group_hash 0) come too:
+// the caller matches every key.
+func (st *store) roomsOfPartitions(ctx context.Context, n int, ps []int, limit int) ([][2]string, error) {
+	if len(ps) == 0 {
+		return nil, nil
+	}
+	q := make([]byte, 0, 160+3*len(ps))
+	q = append(q, `SELECT app_code, room_id FROM rooms WHERE status = 'active' AND online_count > 0 AND (group_hash = 0 OR group_hash % ? IN (`...)
+	args := make([]any, 0, len(ps)+2)
+	args = append(args, n)
+	for i, p := range ps {
+		if i > 0 {
+			q = append(q, ',')
+		}
+		q = append(q, '?')
+		args = append(args, p)
+	}
+	q = append(q, `)) LIMIT ?`...)
+	args = append(args, limit)
+	return st.roomKeys(ctx, string(q), args...)
 }
 
 // mutation is everything one accepted command writes, in one transaction
@@ -259,11 +297,11 @@ func prepareGroup(ctx context.Context, q mysqldb.Querier, b *mysqldb.Batch, ms [
 		switch {
 		case !m.writeRoom:
 		case m.create:
-			creates.Add("(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", m.appCode, m.roomID, r.shortID, r.ownerUserID, r.status,
-				r.visibleRegionID, r.mode, m.version, r.onlineCount, r.createdAtMs, m.nowMs)
+			creates.Add("(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", m.appCode, m.roomID, r.shortID, r.ownerUserID, r.status,
+				r.visibleRegionID, r.mode, m.version, r.onlineCount, r.createdAtMs, m.nowMs, groupHash(m.appCode, m.roomID))
 		default:
-			updates.Add("(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", m.appCode, m.roomID, r.shortID, r.ownerUserID, r.status,
-				r.visibleRegionID, r.mode, m.version, r.onlineCount, r.createdAtMs, m.nowMs)
+			updates.Add("(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", m.appCode, m.roomID, r.shortID, r.ownerUserID, r.status,
+				r.visibleRegionID, r.mode, m.version, r.onlineCount, r.createdAtMs, m.nowMs, groupHash(m.appCode, m.roomID))
 		}
 		logs.Add("(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", m.appCode, m.roomID, m.version, m.commandID, string(m.kind),
 			m.actorUserID, m.requestID, m.command, m.result, m.nowMs)
@@ -278,13 +316,13 @@ func prepareGroup(ctx context.Context, q mysqldb.Querier, b *mysqldb.Batch, ms [
 			roomAudits.Add(auditTuple, e.values()...)
 		}
 	}
-	const roomCols = `(app_code, room_id, room_short_id, owner_user_id, status, visible_region_id, mode, room_version, online_count, created_at_ms, updated_at_ms)`
+	const roomCols = `(app_code, room_id, room_short_id, owner_user_id, status, visible_region_id, mode, room_version, online_count, created_at_ms, updated_at_ms, group_hash)`
 	// A plain insert: a second active room of one owner hits uk_rooms_active_owner.
 	b.AddRows(`INSERT INTO rooms `+roomCols+` VALUES `, &creates, ``)
 	// The rows exist (primary key): this only updates them, in one statement.
 	b.AddRows(`INSERT INTO rooms `+roomCols+` VALUES `, &updates, ` ON DUPLICATE KEY UPDATE status = VALUES(status),
 			visible_region_id = VALUES(visible_region_id), room_version = VALUES(room_version),
-			online_count = VALUES(online_count), updated_at_ms = VALUES(updated_at_ms)`)
+			online_count = VALUES(online_count), updated_at_ms = VALUES(updated_at_ms), group_hash = VALUES(group_hash)`)
 	// The primary key (app_code, room_id, room_version) fences a second
 	// writer of the same room: its insert of a taken version fails.
 	b.AddRows(`INSERT INTO room_command_log (app_code, room_id, room_version, command_id, command_type, actor_user_id,

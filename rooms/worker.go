@@ -18,7 +18,9 @@ import (
 // rooms this node serves.
 func (s *Service) Run(ctx context.Context) error {
 	if s.own == nil {
-		s.recoverRooms(ctx, func(RoomKey) bool { return true })
+		s.recoverRooms(ctx, func(ctx context.Context) ([][2]string, error) {
+			return s.store.roomsWithUsers(ctx, s.cfg.RecoverLimit)
+		}, func(RoomKey) bool { return true })
 	}
 	ticker := time.NewTicker(s.cfg.SweepInterval)
 	defer ticker.Stop()
@@ -32,10 +34,10 @@ func (s *Service) Run(ctx context.Context) error {
 	}
 }
 
-// recoverRooms loads the rooms that match and may hold users, four at a
-// time.
-func (s *Service) recoverRooms(ctx context.Context, match func(RoomKey) bool) {
-	all, err := s.store.roomsWithUsers(ctx, s.cfg.RecoverLimit)
+// recoverRooms loads the rooms list names that match and may hold users,
+// four at a time.
+func (s *Service) recoverRooms(ctx context.Context, list func(context.Context) ([][2]string, error), match func(RoomKey) bool) {
+	all, err := list(ctx)
 	if err != nil {
 		s.log.Error("cannot list rooms to recover; their users are swept when the rooms are next used", "error", err)
 		return

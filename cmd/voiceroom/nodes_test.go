@@ -26,8 +26,8 @@ import (
 // all a test looks at.
 type idleRooms struct{}
 
-func (idleRooms) Release(context.Context, func(rooms.RoomKey) bool) int { return 0 }
-func (idleRooms) Recover(context.Context, func(rooms.RoomKey) bool)     {}
+func (idleRooms) Release(context.Context, func(rooms.RoomKey) bool) int         { return 0 }
+func (idleRooms) Recover(context.Context, int, []int, func(rooms.RoomKey) bool) {}
 
 // newTestRoomsNode runs a rooms node without rooms on js until the test
 // ends, reporting cells loaded cells.
