@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -89,6 +90,7 @@ type ledger struct {
 	floor  uint64 // sequences at or below it are not kept
 	seqs   map[uint64]entry
 	pruned int // len(seqs) after the last prune
+	peak   int // the most entries seqs held since it was last made
 }
 
 // receive records a delivery before it is handed over. It returns true
@@ -173,6 +175,7 @@ func (l *ledger) prune(ackFloor uint64) int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.floor = max(l.floor, ackFloor)
+	l.peak = max(l.peak, len(l.seqs))
 	for seq := range l.seqs {
 		if seq <= l.floor {
 			delete(l.seqs, seq)
@@ -192,6 +195,14 @@ func (l *ledger) prune(ackFloor uint64) int {
 			l.floor = max(l.floor, seq)
 			early++
 		}
+	}
+	if len(l.seqs) < l.peak/4 {
+		// A Go map keeps the room of its most entries after deletes: a
+		// ledger that once grew large (a backlog, a lagging ack floor)
+		// would hold that memory for the process's life.
+		seqs := make(map[uint64]entry, len(l.seqs))
+		maps.Copy(seqs, l.seqs)
+		l.seqs, l.peak = seqs, len(seqs)
 	}
 	l.pruned = len(l.seqs)
 	return early

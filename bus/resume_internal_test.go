@@ -1,6 +1,7 @@
 package bus
 
 import (
+	"runtime"
 	"testing"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -99,3 +100,36 @@ func (m *countingMsg) Reply() string               { return "reply" }
 func (m *countingMsg) Ack() error                  { m.acks++; return nil }
 func (m *countingMsg) Nak() error                  { return nil }
 func (m *countingMsg) TermWithReason(string) error { m.terms++; return nil }
+
+// TestLedgerGivesBackItsRoom: once a prune leaves a ledger far smaller
+// than it grew (a backlog settled, the ack floor caught up), the memory
+// of its largest size is given back.
+func TestLedgerGivesBackItsRoom(t *testing.T) {
+	l := &ledger{seqs: map[uint64]entry{}}
+	msg := ackMsg{reply: "$JS.ACK.ROOM_EVENTS.imbridge.1.123456.123456.1700000000000000000.0"}
+	const n = 200_000
+	for seq := uint64(1); seq <= n; seq++ {
+		j := &job{msg: msg, meta: &jetstream.MsgMetadata{Sequence: jetstream.SequencePair{Stream: seq}}}
+		l.receive(j)
+		if err := l.settle(j, entryAcked, jetstream.Msg.Ack); err != nil {
+			t.Fatal(err)
+		}
+	}
+	heap := func() uint64 {
+		var ms runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&ms)
+		return ms.HeapAlloc
+	}
+	grown := heap()
+	l.prune(n - 10)
+	if len(l.seqs) != 10 {
+		t.Fatalf("%d entries left, want 10", len(l.seqs))
+	}
+	pruned := heap()
+	runtime.KeepAlive(l)
+	// 200,000 entries take several MiB; 10 take nothing to speak of.
+	if grown < pruned || grown-pruned < 2<<20 {
+		t.Errorf("heap %d B with %d entries, %d B with 10: the map kept its room", grown, n, pruned)
+	}
+}

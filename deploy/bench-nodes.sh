@@ -15,6 +15,16 @@
 # load starts, each starting a second later, and prints the activity role's
 # scoring over the rest of the load window next to what the activity and
 # list projector durables acked in it.
+# BENCH_HEAP=DIR measures node a's whole process per loaded room against
+# the same process at 0 rooms: each time after a GC (the operators'
+# /debug/pprof/heap?gc=1), its heap in use and RSS before the bench's setup
+# and after its load, and the heap profiles 0.heap and loaded.heap in DIR
+# (compare: go tool pprof -base DIR/0.heap DIR/loaded.heap). Give the load
+# a fixed --rate for figures that compare across runs, and thousands of
+# rooms: what the process holds whatever the rooms (JetStream's block
+# cache, connection buffers) counts per room too. GODEBUG=memprofilerate=8192
+# in the environment makes the profiles exact to a few KiB, e.g.
+#   BENCH_HEAP=/tmp/heap bash deploy/bench-nodes.sh 1 20s --rooms 3000 --mix joinleave --rate 150
 #
 #   go build -o bin/voiceroom ./cmd/voiceroom
 #   bash deploy/bench-nodes.sh 3 30s
@@ -85,6 +95,16 @@ cpu() {
   echo $s
 }
 vpids=("${pids[@]:1}")
+# heapnow NAME: node a after a GC: its heap profile in $BENCH_HEAP/NAME.heap,
+# and "heap_in_use_bytes rss_bytes".
+heapnow() {
+  curl -sf -o "$BENCH_HEAP/$1.heap" "http://127.0.0.1:29091/debug/pprof/heap?gc=1" || echo "no heap profile of node a" >&2
+  echo "$(curl -sf http://127.0.0.1:29091/metrics | awk '$1 == "go_memstats_heap_inuse_bytes" { printf "%.0f", $2 }') $(awk '/^VmRSS/ { print $2 * 1024 }' "/proc/${pids[1]}/status")"
+}
+if [ -n "${BENCH_HEAP:-}" ]; then
+  mkdir -p "$BENCH_HEAP"
+  read -r heap0 rss0 <<<"$(heapnow 0)"
+fi
 maria=$(pgrep -x mariadbd || pgrep -x mysqld)
 $BIN bench --url http://127.0.0.1:28081 --ops-url http://127.0.0.1:29091 --nats nats://127.0.0.1:24222 \
   --im-emulator http://127.0.0.1:28080 --rooms 1000 --clients 64 --duration "$DUR" --drain-rows 0 --quiet \
@@ -145,7 +165,13 @@ if [ "${BENCH_ACTIVITIES:-0}" -gt 0 ]; then
   echo "activities: $BENCH_ACTIVITIES defined; over ${secs}s of the load: $(rate 0 "$offered") events/s of the types they score committed; $(rate "$e0" "$e1") events scored/s ($(rate "$r0" "$r1") (event, activity) counts/s), mean lag commit -> scored $(awk "BEGIN{printf \"%.1f\", ($ls1-$ls0)/($lc1-$lc0+1e-9)}") s; durables acked: activity $(rate "$a0" "$a1") events/s, list projector $(rate "$p0" "$p1") events/s"
 fi
 wait $bp
-echo "bench exit $?; during the load window: voiceroom (all $N nodes) $(awk "BEGIN{print ($c1-$c0)/100}") CPU-s, MariaDB $(awk "BEGIN{print ($m1-$m0)/100}") CPU-s"
+bx=$?
+if [ -n "${BENCH_HEAP:-}" ]; then
+  read -r heap1 rss1 <<<"$(heapnow loaded)"
+  loaded=$(grep -o '"voiceroom_rooms_loaded": *[0-9]*' "$T/bench.json" | grep -o '[0-9]*$')
+  [ -n "$loaded" ] && [ "$loaded" -gt 0 ] && echo "node a against 0 rooms, after a GC: heap in use $(awk "BEGIN{printf \"%.1f\", ($heap1-$heap0)/$loaded/1024}") KiB, RSS $(awk "BEGIN{printf \"%.1f\", ($rss1-$rss0)/$loaded/1024}") KiB per loaded room ($loaded rooms; heap $((heap0 >> 20)) -> $((heap1 >> 20)) MiB, RSS $((rss0 >> 20)) -> $((rss1 >> 20)) MiB; profiles 0.heap, loaded.heap in $BENCH_HEAP)"
+fi
+echo "bench exit $bx; during the load window: voiceroom (all $N nodes) $(awk "BEGIN{print ($c1-$c0)/100}") CPU-s, MariaDB $(awk "BEGIN{print ($m1-$m0)/100}") CPU-s"
 if [ "${BENCH_ACTIVITIES:-0}" -gt 0 ]; then
   curl -sf http://127.0.0.1:29091/metrics | grep -E '^voiceroom_activity_(events_total|events_skipped_total)'
 fi

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"crypto/sha256"
 	"time"
 
 	"voiceroom/internal/memo"
@@ -17,9 +18,11 @@ import (
 // an app disabled: every token is checked in full again). Only accepted
 // tokens are kept; a forged or edited token is a different string and is
 // always checked. It holds at most memo.DefaultBound tokens and starts
-// over when full.
+// over when full. A token is kept by its SHA-256, not as the string: the
+// map holds an entry per user online, and a token is several times the
+// 32 bytes of its digest.
 type verifiedTokens struct {
-	m memo.Map[string, verifiedToken]
+	m memo.Map[[sha256.Size]byte, verifiedToken]
 }
 
 type verifiedToken struct {
@@ -31,7 +34,7 @@ type verifiedToken struct {
 // get returns the principal of token if it was accepted under generation
 // gen and its verdict still holds at now.
 func (v *verifiedTokens) get(token string, gen uint64, now time.Time) (Principal, bool) {
-	e, ok := v.m.Get(token)
+	e, ok := v.m.Get(sha256.Sum256([]byte(token)))
 	if !ok || e.gen != gen || !now.Before(e.until) {
 		return Principal{}, false
 	}
@@ -40,5 +43,5 @@ func (v *verifiedTokens) get(token string, gen uint64, now time.Time) (Principal
 
 // put remembers a token accepted under generation gen until until.
 func (v *verifiedTokens) put(token string, p Principal, gen uint64, until time.Time) {
-	v.m.Put(token, verifiedToken{p: p, gen: gen, until: until})
+	v.m.Put(sha256.Sum256([]byte(token)), verifiedToken{p: p, gen: gen, until: until})
 }

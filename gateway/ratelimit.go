@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/gofiber/fiber/v2"
-	"golang.org/x/time/rate"
 
 	"voiceroom/apperr"
 )
@@ -44,16 +43,44 @@ type principalKey struct {
 
 type rateShard struct {
 	mu       sync.Mutex
-	cur      map[principalKey]*rate.Limiter
-	prev     map[principalKey]*rate.Limiter
+	cur      map[principalKey]bucket
+	prev     map[principalKey]bucket
 	rotateAt time.Time
+}
+
+// bucket is one principal's token bucket, held in the shard's map by
+// value: there is one per user online, so it is the 16 bytes of its state
+// rather than a *rate.Limiter (80 bytes, a pointer and an allocation of
+// its own). It behaves as rate.Limiter's AllowN(now, 1): a new bucket is
+// full, it refills at perSec up to burst, and a refused take changes
+// nothing.
+type bucket struct {
+	tokens float64
+	last   int64 // unix ns of the last take; 0: new
+}
+
+// take takes a token at now if one is there.
+func (b *bucket) take(now time.Time, perSec float64, burst int) bool {
+	ns := now.UnixNano()
+	tokens := float64(burst)
+	if b.last != 0 {
+		tokens = b.tokens
+		if ns > b.last { // a clock gone back refills nothing
+			tokens = min(tokens+float64(ns-b.last)/1e9*perSec, float64(burst))
+		}
+	}
+	if tokens < 1 {
+		return false
+	}
+	b.tokens, b.last = tokens-1, ns
+	return true
 }
 
 func newRateLimiter(perSec float64, burst int, now func() time.Time) *rateLimiter {
 	r := &rateLimiter{perSec: perSec, burst: burst, now: now, seed: maphash.MakeSeed()}
 	start := now()
 	for i := range r.shards {
-		r.shards[i].cur = map[principalKey]*rate.Limiter{}
+		r.shards[i].cur = map[principalKey]bucket{}
 		r.shards[i].rotateAt = start.Add(idleBucket)
 	}
 	return r
@@ -74,19 +101,18 @@ func (r *rateLimiter) allow(k principalKey) bool {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	if !now.Before(sh.rotateAt) {
-		sh.prev, sh.cur = sh.cur, make(map[principalKey]*rate.Limiter, len(sh.cur))
+		sh.prev, sh.cur = sh.cur, make(map[principalKey]bucket, len(sh.cur))
 		sh.rotateAt = now.Add(idleBucket)
 	}
-	lim, ok := sh.cur[k]
+	b, ok := sh.cur[k]
 	if !ok {
-		if lim, ok = sh.prev[k]; ok {
+		if b, ok = sh.prev[k]; ok {
 			delete(sh.prev, k)
-		} else {
-			lim = rate.NewLimiter(rate.Limit(r.perSec), r.burst)
 		}
-		sh.cur[k] = lim
 	}
-	return lim.AllowN(now, 1)
+	allowed := b.take(now, r.perSec, r.burst)
+	sh.cur[k] = b
+	return allowed
 }
 
 func (r *rateLimiter) middleware(c *fiber.Ctx) error {

@@ -3,6 +3,8 @@ package gateway
 import (
 	"testing"
 	"time"
+
+	"golang.org/x/time/rate"
 )
 
 func TestRateLimiterKeepsBusyBucketsAndDropsIdleOnes(t *testing.T) {
@@ -19,7 +21,9 @@ func TestRateLimiterKeepsBusyBucketsAndDropsIdleOnes(t *testing.T) {
 	}
 	kept := func(k principalKey) bool {
 		sh := r.shard(k)
-		return sh.cur[k] != nil || sh.prev[k] != nil
+		_, cur := sh.cur[k]
+		_, prev := sh.prev[k]
+		return cur || prev
 	}
 	// The busy bucket is used once per idle period; the idle one never.
 	for range 3 {
@@ -43,4 +47,21 @@ func BenchmarkRateLimiter(b *testing.B) {
 			r.allow(principalKey{app: "app1", user: user % 100000})
 		}
 	})
+}
+
+// TestBucketTakesAsRateLimiter steps a bucket and a rate.Limiter of the
+// same rate and burst through one sequence of takes, the clock going back
+// once: each take has the same answer.
+func TestBucketTakesAsRateLimiter(t *testing.T) {
+	now := time.Unix(1_700_000_000, 0)
+	const perSec, burst = 2.5, 3
+	lim := rate.NewLimiter(perSec, burst)
+	var b bucket
+	for i, step := range []time.Duration{0, 0, 0, 0, 100 * time.Millisecond, 300 * time.Millisecond, 0, time.Second,
+		0, 0, 0, -time.Second, 0, 2 * time.Second, 0, 0, 0, 0, 399 * time.Millisecond, time.Millisecond, 0, time.Hour, 0, 0, 0, 0} {
+		now = now.Add(step)
+		if got, want := b.take(now, perSec, burst), lim.AllowN(now, 1); got != want {
+			t.Fatalf("take %d (after %v): %v, rate.Limiter %v", i, step, got, want)
+		}
+	}
 }

@@ -540,7 +540,14 @@ func (b *Bridge) settleQuiet(l *lane, n int) {
 // Once out of held, a delivery again no longer joins them.
 func (b *Bridge) takeLocked(l *lane, n int) []*item {
 	done := append([]*item(nil), l.queue[:n]...)
+	// The slots taken are cleared: a lane lives on idle until forgotten,
+	// and its queue's array would otherwise keep every settled event (its
+	// envelope, and through done the delivery's message) of its room.
+	clear(l.queue[:n])
 	l.queue = l.queue[n:]
+	if len(l.queue) == 0 {
+		l.queue = nil
+	}
 	if n > 0 {
 		l.muted = false // the head's mute went with it
 	}

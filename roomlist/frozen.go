@@ -292,17 +292,45 @@ func (z *freezer) current(ctx context.Context, l listID, build func(context.Cont
 func (z *freezer) built(st *listState, ch chan struct{}, at time.Time, f *frozenOrder, err error) (*frozenOrder, error) {
 	z.mu.Lock()
 	defer z.mu.Unlock()
+	prev := st.built
 	st.building, st.built, st.err = nil, f, err
 	close(ch)
 	if err != nil {
 		return nil, err
 	}
+	shareEntries(prev, f)
 	if f.id == 0 { // not stamped before its write to Redis
 		stamp(f, at)
 	}
 	z.add(f)
 	st.cur = f
 	return f, nil
+}
+
+// shareEntries makes f, a list's new order, share what it has in common
+// with prev, the list's order before: its entries when they are the same
+// (a list nobody changed meanwhile), else the rooms' id strings. A list
+// is frozen every FreezeEvery while it is read and each order is held
+// for ChainTTL, so a read list holds about ChainTTL/FreezeEvery orders
+// of mostly the same rooms, each of which would otherwise keep its own
+// copy of every id. Orders are never changed once built.
+func shareEntries(prev, f *frozenOrder) {
+	if prev == nil || f == nil || len(prev.entries) == 0 {
+		return
+	}
+	if slices.Equal(prev.entries, f.entries) {
+		f.entries = prev.entries
+		return
+	}
+	ids := make(map[string]string, len(prev.entries))
+	for _, e := range prev.entries {
+		ids[e.id] = e.id
+	}
+	for i := range f.entries {
+		if id, ok := ids[f.entries[i].id]; ok {
+			f.entries[i].id = id
+		}
+	}
 }
 
 // load returns the order id: the one held here, else the one fetch reads
