@@ -1,7 +1,9 @@
 package roomlist_test
 
 import (
+	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"testing"
@@ -138,28 +140,60 @@ func TestListThroughSentinelFailover(t *testing.T) {
 	})
 	// A card rewritten on the new master shows at the next page: the near
 	// cache tracks the new master.
-	first := f.want[0].RoomID
-	if _, err := f.db.Exec(`UPDATE room_list_entries SET title = 'renamed' WHERE room_id = ?`, first); err != nil {
-		t.Fatal(err)
-	}
-	refill(t, f.db, rdb, prefix, nil)
-	page, err := f.lister.List(t.Context(), f.req)
-	if err != nil || len(page.Rooms) == 0 || page.Rooms[0].RoomID != first || page.Rooms[0].Title != "renamed" {
-		t.Fatalf("after renaming %s on the new master: %+v, %v", first, page.Rooms[:min(1, len(page.Rooms))], err)
-	}
+	f.nearFollowsFailover(t, rdb, listprojector.Keys{Prefix: prefix}.Card("a1", f.want[0].RoomID))
 }
 
-// TestNearCacheOffOnCluster: on a Redis Cluster the near cache is off
-// (client tracking follows one connection to one server), and the list
-// reads its cards from the masters, by one MGET per slot, all found.
-func TestNearCacheOffOnCluster(t *testing.T) {
+// TestNearCacheOnCluster: on a Redis Cluster the near cache tracks every
+// master (a connection each), serves repeated pages from memory, and a
+// card rewritten on any master shows at the very next page: the barrier
+// waits for every master's invalidations. (Tracked on one master only,
+// the cards of the others would be served stale.)
+func TestNearCacheOnCluster(t *testing.T) {
 	rdb := testenv.NewRedisCluster(t)
 	prefix := testenv.RandomPrefix()
 	t.Cleanup(func() { testenv.DeleteRedisKeys(t, rdb, prefix) })
 	f := newFailoverFixture(t, rdb, prefix, roomlist.Config{CursorSecret: testSecret, FreezeEvery: time.Millisecond})
-	if roomlist.NearCacheOn(f.lister) {
-		t.Fatal("a near cache on a cluster")
+	masters := 0
+	if err := rdb.ForEachMaster(t.Context(), func(context.Context, *redis.Client) error { masters++; return nil }); err != nil {
+		t.Fatal(err)
 	}
+	if ids := roomlist.NearCacheConnIDs(f.lister); len(ids) != masters || masters < 3 {
+		t.Fatalf("tracking connections %v, want one per master of %d", ids, masters)
+	}
+	count := func(result string) float64 {
+		return testenv.MetricValue(t, f.reg, "voiceroom_list_cache_requests_total", "result", result)
+	}
+	miss, failed, near := count("miss"), count("error"), count("near")
+	f.walkSame(t, "again")
+	if n := count("miss") - miss; n != 0 {
+		t.Errorf("%v misses reading cards Redis holds", n)
+	}
+	if n := count("error") - failed; n != 0 {
+		t.Errorf("%v failed Redis reads", n)
+	}
+	if count("near") == near {
+		t.Error("no page from the near cache")
+	}
+
+	if _, err := f.db.Exec(`UPDATE room_list_entries SET title = CONCAT('renamed ', room_id) WHERE app_code = 'a1'`); err != nil {
+		t.Fatal(err)
+	}
+	refill(t, f.db, rdb, prefix, nil) // every card rewritten, on its own master
+	for _, it := range walkLister(t, f.lister, f.req, nil) {
+		if it.Title != "renamed "+it.RoomID {
+			t.Errorf("room %s served as %q after its card was rewritten", it.RoomID, it.Title)
+		}
+	}
+}
+
+// TestCardsFromEveryMasterOfCluster: without the near cache, the list
+// reads its cards from the masters by one MGET per slot, all found.
+func TestCardsFromEveryMasterOfCluster(t *testing.T) {
+	rdb := testenv.NewRedisCluster(t)
+	prefix := testenv.RandomPrefix()
+	t.Cleanup(func() { testenv.DeleteRedisKeys(t, rdb, prefix) })
+	f := newFailoverFixture(t, rdb, prefix, roomlist.Config{CursorSecret: testSecret, FreezeEvery: time.Millisecond,
+		NearCacheCards: noNearCache})
 	count := func(result string) float64 {
 		return testenv.MetricValue(t, f.reg, "voiceroom_list_cache_requests_total", "result", result)
 	}
@@ -174,4 +208,87 @@ func TestNearCacheOffOnCluster(t *testing.T) {
 	if count("hit") == hit {
 		t.Error("no read from Redis")
 	}
+}
+
+// TestNearCacheThroughClusterFailover: the master of a room's card is
+// stopped and its replica promoted; the near cache tracks the new master
+// (and no longer the stopped one), a card written there after the
+// failover is never served stale, and pages come from memory again.
+func TestNearCacheThroughClusterFailover(t *testing.T) {
+	rc := testenv.RunRedisCluster(t, 3)
+	rdb := rc.Client()
+	prefix := testenv.RandomPrefix()
+	f := newFailoverFixture(t, rdb, prefix, roomlist.Config{CursorSecret: testSecret, FreezeEvery: time.Millisecond})
+	key := listprojector.Keys{Prefix: prefix}.Card("a1", f.want[0].RoomID)
+	master := rc.MasterOf(key)
+	if _, ok := roomlist.NearCacheConnIDs(f.lister)[master.Addr]; !ok {
+		t.Fatalf("no tracking connection to the card's master %s: %v", master.Addr, roomlist.NearCacheConnIDs(f.lister))
+	}
+	master.Stop()
+	testenv.Eventually(t, 60*time.Second, func() error {
+		if m := rc.MasterOf(key); m == master {
+			return errors.New("the stopped master still serves the card's slot")
+		}
+		return nil
+	})
+	t.Log("the replica serves the card's slot")
+	f.nearFollowsFailover(t, rdb, key)
+	if _, ok := roomlist.NearCacheConnIDs(f.lister)[master.Addr]; ok {
+		t.Errorf("a tracking connection to the stopped master %s is kept", master.Addr)
+	}
+}
+
+// nearFollowsFailover writes the first room's card (key) in Redis, after a
+// failover, again and again until the near cache serves it: a page read
+// from Redis (or from memory) must show each write at once (no stale
+// card), and the cache must be up and serve the latest write from memory.
+func (f *failoverFixture) nearFollowsFailover(t *testing.T, rdb redis.UniversalClient, key string) {
+	t.Helper()
+	ctx := t.Context()
+	near := func() float64 {
+		return testenv.MetricValue(t, f.reg, "voiceroom_list_cache_requests_total", "result", "near")
+	}
+	i := 0
+	testenv.Eventually(t, 60*time.Second, func() error {
+		i++
+		title := fmt.Sprintf("written after the failover %d", i)
+		if err := setCardTitle(ctx, rdb, key, title); err != nil {
+			return err // the slot's new master does not take writes yet
+		}
+		fromNear := false
+		for range 3 {
+			redisReads, nearReads := f.fromRedis(t), near()
+			page, err := f.lister.List(ctx, f.req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if f.fromRedis(t) == redisReads {
+				continue // read from MySQL: Redis is not back for the list yet
+			}
+			if len(page.Rooms) == 0 || page.Rooms[0].Title != title {
+				t.Fatalf("stale card after the failover: %+v, want the title %q", page.Rooms[:min(1, len(page.Rooms))], title)
+			}
+			fromNear = fromNear || near() > nearReads
+		}
+		if !fromNear || !roomlist.NearCacheUp(f.lister) {
+			return fmt.Errorf("the near cache does not serve the card yet (up %v)", roomlist.NearCacheUp(f.lister))
+		}
+		return nil
+	})
+}
+
+// setCardTitle rewrites the card at key with another title, straight in
+// Redis.
+func setCardTitle(ctx context.Context, rdb redis.UniversalClient, key, title string) error {
+	raw, err := rdb.Get(ctx, key).Bytes()
+	if err != nil {
+		return err
+	}
+	var c map[string]any
+	if err := json.Unmarshal(raw, &c); err != nil {
+		return err
+	}
+	c["title"] = title
+	raw, _ = json.Marshal(c)
+	return rdb.Set(ctx, key, raw, redis.KeepTTL).Err()
 }
