@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -143,6 +145,54 @@ func TestListThroughSentinelFailover(t *testing.T) {
 	f.nearFollowsFailover(t, rdb, listprojector.Keys{Prefix: prefix}.Card("a1", f.want[0].RoomID))
 }
 
+// TestNearCacheThroughSentinelSwitchover: Sentinel moves the master to
+// the replica while the old master stays up (SENTINEL FAILOVER, as for
+// maintenance); the tracking connection moves to the new master (none is
+// left on the old one, which would report the writes only as they
+// replicate), and a card written there shows at once.
+func TestNearCacheThroughSentinelSwitchover(t *testing.T) {
+	s := testenv.RunRedisSentinel(t)
+	rdb := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: s.Master, SentinelAddrs: []string{s.Sentinel.Addr},
+		DialTimeout: 200 * time.Millisecond, ReadTimeout: time.Second})
+	testenv.CheckSlots(t, rdb)
+	t.Cleanup(func() { rdb.Close() })
+	prefix := testenv.RandomPrefix()
+	f := newFailoverFixture(t, rdb, prefix, roomlist.Config{CursorSecret: testSecret, FreezeEvery: time.Millisecond})
+
+	old := s.MasterAddr()
+	sc := redis.NewSentinelClient(&redis.Options{Addr: s.Sentinel.Addr})
+	t.Cleanup(func() { sc.Close() })
+	if err := sc.Failover(t.Context(), s.Master).Err(); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 60*time.Second, func() error {
+		if a := s.MasterAddr(); a == old || a == "" {
+			return fmt.Errorf("sentinel's master is still %q", a)
+		}
+		return nil
+	})
+	testenv.Eventually(t, 30*time.Second, func() error {
+		if n := nearClients(t, s.Node(old)); n != 0 {
+			return fmt.Errorf("%d tracking connections left on the old master", n)
+		}
+		if n := nearClients(t, s.Node(s.MasterAddr())); n != 1 {
+			return fmt.Errorf("%d tracking connections on the new master, want 1", n)
+		}
+		return nil
+	})
+	f.nearFollowsFailover(t, rdb, listprojector.Keys{Prefix: prefix}.Card("a1", f.want[0].RoomID))
+}
+
+// nearClients counts the near cache's tracking connections on node.
+func nearClients(t *testing.T, node *testenv.RedisNode) int {
+	t.Helper()
+	list, err := node.Client().ClientList(t.Context()).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Count(list, "name=voiceroom-list-near ")
+}
+
 // TestNearCacheOnCluster: on a Redis Cluster the near cache tracks every
 // master (a connection each), serves repeated pages from memory, and a
 // card rewritten on any master shows at the very next page: the barrier
@@ -153,11 +203,11 @@ func TestNearCacheOnCluster(t *testing.T) {
 	prefix := testenv.RandomPrefix()
 	t.Cleanup(func() { testenv.DeleteRedisKeys(t, rdb, prefix) })
 	f := newFailoverFixture(t, rdb, prefix, roomlist.Config{CursorSecret: testSecret, FreezeEvery: time.Millisecond})
-	masters := 0
-	if err := rdb.ForEachMaster(t.Context(), func(context.Context, *redis.Client) error { masters++; return nil }); err != nil {
+	var nMasters atomic.Int64
+	if err := rdb.ForEachMaster(t.Context(), func(context.Context, *redis.Client) error { nMasters.Add(1); return nil }); err != nil {
 		t.Fatal(err)
 	}
-	if ids := roomlist.NearCacheConnIDs(f.lister); len(ids) != masters || masters < 3 {
+	if ids, masters := roomlist.NearCacheConnIDs(f.lister), int(nMasters.Load()); len(ids) != masters || masters < 3 {
 		t.Fatalf("tracking connections %v, want one per master of %d", ids, masters)
 	}
 	count := func(result string) float64 {
