@@ -53,8 +53,7 @@ func newFailoverFixture(t *testing.T, rdb redis.UniversalClient, prefix string, 
 
 // fromRedis is how many reads Redis served: hits and near-cache hits.
 func (f *failoverFixture) fromRedis(t *testing.T) float64 {
-	return testenv.MetricValue(t, f.reg, "voiceroom_list_cache_requests_total", "result", "hit") +
-		testenv.MetricValue(t, f.reg, "voiceroom_list_cache_requests_total", "result", "near")
+	return f.reads(t, "hit") + f.reads(t, "near")
 }
 
 // walkSame walks the list and fails unless it is the list before.
@@ -104,19 +103,26 @@ func TestListThroughClusterFailover(t *testing.T) {
 	f.servedFromRedisAgain(t)
 }
 
-// TestListThroughSentinelFailover: with Redis behind Sentinel (a master,
-// a replica, one sentinel), the list and its near cache read the master;
-// the master is stopped while pages are read, every page stays the same,
-// and once Sentinel promoted the replica the list reads Redis again, and
-// a change written then shows at the next page.
-func TestListThroughSentinelFailover(t *testing.T) {
+// newSentinelFixture is the failover fixture over a Sentinel setup of the
+// test's own, read through a client that follows its master.
+func newSentinelFixture(t *testing.T) (*testenv.RedisSentinelSetup, redis.UniversalClient, string, *failoverFixture) {
+	t.Helper()
 	s := testenv.RunRedisSentinel(t)
 	rdb := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: s.Master, SentinelAddrs: []string{s.Sentinel.Addr},
 		DialTimeout: 200 * time.Millisecond, ReadTimeout: time.Second})
 	testenv.CheckSlots(t, rdb)
 	t.Cleanup(func() { rdb.Close() })
 	prefix := testenv.RandomPrefix()
-	f := newFailoverFixture(t, rdb, prefix, roomlist.Config{CursorSecret: testSecret, FreezeEvery: time.Millisecond})
+	return s, rdb, prefix, newFailoverFixture(t, rdb, prefix, roomlist.Config{CursorSecret: testSecret, FreezeEvery: time.Millisecond})
+}
+
+// TestListThroughSentinelFailover: with Redis behind Sentinel (a master,
+// a replica, one sentinel), the list and its near cache read the master;
+// the master is stopped while pages are read, every page stays the same,
+// and once Sentinel promoted the replica the list reads Redis again, and
+// a change written then shows at the next page.
+func TestListThroughSentinelFailover(t *testing.T) {
+	s, rdb, prefix, f := newSentinelFixture(t)
 	if !roomlist.NearCacheOn(f.lister) {
 		t.Fatal("the near cache is off behind Sentinel")
 	}
@@ -151,13 +157,7 @@ func TestListThroughSentinelFailover(t *testing.T) {
 // left on the old one, which would report the writes only as they
 // replicate), and a card written there shows at once.
 func TestNearCacheThroughSentinelSwitchover(t *testing.T) {
-	s := testenv.RunRedisSentinel(t)
-	rdb := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: s.Master, SentinelAddrs: []string{s.Sentinel.Addr},
-		DialTimeout: 200 * time.Millisecond, ReadTimeout: time.Second})
-	testenv.CheckSlots(t, rdb)
-	t.Cleanup(func() { rdb.Close() })
-	prefix := testenv.RandomPrefix()
-	f := newFailoverFixture(t, rdb, prefix, roomlist.Config{CursorSecret: testSecret, FreezeEvery: time.Millisecond})
+	s, rdb, prefix, f := newSentinelFixture(t)
 
 	old := s.MasterAddr()
 	sc := redis.NewSentinelClient(&redis.Options{Addr: s.Sentinel.Addr})
@@ -210,20 +210,7 @@ func TestNearCacheOnCluster(t *testing.T) {
 	if ids, masters := roomlist.NearCacheConnIDs(f.lister), int(nMasters.Load()); len(ids) != masters || masters < 3 {
 		t.Fatalf("tracking connections %v, want one per master of %d", ids, masters)
 	}
-	count := func(result string) float64 {
-		return testenv.MetricValue(t, f.reg, "voiceroom_list_cache_requests_total", "result", result)
-	}
-	miss, failed, near := count("miss"), count("error"), count("near")
-	f.walkSame(t, "again")
-	if n := count("miss") - miss; n != 0 {
-		t.Errorf("%v misses reading cards Redis holds", n)
-	}
-	if n := count("error") - failed; n != 0 {
-		t.Errorf("%v failed Redis reads", n)
-	}
-	if count("near") == near {
-		t.Error("no page from the near cache")
-	}
+	f.walkServedBy(t, "near") // pages from the near cache
 
 	if _, err := f.db.Exec(`UPDATE room_list_entries SET title = CONCAT('renamed ', room_id) WHERE app_code = 'a1'`); err != nil {
 		t.Fatal(err)
@@ -244,20 +231,7 @@ func TestCardsFromEveryMasterOfCluster(t *testing.T) {
 	t.Cleanup(func() { testenv.DeleteRedisKeys(t, rdb, prefix) })
 	f := newFailoverFixture(t, rdb, prefix, roomlist.Config{CursorSecret: testSecret, FreezeEvery: time.Millisecond,
 		NearCacheCards: noNearCache})
-	count := func(result string) float64 {
-		return testenv.MetricValue(t, f.reg, "voiceroom_list_cache_requests_total", "result", result)
-	}
-	miss, failed, hit := count("miss"), count("error"), count("hit")
-	f.walkSame(t, "again")
-	if n := count("miss") - miss; n != 0 {
-		t.Errorf("%v misses reading cards Redis holds", n)
-	}
-	if n := count("error") - failed; n != 0 {
-		t.Errorf("%v failed Redis reads", n)
-	}
-	if count("hit") == hit {
-		t.Error("no read from Redis")
-	}
+	f.walkServedBy(t, "hit") // pages read from Redis
 }
 
 // TestNearCacheThroughClusterFailover: the master of a room's card is
@@ -288,6 +262,29 @@ func TestNearCacheThroughClusterFailover(t *testing.T) {
 	}
 }
 
+// reads is the list's Redis reads of a result so far (hit, miss, error,
+// near: see voiceroom_list_cache_requests_total).
+func (f *failoverFixture) reads(t *testing.T, result string) float64 {
+	return testenv.MetricValue(t, f.reg, "voiceroom_list_cache_requests_total", "result", result)
+}
+
+// walkServedBy walks the list again and fails unless it is the list
+// before, no read missed a card or failed, and some were served as result.
+func (f *failoverFixture) walkServedBy(t *testing.T, result string) {
+	t.Helper()
+	miss, failed, served := f.reads(t, "miss"), f.reads(t, "error"), f.reads(t, result)
+	f.walkSame(t, "again")
+	if n := f.reads(t, "miss") - miss; n != 0 {
+		t.Errorf("%v misses reading cards Redis holds", n)
+	}
+	if n := f.reads(t, "error") - failed; n != 0 {
+		t.Errorf("%v failed Redis reads", n)
+	}
+	if f.reads(t, result) == served {
+		t.Errorf("no page served as %s", result)
+	}
+}
+
 // nearFollowsFailover writes the first room's card (key) in Redis, after a
 // failover, again and again until the near cache serves it: a page read
 // from Redis (or from memory) must show each write at once (no stale
@@ -295,9 +292,6 @@ func TestNearCacheThroughClusterFailover(t *testing.T) {
 func (f *failoverFixture) nearFollowsFailover(t *testing.T, rdb redis.UniversalClient, key string) {
 	t.Helper()
 	ctx := t.Context()
-	near := func() float64 {
-		return testenv.MetricValue(t, f.reg, "voiceroom_list_cache_requests_total", "result", "near")
-	}
 	i := 0
 	testenv.Eventually(t, 60*time.Second, func() error {
 		i++
@@ -307,7 +301,7 @@ func (f *failoverFixture) nearFollowsFailover(t *testing.T, rdb redis.UniversalC
 		}
 		fromNear := false
 		for range 3 {
-			redisReads, nearReads := f.fromRedis(t), near()
+			redisReads, nearReads := f.fromRedis(t), f.reads(t, "near")
 			page, err := f.lister.List(ctx, f.req)
 			if err != nil {
 				t.Fatal(err)
@@ -318,7 +312,7 @@ func (f *failoverFixture) nearFollowsFailover(t *testing.T, rdb redis.UniversalC
 			if len(page.Rooms) == 0 || page.Rooms[0].Title != title {
 				t.Fatalf("stale card after the failover: %+v, want the title %q", page.Rooms[:min(1, len(page.Rooms))], title)
 			}
-			fromNear = fromNear || near() > nearReads
+			fromNear = fromNear || f.reads(t, "near") > nearReads
 		}
 		if !fromNear || !roomlist.NearCacheUp(f.lister) {
 			return fmt.Errorf("the near cache does not serve the card yet (up %v)", roomlist.NearCacheUp(f.lister))
