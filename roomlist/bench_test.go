@@ -326,19 +326,37 @@ func firstPage(b *testing.B, db *sql.DB, rdb redis.UniversalClient, prefix strin
 
 // BenchmarkListerPage is one first page of the list service alone (no
 // HTTP), cards from Redis: its cost per request, allocations included.
+// near: served from the near cache (the default); redis: the near cache
+// off, cards and hides read from Redis each page; ping: one PING, the
+// floor of any Redis read. On a cluster (VOICEROOM_TEST_REDIS_ADDRS) the
+// near cache tracks every master, and a page's cards are one MGET per
+// slot.
 func BenchmarkListerPage(b *testing.B) {
 	db := testenv.NewDB(b)
 	rdb, prefix := testenv.NewRedis(b)
 	seedBench(b, db, []string{"a1"}, 2, 4000, 1)
-	cfg := roomlist.Config{CursorSecret: testSecret, FreezeEvery: time.Second}
 	refill(b, db, rdb, prefix, nil)
-	l := newTestLister(b, db, rdb, prefix, cfg, nil)
 	ctx := context.Background()
-	b.ReportAllocs()
-	b.ResetTimer()
-	for b.Loop() {
-		if _, err := l.List(ctx, roomlist.ListRequest{AppCode: "a1", RegionID: 1, Limit: 20}); err != nil {
-			b.Fatal(err)
-		}
+	for _, sub := range []struct {
+		name string
+		near int
+	}{{"near", 0}, {"redis", noNearCache}} {
+		cfg := roomlist.Config{CursorSecret: testSecret, FreezeEvery: time.Second, NearCacheCards: sub.near}
+		l := newTestLister(b, db, rdb, prefix, cfg, nil)
+		b.Run(sub.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := l.List(ctx, roomlist.ListRequest{AppCode: "a1", RegionID: 1, Limit: 20}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
+	b.Run("ping", func(b *testing.B) {
+		for b.Loop() {
+			if err := rdb.Ping(ctx).Err(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }

@@ -20,34 +20,44 @@ import (
 // hides are too.
 //
 // Redis tracks the keys for it (server-assisted client-side caching, in
-// broadcasting mode): one dedicated connection sends
+// broadcasting mode): a dedicated connection to each server that takes
+// writes (the one server, Sentinel's master, or every master of a Redis
+// Cluster; see trackLink) sends
 //
 //	CLIENT TRACKING ON REDIRECT <its own id> BCAST PREFIX <p>room:card: PREFIX <p>room:hides:
 //	SUBSCRIBE __redis__:invalidate
 //
-// and from then on Redis sends it the name of every key under those
-// prefixes that any client sets, deletes, or that expires or is evicted,
-// as part of the write (before it answers the writer). The entry of each
-// such key is dropped here.
+// and from then on that server sends it the name of every key under those
+// prefixes that any client sets, deletes, or that expires or is evicted
+// there, as part of the write (before it answers the writer). The entry of
+// each such key is dropped here. Tracking is per server: a cluster's
+// master reports the writes of its own slots only, hence a connection per
+// master.
 //
 // # Why a page from the near cache is as fresh as a Redis read made when its request arrived
 //
 //   - Before it reads its entries, a request waits for a barrier: the
-//     answer to a PING sent on the tracking connection after the request
-//     arrived. Redis sends a connection's messages in order, so every
-//     invalidation of a write Redis finished before that PING (every write
+//     answer to a PING sent on every tracking connection after the request
+//     arrived. A server sends a connection's messages in order, so every
+//     invalidation of a write it finished before that PING (every write
 //     finished before the request arrived, a hide's DEL in another
 //     process included) has been applied when the PONG is read. Waiting
-//     readers share one PING: one is in flight at a time, and the readers
-//     that arrive meanwhile wait for the next. A barrier that does not
-//     complete within RedisTimeout sends the request to Redis (with a
-//     RedisTimeout of its own).
-//   - Entries are used only while the tracking connection is up: its
+//     readers share one PING per connection: one is in flight at a time,
+//     and the readers that arrive meanwhile wait for the next. A barrier
+//     that does not complete within RedisTimeout sends the request to
+//     Redis (with a RedisTimeout of its own).
+//   - Entries are used only while every tracking connection is up: its
 //     subscription confirmed, or a ping answered, since its last failure.
 //     A failure (an error, or no message within trackingTimeout although a
 //     ping goes out every trackingPing) drops every entry and bumps the
 //     epoch, and nothing is used or kept until the connection is back with
 //     tracking armed again (go-redis reconnects it and OnConnect re-arms).
+//   - On a cluster the masters are read again every trackingPing, and at
+//     once when a connection fails (a failover: the stopped master's
+//     connection fails, its promoted replica is found). A master that
+//     joins gets its connection, one that leaves loses it, and either
+//     drops every entry: until the new master's connection is up, nothing
+//     is used (its writes were not tracked before).
 //   - A fill (a Redis read whose result is to be kept) registers its keys
 //     before the read. An invalidation of a key under fill marks it, and a
 //     marked key's value is not kept: it may predate the write. A fill that
@@ -64,33 +74,25 @@ import (
 // dropHides; Lister reads Redis itself then.
 type nearCache struct {
 	c       *cache
-	base    *redis.Client
+	base    *redis.Client        // one server, or Sentinel's master; nil on a cluster
+	cluster *redis.ClusterClient // a cluster; nil otherwise
 	maxAge  time.Duration
 	log     *slog.Logger
 	metrics *Metrics
 	now     func() time.Time
 
-	up     atomic.Bool
-	epoch  atomic.Uint64 // bumped by every flush
-	connID atomic.Int64  // Redis client id of the tracking connection
+	up    atomic.Bool   // every link up (see setLinks)
+	epoch atomic.Uint64 // bumped by every flush
 
 	mu    sync.RWMutex
 	cards tracked[cardRef, *listprojector.Card]
 	hides tracked[hideRegion, hideSet]
 
-	// The barrier (see sync): the readers waiting for the next PING, the
-	// PING in flight, and a nudge for the pinger.
-	bmu  sync.Mutex
-	next *syncPoint
-	sent *syncPoint
-	kick chan struct{}
-}
-
-// syncPoint is one PING of the barrier: done closes when its PONG came
-// (ok) or the connection failed (not ok).
-type syncPoint struct {
-	done chan struct{}
-	ok   bool
+	// The tracking connections, by server address, and a nudge to read a
+	// cluster's masters again.
+	lmu    sync.Mutex
+	links  map[string]*trackLink
+	reload chan struct{}
 }
 
 // cardRef names a room's card.
@@ -115,29 +117,23 @@ func (h hideSet) hiddenAt(ids []string, nowMs int64) map[string]bool {
 	return hidden
 }
 
-const (
-	invalidateChannel = "__redis__:invalidate"
-	// trackingPing is how often the tracking connection is pinged, and
-	// trackingTimeout how long it may stay silent before it counts as
-	// failed.
-	trackingPing    = time.Second
-	trackingTimeout = 3 * time.Second
-)
-
 // newNearCache returns the near cache of c, or nil when it is off
-// (NearCacheCards < 0), there is no Redis, or Redis is not a single server
-// (*redis.Client): tracking follows one connection to one server.
+// (NearCacheCards < 0) or there is no Redis.
 func newNearCache(c *cache, cfg Config, log *slog.Logger, m *Metrics) *nearCache {
 	if c == nil || cfg.NearCacheCards < 0 {
 		return nil
 	}
-	base, ok := c.rdb.(*redis.Client)
-	if !ok {
-		log.Info("near cache off: Redis is not a single server")
+	n := &nearCache{c: c, maxAge: cfg.NearCacheMaxAge, log: log, metrics: m,
+		now: time.Now, links: map[string]*trackLink{}, reload: make(chan struct{}, 1)}
+	switch rdb := c.rdb.(type) {
+	case *redis.Client:
+		n.base = rdb
+	case *redis.ClusterClient:
+		n.cluster = rdb
+	default:
+		log.Info("near cache off: Redis is neither a server nor a cluster", "client", fmt.Sprintf("%T", c.rdb))
 		return nil
 	}
-	n := &nearCache{c: c, base: base, maxAge: cfg.NearCacheMaxAge, log: log, metrics: m,
-		now: time.Now, kick: make(chan struct{}, 1)}
 	n.cards.init(cfg.NearCacheCards)
 	n.hides.init(maxNearHideSets)
 	return n
@@ -224,93 +220,6 @@ func (n *nearCache) cardsAndHides(ctx context.Context, timeout time.Duration, ap
 	return found, gotMissing, hidden, hidesReady, nil
 }
 
-// syncWithin is sync bounded by timeout.
-func (n *nearCache) syncWithin(ctx context.Context, timeout time.Duration) bool {
-	sctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	return n.sync(sctx)
-}
-
-// sync waits for the barrier: the PONG of a PING sent on the tracking
-// connection after sync was called. It returns false when the connection
-// failed first or ctx ended.
-func (n *nearCache) sync(ctx context.Context) bool {
-	n.bmu.Lock()
-	if n.next == nil {
-		n.next = &syncPoint{done: make(chan struct{})}
-	}
-	sp := n.next
-	n.bmu.Unlock()
-	select {
-	case n.kick <- struct{}{}:
-	default:
-	}
-	select {
-	case <-sp.done:
-		return sp.ok
-	case <-ctx.Done():
-		return false
-	}
-}
-
-// syncPayload tells the barrier's PONGs from the health pings'.
-const syncPayload = "sync"
-
-// pingSyncs sends the barrier's PINGs, one in flight at a time, until ctx
-// ends.
-func (n *nearCache) pingSyncs(ctx context.Context, ps *redis.PubSub) {
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-n.kick:
-		}
-		n.bmu.Lock()
-		if n.sent != nil || n.next == nil {
-			n.bmu.Unlock()
-			continue
-		}
-		n.sent, n.next = n.next, nil
-		n.bmu.Unlock()
-		if err := ps.Ping(ctx, syncPayload); err != nil {
-			n.synced(false)
-		}
-	}
-}
-
-// synced ends the PING in flight (ok: its PONG came), and nudges the
-// pinger when readers wait for the next.
-func (n *nearCache) synced(ok bool) {
-	n.bmu.Lock()
-	sp := n.sent
-	n.sent = nil
-	pending := n.next != nil
-	n.bmu.Unlock()
-	if sp != nil {
-		sp.ok = ok
-		close(sp.done)
-	}
-	if pending {
-		select {
-		case n.kick <- struct{}{}:
-		default:
-		}
-	}
-}
-
-// failSyncs releases every reader waiting for the barrier, unsynced.
-func (n *nearCache) failSyncs() {
-	n.bmu.Lock()
-	sps := []*syncPoint{n.sent, n.next}
-	n.sent, n.next = nil, nil
-	n.bmu.Unlock()
-	for _, sp := range sps {
-		if sp != nil {
-			close(sp.done)
-		}
-	}
-}
-
 // dropHides forgets a region's hide set (a hide or unhide committed here).
 func (n *nearCache) dropHides(app string, region int64) {
 	if n == nil {
@@ -341,112 +250,6 @@ func (n *nearCache) flush() {
 	n.cards.clear()
 	n.hides.clear()
 	n.mu.Unlock()
-}
-
-// setUp marks the tracking connection up or down; going down flushes and
-// logs err (nil: stopped).
-func (n *nearCache) setUp(up bool, err error) {
-	if !up {
-		was := n.up.Swap(false)
-		n.flush()
-		n.failSyncs()
-		if was && err != nil {
-			n.log.Warn("near cache off: its Redis tracking connection failed; the list reads Redis", "error", err)
-		}
-		n.metrics.setNearUp(false)
-		return
-	}
-	if !n.up.Swap(true) {
-		n.log.Info("near cache on: Redis tracks the list's cards and hide sets for this process")
-		n.metrics.setNearUp(true)
-	}
-}
-
-// run keeps the tracking connection until ctx ends.
-func (n *nearCache) run(ctx context.Context) {
-	// A client of the same server, credentials and TLS, with one
-	// connection. (The base client's Options are not copied whole: the
-	// client updates some of them while it runs.)
-	base := n.base.Options()
-	opts := redis.Options{
-		Network: base.Network, Addr: base.Addr, Dialer: base.Dialer, Username: base.Username, Password: base.Password,
-		CredentialsProvider: base.CredentialsProvider, CredentialsProviderContext: base.CredentialsProviderContext,
-		DB: base.DB, TLSConfig: base.TLSConfig, DialTimeout: base.DialTimeout,
-		Protocol: 2, // invalidations as plain pub/sub messages
-		PoolSize: 1, ClientName: "voiceroom-list-near",
-	}
-	opts.OnConnect = func(ctx context.Context, cn *redis.Conn) error {
-		id, err := cn.ClientID(ctx).Result()
-		if err != nil {
-			return fmt.Errorf("near cache: client id: %w", err)
-		}
-		err = cn.Do(ctx, "CLIENT", "TRACKING", "ON", "REDIRECT", id, "BCAST",
-			"PREFIX", n.c.keys.CardPrefix(), "PREFIX", n.c.keys.HidesPrefix()).Err()
-		if err != nil {
-			return fmt.Errorf("near cache: client tracking: %w", err)
-		}
-		n.connID.Store(id)
-		return nil
-	}
-	client := redis.NewClient(&opts)
-	defer client.Close()
-	ps := client.Subscribe(ctx, invalidateChannel)
-	defer ps.Close()
-	defer n.setUp(false, nil)
-
-	go n.pingSyncs(ctx, ps)
-	go func() {
-		t := time.NewTicker(trackingPing)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				_ = ps.Ping(ctx) // a failure shows in Receive
-			}
-		}
-	}()
-	backoff := 100 * time.Millisecond
-	for {
-		msg, err := ps.ReceiveTimeout(ctx, trackingTimeout)
-		if ctx.Err() != nil {
-			return
-		}
-		if err != nil {
-			// Also Redis's "everything changed" invalidation (a nil key
-			// list, after FLUSHDB or FLUSHALL), which go-redis reports as
-			// an unsupported payload: a flush is the answer to it too.
-			n.setUp(false, err)
-			select {
-			case <-ctx.Done():
-				return
-			case <-time.After(backoff):
-			}
-			backoff = min(2*backoff, 5*time.Second)
-			continue
-		}
-		backoff = 100 * time.Millisecond
-		switch m := msg.(type) {
-		case *redis.Subscription:
-			n.setUp(true, nil)
-		case *redis.Pong:
-			n.setUp(true, nil)
-			if m.Payload == syncPayload {
-				n.synced(true)
-			}
-		case *redis.Message:
-			if m.Channel != invalidateChannel {
-				continue
-			}
-			for _, k := range m.PayloadSlice {
-				n.invalidate(k)
-			}
-			if m.PayloadSlice == nil {
-				n.invalidate(m.Payload)
-			}
-		}
-	}
 }
 
 // tracked is a map of entries read from Redis, with the fills in flight

@@ -10,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"voiceroom/internal/redisconn"
 	"voiceroom/internal/testenv"
 	"voiceroom/listprojector"
 	"voiceroom/roomlist"
@@ -44,9 +45,6 @@ func (c *countReads) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.P
 // only invalidations can empty (its max age is an hour).
 func nearSetup(t *testing.T) (*fixture, hideProc, *countReads, roomlist.Config) {
 	t.Helper()
-	if testenv.RedisConfig().Cluster() {
-		t.Skip("the near cache is off on a Redis Cluster (tracking follows one server); TestNearCacheOffOnCluster")
-	}
 	s := newFixture(t)
 	for i, id := range []string{"r1", "r2"} { // the rooms rows hides check
 		if _, err := s.db.Exec(`INSERT INTO rooms (app_code, room_id, room_short_id, owner_user_id, status, visible_region_id,
@@ -174,23 +172,21 @@ func TestNearCacheHides(t *testing.T) {
 	})
 }
 
-// TestNearCacheFlushesWhenTrackingDrops: when the tracking connection dies,
-// the invalidations Redis would have sent it are lost, so the near cache
-// drops everything; a card written meanwhile shows, and the cache comes
-// back on a new tracking connection.
+// TestNearCacheFlushesWhenTrackingDrops: when the tracking connection (to
+// the server, or to the master of the card on a cluster) dies, the
+// invalidations Redis would have sent it are lost, so the near cache drops
+// everything; a card written meanwhile shows, and the cache comes back on
+// a new tracking connection.
 func TestNearCacheFlushesWhenTrackingDrops(t *testing.T) {
 	s, p, _, _ := nearSetup(t)
 	if got := titles(t, p.lister); got["r1"] != "one" {
 		t.Fatalf("before: %v", got)
 	}
 	ctx := context.Background()
-	old := roomlist.NearCacheConnID(p.lister)
-	if err := s.rdb.Do(ctx, "CLIENT", "KILL", "ID", old).Err(); err != nil {
-		t.Fatal(err)
-	}
+	key := listprojector.Keys{Prefix: s.prefix}.Card("a1", "r1")
+	addr, old := killTracking(t, s.rdb, p.lister, key)
 	// Straight into Redis while no tracking connection listens: no
 	// invalidation reaches the process for this write.
-	key := listprojector.Keys{Prefix: s.prefix}.Card("a1", "r1")
 	raw, err := s.rdb.Get(ctx, key).Bytes()
 	if err != nil {
 		t.Fatal(err)
@@ -208,11 +204,43 @@ func TestNearCacheFlushesWhenTrackingDrops(t *testing.T) {
 		if got := titles(t, p.lister); got["r1"] != "written while untracked" {
 			return fmt.Errorf("page: %v", got)
 		}
-		if !roomlist.NearCacheUp(p.lister) || roomlist.NearCacheConnID(p.lister) == old {
+		if !roomlist.NearCacheUp(p.lister) || roomlist.NearCacheConnIDs(p.lister)[addr] == old {
 			return fmt.Errorf("tracking not back on a new connection")
 		}
 		return nil
 	})
+}
+
+// killTracking kills l's tracking connection to the server that holds key
+// (its master on a cluster) and returns the server's address and the
+// connection's id.
+func killTracking(t *testing.T, rdb redis.UniversalClient, l *roomlist.Lister, key string) (string, int64) {
+	t.Helper()
+	ctx := context.Background()
+	ids := roomlist.NearCacheConnIDs(l)
+	var server interface {
+		Do(context.Context, ...any) *redis.Cmd
+	} = rdb
+	addr := ""
+	if cc, ok := rdb.(*redis.ClusterClient); ok {
+		m, err := cc.MasterForKey(ctx, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		server, addr = m, m.Options().Addr
+	} else {
+		for a := range ids {
+			addr = a
+		}
+	}
+	id, ok := ids[addr]
+	if !ok {
+		t.Fatalf("no tracking connection to %s: %v", addr, ids)
+	}
+	if err := server.Do(ctx, "CLIENT", "KILL", "ID", id).Err(); err != nil {
+		t.Fatal(err)
+	}
+	return addr, id
 }
 
 // TestNearCacheOffReadsRedis: with the near cache off, every page reads
@@ -233,8 +261,14 @@ func TestNearCacheOffReadsRedis(t *testing.T) {
 			t.Fatalf("page: %v", got)
 		}
 	}
-	if n := reads.mgets.Load() - before; n != 5 {
-		t.Fatalf("%d card reads from Redis for 5 pages, want 5", n)
+	// A page's cards are one MGET, or on a cluster one per hash slot.
+	perPage := int64(1)
+	if redisconn.IsCluster(s.rdb) {
+		keys := listprojector.Keys{Prefix: s.prefix}
+		perPage = int64(len(map[int]bool{redisconn.Slot(keys.Card("a1", "r1")): true, redisconn.Slot(keys.Card("a1", "r2")): true}))
+	}
+	if n := reads.mgets.Load() - before; n != 5*perPage {
+		t.Fatalf("%d card reads (MGET) from Redis for 5 pages, want %d", n, 5*perPage)
 	}
 	if n := testenv.MustMetric(t, p.reg, "voiceroom_list_cache_requests_total", "result", "miss") - missBefore; n != 0 {
 		t.Fatalf("%v misses, want 0", n)
