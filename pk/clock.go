@@ -61,9 +61,9 @@ type Clock struct {
 	cfg      ClockConfig
 }
 
-// Progress says how far the scoring durable has got (the activities'
-// activity.DurableProgress, on the durable pk): Passed reports whether
-// every event of appCode committed at or before atMs has been scored.
+// Progress says how far the scoring durable has got (bus.DurableProgress,
+// on the durable pk): Passed reports whether every event of appCode
+// committed at or before atMs has been scored.
 type Progress interface {
 	Passed(ctx context.Context, appCode string, atMs int64) (bool, error)
 }

@@ -38,8 +38,8 @@
 // score_seq passed what they were told: at most once a tick per battle,
 // however fast gifts come, and a lost or repeated message corrects itself.
 // A battle whose time is up is settled only once the scoring durable has
-// passed its end (Progress: the activities' DurableProgress on the
-// durable pk), so a relay or consumer backlog at the end is not cut off.
+// passed its end (Progress: bus.DurableProgress on the durable pk), so a
+// relay or consumer backlog at the end is not cut off.
 //
 // # Settling once
 //

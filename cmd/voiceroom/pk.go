@@ -7,7 +7,6 @@ import (
 	"strconv"
 	"time"
 
-	"voiceroom/activity"
 	"voiceroom/bus"
 	"voiceroom/gateway"
 	"voiceroom/pk"
@@ -43,7 +42,7 @@ func wirePK(d *deps, rs pk.Rooms) error {
 	if err != nil {
 		return fmt.Errorf("pk scorer: %w", err)
 	}
-	progress := activity.NewDurableProgress(d.db, stream, bus.DurablePK, time.Now)
+	progress := bus.NewDurableProgress(d.db, stream, bus.DurablePK, time.Now)
 	clock, err := pk.NewClock(svc, progress, pk.ClockConfig{Owner: owner})
 	if err != nil {
 		return fmt.Errorf("pk clock: %w", err)
