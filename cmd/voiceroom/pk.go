@@ -10,6 +10,7 @@ import (
 	"voiceroom/bus"
 	"voiceroom/gateway"
 	"voiceroom/pk"
+	"voiceroom/rooms"
 )
 
 // wirePK adds the PK battles to the api role (package pk): their routes;
@@ -24,6 +25,11 @@ func wirePK(d *deps, rs pk.Rooms) error {
 	if err != nil {
 		return fmt.Errorf("pk: %w", err)
 	}
+	moderation, err := rooms.NewModerationCounter(d.reg) // the one collector the rooms and hides count on
+	if err != nil {
+		return err
+	}
+	svc.CountActions(moderation)
 	owner := d.cfg.NodeID + ":" + strconv.Itoa(os.Getpid())
 	if len(owner) > 64 {
 		owner = owner[len(owner)-64:]
