@@ -19,7 +19,8 @@ import (
 // has passed their end, named by the node id and pid in
 // pk_battles.clock_owner. Every api process runs one; each battle is
 // advanced by the one holding its lease, so a battle's end survives the
-// process that started it. Rooms are told through rs, the rooms router.
+// process that started it; it prunes the battles settled longer than
+// VOICEROOM_PK_RETENTION ago. Rooms are told through rs, the rooms router.
 func wirePK(d *deps, rs pk.Rooms) error {
 	svc, err := pk.New(d.db, rs, time.Now, d.log)
 	if err != nil {
@@ -49,7 +50,7 @@ func wirePK(d *deps, rs pk.Rooms) error {
 		return fmt.Errorf("pk scorer: %w", err)
 	}
 	progress := bus.NewDurableProgress(d.db, stream, bus.DurablePK, time.Now)
-	clock, err := pk.NewClock(svc, progress, pk.ClockConfig{Owner: owner})
+	clock, err := pk.NewClock(svc, progress, pk.ClockConfig{Owner: owner, Retention: d.cfg.PKRetention})
 	if err != nil {
 		return fmt.Errorf("pk clock: %w", err)
 	}
