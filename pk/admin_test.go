@@ -27,14 +27,7 @@ func TestAdminSetScore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	inv, err := h.svc.Invite(ctx, app, 1, a, pk.Invitation{OpponentRoomID: b, DurationSeconds: 60})
-	if err != nil {
-		t.Fatal(err)
-	}
-	battle, err := h.svc.Accept(ctx, app, 2, inv.BattleID)
-	if err != nil {
-		t.Fatal(err)
-	}
+	battle := h.battle(t, a, b, 1, 2, 60)
 	if err := pk.Score(ctx, h.db, gift(t, a, 11, 100, battle.StartsAtMs)); err != nil {
 		t.Fatal(err)
 	}
@@ -46,7 +39,7 @@ func TestAdminSetScore(t *testing.T) {
 	}
 	now := func() state {
 		var s state
-		if err := h.db.QueryRow(`SELECT room_score, opponent_score, score_seq FROM pk_battles WHERE battle_id = ?`, inv.BattleID).
+		if err := h.db.QueryRow(`SELECT room_score, opponent_score, score_seq FROM pk_battles WHERE battle_id = ?`, battle.BattleID).
 			Scan(&s.room, &s.opponent, &s.seq); err != nil {
 			t.Fatal(err)
 		}
@@ -66,13 +59,13 @@ func TestAdminSetScore(t *testing.T) {
 		contains string
 	}{
 		{"not a battle id", app, "nope", pk.ScoreChange{RoomID: a, Score: score(5)}, apperr.InvalidArgument, "battle_id"},
-		{"no room", app, inv.BattleID, pk.ScoreChange{Score: score(5)}, apperr.InvalidArgument, "room_id"},
-		{"no score", app, inv.BattleID, pk.ScoreChange{RoomID: a}, apperr.InvalidArgument, "score"},
-		{"negative score", app, inv.BattleID, pk.ScoreChange{RoomID: a, Score: score(-1)}, apperr.InvalidArgument, "score"},
-		{"score over the bound", app, inv.BattleID, pk.ScoreChange{RoomID: a, Score: score(pk.MaxScore + 1)}, apperr.InvalidArgument, "score"},
-		{"reason too long", app, inv.BattleID, pk.ScoreChange{RoomID: a, Score: score(5), Reason: strings.Repeat("x", 257)}, apperr.InvalidArgument, "reason"},
-		{"a room not of the battle", app, inv.BattleID, pk.ScoreChange{RoomID: c, Score: score(5)}, apperr.InvalidArgument, "room_id"},
-		{"a battle of another app", "pkother", inv.BattleID, pk.ScoreChange{RoomID: a, Score: score(5)}, apperr.NotFound, "battle"},
+		{"no room", app, battle.BattleID, pk.ScoreChange{Score: score(5)}, apperr.InvalidArgument, "room_id"},
+		{"no score", app, battle.BattleID, pk.ScoreChange{RoomID: a}, apperr.InvalidArgument, "score"},
+		{"negative score", app, battle.BattleID, pk.ScoreChange{RoomID: a, Score: score(-1)}, apperr.InvalidArgument, "score"},
+		{"score over the bound", app, battle.BattleID, pk.ScoreChange{RoomID: a, Score: score(pk.MaxScore + 1)}, apperr.InvalidArgument, "score"},
+		{"reason too long", app, battle.BattleID, pk.ScoreChange{RoomID: a, Score: score(5), Reason: strings.Repeat("x", 257)}, apperr.InvalidArgument, "reason"},
+		{"a room not of the battle", app, battle.BattleID, pk.ScoreChange{RoomID: c, Score: score(5)}, apperr.InvalidArgument, "room_id"},
+		{"a battle of another app", "pkother", battle.BattleID, pk.ScoreChange{RoomID: a, Score: score(5)}, apperr.NotFound, "battle"},
 		{"an unknown battle", app, "0192a3b4-c5d6-7e8f-9a0b-1c2d3e4f5a6b", pk.ScoreChange{RoomID: a, Score: score(5)}, apperr.NotFound, "battle"},
 		{"a pending battle", app, pending.BattleID, pk.ScoreChange{RoomID: c, Score: score(5)}, apperr.FailedPrecondition, "pending"},
 	} {
@@ -85,7 +78,7 @@ func TestAdminSetScore(t *testing.T) {
 		}
 	}
 
-	got, err := h.svc.SetScore(ctx, app, "admin:ops", inv.BattleID, pk.ScoreChange{RoomID: b, Score: score(500), Reason: "refund"})
+	got, err := h.svc.SetScore(ctx, app, "admin:ops", battle.BattleID, pk.ScoreChange{RoomID: b, Score: score(500), Reason: "refund"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,7 +107,7 @@ func TestAdminSetScore(t *testing.T) {
 		Score    int64  `json:"score"`
 	}
 	if json.Unmarshal(was, &wasScore) != nil || json.Unmarshal(is, &isScore) != nil || operator != "admin:ops" || action != "pk_score" ||
-		reason != "refund" || wasScore.Score != 0 || isScore.Score != 500 || isScore.BattleID != inv.BattleID {
+		reason != "refund" || wasScore.Score != 0 || isScore.Score != 500 || isScore.BattleID != battle.BattleID {
 		t.Fatalf("audit %s %s %q %s %s", operator, action, reason, was, is)
 	}
 	h.round(t)
@@ -126,22 +119,22 @@ func TestAdminSetScore(t *testing.T) {
 	if err := pk.Score(ctx, h.db, gift(t, b, 12, 7, battle.StartsAtMs+1)); err != nil {
 		t.Fatal(err)
 	}
-	if got, _ := h.svc.Get(ctx, app, inv.BattleID); got.OpponentScore != 507 {
+	if got, _ := h.svc.Get(ctx, app, battle.BattleID); got.OpponentScore != 507 {
 		t.Fatalf("a gift after the set: %+v", got)
 	}
 	// 0 is a score; the time up is not running any more.
-	if _, err := h.svc.SetScore(ctx, app, "admin:ops", inv.BattleID, pk.ScoreChange{RoomID: a, Score: score(0)}); err != nil {
+	if _, err := h.svc.SetScore(ctx, app, "admin:ops", battle.BattleID, pk.ScoreChange{RoomID: a, Score: score(0)}); err != nil {
 		t.Fatal(err)
 	}
 	h.clock.Advance(61 * time.Second)
-	_, err = h.svc.SetScore(ctx, app, "admin:ops", inv.BattleID, pk.ScoreChange{RoomID: a, Score: score(5)})
+	_, err = h.svc.SetScore(ctx, app, "admin:ops", battle.BattleID, pk.ScoreChange{RoomID: a, Score: score(5)})
 	mustCode(t, "at time up", err, apperr.FailedPrecondition)
 	h.round(t)
 	h.round(t)
-	if got, _ := h.svc.Get(ctx, app, inv.BattleID); got.Status != pk.StatusEnded || got.RoomScore != 0 || got.OpponentScore != 507 ||
+	if got, _ := h.svc.Get(ctx, app, battle.BattleID); got.Status != pk.StatusEnded || got.RoomScore != 0 || got.OpponentScore != 507 ||
 		got.WinnerRoomID != b {
 		t.Fatalf("settled: %+v", got)
 	}
-	_, err = h.svc.SetScore(ctx, app, "admin:ops", inv.BattleID, pk.ScoreChange{RoomID: a, Score: score(5)})
+	_, err = h.svc.SetScore(ctx, app, "admin:ops", battle.BattleID, pk.ScoreChange{RoomID: a, Score: score(5)})
 	mustCode(t, "an ended battle", err, apperr.FailedPrecondition)
 }

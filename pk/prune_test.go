@@ -17,19 +17,7 @@ func TestPruneKeepsWhatGetShows(t *testing.T) {
 	h := newHarness(t)
 	ctx := context.Background()
 	a, b, c, d := h.room(t, app, 1), h.room(t, app, 2), h.room(t, app, 3), h.room(t, app, 4)
-	start := func(from, to string, owner, opponent int64) pk.Battle {
-		t.Helper()
-		inv, err := h.svc.Invite(ctx, app, owner, from, pk.Invitation{OpponentRoomID: to, DurationSeconds: 60})
-		if err != nil {
-			t.Fatal(err)
-		}
-		battle, err := h.svc.Accept(ctx, app, opponent, inv.BattleID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return battle
-	}
-	old := start(a, b, 1, 2)
+	old := h.battle(t, a, b, 1, 2, 60)
 	for i, g := range []struct {
 		room          string
 		sender, value int64
@@ -61,7 +49,7 @@ func TestPruneKeepsWhatGetShows(t *testing.T) {
 	prune(0) // within the retention
 
 	h.clock.Advance(167 * time.Hour)
-	running := start(c, d, 3, 4)
+	running := h.battle(t, c, d, 3, 4, 60)
 	if err := pk.Score(ctx, h.db, gift(t, c, 31, 3, running.StartsAtMs)); err != nil {
 		t.Fatal(err)
 	}
