@@ -51,8 +51,8 @@
 //     activity:<id>:<reason>:<period_start_ms>:<user_id>, marked paid in the
 //     same transaction, and announced as ActivityRewarded through the outbox;
 //     ActivitySettled goes out when none is left unpaid. "The durable has
-//     passed the end" is ScoringProgress (scoring_progress.go:
-//     DurableProgress reads the outbox and the durable's ack floor); the
+//     passed the end" is ScoringProgress (scoring_progress.go;
+//     bus.DurableProgress reads the outbox and the durable's ack floor); the
 //     operators' controls (settle now, rerun, payouts) are Settlements
 //     (settlement.go), which only change the stored state.
 //

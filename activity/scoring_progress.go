@@ -1,135 +1,14 @@
 package activity
 
-import (
-	"context"
-	"database/sql"
-	"errors"
-	"fmt"
-	"sync"
-	"time"
+import "context"
 
-	"github.com/nats-io/nats.go/jetstream"
-)
-
-// ScoringProgress says how far the scoring durable has got: settlement freezes an
-// activity only once every event committed before its end has been scored,
-// so that a relay backlog at the deadline is not cut off.
+// ScoringProgress says how far the scoring durable has got: settlement
+// freezes an activity only once every event committed before its end has
+// been scored, so that a relay backlog at the deadline is not cut off.
+// bus.DurableProgress is one.
 type ScoringProgress interface {
 	// Passed reports whether every event of appCode committed (its
 	// occurred_at_ms) at or before atMs has been handled by the scoring
 	// durable. A false answer is asked again later; an error too.
 	Passed(ctx context.Context, appCode string, atMs int64) (bool, error)
-}
-
-// DurableProgress is ScoringProgress from the outbox and the ACTIVITY durable's
-// ack floor. An event committed at or before atMs is, at any moment, in
-// the outbox (pending, or in a group the fast path is publishing) or in
-// ROOM_EVENTS. So, in two steps:
-//
-//  1. mark: the outbox holds no pending row of the app (but activities'
-//     own results, which score nothing) and no in-flight group created at
-//     or before atMs; every such event was then stored
-//     in the stream before the mark's time M;
-//  2. later: the durable has no message pending, or the first message it
-//     has not acked (its ack floor + 1) was stored after M; every message
-//     stored before M, so every such event, has been acked, that is
-//     scored.
-//
-// The mark is kept in memory (per app and time); a process that takes an
-// activity over makes its own. Under steady load the first unacked
-// message is always a moment old, hence the two steps: it is compared
-// with a mark taken a tick earlier, not with now.
-type DurableProgress struct {
-	db      *sql.DB
-	stream  jetstream.Stream
-	durable string
-	now     func() time.Time
-
-	mu    sync.Mutex
-	marks map[progressKey]time.Time
-}
-
-type progressKey struct {
-	app  string
-	atMs int64
-}
-
-// NewDurableProgress returns the Progress of durable, a consumer of
-// stream (ROOM_EVENTS), with the outbox in db. now is the clock.
-func NewDurableProgress(db *sql.DB, stream jetstream.Stream, durable string, now func() time.Time) *DurableProgress {
-	return &DurableProgress{db: db, stream: stream, durable: durable, now: now, marks: map[progressKey]time.Time{}}
-}
-
-// Passed implements ScoringProgress.
-func (p *DurableProgress) Passed(ctx context.Context, appCode string, atMs int64) (bool, error) {
-	k := progressKey{appCode, atMs}
-	p.mu.Lock()
-	mark, marked := p.marks[k]
-	p.mu.Unlock()
-	if !marked {
-		at := p.now()
-		clear, err := p.outboxClear(ctx, appCode, atMs)
-		if err != nil || !clear {
-			return false, err
-		}
-		p.mu.Lock()
-		p.marks[k] = at
-		p.mu.Unlock()
-		mark = at
-	}
-	passed, err := p.durablePast(ctx, mark)
-	if passed {
-		p.mu.Lock()
-		delete(p.marks, k)
-		p.mu.Unlock()
-	}
-	return passed, err
-}
-
-// outboxClear reports whether the outbox holds nothing of appCode
-// committed at or before atMs that the stream may not have yet.
-func (p *DurableProgress) outboxClear(ctx context.Context, appCode string, atMs int64) (bool, error) {
-	var one int
-	err := p.db.QueryRowContext(ctx, `SELECT 1 FROM room_outbox WHERE status = 'pending' AND app_code = ? AND created_at_ms <= ?
-		AND room_id NOT LIKE 'activity-%' LIMIT 1`, appCode, atMs).Scan(&one)
-	if err == nil {
-		return false, nil
-	}
-	if !errors.Is(err, sql.ErrNoRows) {
-		return false, fmt.Errorf("activity progress: pending outbox: %w", err)
-	}
-	// In-flight groups (the fast path publishing): short-lived, of any
-	// app; one old enough to hold such an event makes us wait.
-	err = p.db.QueryRowContext(ctx, `SELECT 1 FROM room_outbox_inflight WHERE created_at_ms <= ? LIMIT 1`, atMs).Scan(&one)
-	if err == nil {
-		return false, nil
-	}
-	if !errors.Is(err, sql.ErrNoRows) {
-		return false, fmt.Errorf("activity progress: in-flight outbox: %w", err)
-	}
-	return true, nil
-}
-
-// durablePast reports whether the durable has acked every message the
-// stream stored before mark.
-func (p *DurableProgress) durablePast(ctx context.Context, mark time.Time) (bool, error) {
-	cons, err := p.stream.Consumer(ctx, p.durable)
-	if err != nil {
-		return false, fmt.Errorf("activity progress: consumer %s: %w", p.durable, err)
-	}
-	info, err := cons.Info(ctx)
-	if err != nil {
-		return false, fmt.Errorf("activity progress: consumer %s: %w", p.durable, err)
-	}
-	if info.NumPending == 0 && info.NumAckPending == 0 && info.NumRedelivered == 0 {
-		return true, nil // everything stored (before this read, so before mark) is acked
-	}
-	msg, err := p.stream.GetMsg(ctx, info.AckFloor.Stream+1)
-	if errors.Is(err, jetstream.ErrMsgNotFound) {
-		return false, nil // deleted or not yet stored: ask again
-	}
-	if err != nil {
-		return false, fmt.Errorf("activity progress: message %d: %w", info.AckFloor.Stream+1, err)
-	}
-	return msg.Time.After(mark), nil
 }

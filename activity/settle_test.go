@@ -32,7 +32,7 @@ type settleEnv struct {
 	db       *sql.DB
 	conn     *bus.Conn
 	stream   jetstream.Stream
-	progress *DurableProgress
+	progress *bus.DurableProgress
 	clock    *testenv.Clock
 	reg      *prometheus.Registry
 }
@@ -49,7 +49,7 @@ func newTestSettleEnv(t *testing.T) *settleEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &settleEnv{t: t, db: db, conn: conn, stream: stream, progress: NewDurableProgress(db, stream, testDurable, time.Now),
+	return &settleEnv{t: t, db: db, conn: conn, stream: stream, progress: bus.NewDurableProgress(db, stream, testDurable, time.Now),
 		clock: testenv.NewClock(time.Time{}), reg: prometheus.NewRegistry()}
 }
 
@@ -521,53 +521,6 @@ func TestSettleWaitsForTheScoringDurable(t *testing.T) {
 		return nil
 	})
 	e.checkExactlyOnce(id, map[int64]int64{502: 100}, 1, true)
-}
-
-// TestDurableProgressUnderLoad: with the durable always a little behind,
-// the progress still passes an end once everything stored before a mark
-// taken earlier is acked.
-func TestDurableProgressUnderLoad(t *testing.T) {
-	e := newTestSettleEnv(t)
-	ctx := context.Background()
-	pub := testenv.NewPublisher(t, e.conn)
-	end := time.Now().UnixMilli()
-	publish := func(v int64) {
-		t.Helper()
-		if _, err := pub.Publish(ctx, testenv.NewEnvelope("a1", "a1_room", v, roomevent.RoomGiftSent)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	cons, err := e.stream.Consumer(ctx, testDurable)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ack := func() {
-		t.Helper()
-		batch, err := cons.Fetch(100, jetstream.FetchMaxWait(time.Second))
-		if err != nil {
-			t.Fatal(err)
-		}
-		for m := range batch.Messages() {
-			if err := m.DoubleAck(ctx); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	publish(1)
-	if ok, err := e.progress.Passed(ctx, "a1", end); err != nil || ok {
-		t.Fatalf("passed with an unacked message: %v %v", ok, err)
-	}
-	v := int64(2)
-	testenv.Eventually(t, 10*time.Second, func() error {
-		ack()      // everything so far...
-		publish(v) // ...and one more, always pending
-		v++
-		ok, err := e.progress.Passed(ctx, "a1", end)
-		if err != nil || !ok {
-			return fmt.Errorf("not passed (%v)", err)
-		}
-		return nil
-	})
 }
 
 // TestSettleNowRerunAndPayouts: settle now ends a running activity; a

@@ -14,7 +14,11 @@
 # leaderboard, a daily gift_count task and a mic_seconds leaderboard) as the
 # load starts, each starting a second later, and prints the activity role's
 # scoring over the rest of the load window next to what the activity and
-# list projector durables acked in it.
+# list projector durables acked in it. It prints the gifts the PK scorer
+# (durable pk) acked in the load window too: with --mix gifts-pk every
+# load room is at battle, with --mix gifts none is (alternate them for a
+# gift's cost at battle; BENCH_DRAIN_PK=1 counts the CPU until the PK
+# scorer is done, below).
 # BENCH_HEAP=DIR measures node a's whole process per loaded room against
 # the same process at 0 rooms: each time after a GC (the operators'
 # /debug/pprof/heap?gc=1), its heap in use and RSS before the bench's setup
@@ -31,6 +35,12 @@
 #   bash deploy/bench-nodes.sh 1 30s --mix joinleave
 #   BENCH_ROLES=api,rooms,relay bash deploy/bench-nodes.sh 1 60s --list-clients 0
 #   BENCH_ACTIVITIES=10 bash deploy/bench-nodes.sh 1 60s --mix mixed
+#   BENCH_DRAIN_PK=1 bash deploy/bench-nodes.sh 1 30s --mix gifts-pk --rooms 200 --users 200 --rate 40
+#
+# BENCH_MYSQL_PORT (default 3306) names the MariaDB to use: a server of
+# the bench's own (e.g. one started on 3317 with mariadb-install-db and
+# mariadbd --port 3317) keeps other clients' work out of its CPU, which
+# is then read from the process listening on that port alone.
 #
 # It needs MySQL (root, no password, on 127.0.0.1:3306: a database
 # vr_nodes_bench is created and dropped) and Redis, as deploy/services.sh
@@ -44,8 +54,10 @@ shift $(($# < 2 ? $# : 2))
 cd "$(dirname "$0")/.."
 BIN=./bin/voiceroom
 DB=vr_nodes_bench
-mysql -uroot -h127.0.0.1 -e "DROP DATABASE IF EXISTS $DB; CREATE DATABASE $DB" || exit 1
-export VOICEROOM_MYSQL_DSN="root@tcp(127.0.0.1:3306)/$DB"
+MYSQL_PORT=${BENCH_MYSQL_PORT:-3306}
+my() { mysql -uroot -h127.0.0.1 -P"$MYSQL_PORT" "$@"; }
+my -e "DROP DATABASE IF EXISTS $DB; CREATE DATABASE $DB" || exit 1
+export VOICEROOM_MYSQL_DSN="root@tcp(127.0.0.1:$MYSQL_PORT)/$DB"
 export VOICEROOM_JWT_SECRET=bench-nodes-secret-0123456789abcdef
 # The bench registers its apps with keys of their own, sealed with this key,
 # which serve, the bench and token share; the single secret is allowed, as
@@ -60,7 +72,7 @@ pids=()
 cleanup() {
   kill -TERM "${pids[@]}" 2>/dev/null
   wait
-  mysql -uroot -h127.0.0.1 -e "DROP DATABASE IF EXISTS $DB"
+  my -e "DROP DATABASE IF EXISTS $DB"
   echo "logs in $T"
 }
 trap cleanup EXIT
@@ -105,7 +117,11 @@ if [ -n "${BENCH_HEAP:-}" ]; then
   mkdir -p "$BENCH_HEAP"
   read -r heap0 rss0 <<<"$(heapnow 0)"
 fi
-maria=$(pgrep -x mariadbd || pgrep -x mysqld)
+if [ "$MYSQL_PORT" = 3306 ]; then
+  maria=$(pgrep -x mariadbd || pgrep -x mysqld)
+else
+  maria=$(ss -ltnp "sport = :$MYSQL_PORT" | grep -o 'pid=[0-9]*' | head -1 | cut -d= -f2)
+fi
 $BIN bench --url http://127.0.0.1:28081 --ops-url http://127.0.0.1:29091 --nats nats://127.0.0.1:24222 \
   --im-emulator http://127.0.0.1:28080 --rooms 1000 --clients 64 --duration "$DUR" --drain-rows 0 --quiet \
   --json "$T/bench.json" "$@" >"$T/bench.out" 2>&1 &
@@ -114,15 +130,17 @@ until grep -q 'bench: load' "$T/bench.out" 2>/dev/null; do
   sleep 0.2
   kill -0 $bp 2>/dev/null || break
 done
+# metric SERIES: the sum of node a's series starting with SERIES.
+metric() { curl -sf http://127.0.0.1:29091/metrics | awk -v s="$1" 'index($0, s) == 1 { v += $NF } END { printf "%.0f", v }'; }
+ACKED_PK='voiceroom_bus_messages_acked_total{consumer="pk"'
+k0=$(metric "$ACKED_PK")
 c0=$(cpu "${vpids[@]}")
 m0=$(cpu $maria)
 t0=$(date +%s%N)
-# metric SERIES: the sum of node a's series starting with SERIES.
-metric() { curl -sf http://127.0.0.1:29091/metrics | awk -v s="$1" 'index($0, s) == 1 { v += $NF } END { printf "%.0f", v }'; }
 nap() { [ "$1" -gt 0 ] && sleep "$1"; }
 # seen: the distinct events the activities counted, and the (event,
 # activity) rows.
-seen() { mysql -uroot -h127.0.0.1 -N -e "SELECT COUNT(DISTINCT event_id), COUNT(*) FROM $DB.activity_seen" | tr '\t' ' '; }
+seen() { my -N -e "SELECT COUNT(DISTINCT event_id), COUNT(*) FROM $DB.activity_seen" | tr '\t' ' '; }
 LAG=voiceroom_activity_score_lag_seconds
 ACKED_ACT='voiceroom_bus_messages_acked_total{consumer="activity"'
 ACKED_PROJ='voiceroom_bus_messages_acked_total{consumer="listprojector"'
@@ -152,6 +170,22 @@ else
 fi
 c1=$(cpu "${vpids[@]}")
 m1=$(cpu $maria)
+k1=$(metric "$ACKED_PK")
+# BENCH_DRAIN_PK=1 reads the CPU again once the PK scorer is done (its
+# acked count still for 3 s, at most 10 min after the window): the
+# scoring of the load's gifts that lags the window counts too.
+drained=""
+if [ "${BENCH_DRAIN_PK:-0}" = 1 ]; then
+  prev=$k1 still=0 td=$(date +%s)
+  while [ $still -lt 3 ] && [ $(($(date +%s) - td)) -lt 600 ]; do
+    sleep 1
+    k2=$(metric "$ACKED_PK")
+    if [ "$k2" = "$prev" ]; then still=$((still + 1)); else still=0 prev=$k2; fi
+  done
+  c2=$(cpu "${vpids[@]}")
+  m2=$(cpu $maria)
+  drained="from the load's start until the PK scorer was done ($(($(date +%s) - td - 3)) s after the window): voiceroom $(awk "BEGIN{print ($c2-$c0)/100}") CPU-s, MariaDB $(awk "BEGIN{print ($m2-$m0)/100}") CPU-s; the PK scorer acked $((prev - k0)) gifts"
+fi
 if [ "${BENCH_ACTIVITIES:-0}" -gt 0 ]; then
   tb=$(date +%s%N)
   read -r e1 r1 <<<"$(seen)"
@@ -159,7 +193,7 @@ if [ "${BENCH_ACTIVITIES:-0}" -gt 0 ]; then
   secs=$(awk "BEGIN{print ($tb-$ta)/1e9}")
   # What the load offered the activities in the window: the events of the
   # types they score, committed.
-  offered=$(mysql -uroot -h127.0.0.1 -N -e "SELECT COUNT(*) FROM $DB.room_outbox WHERE created_at_ms >= $((ta / 1000000)) AND created_at_ms < $((tb / 1000000))
+  offered=$(my -N -e "SELECT COUNT(*) FROM $DB.room_outbox WHERE created_at_ms >= $((ta / 1000000)) AND created_at_ms < $((tb / 1000000))
     AND event_type IN ('RoomGiftSent', 'RoomMicUp', 'RoomMicDown', 'RoomMicChanged', 'RoomUserLeft', 'RoomUserKicked')")
   rate() { awk "BEGIN{printf \"%.0f\", ($2-$1)/$secs}"; }
   echo "activities: $BENCH_ACTIVITIES defined; over ${secs}s of the load: $(rate 0 "$offered") events/s of the types they score committed; $(rate "$e0" "$e1") events scored/s ($(rate "$r0" "$r1") (event, activity) counts/s), mean lag commit -> scored $(awk "BEGIN{printf \"%.1f\", ($ls1-$ls0)/($lc1-$lc0+1e-9)}") s; durables acked: activity $(rate "$a0" "$a1") events/s, list projector $(rate "$p0" "$p1") events/s"
@@ -171,7 +205,8 @@ if [ -n "${BENCH_HEAP:-}" ]; then
   loaded=$(grep -o '"voiceroom_rooms_loaded": *[0-9]*' "$T/bench.json" | grep -o '[0-9]*$')
   [ -n "$loaded" ] && [ "$loaded" -gt 0 ] && echo "node a against 0 rooms, after a GC: heap in use $(awk "BEGIN{printf \"%.1f\", ($heap1-$heap0)/$loaded/1024}") KiB, RSS $(awk "BEGIN{printf \"%.1f\", ($rss1-$rss0)/$loaded/1024}") KiB per loaded room ($loaded rooms; heap $((heap0 >> 20)) -> $((heap1 >> 20)) MiB, RSS $((rss0 >> 20)) -> $((rss1 >> 20)) MiB; profiles 0.heap, loaded.heap in $BENCH_HEAP)"
 fi
-echo "bench exit $bx; during the load window: voiceroom (all $N nodes) $(awk "BEGIN{print ($c1-$c0)/100}") CPU-s, MariaDB $(awk "BEGIN{print ($m1-$m0)/100}") CPU-s"
+echo "bench exit $bx; during the load window: voiceroom (all $N nodes) $(awk "BEGIN{print ($c1-$c0)/100}") CPU-s, MariaDB $(awk "BEGIN{print ($m1-$m0)/100}") CPU-s; the PK scorer acked $((k1 - k0)) gifts"
+[ -n "$drained" ] && echo "$drained"
 if [ "${BENCH_ACTIVITIES:-0}" -gt 0 ]; then
   curl -sf http://127.0.0.1:29091/metrics | grep -E '^voiceroom_activity_(events_total|events_skipped_total)'
 fi

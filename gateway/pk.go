@@ -18,6 +18,7 @@ type Battles interface {
 	Decline(ctx context.Context, app string, userID int64, battleID string) (pk.Battle, error)
 	End(ctx context.Context, app string, userID int64, battleID, roomID string) (pk.Battle, error)
 	Get(ctx context.Context, app, battleID string) (pk.Battle, error)
+	SetScore(ctx context.Context, app, operator, battleID string, ch pk.ScoreChange) (pk.Battle, error)
 }
 
 var _ Battles = (*pk.Service)(nil)
@@ -31,7 +32,10 @@ var _ Battles = (*pk.Service)(nil)
 //     invited room's owner, host or a room admin, within 30 s;
 //   - POST /api/v1/pk/{battle_id}/end {room_id?} ends a running battle
 //     early: the caller's room forfeits;
-//   - GET /api/v1/pk/{battle_id}: any battle of the caller's app.
+//   - GET /api/v1/pk/{battle_id}: any battle of the caller's app;
+//   - POST /admin/v1/pk/{battle_id}/score {room_id, score, reason?}: an
+//     admin sets one side's total of a running battle (audited in that
+//     room's trail).
 //
 // Each answers the battle.
 func PKRoutes(b Battles) Mount {
@@ -42,6 +46,7 @@ func PKRoutes(b Battles) Mount {
 		r.API.Post("/v1/pk/:battle_id/decline", h.answer(b.Decline))
 		r.API.Post("/v1/pk/:battle_id/end", h.end)
 		r.API.Get("/v1/pk/:battle_id", h.get)
+		r.Admin.Post("/v1/pk/:battle_id/score", h.setScore)
 	}
 }
 
@@ -113,6 +118,24 @@ func (h pkHandlers) end(c *fiber.Ctx) error {
 func (h pkHandlers) get(c *fiber.Ctx) error {
 	p := PrincipalOf(c)
 	out, err := h.b.Get(c.UserContext(), p.AppCode, c.Params("battle_id"))
+	if err != nil {
+		return err
+	}
+	return OK(c, out)
+}
+
+func (h pkHandlers) setScore(c *fiber.Ctx) error {
+	p := PrincipalOf(c)
+	var req pk.ScoreChange
+	if err := Bind(c, &req); err != nil {
+		return err
+	}
+	if req.RoomID != "" {
+		if err := pkRoomID(p, "room_id", req.RoomID); err != nil {
+			return err
+		}
+	}
+	out, err := h.b.SetScore(c.UserContext(), p.AppCode, p.Operator(), c.Params("battle_id"), req)
 	if err != nil {
 		return err
 	}

@@ -40,7 +40,7 @@ func New(db *sql.DB, js jetstream.JetStream, dsn string, log *slog.Logger, cfg C
 	if db == nil {
 		return nil, errors.New("db is required")
 	}
-	b := &Bench{cfg: cfg, db: db, js: js, log: log, http: newClient(cfg.BaseURL, cfg.Clients+cfg.ListClients+8),
+	b := &Bench{cfg: cfg, db: db, js: js, log: log, http: newClient(cfg.BaseURL, cfg.Clients+max(cfg.ListClients, 0)+8),
 		ops: strings.TrimRight(cfg.OpsURL, "/"), dbPort: "3306"}
 	if mc, err := mysql.ParseDSN(dsn); err == nil {
 		if _, port, err := net.SplitHostPort(mc.Addr); err == nil {
@@ -67,6 +67,13 @@ func (b *Bench) Run(ctx context.Context) (*Report, error) {
 	w, err := b.setup(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("setup: %w", err)
+	}
+	if cfg.Mix == MixGiftsPK {
+		n, err := b.startBattles(ctx, w)
+		if err != nil {
+			return nil, fmt.Errorf("setup: %w", err)
+		}
+		note("%d PK battles running (every load room at battle)", n)
 	}
 	rep.SetupSec = time.Since(rep.Started).Seconds()
 

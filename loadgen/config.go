@@ -37,7 +37,8 @@ type Config struct {
 	// Clients is the number of concurrent closed-loop clients (and the
 	// concurrency of the ceilings). Default 64.
 	Clients int
-	// ListClients read and search the room list at the same time. Default 4.
+	// ListClients read and search the room list at the same time. Default
+	// 4; NoListClients (-1) runs none.
 	ListClients int
 	// Rate, when positive, switches to open loop: commands start at this many
 	// per second whatever the answers' speed, and latency counts from each
@@ -48,7 +49,9 @@ type Config struct {
 	// joins one, a user in a room leaves it: every command answered OK is
 	// durable) or MixHosts (the hosts' tools: requests to speak,
 	// invitations, seat mutes and self-mutes, room information, chat mutes
-	// and room admins, beside joins, leaves and today's seat commands).
+	// and room admins, beside joins, leaves and today's seat commands),
+	// MixGifts (every command of a user in a room a gift) or MixGiftsPK
+	// (the same, every room paired into a PK battle first: pk.go).
 	Mix string
 	// Duration is the load phase. Default 30s.
 	Duration time.Duration
@@ -83,6 +86,10 @@ type Config struct {
 	// use runtime/pprof; remote runs fetch OpsURL's /debug/pprof/profile.
 	Profile func(d time.Duration) (stop func() error, err error)
 }
+
+// NoListClients is ListClients for a run without list readers (0 is the
+// default's 4).
+const NoListClients = -1
 
 // WithDefaults returns a copy with zero fields defaulted.
 func (c Config) WithDefaults() Config {
@@ -146,12 +153,12 @@ func (c Config) Validate() error {
 		return apperr.BadConfig("Users", "users: want %d..1000000, got %d", len(c.Apps), c.Users)
 	case c.Clients < 1 || c.Clients > 4096:
 		return apperr.BadConfig("Clients", "clients: want 1..4096, got %d", c.Clients)
-	case c.ListClients < 0 || c.ListClients > 1024:
-		return apperr.BadConfig("ListClients", "list clients: want 0..1024, got %d", c.ListClients)
+	case c.ListClients < NoListClients || c.ListClients > 1024:
+		return apperr.BadConfig("ListClients", "list clients: want %d (none) or 0..1024, got %d", NoListClients, c.ListClients)
 	case c.Rate < 0 || c.Rate > 1e6:
 		return apperr.BadConfig("Rate", "rate: want 0..1000000, got %g", c.Rate)
-	case c.Mix != MixMixed && c.Mix != MixJoinLeave && c.Mix != MixHosts:
-		return apperr.BadConfig("Mix", "mix: want %s, %s or %s, got %q", MixMixed, MixJoinLeave, MixHosts, c.Mix)
+	case !slices.Contains([]string{MixMixed, MixJoinLeave, MixHosts, MixGifts, MixGiftsPK}, c.Mix):
+		return apperr.BadConfig("Mix", "mix: want %s, %s, %s, %s or %s, got %q", MixMixed, MixJoinLeave, MixHosts, MixGifts, MixGiftsPK, c.Mix)
 	case c.Duration < time.Second:
 		return apperr.BadConfig("Duration", "duration: want at least 1s, got %s", c.Duration)
 	case c.CeilingDuration < 0:

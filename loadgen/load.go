@@ -153,8 +153,11 @@ func (b *Bench) step(ctx context.Context, w *world, u *user, rng *rand.Rand) (st
 	var op string
 	var a answer
 	r := rng.IntN(100)
-	if b.cfg.Mix == MixJoinLeave {
+	switch {
+	case b.cfg.Mix == MixJoinLeave:
 		r = wHeartbeat // leave
+	case giftsOnly(b.cfg.Mix):
+		r = wHeartbeat + wLeave + wMic // gift
 	}
 	switch {
 	case r < wHeartbeat:

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"strings"
 	"time"
 
 	"voiceroom/apperr"
@@ -24,6 +25,15 @@ type ClockConfig struct {
 	// within about a tick of its end (plus a lease when its clock's
 	// process died).
 	Tick time.Duration
+	// Retention is how long a settled battle keeps its pk_seen rows and
+	// every sender's total (pk_senders); then Prune deletes the first and
+	// cuts the second to each side's top TopSenders, which GET shows for
+	// good. Default 168h, ROOM_EVENTS' default max age: the horizon within
+	// which an event may still be redelivered or replayed (though a gift
+	// of a settled battle counts nothing, its pk_seen row read or not).
+	Retention time.Duration
+	// PruneEvery is the pause between two prunes. Default 1m.
+	PruneEvery time.Duration
 }
 
 // WithDefaults returns c with zero fields defaulted.
@@ -33,6 +43,12 @@ func (c ClockConfig) WithDefaults() ClockConfig {
 	}
 	if c.Tick == 0 {
 		c.Tick = time.Second
+	}
+	if c.Retention == 0 {
+		c.Retention = 168 * time.Hour
+	}
+	if c.PruneEvery == 0 {
+		c.PruneEvery = time.Minute
 	}
 	return c
 }
@@ -46,6 +62,10 @@ func (c ClockConfig) Validate() error {
 		return apperr.BadConfig("Lease", "pk clock: lease %s: must be 1s..1h", c.Lease)
 	case c.Tick <= 0 || c.Tick > c.Lease/2:
 		return apperr.BadConfig("Tick", "pk clock: tick %s: must be positive and at most half the lease (%s)", c.Tick, c.Lease)
+	case c.Retention < 0:
+		return apperr.BadConfig("Retention", "pk clock: retention %s: must not be negative", c.Retention)
+	case c.PruneEvery < 0:
+		return apperr.BadConfig("PruneEvery", "pk clock: prune every %s: must not be negative", c.PruneEvery)
 	}
 	return nil
 }
@@ -61,9 +81,9 @@ type Clock struct {
 	cfg      ClockConfig
 }
 
-// Progress says how far the scoring durable has got (the activities'
-// activity.DurableProgress, on the durable pk): Passed reports whether
-// every event of appCode committed at or before atMs has been scored.
+// Progress says how far the scoring durable has got (bus.DurableProgress,
+// on the durable pk): Passed reports whether every event of appCode
+// committed at or before atMs has been scored.
 type Progress interface {
 	Passed(ctx context.Context, appCode string, atMs int64) (bool, error)
 }
@@ -83,14 +103,22 @@ func NewClock(svc *Service, progress Progress, cfg ClockConfig) (*Clock, error) 
 	return &Clock{svc: svc, progress: progress, cfg: cfg}, nil
 }
 
-// Run advances the battles every Tick until ctx ends. Errors are logged;
-// the next round tries again.
+// Run advances the battles every Tick, and prunes the settled ones every
+// PruneEvery, until ctx ends. Errors are logged; the next round tries
+// again.
 func (c *Clock) Run(ctx context.Context) error {
 	t := time.NewTicker(c.cfg.Tick)
 	defer t.Stop()
+	var pruned time.Time
 	for {
 		if err := c.Round(ctx); err != nil && ctx.Err() == nil {
 			c.svc.log.Warn("pk clock round failed", "err", err)
+		}
+		if now := c.svc.now(); now.Sub(pruned) >= c.cfg.PruneEvery {
+			pruned = now
+			if _, err := c.Prune(ctx); err != nil && ctx.Err() == nil {
+				c.svc.log.Warn("pk clock: prune failed", "err", err)
+			}
 		}
 		select {
 		case <-ctx.Done():
@@ -260,4 +288,86 @@ func (c *Clock) closedRooms(ctx context.Context, b Battle) ([]string, error) {
 		out = append(out, id)
 	}
 	return out, rows.Err()
+}
+
+// Bounds of one prune: the battles it takes, the pk_seen rows one
+// statement deletes.
+const (
+	pruneBattles  = 100
+	pruneSeenRows = 5000
+)
+
+// Prune prunes up to 100 battles settled longer than Retention ago, the
+// oldest first: their pk_seen rows go (a settled battle counts no gift,
+// so they are never read again), their pk_senders are cut to each side's
+// top TopSenders (what GET shows), and pruned_at_ms marks them done. Any
+// number of processes may prune at once: each step is idempotent, and a
+// settled battle's rows no longer change. It returns the battles pruned.
+func (c *Clock) Prune(ctx context.Context) (int, error) {
+	db := c.svc.db
+	now := c.svc.now()
+	rows, err := db.QueryContext(ctx, `SELECT `+battleColumns+` FROM pk_battles WHERE status = 'ended' AND pruned_at_ms = 0
+		AND ended_at_ms < ? ORDER BY ended_at_ms LIMIT ?`, now.Add(-c.cfg.Retention).UnixMilli(), pruneBattles)
+	if err != nil {
+		return 0, fmt.Errorf("pk prune: list: %w", err)
+	}
+	var due []Battle
+	for rows.Next() {
+		b, err := scanBattle(rows)
+		if err != nil {
+			rows.Close()
+			return 0, fmt.Errorf("pk prune: list: %w", err)
+		}
+		due = append(due, b)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return 0, fmt.Errorf("pk prune: list: %w", err)
+	}
+	for i, b := range due {
+		if err := c.prune(ctx, b, now.UnixMilli()); err != nil {
+			return i, fmt.Errorf("pk prune: battle %s: %w", b.BattleID, err)
+		}
+	}
+	return len(due), nil
+}
+
+// prune prunes the settled b (Prune).
+func (c *Clock) prune(ctx context.Context, b Battle, nowMs int64) error {
+	db := c.svc.db
+	for {
+		res, err := db.ExecContext(ctx, `DELETE FROM pk_seen WHERE battle_id = ? LIMIT ?`, b.BattleID, pruneSeenRows)
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil || n < pruneSeenRows {
+			if err != nil {
+				return err
+			}
+			break
+		}
+	}
+	room, opponent, err := topSenders(ctx, db, b, TopSenders)
+	if err != nil {
+		return err
+	}
+	for _, side := range []struct {
+		room string
+		top  []Sender
+	}{{b.RoomID, room}, {b.OpponentRoomID, opponent}} {
+		if len(side.top) == 0 {
+			continue
+		}
+		keep := strings.Repeat(", ?", len(side.top))[2:]
+		args := []any{b.BattleID, side.room}
+		for _, s := range side.top {
+			args = append(args, s.UserID)
+		}
+		if _, err := db.ExecContext(ctx, `DELETE FROM pk_senders WHERE battle_id = ? AND room_id = ? AND user_id NOT IN (`+keep+`)`,
+			args...); err != nil {
+			return err
+		}
+	}
+	_, err = db.ExecContext(ctx, `UPDATE pk_battles SET pruned_at_ms = ? WHERE battle_id = ?`, nowMs, b.BattleID)
+	return err
 }

@@ -31,15 +31,17 @@
 // occurred_at_ms, adds its value to that room's side and to its sender's
 // total (pk_senders), in one transaction with a pk_seen row keyed by the
 // event id (as activity_seen is the activities'): a redelivered, replayed
-// or restarted event counts nothing. score_seq counts the gifts scored.
+// or restarted event counts nothing. score_seq counts the score changes:
+// the gifts scored, and the totals an admin set (SetScore, which tells
+// both rooms at once).
 //
 // The clock tells both rooms the totals (rooms.KindPKScore, event
 // RoomPKScoreChanged with the absolute totals and score_seq) when
 // score_seq passed what they were told: at most once a tick per battle,
 // however fast gifts come, and a lost or repeated message corrects itself.
 // A battle whose time is up is settled only once the scoring durable has
-// passed its end (Progress: the activities' DurableProgress on the
-// durable pk), so a relay or consumer backlog at the end is not cut off.
+// passed its end (Progress: bus.DurableProgress on the durable pk), so a
+// relay or consumer backlog at the end is not cut off.
 //
 // # Settling once
 //

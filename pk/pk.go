@@ -74,7 +74,7 @@ type Battle struct {
 
 	appCode  string
 	notified int
-	// scoreSeq counts the gifts scored; toldSeq is the last count both
+	// scoreSeq counts the score changes (gifts, SetScore); toldSeq is the last count both
 	// rooms were told (RoomPKScoreChanged's seq).
 	scoreSeq, toldSeq int64
 }
@@ -104,6 +104,9 @@ type Service struct {
 	// notifyTimeout bounds telling one room, from a request (the clock
 	// retries what it could not).
 	notifyTimeout time.Duration
+	// moderation counts the scores admins set (CountActions); nil counts
+	// nothing.
+	moderation *rooms.ModerationCounter
 }
 
 // New returns a Service on db, telling rooms through rs.
@@ -388,7 +391,7 @@ func (s *Service) stop(ctx context.Context, app, battleID, reason, loser string)
 
 // Get returns battleID of app.
 func (s *Service) Get(ctx context.Context, app, battleID string) (Battle, error) {
-	if _, err := uuid.Parse(battleID); err != nil || len(battleID) != 36 {
+	if !validBattleID(battleID) {
 		return Battle{}, apperr.Invalid("battle_id", "is not a battle id")
 	}
 	b, err := readBattle(ctx, s.db, app, battleID, false)
@@ -399,6 +402,12 @@ func (s *Service) Get(ctx context.Context, app, battleID string) (Battle, error)
 		return Battle{}, storeErr("read", err)
 	}
 	return b.answer(), nil
+}
+
+// validBattleID reports whether battleID is a battle id's form (a UUID).
+func validBattleID(battleID string) bool {
+	_, err := uuid.Parse(battleID)
+	return err == nil && len(battleID) == 36
 }
 
 // settle ends the running battleID for reason, loser losing ("" : the

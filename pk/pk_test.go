@@ -88,6 +88,22 @@ func (h *harness) view(t testing.TB, app, room string) rooms.View {
 	return v
 }
 
+// battle starts a battle of seconds: inviter invites from to, accepter
+// accepts.
+func (h *harness) battle(t testing.TB, from, to string, inviter, accepter int64, seconds int) pk.Battle {
+	t.Helper()
+	ctx := context.Background()
+	inv, err := h.svc.Invite(ctx, app, inviter, from, pk.Invitation{OpponentRoomID: to, DurationSeconds: seconds})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := h.svc.Accept(ctx, app, accepter, inv.BattleID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
 func (h *harness) round(t testing.TB) {
 	t.Helper()
 	if err := h.tick.Round(context.Background()); err != nil {
@@ -292,15 +308,7 @@ func TestForfeitAndRoomClosed(t *testing.T) {
 	a, b, c := h.room(t, app, 1), h.room(t, app, 2), h.room(t, app, 3)
 	start := func(from, to string, inviter, accepter int64) pk.Battle {
 		t.Helper()
-		inv, err := h.svc.Invite(ctx, app, inviter, from, pk.Invitation{OpponentRoomID: to, DurationSeconds: 300})
-		if err != nil {
-			t.Fatal(err)
-		}
-		out, err := h.svc.Accept(ctx, app, accepter, inv.BattleID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return out
+		return h.battle(t, from, to, inviter, accepter, 300)
 	}
 	first := start(a, b, 1, 2)
 	_, err := h.svc.End(ctx, app, 3, first.BattleID, "")

@@ -33,14 +33,7 @@ func TestScorerOnItsDurable(t *testing.T) {
 	t.Cleanup(func() { stop(); <-done })
 
 	a, b := h.room(t, app, 1), h.room(t, app, 2)
-	inv, err := h.svc.Invite(ctx, app, 1, a, pk.Invitation{OpponentRoomID: b, DurationSeconds: 60})
-	if err != nil {
-		t.Fatal(err)
-	}
-	battle, err := h.svc.Accept(ctx, app, 2, inv.BattleID)
-	if err != nil {
-		t.Fatal(err)
-	}
+	battle := h.battle(t, a, b, 1, 2, 60)
 	pub := testenv.NewPublisher(t, conn)
 	twice := gift(t, b, 12, 40, battle.StartsAtMs+1)
 	for _, env := range []bus.Envelope{gift(t, a, 11, 25, battle.StartsAtMs), twice} {
@@ -70,7 +63,7 @@ func TestScorerOnItsDurable(t *testing.T) {
 		}
 		return nil
 	})
-	got, err := h.svc.Get(ctx, app, inv.BattleID)
+	got, err := h.svc.Get(ctx, app, battle.BattleID)
 	if err != nil || got.RoomScore != 25 || got.OpponentScore != 40 {
 		t.Fatalf("scores %d:%d, want 25:40 (%v)", got.RoomScore, got.OpponentScore, err)
 	}

@@ -19,8 +19,9 @@ import (
 type AuditAction string
 
 // The audited operator actions. The room commands (region change, ban,
-// restore, close by an admin) record theirs in their own transaction; pins
-// and hides record theirs with InsertAudit.
+// restore, close by an admin) record theirs in their own transaction; pins,
+// hides and a PK battle's score set by an admin (package pk) record theirs
+// with InsertAudit.
 const (
 	AuditRegionChange AuditAction = "region_change"
 	AuditBan          AuditAction = "ban"
@@ -30,10 +31,11 @@ const (
 	AuditUnpin        AuditAction = "unpin"
 	AuditHide         AuditAction = "hide"
 	AuditUnhide       AuditAction = "unhide"
+	AuditPKScore      AuditAction = "pk_score"
 )
 
 // AuditActions lists every AuditAction, in the order above.
-var AuditActions = []AuditAction{AuditRegionChange, AuditBan, AuditRestore, AuditClose, AuditPin, AuditUnpin, AuditHide, AuditUnhide}
+var AuditActions = []AuditAction{AuditRegionChange, AuditBan, AuditRestore, AuditClose, AuditPin, AuditUnpin, AuditHide, AuditUnhide, AuditPKScore}
 
 // AuditEntry is one operator action on a room (a room_audit row).
 type AuditEntry struct {

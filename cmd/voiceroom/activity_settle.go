@@ -29,7 +29,7 @@ func activitySettler(d *deps, durable string, grace, lease time.Duration) (worke
 		return worker{}, err
 	}
 	owner := processOwner(d)
-	progress := activity.NewDurableProgress(d.db, stream, durable, time.Now)
+	progress := bus.NewDurableProgress(d.db, stream, durable, time.Now)
 	s, err := activity.NewSettler(d.db, d.redisClient(), progress, activity.SettleConfig{Owner: owner, Grace: grace, Lease: lease,
 		Score: d.cfg.activityScore()}, time.Now, d.log, m)
 	if err != nil {

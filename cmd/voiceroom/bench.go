@@ -49,9 +49,9 @@ func bench(ctx context.Context, args []string) error {
 	fs.IntVar(&c.Regions, "regions", 4, "regions K per app")
 	fs.IntVar(&c.Users, "users", 0, "users U joining rooms (default 4 x rooms)")
 	fs.IntVar(&c.Clients, "clients", 64, "concurrent clients (and the ceilings' concurrency)")
-	fs.IntVar(&c.ListClients, "list-clients", 4, "concurrent list readers")
+	fs.IntVar(&c.ListClients, "list-clients", 4, "concurrent list readers (0: none)")
 	fs.Float64Var(&c.Rate, "rate", 0, "open loop: commands started per second (0: closed loop)")
-	fs.StringVar(&c.Mix, "mix", loadgen.MixMixed, "command mix: mixed (heartbeats, leaves, seats, gifts), joinleave (every command a durable join or leave) or hosts (requests to speak, invitations, seat and self mutes, room info, chat mutes, room admins, beside joins, leaves and seats)")
+	fs.StringVar(&c.Mix, "mix", loadgen.MixMixed, "command mix: mixed (heartbeats, leaves, seats, gifts), joinleave (every command a durable join or leave), hosts (requests to speak, invitations, seat and self mutes, room info, chat mutes, room admins, beside joins, leaves and seats), gifts (only gifts) or gifts-pk (only gifts, every room paired into a PK battle first)")
 	fs.DurationVar(&c.Duration, "duration", 30*time.Second, "load phase")
 	fs.Int64Var(&c.Seed, "seed", 1, "seed of users, rooms and choices")
 	fs.DurationVar(&c.CeilingDuration, "ceiling-duration", 5*time.Second, "length of each ceiling measurement")
@@ -72,6 +72,9 @@ func bench(ctx context.Context, args []string) error {
 	}
 	if (*target == "") == !*inprocess {
 		return fmt.Errorf("%w: bench: give exactly one of --url or --inprocess", errUsage)
+	}
+	if c.ListClients == 0 {
+		c.ListClients = loadgen.NoListClients // the config's 0 is its default
 	}
 	c.Apps = strings.Split(*apps, ",")
 	if !*quietProgress {

@@ -149,6 +149,9 @@ type config struct {
 	OutboxFastWorkers     int           `env:"VOICEROOM_OUTBOX_FAST_WORKERS" envDefault:"128"`
 	OutboxRetryStrategy   string        `env:"VOICEROOM_OUTBOX_RETRY_STRATEGY" envDefault:"fixed_interval"`
 	OutboxRetention       time.Duration `env:"VOICEROOM_OUTBOX_RETENTION" envDefault:"72h"`
+	// PKRetention is how long a settled PK battle keeps its pk_seen rows
+	// and every sender's total (pk.ClockConfig.Retention).
+	PKRetention time.Duration `env:"VOICEROOM_PK_RETENTION" envDefault:"168h"`
 
 	JWTSecret string `env:"VOICEROOM_JWT_SECRET"`
 
@@ -335,6 +338,7 @@ func (c config) validate() error {
 	check(c.IMBridgeAckWait >= time.Second, "VOICEROOM_IMBRIDGE_ACK_WAIT", "want at least 1s, got %v", c.IMBridgeAckWait)
 	check(c.ProjectorAckWait >= time.Second, "VOICEROOM_PROJECTOR_ACK_WAIT", "want at least 1s, got %v", c.ProjectorAckWait)
 	check(c.RegionsCacheTTL >= 100*time.Millisecond, "VOICEROOM_REGIONS_CACHE_TTL", "want at least 100ms, got %v", c.RegionsCacheTTL)
+	check(c.PKRetention >= time.Hour && c.PKRetention <= 8760*time.Hour, "VOICEROOM_PK_RETENTION", "want 1h to 8760h, got %v", c.PKRetention)
 	c.DLQSettings.validate(&errs)
 	c.RanksSettings.validate(&errs)
 	c.ActivityScoreSettings.validate(&errs)

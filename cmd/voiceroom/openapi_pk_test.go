@@ -1,8 +1,8 @@
 package main
 
 // pk drives the PK battles' routes (docs/pk.md) with rooms of users 25,
-// 26 and 27 (profiles of their own): an invitation declined, one accepted
-// and forfeited, and each route's refusals.
+// 26 and 27 (profiles of their own): an invitation declined, one accepted,
+// its score set by an admin and forfeited, and each route's refusals.
 func (a *apiDriver) pk() {
 	a.t.Helper()
 	const (
@@ -45,7 +45,13 @@ func (a *apiDriver) pk() {
 	a.fail("POST", "/api/v1/pk/x/accept", "26", "", bad, inv, false)
 	a.fail("POST", nope+"/accept", "26", "", notFound, "NOT_FOUND", false)
 	a.fail("POST", B+"/end", "25", "", conflict, fp, false) // pending, not running
+	S, set := "/admin"+B[len("/api"):]+"/score", `{"room_id":"`+roomOf["25"]+`","score":500,"reason":"oas"}`
+	a.fail("POST", S, "admin", set, conflict, fp, false) // pending, not running
 	a.ok("POST", B+"/accept", "26", "", nil)
+	a.fail("POST", S, "admin", `{"room_id":"`+roomOf["25"]+`","score":-1}`, bad, inv, true)
+	a.fail("POST", S, "admin", `{"room_id":"`+roomOf["27"]+`","score":5}`, bad, inv, false) // not of the battle
+	a.fail("POST", "/admin"+nope[len("/api"):]+"/score", "admin", set, notFound, "NOT_FOUND", false)
+	a.ok("POST", S, "admin", set, nil)
 	a.fail("POST", B+"/accept", "26", "", conflict, fp, false)
 	a.ok("GET", "/api/v1/rooms/"+roomOf["25"], "26", "", nil) // the view's pk
 	a.ok("GET", B, "27", "", nil)

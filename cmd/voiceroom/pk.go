@@ -7,10 +7,10 @@ import (
 	"strconv"
 	"time"
 
-	"voiceroom/activity"
 	"voiceroom/bus"
 	"voiceroom/gateway"
 	"voiceroom/pk"
+	"voiceroom/rooms"
 )
 
 // wirePK adds the PK battles to the api role (package pk): their routes;
@@ -19,12 +19,18 @@ import (
 // has passed their end, named by the node id and pid in
 // pk_battles.clock_owner. Every api process runs one; each battle is
 // advanced by the one holding its lease, so a battle's end survives the
-// process that started it. Rooms are told through rs, the rooms router.
+// process that started it; it prunes the battles settled longer than
+// VOICEROOM_PK_RETENTION ago. Rooms are told through rs, the rooms router.
 func wirePK(d *deps, rs pk.Rooms) error {
 	svc, err := pk.New(d.db, rs, time.Now, d.log)
 	if err != nil {
 		return fmt.Errorf("pk: %w", err)
 	}
+	moderation, err := rooms.NewModerationCounter(d.reg) // the one collector the rooms and hides count on
+	if err != nil {
+		return err
+	}
+	svc.CountActions(moderation)
 	owner := d.cfg.NodeID + ":" + strconv.Itoa(os.Getpid())
 	if len(owner) > 64 {
 		owner = owner[len(owner)-64:]
@@ -43,8 +49,8 @@ func wirePK(d *deps, rs pk.Rooms) error {
 	if err != nil {
 		return fmt.Errorf("pk scorer: %w", err)
 	}
-	progress := activity.NewDurableProgress(d.db, stream, bus.DurablePK, time.Now)
-	clock, err := pk.NewClock(svc, progress, pk.ClockConfig{Owner: owner})
+	progress := bus.NewDurableProgress(d.db, stream, bus.DurablePK, time.Now)
+	clock, err := pk.NewClock(svc, progress, pk.ClockConfig{Owner: owner, Retention: d.cfg.PKRetention})
 	if err != nil {
 		return fmt.Errorf("pk clock: %w", err)
 	}
