@@ -75,8 +75,9 @@ type CatchupConfig struct {
 	// MaxRate bounds the events one read back reads per second, so that
 	// it leaves MySQL and the machine to the live consumers (a read back
 	// at full speed took a third to a half of the live scorer's rate on
-	// a small machine: docs/activities.md, "A start in the past"). 0 (the
-	// default): as fast as it goes. VOICEROOM_ACTIVITY_CATCHUP_MAX_RATE.
+	// a small machine: docs/activities.md, "A start in the past"). 0: as
+	// fast as it goes (VOICEROOM_ACTIVITY_CATCHUP_MAX_RATE, whose default
+	// is 2,000; this field's zero value is no bound).
 	MaxRate int
 	// Score is the scoring configuration of the live scorers (their
 	// Refresh times the seam; the time zones, the boards).
@@ -382,7 +383,7 @@ func (c *CatchUp) readBack(ctx context.Context, id int64) error {
 	}
 	for ctx.Err() == nil {
 		if len(pending) > 0 {
-			if err := c.writeBoards(ctx, pending); err != nil {
+			if err := c.sc.writeBoards(ctx, pending); err != nil {
 				c.log.Warn("activity catch-up: board write failed; retrying", "activity_id", id, "error", err)
 				if err := c.renew(ctx, id, read, phase); err != nil {
 					return err
@@ -416,7 +417,7 @@ func (c *CatchUp) readBack(ctx context.Context, id int64) error {
 				c.pace(ctx, time.Until(due))
 			}
 			renewedAt = time.Now()
-			if err := c.writeBoards(ctx, raised); err != nil {
+			if err := c.sc.writeBoards(ctx, raised); err != nil {
 				pending = raised
 			}
 			if c.afterBatch != nil {
@@ -549,8 +550,9 @@ func (c *CatchUp) scoreBatch(ctx context.Context, a Activity, msgs []jetstream.M
 			return err
 		}
 		now := c.cfg.Score.Now().UnixMilli()
+		var w txWork
 		for _, ev := range evs {
-			res, r, err := c.sc.countTx(wctx, tx, a, ev, now)
+			res, err := c.sc.countTx(wctx, tx, a, ev, now, &w)
 			if err != nil {
 				return fmt.Errorf("event %s (%s): %w", ev.env.EventID, ev.env.EventType, err)
 			}
@@ -559,9 +561,10 @@ func (c *CatchUp) scoreBatch(ctx context.Context, a Activity, msgs []jetstream.M
 			} else {
 				scoredN++
 			}
-			raised = append(raised, r...)
 		}
-		return nil
+		var err error
+		raised, err = c.sc.applyTx(wctx, tx, &w, now)
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("activity %d: score the batch up to %d: %w", a.ID, lastSeq, err)
@@ -588,6 +591,7 @@ func coalesce(raised []raisedEntry) []raisedEntry {
 			boards = append(boards, k)
 		}
 		if i, ok := last[k][r.entry.Subject]; ok {
+			r.lowered = r.lowered || byBoard[k][i].lowered
 			byBoard[k][i] = r
 			continue
 		}
@@ -599,29 +603,6 @@ func coalesce(raised []raisedEntry) []raisedEntry {
 		out = append(out, byBoard[k]...)
 	}
 	return out
-}
-
-// writeBoards writes a batch's coalesced entries into Redis, one call
-// per board (none without Redis).
-func (c *CatchUp) writeBoards(ctx context.Context, raised []raisedEntry) error {
-	if c.sc.boards == nil {
-		return nil
-	}
-	for i := 0; i < len(raised); {
-		j := i + 1
-		for j < len(raised) && raised[j].activityID == raised[i].activityID && raised[j].periodStartMs == raised[i].periodStartMs {
-			j++
-		}
-		entries := make([]Entry, 0, j-i)
-		for _, r := range raised[i:j] {
-			entries = append(entries, r.entry)
-		}
-		if err := c.sc.boards.raise(ctx, raised[i].activityID, raised[i].periodStartMs, raised[i].periodEndMs, entries, false); err != nil {
-			return err
-		}
-		i = j
-	}
-	return nil
 }
 
 // renew renews id's lease (nothing scored).

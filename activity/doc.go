@@ -19,8 +19,11 @@
 //     back moves it on.
 //   - Scoring (score.go): the durable consumer. For each event and each
 //     activity of its app that the event counts for (metric, gift ids,
-//     regions, the window by occurred_at_ms), one MySQL transaction
-//     inserts activity_seen (activity, event_id), and, when that row is new,
+//     regions, the window by occurred_at_ms, the state from the cached
+//     list: no lock of the activity's row), the delivery batch's one MySQL
+//     transaction (score_batch.go: rows in one key order, so N scorers do
+//     not deadlock) inserts activity_seen (activity, event_id), and, when
+//     that row is new,
 //     adds to activity_scores and, for a task whose target the score
 //     reaches in its period, inserts the activity_payouts row (reason
 //     task). A redelivered, replayed or read-back event finds its seen row

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math"
@@ -89,50 +90,101 @@ func (s *Scorer) Running() <-chan struct{} { return s.consumer.Running() }
 // cannot start.
 func (s *Scorer) Run(ctx context.Context) error { return s.consumer.Run(ctx) }
 
-// handle scores a batch, one event after the other (the batch holds a
-// room's events in stream order): one transaction per event.
+// handle scores a batch in one MySQL transaction (score_batch.go): its
+// events in the batch's order (a room's events in stream order), each
+// activity_seen row and score row written in key order, so that N
+// scorers on one durable do not deadlock. A batch that fails is scored
+// again one event per transaction, so that one event that cannot be
+// written fails alone; either way nothing is half-counted (a transaction
+// commits whole or not at all).
 func (s *Scorer) handle(ctx context.Context, ds []bus.Delivery) []error {
-	var errs []error
+	errs := make([]error, len(ds))
+	failed := false
+	evs := make([]pendingEvent, 0, len(ds))
+	idx := make([]int, 0, len(ds))
 	for i, d := range ds {
-		if err := s.score(ctx, d.Envelope, d.StreamSeq); err != nil {
-			if errs == nil {
-				errs = make([]error, len(ds))
-			}
-			errs[i] = err
+		pe, ok, err := s.prepare(ctx, d.Envelope, d.StreamSeq)
+		if err != nil {
+			errs[i], failed = err, true
+			continue
 		}
+		if ok {
+			evs, idx = append(evs, pe), append(idx, i)
+		}
+	}
+	if len(evs) > 0 {
+		err := s.scoreEvents(ctx, evs)
+		switch {
+		case err == nil:
+			s.metrics.batch(batchCommitted)
+		case len(evs) == 1 || errors.Is(err, errBoardWrite):
+			s.metrics.batch(batchFailed)
+			// Committed (a board write failed) or alone: every event
+			// of it comes again and counts nothing twice.
+			for _, i := range idx {
+				errs[i] = err
+			}
+			failed = true
+		default:
+			s.metrics.batch(batchSplit)
+			s.log.Warn("activity: batch failed, scoring its events one per transaction", "events", len(evs), "error", err)
+			for j, pe := range evs {
+				if errs[idx[j]] = s.scoreEvents(ctx, []pendingEvent{pe}); errs[idx[j]] != nil {
+					failed = true
+				}
+			}
+		}
+	}
+	if !failed {
+		return nil
 	}
 	return errs
 }
 
 // Score scores one event for every open activity of its app that counts
 // it, as the live durable does with an event read after every seam (of
-// an unknown stream sequence: see score). A payload that cannot be read
+// an unknown stream sequence: see prepare). A payload that cannot be read
 // is permanent (dead-lettered); MySQL and Redis failures are retried:
 // the activity_seen rows make a retry count nothing twice, and it writes
 // the boards again.
 func (s *Scorer) Score(ctx context.Context, env bus.Envelope) error {
-	return s.score(ctx, env, math.MaxUint64)
+	pe, ok, err := s.prepare(ctx, env, math.MaxUint64)
+	if err != nil || !ok {
+		return err
+	}
+	return s.scoreEvents(ctx, []pendingEvent{pe})
 }
 
-// score scores env, stored at stream sequence seq, for the open
+// pendingEvent is an event of a batch and the activities it counts for.
+type pendingEvent struct {
+	ev   event
+	work []Activity
+}
+
+// prepare reads env, stored at stream sequence seq, and the open
 // activities of its app that count it and that the live durable scores
 // at seq: not one being read back, and one that joined only above its
 // live_from_seq (Activity.liveScores; the read back scores the rest).
-func (s *Scorer) score(ctx context.Context, env bus.Envelope, seq uint64) error {
+// ok is false when none does. The activities' state comes from the
+// cached list (read after the event was committed, see activities), not
+// from a lock of their rows: settlement freezes an activity only once
+// the durable has acked every event that can count for it (settle.go,
+// "the freeze fence").
+func (s *Scorer) prepare(ctx context.Context, env bus.Envelope, seq uint64) (pendingEvent, bool, error) {
 	if !scored(env.EventType) {
-		return nil
+		return pendingEvent{}, false, nil
 	}
 	acts, err := s.activities(ctx, env.AppCode, env.OccurredAtMs)
 	if err != nil {
-		return err
+		return pendingEvent{}, false, err
 	}
 	if len(acts) == 0 {
 		s.metrics.skip(skipNoActivity)
-		return nil
+		return pendingEvent{}, false, nil
 	}
 	ev, err := decodeEvent(env)
 	if err != nil {
-		return bus.Permanent(err)
+		return pendingEvent{}, false, bus.Permanent(err)
 	}
 	var work []Activity
 	for _, a := range acts {
@@ -142,27 +194,31 @@ func (s *Scorer) score(ctx context.Context, env bus.Envelope, seq uint64) error 
 	}
 	if len(work) == 0 {
 		s.metrics.skip(skipNoMatch)
-		return nil
+		return pendingEvent{}, false, nil
 	}
+	return pendingEvent{ev: ev, work: work}, true, nil
+}
+
+// errBoardWrite marks a batch committed whose board writes failed.
+var errBoardWrite = errors.New("board write")
+
+// scoreEvents scores evs in one transaction, then writes the boards.
+func (s *Scorer) scoreEvents(ctx context.Context, evs []pendingEvent) error {
 	wctx, cancel := context.WithTimeout(ctx, s.cfg.WriteTimeout)
 	defer cancel()
 	var raised []raisedEntry
 	var results []string
-	err = mysqldb.Update(wctx, s.db, func(tx *sql.Tx) error {
-		raised, results = raised[:0], results[:0]
-		now := s.cfg.Now().UnixMilli()
-		for _, a := range work {
-			res, r, err := s.scoreTx(wctx, tx, a, ev, now)
-			if err != nil {
-				return err
-			}
-			results = append(results, res)
-			raised = append(raised, r...)
+	attempt := 0
+	err := mysqldb.Update(wctx, s.db, func(tx *sql.Tx) error {
+		if attempt++; attempt > 1 {
+			s.metrics.retried()
 		}
-		return nil
+		var err error
+		raised, results, err = s.batchTx(wctx, tx, evs, s.cfg.Now().UnixMilli())
+		return err
 	})
 	if err != nil {
-		return fmt.Errorf("event %s (%s): score: %w", env.EventID, env.EventType, err)
+		return fmt.Errorf("%s: score: %w", describe(evs), err)
 	}
 	scoredAny := false
 	for _, res := range results {
@@ -170,14 +226,26 @@ func (s *Scorer) score(ctx context.Context, env bus.Envelope, seq uint64) error 
 		scoredAny = scoredAny || res == resultScored
 	}
 	if scoredAny {
-		s.metrics.scoredAfter(float64(s.cfg.Now().UnixMilli()-env.OccurredAtMs) / 1000)
+		now := s.cfg.Now().UnixMilli()
+		for _, pe := range evs {
+			s.metrics.scoredAfter(float64(now-pe.ev.env.OccurredAtMs) / 1000)
+		}
 	}
-	if err := s.writeBoards(wctx, raised); err != nil {
+	if err := s.writeBoards(wctx, coalesce(raised)); err != nil {
 		s.metrics.redisFailed(opWrite)
-		s.log.Warn("activity: board write failed, retrying the event", "event_id", env.EventID, "error", err)
-		return fmt.Errorf("event %s (%s): board write: %w", env.EventID, env.EventType, err)
+		s.log.Warn("activity: board write failed, retrying the events", "events", len(evs), "error", err)
+		return fmt.Errorf("%s: %w: %w", describe(evs), errBoardWrite, err)
 	}
 	return nil
+}
+
+// describe names evs in errors: the event, or the first of a batch.
+func describe(evs []pendingEvent) string {
+	env := evs[0].ev.env
+	if len(evs) == 1 {
+		return fmt.Sprintf("event %s (%s)", env.EventID, env.EventType)
+	}
+	return fmt.Sprintf("batch of %d events from %s (%s)", len(evs), env.EventID, env.EventType)
 }
 
 // scored reports whether any metric reads events of type t.
@@ -329,38 +397,21 @@ type raisedEntry struct {
 	lowered bool
 }
 
-// scoreTx scores ev for a inside tx: the activity must still be open,
-// and ev must not be seen yet for a.
-func (s *Scorer) scoreTx(ctx context.Context, tx *sql.Tx, a Activity, ev event, now int64) (string, []raisedEntry, error) {
-	var state, status string
-	err := tx.QueryRowContext(ctx, `SELECT settle_state, status FROM activities WHERE activity_id = ? LOCK IN SHARE MODE`, a.ID).Scan(&state, &status)
-	if err == sql.ErrNoRows || (err == nil && (SettleState(state) != StateOpen || Status(status) == Cancelled)) {
-		return resultClosed, nil, nil
-	}
-	if err != nil {
-		return "", nil, err
-	}
-	return s.countTx(ctx, tx, a, ev, now)
-}
-
 // countTx scores ev for a inside tx, a checked open by the caller (the
-// live durable's scoreTx, or the read back's fence): the per-event code
-// both share. ev counts only if it is not seen yet for a.
-func (s *Scorer) countTx(ctx context.Context, tx *sql.Tx, a Activity, ev event, now int64) (string, []raisedEntry, error) {
+// live durable's list, or the read back's fence), one event at a time:
+// the score rows go to w, written by applyTx at the end of the
+// transaction. ev counts only if it is not seen yet for a.
+func (s *Scorer) countTx(ctx context.Context, tx *sql.Tx, a Activity, ev event, now int64, w *txWork) (string, error) {
 	if a.Metric == MicSeconds {
-		return s.micTx(ctx, tx, a, ev, now)
+		return s.micTx(ctx, tx, a, ev, now, w)
 	}
 	if fresh, err := markSeenTx(ctx, tx, a, ev); err != nil {
-		return "", nil, err
+		return "", err
 	} else if !fresh {
-		return s.duplicateTx(ctx, tx, a, ev)
+		return s.duplicateTx(ctx, tx, a, ev, w)
 	}
-	subject, v := ev.giftScore(a)
-	r, err := s.addTx(ctx, tx, a, ev.env.AppCode, subject, ev.card.OwnerUserID, ev.env.OccurredAtMs, v, ev.env.OccurredAtMs, now)
-	if err != nil {
-		return "", nil, err
-	}
-	return resultScored, []raisedEntry{r}, nil
+	w.addGift(s, a, ev)
+	return resultScored, nil
 }
 
 // markSeenTx writes ev's activity_seen row for a; fresh is false when it
@@ -376,7 +427,7 @@ func markSeenTx(ctx context.Context, tx *sql.Tx, a Activity, ev event) (fresh bo
 
 // duplicateTx answers an event counted already. Its board entry is read
 // again, so that a retry after a failed board write writes it.
-func (s *Scorer) duplicateTx(ctx context.Context, tx *sql.Tx, a Activity, ev event) (string, []raisedEntry, error) {
+func (s *Scorer) duplicateTx(ctx context.Context, tx *sql.Tx, a Activity, ev event, w *txWork) (string, error) {
 	subject, at := strconv.FormatInt(ev.userID, 10), min(max(ev.env.OccurredAtMs, a.StartsAtMs), a.EndsAtMs-1)
 	if a.Metric != MicSeconds {
 		subject, _ = ev.giftScore(a)
@@ -386,12 +437,13 @@ func (s *Scorer) duplicateTx(ctx context.Context, tx *sql.Tx, a Activity, ev eve
 	err := tx.QueryRowContext(ctx, `SELECT subject, score, reached_at_ms FROM activity_scores WHERE activity_id = ? AND period_start_ms = ? AND subject = ?`,
 		a.ID, ps, subject).Scan(&e.Subject, &e.Score, &e.ReachedAtMs)
 	if err == sql.ErrNoRows {
-		return resultDuplicate, nil, nil
+		return resultDuplicate, nil
 	}
 	if err != nil {
-		return "", nil, err
+		return "", err
 	}
-	return resultDuplicate, []raisedEntry{{activityID: a.ID, periodStartMs: ps, periodEndMs: pe, entry: e}}, nil
+	w.raised = append(w.raised, raisedEntry{activityID: a.ID, periodStartMs: ps, periodEndMs: pe, entry: e})
+	return resultDuplicate, nil
 }
 
 // period is the period of a that holds atMs: [start, end).
@@ -413,64 +465,32 @@ func periodOf(cal *roomranks.Calendar, a Activity, atMs int64) (int64, int64) {
 	return a.StartsAtMs, a.EndsAtMs
 }
 
-// addTx adds v (> 0) to subject's score in the period of a holding atMs,
-// reached at reachedMs, and for a task whose target the score reaches
-// now, writes its payout (to ownerID for a room's score).
-func (s *Scorer) addTx(ctx context.Context, tx *sql.Tx, a Activity, app, subject string, ownerID, atMs, v, reachedMs, now int64) (raisedEntry, error) {
-	ps, pe := s.period(a, atMs)
-	var old, oldReached int64
-	err := tx.QueryRowContext(ctx, `SELECT score, reached_at_ms FROM activity_scores
-		WHERE activity_id = ? AND period_start_ms = ? AND subject = ? FOR UPDATE`, a.ID, ps, subject).Scan(&old, &oldReached)
-	switch {
-	case err == sql.ErrNoRows:
-		old, oldReached = 0, reachedMs
-		if _, err := tx.ExecContext(ctx, `INSERT INTO activity_scores (activity_id, period_start_ms, subject, score, reached_at_ms, updated_at_ms)
-			VALUES (?, ?, ?, ?, ?, ?)`, a.ID, ps, subject, v, reachedMs, now); err != nil {
-			return raisedEntry{}, err
-		}
-	case err != nil:
-		return raisedEntry{}, err
-	default:
-		if _, err := tx.ExecContext(ctx, `UPDATE activity_scores SET score = score + ?, reached_at_ms = GREATEST(reached_at_ms, ?), updated_at_ms = ?
-			WHERE activity_id = ? AND period_start_ms = ? AND subject = ?`, v, reachedMs, now, a.ID, ps, subject); err != nil {
-			return raisedEntry{}, err
-		}
-	}
-	score, reached := old+v, max(oldReached, reachedMs)
-	if a.Kind == Task && a.Target > 0 && old < a.Target && score >= a.Target {
-		user := ownerID
-		if !a.ByRoom() {
-			user, _ = strconv.ParseInt(subject, 10, 64)
-		}
-		if user > 0 {
-			if _, err := tx.ExecContext(ctx, `INSERT IGNORE INTO activity_payouts
-				(activity_id, reason, period_start_ms, user_id, app_code, subject, rank_no, score, coins, entry_key, created_at_ms)
-				VALUES (?, ?, ?, ?, ?, ?, 0, ?, ?, ?, ?)`,
-				a.ID, ReasonTask, ps, user, app, subject, score, a.RewardCoins, EntryKey(a.ID, ReasonTask, ps, user), now); err != nil {
-				return raisedEntry{}, err
-			}
-		} else {
-			s.log.Warn("activity: task reached by a room without an owner: nothing to pay", "activity_id", a.ID, "subject", subject)
-		}
-	}
-	return raisedEntry{activityID: a.ID, periodStartMs: ps, periodEndMs: pe, entry: Entry{Subject: subject, Score: score, ReachedAtMs: reached}}, nil
-}
-
-// writeBoards writes the raised entries into Redis (none without Redis).
+// writeBoards writes coalesced entries (grouped by board, see coalesce)
+// into Redis, one call per board; a board with an entry lowered is
+// dropped instead (Redis only raises; it is rebuilt from MySQL when read).
+// Nothing without Redis.
 func (s *Scorer) writeBoards(ctx context.Context, raised []raisedEntry) error {
 	if s.boards == nil {
 		return nil
 	}
-	for _, r := range raised {
-		if r.lowered {
-			if err := s.boards.drop(ctx, r.activityID, r.periodStartMs); err != nil {
-				return err
-			}
-			continue
+	for i := 0; i < len(raised); {
+		j, lowered := i, false
+		entries := make([]Entry, 0, 1)
+		for ; j < len(raised) && raised[j].activityID == raised[i].activityID && raised[j].periodStartMs == raised[i].periodStartMs; j++ {
+			entries = append(entries, raised[j].entry)
+			lowered = lowered || raised[j].lowered
 		}
-		if err := s.boards.raise(ctx, r.activityID, r.periodStartMs, r.periodEndMs, []Entry{r.entry}, false); err != nil {
+		r := raised[i]
+		var err error
+		if lowered {
+			err = s.boards.drop(ctx, r.activityID, r.periodStartMs)
+		} else {
+			err = s.boards.raise(ctx, r.activityID, r.periodStartMs, r.periodEndMs, entries, false)
+		}
+		if err != nil {
 			return err
 		}
+		i = j
 	}
 	return nil
 }

@@ -22,6 +22,13 @@ const (
 	skipNoMatch    = "no_match"    // no activity counts it (metric, gifts, regions, window)
 )
 
+// Results of a delivery batch (voiceroom_activity_batches_total).
+const (
+	batchCommitted = "committed" // scored in one transaction
+	batchSplit     = "split"     // failed whole, then scored one event per transaction
+	batchFailed    = "failed"    // not committed (or its board writes failed): its events come again
+)
+
 // Sources of a board read.
 const (
 	sourceRedis = "redis"
@@ -43,6 +50,8 @@ type ScoreMetrics struct {
 	reads     *prometheus.CounterVec
 	rebuilds  prometheus.Counter
 	redisErrs *prometheus.CounterVec
+	batches   *prometheus.CounterVec
+	retries   prometheus.Counter
 }
 
 // NewScoreMetrics creates the series and registers them on reg (none
@@ -75,6 +84,14 @@ func NewScoreMetrics(reg prometheus.Registerer) (*ScoreMetrics, error) {
 			Namespace: promreg.Namespace, Subsystem: "activity", Name: "redis_failures_total",
 			Help: "Failed Redis calls of the boards, by op: read (a read, rebuild or probe), write (the consumer's write after a commit; the event is retried).",
 		}, []string{"op"}),
+		batches: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: promreg.Namespace, Subsystem: "activity", Name: "batches_total",
+			Help: "Delivery batches the activity consumer scored in one transaction, by result: committed, split (the batch failed and its events were scored one per transaction), failed (its events are retried).",
+		}, []string{"result"}),
+		retries: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: promreg.Namespace, Subsystem: "activity", Name: "tx_retries_total",
+			Help: "Scoring transactions run again after a deadlock (1213) or a lock wait timeout (1205). Row locks are taken in one order, so this stays 0 under N scorers.",
+		}),
 	}
 	r := promreg.On(reg)
 	promreg.Add(r, &m.events)
@@ -83,11 +100,16 @@ func NewScoreMetrics(reg prometheus.Registerer) (*ScoreMetrics, error) {
 	promreg.Add(r, &m.reads)
 	promreg.Add(r, &m.rebuilds)
 	promreg.Add(r, &m.redisErrs)
+	promreg.Add(r, &m.batches)
+	promreg.Add(r, &m.retries)
 	if err := r.Err(); err != nil {
 		return nil, fmt.Errorf("activity metrics: %w", err)
 	}
 	for _, l := range []string{resultScored, resultDuplicate, resultClosed} {
 		m.events.WithLabelValues(l)
+	}
+	for _, l := range []string{batchCommitted, batchSplit, batchFailed} {
+		m.batches.WithLabelValues(l)
 	}
 	for _, l := range []string{skipNoActivity, skipNoMatch} {
 		m.skipped.WithLabelValues(l)
@@ -134,5 +156,17 @@ func (m *ScoreMetrics) rebuilt() {
 func (m *ScoreMetrics) redisFailed(op string) {
 	if m != nil {
 		m.redisErrs.WithLabelValues(op).Inc()
+	}
+}
+
+func (m *ScoreMetrics) batch(result string) {
+	if m != nil {
+		m.batches.WithLabelValues(result).Inc()
+	}
+}
+
+func (m *ScoreMetrics) retried() {
+	if m != nil {
+		m.retries.Inc()
 	}
 }

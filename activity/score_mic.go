@@ -53,8 +53,8 @@ type seatRow struct {
 }
 
 // micTx scores ev, a mic event that counts for a, inside tx (its
-// activity_seen row not written yet).
-func (s *Scorer) micTx(ctx context.Context, tx *sql.Tx, a Activity, ev event, now int64) (string, []raisedEntry, error) {
+// activity_seen row not written yet); the score changes go to w.
+func (s *Scorer) micTx(ctx context.Context, tx *sql.Tx, a Activity, ev event, now int64, w *txWork) (string, error) {
 	var kind seatKind
 	switch ev.micOp {
 	case micOpen:
@@ -67,70 +67,66 @@ func (s *Scorer) micTx(ctx context.Context, tx *sql.Tx, a Activity, ev event, no
 	case micClose, micCloseRoom:
 		kind = seatEnd
 	default:
-		return resultScored, nil, nil
+		return resultScored, nil
 	}
 	user := ev.userID
 	if ev.micOp == micCloseRoom {
 		user = 0
 	} else if user <= 0 || (ev.micOp == micClose && !ev.seatEnd) {
-		return resultScored, nil, nil // a listener's leave: no seat ends
+		return resultScored, nil // a listener's leave: no seat ends
 	}
-	if kind == seatEnd {
+	if kind == seatEnd && !inRegions(a, ev.card.VisibleRegionID) {
 		// An end counts where a start of the room may: in a's regions (a
 		// room's start elsewhere never counted) or after a row of the
-		// speaker's (the room moved).
+		// speaker's (the room moved). Only a room outside a's regions
+		// needs the read.
 		q, args := `SELECT EXISTS (SELECT 1 FROM activity_mic_seats WHERE activity_id = ? AND room_id = ? AND user_id IN (?, 0))`, []any{a.ID, ev.env.RoomID, user}
 		if user == 0 { // a room's close: any speaker's row
 			q, args = `SELECT EXISTS (SELECT 1 FROM activity_mic_seats WHERE activity_id = ? AND room_id = ?)`, args[:2]
 		}
 		var any int
-		err := tx.QueryRowContext(ctx, q, args...).Scan(&any)
-		if err != nil {
-			return "", nil, err
+		if err := tx.QueryRowContext(ctx, q, args...).Scan(&any); err != nil {
+			return "", err
 		}
-		if any == 0 && !inRegions(a, ev.card.VisibleRegionID) {
-			return resultScored, nil, nil
+		if any == 0 {
+			return resultScored, nil
 		}
 	}
 	if fresh, err := markSeenTx(ctx, tx, a, ev); err != nil {
-		return "", nil, err
+		return "", err
 	} else if !fresh {
-		return s.duplicateTx(ctx, tx, a, ev)
+		return s.duplicateTx(ctx, tx, a, ev, w)
 	}
-	raised, _, err := s.seatTx(ctx, tx, a, ev.env.AppCode, ev.env.RoomID, user, seatRow{user: user, version: ev.env.RoomVersion, kind: kind, atMs: ev.env.OccurredAtMs}, now)
-	if err != nil {
-		return "", nil, err
+	if _, err := s.seatTx(ctx, tx, a, ev.env.AppCode, ev.env.RoomID, user, seatRow{user: user, version: ev.env.RoomVersion, kind: kind, atMs: ev.env.OccurredAtMs}, now, w); err != nil {
+		return "", err
 	}
-	return resultScored, raised, nil
+	return resultScored, nil
 }
 
 // seatTx inserts row for user (0: every speaker of the room) in room and
-// adds the difference it makes to each speaker's seconds. inserted is
-// false when the row was there already (nothing changes).
-func (s *Scorer) seatTx(ctx context.Context, tx *sql.Tx, a Activity, app, room string, user int64, row seatRow, now int64) ([]raisedEntry, bool, error) {
+// adds the difference it makes to each speaker's seconds to w. inserted
+// is false when the row was there already (nothing changes).
+func (s *Scorer) seatTx(ctx context.Context, tx *sql.Tx, a Activity, app, room string, user int64, row seatRow, now int64, w *txWork) (bool, error) {
 	res, err := tx.ExecContext(ctx, `INSERT IGNORE INTO activity_mic_seats (activity_id, room_id, user_id, room_version, kind, at_ms)
 		VALUES (?, ?, ?, ?, ?, ?)`, a.ID, room, user, row.version, int(row.kind), row.atMs)
 	if err != nil {
-		return nil, false, err
+		return false, err
 	}
 	if n, err := res.RowsAffected(); err != nil || n == 0 {
-		return nil, false, err
+		return false, err
 	}
 	users := []int64{user}
 	if user == 0 {
 		if users, err = seatUsers(ctx, tx, a.ID, room); err != nil {
-			return nil, false, err
+			return false, err
 		}
 	}
-	var raised []raisedEntry
 	for _, u := range users {
-		r, err := s.recountTx(ctx, tx, a, app, room, u, row, now)
-		if err != nil {
-			return nil, false, err
+		if err := s.recountTx(ctx, tx, a, app, room, u, row, now, w); err != nil {
+			return false, err
 		}
-		raised = append(raised, r...)
 	}
-	return raised, true, nil
+	return true, nil
 }
 
 // seatUsers lists the speakers with rows of their own in room.
@@ -152,14 +148,14 @@ func seatUsers(ctx context.Context, tx *sql.Tx, activityID int64, room string) (
 	return out, rows.Err()
 }
 
-// recountTx applies the difference added, a new row of user's (or of the
-// room's), makes to user's seconds in room, and stores user's session
+// recountTx adds to w the difference added, a new row of user's (or of
+// the room's), makes to user's seconds in room, and stores user's session
 // still open.
-func (s *Scorer) recountTx(ctx context.Context, tx *sql.Tx, a Activity, app, room string, user int64, added seatRow, now int64) ([]raisedEntry, error) {
+func (s *Scorer) recountTx(ctx context.Context, tx *sql.Tx, a Activity, app, room string, user int64, added seatRow, now int64, w *txWork) error {
 	rows, err := tx.QueryContext(ctx, `SELECT user_id, room_version, kind, at_ms FROM activity_mic_seats WHERE activity_id = ? AND room_id = ? AND user_id IN (?, 0)
 		ORDER BY room_version, user_id DESC FOR UPDATE`, a.ID, room, user)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	var all, without []seatRow
 	for rows.Next() {
@@ -167,7 +163,7 @@ func (s *Scorer) recountTx(ctx context.Context, tx *sql.Tx, a Activity, app, roo
 		var k int
 		if err := rows.Scan(&r.user, &r.version, &k, &r.atMs); err != nil {
 			rows.Close()
-			return nil, err
+			return err
 		}
 		r.kind = seatKind(k)
 		all = append(all, r)
@@ -177,52 +173,45 @@ func (s *Scorer) recountTx(ctx context.Context, tx *sql.Tx, a Activity, app, roo
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
-		return nil, err
+		return err
 	}
 	after, open := s.seatSeconds(a, all)
 	before, _ := s.seatSeconds(a, without)
 	subject := strconv.FormatInt(user, 10)
-	var raised []raisedEntry
 	for _, ps := range periodKeys(after, before) {
 		d := after[ps].seconds - before[ps].seconds
 		earlier := after[ps].lastEndMs < before[ps].lastEndMs
 		if d == 0 && after[ps].lastEndMs == before[ps].lastEndMs {
 			continue
 		}
-		reached := after[ps].lastEndMs
-		if earlier || d < 0 {
-			reached = 0 // set exactly below, or unchanged
-		}
-		r, err := s.addTx(ctx, tx, a, app, subject, 0, ps, d, reached, now)
-		if err != nil {
-			return nil, err
+		op := scoreOp{a: a, app: app, v: d, reached: after[ps].lastEndMs, lowered: d < 0 || earlier}
+		var pe int64
+		op.key.periodStartMs, pe = s.period(a, ps)
+		op.key.activityID, op.key.subject, op.periodEndMs = a.ID, subject, pe
+		if d < 0 {
+			op.reached = 0 // unchanged
 		}
 		if earlier {
 			// The room's last session in the period now ends earlier: the
 			// speaker reached the score at the latest end of any room's.
 			others, err := s.otherRoomsLastEnd(ctx, tx, a, room, user, ps)
 			if err != nil {
-				return nil, err
+				return err
 			}
-			r.entry.ReachedAtMs = max(after[ps].lastEndMs, others)
-			if _, err := tx.ExecContext(ctx, `UPDATE activity_scores SET reached_at_ms = ? WHERE activity_id = ? AND period_start_ms = ? AND subject = ?`,
-				r.entry.ReachedAtMs, a.ID, ps, subject); err != nil {
-				return nil, err
-			}
+			op.reached, op.exact = max(after[ps].lastEndMs, others), true
 		}
-		r.lowered = d < 0 || earlier
-		raised = append(raised, r)
+		w.ops = append(w.ops, op)
 	}
 	if _, err := tx.ExecContext(ctx, `DELETE FROM activity_mic_open WHERE activity_id = ? AND room_id = ? AND user_id = ?`, a.ID, room, user); err != nil {
-		return nil, err
+		return err
 	}
 	if open != nil {
 		if _, err := tx.ExecContext(ctx, `INSERT INTO activity_mic_open (activity_id, room_id, user_id, since_ms, since_version) VALUES (?, ?, ?, ?, ?)`,
 			a.ID, room, user, open.atMs, open.version); err != nil {
-			return nil, err
+			return err
 		}
 	}
-	return raised, nil
+	return nil
 }
 
 // otherRoomsLastEnd is the end of user's last session in period ps in
@@ -386,10 +375,15 @@ func CloseMicSessions(ctx context.Context, db *sql.DB, rdb redis.UniversalClient
 		ended := false
 		err := mysqldb.Update(ctx, db, func(tx *sql.Tx) error {
 			var err error
+			var w txWork
+			now := s.cfg.Now().UnixMilli()
 			// The window's end ends the seat, after every event of the
 			// room (the greatest version).
-			raised, ended, err = s.seatTx(ctx, tx, a, a.AppCode, x.room, x.user,
-				seatRow{user: x.user, version: math.MaxInt64, kind: seatEnd, atMs: a.EndsAtMs}, s.cfg.Now().UnixMilli())
+			if ended, err = s.seatTx(ctx, tx, a, a.AppCode, x.room, x.user,
+				seatRow{user: x.user, version: math.MaxInt64, kind: seatEnd, atMs: a.EndsAtMs}, now, &w); err != nil {
+				return err
+			}
+			raised, err = s.applyTx(ctx, tx, &w, now)
 			return err
 		})
 		if err != nil {
@@ -398,7 +392,7 @@ func CloseMicSessions(ctx context.Context, db *sql.DB, rdb redis.UniversalClient
 		if ended {
 			n++
 		}
-		if err := s.writeBoards(ctx, raised); err != nil {
+		if err := s.writeBoards(ctx, coalesce(raised)); err != nil {
 			s.log.Warn("activity: board write failed after ending mic sessions", "activity_id", a.ID, "error", err)
 		}
 	}

@@ -3,6 +3,7 @@ package activity
 import (
 	"context"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -367,5 +368,95 @@ func TestBadPayloadIsPermanent(t *testing.T) {
 	err := s.Score(context.Background(), env)
 	if err == nil || !bus.IsPermanent(err) {
 		t.Fatalf("score of a bad payload: %v, want a permanent error", err)
+	}
+}
+
+// TestTwoScorersOnOneDurable: two scorers on one durable, each with
+// several workers, score gifts of many rooms to the same few senders and
+// receivers at once, for several activities (a task among them). Every
+// score is exact, every task reward owed once, and no transaction
+// deadlocked: none was run again (1213 retried inside) and no event was
+// nakked for a deadlock that outlived the retries.
+func TestTwoScorersOnOneDurable(t *testing.T) {
+	e := newScoreEnv(t, nil)
+	sent := e.activity(Activity{Metric: GiftValueSent})
+	received := e.activity(Activity{Metric: GiftValueReceived})
+	rooms := e.activity(Activity{Metric: RoomGiftValue})
+	count := e.activity(Activity{Metric: GiftCount})
+	task := e.activity(Activity{Kind: Task, Metric: GiftValueSent, Period: Day, Target: 300, RewardCoins: 5})
+	busM, err := bus.NewMetrics(e.reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := scoreRun()
+	run.Concurrency, run.FetchBatch = 4, 64
+	for range 2 {
+		s, err := NewScorer(e.db, e.rdb, e.conn.JetStream(), run, busM, e.cfg, testenv.Logger(t), e.m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		testenv.Start(t, s.Run)
+		<-s.Running()
+	}
+	wantSent, wantRecv, wantRoom, wantCount := map[string]int64{}, map[string]int64{}, map[string]int64{}, map[string]int64{}
+	var rs []room
+	for range 24 {
+		rs = append(rs, e.room("a1", 0, 1))
+	}
+	var envs []bus.Envelope
+	for i := range 960 {
+		r := rs[i%len(rs)]
+		from, to, v := int64(i%3+1), int64(i%4+11), int64(i%7+1)
+		envs = append(envs, e.gift(r, from, to, 1, v, 1, t0+hour+int64(i)*sec))
+		wantSent[fmt.Sprint(from)] += v
+		wantRecv[fmt.Sprint(to)] += v
+		wantRoom[r.id] += v
+		wantCount[fmt.Sprint(from)]++
+	}
+	// Published from several goroutines: the scorers' batches hold
+	// different rooms' gifts to the same subjects at once.
+	var wg sync.WaitGroup
+	for part := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := part; i < len(envs); i += 4 {
+				m, err := envs[i].Message()
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				msg := nats.NewMsg(m.Subject)
+				msg.Data = m.Data
+				msg.Header.Set(nats.MsgIdHdr, m.ID)
+				if _, err := e.conn.JetStream().PublishMsgAsync(msg); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	select {
+	case <-e.conn.JetStream().PublishAsyncComplete():
+	case <-time.After(30 * time.Second):
+		t.Fatal("publish did not complete")
+	}
+	e.waitScores(sent, t0, wantSent)
+	e.waitScores(received, t0, wantRecv)
+	e.waitScores(rooms, t0, wantRoom)
+	e.waitScores(count, t0, wantCount)
+	e.waitScores(task, t0, wantSent)
+	if got := e.payouts(task); len(got) != 3 {
+		t.Fatalf("task payouts %v, want one for each of the 3 senders", got)
+	}
+	if got, want := e.events(resultScored), float64(5*len(envs)); got != want {
+		t.Errorf("%v (event, activity) scored, want %v", got, want)
+	}
+	if n := testenv.MetricValue(t, e.reg, "voiceroom_bus_messages_nakked_total", "consumer", bus.DurableActivity); n != 0 {
+		t.Errorf("%v events nakked: a transaction failed", n)
+	}
+	if n := testenv.MustMetric(t, e.reg, "voiceroom_activity_tx_retries_total"); n != 0 {
+		t.Errorf("%v scoring transactions ran again after a deadlock or lock wait timeout", n)
 	}
 }

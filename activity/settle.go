@@ -227,7 +227,11 @@ func (s *Settler) advance(ctx context.Context, id int64) error {
 				s.log.Debug("activity settlement waits for the read back", "activity_id", id, "catchup_state", a.Catchup.State)
 				return s.payAll(ctx, a)
 			}
-			passed, err := s.progress.Passed(ctx, a.AppCode, a.EndsAtMs)
+			fence := a.freezeFence()
+			if s.now().UnixMilli() < fence {
+				return s.payAll(ctx, a)
+			}
+			passed, err := s.progress.Passed(ctx, a.AppCode, fence)
 			if err != nil {
 				return fmt.Errorf("activity %d: scoring progress: %w", id, err)
 			}
@@ -281,6 +285,20 @@ func (s *Settler) endMicSessions(ctx context.Context, a settleRow) error {
 	return nil
 }
 
+// freezeFence is the time the scoring durable must have passed before a
+// freezes. The scorers check an activity's state and end in their cached
+// list (score.go), without a lock of its row, and count an event only
+// when it occurred before the end: once the durable has acked every
+// event committed up to the end, nothing more can count, and nothing
+// counted is lost. A list read before a settle now (which moves the end
+// earlier, and updated_at_ms with it) may still count an event committed
+// while that change committed; RetroactiveMargin past updated_at_ms
+// covers those (and the processes' clocks differing), so such an event
+// too is scored before the freeze, never after it.
+func (a settleRow) freezeFence() int64 {
+	return max(a.EndsAtMs, a.UpdatedAtMs+RetroactiveMargin.Milliseconds())
+}
+
 // ended reports whether a's window plus the grace is over.
 func (s *Settler) ended(a settleRow) bool {
 	return s.now().UnixMilli() >= a.EndsAtMs+s.cfg.Grace.Milliseconds()
@@ -289,7 +307,7 @@ func (s *Settler) ended(a settleRow) bool {
 // load reads activity id; lock takes its row FOR UPDATE (q a transaction).
 func (s *Settler) load(ctx context.Context, q mysqldb.Querier, id int64, lock bool) (settleRow, error) {
 	query := `SELECT app_code, activity_id, name, kind, metric, starts_at_ms, ends_at_ms, COALESCE(rewards, 'null'),
-		status, settle_state, settle_owner, settle_lease_until_ms, catchup_state FROM activities WHERE activity_id = ?`
+		status, settle_state, settle_owner, settle_lease_until_ms, catchup_state, updated_at_ms FROM activities WHERE activity_id = ?`
 	if lock {
 		query += " FOR UPDATE"
 	}
@@ -308,7 +326,7 @@ func (s *Settler) load(ctx context.Context, q mysqldb.Querier, id int64, lock bo
 	var rewards []byte
 	var status, state string
 	if err := rows.Scan(&a.AppCode, &a.ID, &a.Name, &a.Kind, &a.Metric, &a.StartsAtMs, &a.EndsAtMs, &rewards,
-		&status, &state, &a.owner, &a.leaseMs, &a.Catchup.State); err != nil {
+		&status, &state, &a.owner, &a.leaseMs, &a.Catchup.State, &a.UpdatedAtMs); err != nil {
 		return settleRow{}, fmt.Errorf("activity %d: read: %w", id, err)
 	}
 	a.Status, a.state = Status(status), SettleState(state)
