@@ -292,9 +292,10 @@ func (s *Settler) endMicSessions(ctx context.Context, a settleRow) error {
 // event committed up to the end, nothing more can count, and nothing
 // counted is lost. A list read before a settle now (which moves the end
 // earlier, and updated_at_ms with it) may still count an event committed
-// while that change committed; RetroactiveMargin past updated_at_ms
-// covers those (and the processes' clocks differing), so such an event
-// too is scored before the freeze, never after it.
+// while that change committed: SettleNowMargin keeps such an event before
+// the new end, and RetroactiveMargin past updated_at_ms covers the
+// processes' clocks differing, so it too is scored before the freeze,
+// never after it.
 func (a settleRow) freezeFence() int64 {
 	return max(a.EndsAtMs, a.UpdatedAtMs+RetroactiveMargin.Milliseconds())
 }

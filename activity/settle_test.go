@@ -545,8 +545,12 @@ func TestSettleNowRerunAndPayouts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.EndsAtMs != e.clock.Now().UnixMilli() || p.SettleState != "open" || p.Status != string(Settling) {
+	if p.EndsAtMs != e.clock.Now().Add(SettleNowMargin).UnixMilli() || p.SettleState != "open" || p.Status != string(Running) {
 		t.Fatalf("after settle now: %+v", p)
+	}
+	e.clock.Advance(SettleNowMargin)
+	if p, err = ctl.Progress(ctx, "a1", id); err != nil || p.Status != string(Settling) {
+		t.Fatalf("at its new end: %+v %v", p, err)
 	}
 	a := e.newSettler("a")
 	n := 0
@@ -631,4 +635,53 @@ func TestMicSessionsEndAtFreeze(t *testing.T) {
 	if r := testenv.Scalar[int64](t, e.db, `SELECT rank_no FROM activity_payouts WHERE activity_id = ? AND user_id = 702`, id); r != 1 {
 		t.Errorf("the open session's speaker ranks %d, want 1", r)
 	}
+}
+
+// TestSettleNowEndsWhereScoringStops: a scorer's list read while a settle
+// now commits still holds the old end and counts an event that occurred
+// after the request; the new end (SettleNowMargin after the request)
+// keeps every event such a list can count inside the window, so the
+// score is exactly the gifts before the stored ends_at_ms. A gift at the
+// new end or after it is read against the new list and counts nothing.
+func TestSettleNowEndsWhereScoringStops(t *testing.T) {
+	e := newScoreEnv(t, nil)
+	ctx := context.Background()
+	id := e.activity(Activity{Metric: GiftValueSent})
+	s := e.newScorer(nil)
+	r := e.room("a1", 11, 100)
+	type gift struct{ sender, value, atMs int64 }
+	score := func(gs ...gift) {
+		t.Helper()
+		for _, g := range gs {
+			e.mustScore(s, e.gift(r, g.sender, 9, 7, g.value, 1, g.atMs))
+		}
+	}
+	now := e.clock.Now().UnixMilli()
+	// The scorer's list is read at now.
+	gifts := []gift{{1, 10, now - 10}}
+	score(gifts...)
+	// A settle now asked just before the list was read, committed after.
+	requested := now - 5
+	ctl := NewSettlements(e.db, func() time.Time { return time.UnixMilli(requested) })
+	p, err := ctl.SettleNow(ctx, "a1", id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.EndsAtMs != requested+SettleNowMargin.Milliseconds() {
+		t.Fatalf("ends at %d, want the request plus the margin %d", p.EndsAtMs, requested+SettleNowMargin.Milliseconds())
+	}
+	// Occurred after the request, before the list was read: the old list
+	// counts it. At the new end and after it: read against the new list.
+	late := []gift{{2, 100, now - 2}, {3, 1000, p.EndsAtMs}, {4, 10000, p.EndsAtMs + hour}}
+	score(late...)
+	gifts = append(gifts, late...)
+
+	a := e.get(id)
+	want := map[string]int64{}
+	for _, g := range gifts {
+		if g.atMs >= a.StartsAtMs && g.atMs < a.EndsAtMs {
+			want[strconv.FormatInt(g.sender, 10)] += g.value
+		}
+	}
+	e.mustEqualScores(id, t0, want)
 }

@@ -83,11 +83,22 @@ func unavailable(err error) error {
 	return apperr.Wrap(apperr.Unavailable, "activities unavailable", err)
 }
 
-// SettleNow ends app's activity id now: a running activity's ends_at_ms
-// becomes now, and it settles as any ended one does (after the grace and
-// once the scoring durable has passed the new end). An activity that has
-// ended already is left as it is; one not started yet, cancelled or
-// settled is FAILED_PRECONDITION.
+// SettleNowMargin is how far after the request a settled-now activity
+// ends. The scorers read an activity's end from a cached list, without a
+// lock of its row (score.go), so a list read while the change commits
+// still holds the old end; every event that list can count occurred
+// before the change committed, which the margin keeps before the new
+// end: the score is then exactly the events before ends_at_ms, as the
+// stored window says.
+const SettleNowMargin = RetroactiveMargin
+
+// SettleNow ends app's activity id at once: a running activity's
+// ends_at_ms becomes now plus SettleNowMargin, and it settles as any ended
+// one does (after the grace and once the scoring durable has passed the
+// new end). An activity that has ended already, or ends within the
+// margin, is left as it is; one not started yet, cancelled or settled is
+// FAILED_PRECONDITION. A change that could not commit within half the
+// margin is rolled back, UNAVAILABLE: asking again is safe.
 func (s *Settlements) SettleNow(ctx context.Context, app string, id int64) (SettlementProgress, error) {
 	err := mysqldb.Update(ctx, s.db, func(tx *sql.Tx) error {
 		var starts, ends int64
@@ -108,11 +119,17 @@ func (s *Settlements) SettleNow(ctx context.Context, app string, id int64) (Sett
 			return apperr.New(apperr.FailedPrecondition, "activity %d is settled already", id)
 		case now < starts:
 			return apperr.New(apperr.FailedPrecondition, "activity %d has not started (it starts at %d): cancel it instead", id, starts)
-		case state != string(StateOpen) || now >= ends:
+		case state != string(StateOpen) || now+SettleNowMargin.Milliseconds() >= ends:
 			return nil // ended already: settling, or about to
 		}
-		_, err = tx.ExecContext(ctx, `UPDATE activities SET ends_at_ms = ?, updated_at_ms = ? WHERE activity_id = ?`, now, now, id)
-		return err
+		if _, err := tx.ExecContext(ctx, `UPDATE activities SET ends_at_ms = ?, updated_at_ms = ? WHERE activity_id = ?`,
+			now+SettleNowMargin.Milliseconds(), now, id); err != nil {
+			return err
+		}
+		if took := s.now().UnixMilli() - now; took > SettleNowMargin.Milliseconds()/2 {
+			return apperr.New(apperr.Unavailable, "settling activity %d took %d ms: rolled back, ask again", id, took)
+		}
+		return nil
 	})
 	if err != nil {
 		return SettlementProgress{}, keepAppErr(err)

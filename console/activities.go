@@ -317,8 +317,8 @@ func formTimeMs(r *http.Request, name string) (int64, error) {
 var activityOps = map[string]struct{ path, done, question string }{
 	"cancel": {"/cancel", "cancelled: nothing is paid",
 		"Cancel activity %d? Scoring and settlement stop and nothing more is paid. This cannot be undone."},
-	"settle": {"/settle", "ends now and settles after the grace",
-		"Settle activity %d now? It ends at this moment and its rewards are paid after the settlement grace."},
+	"settle": {"/settle", "ends in 2 s and settles after the grace",
+		"Settle activity %d now? It ends 2 s from now and its rewards are paid after the settlement grace."},
 	"rerun": {"/settlement/rerun", "settlement re-run: the next round pays what is still unpaid",
 		"Re-run the settlement of activity %d? Its lease is freed and the next round pays only what is still unpaid."},
 }
