@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"voiceroom/mysqldb"
 )
 
 // One transaction scores a whole delivery batch. Its row locks are taken
@@ -153,17 +155,11 @@ func markSeenAllTx(ctx context.Context, tx *sql.Tx, keys []seenKey) (map[seenKey
 				return nil, err
 			}
 		}
-		var q strings.Builder
-		q.WriteString(`INSERT IGNORE INTO activity_seen (activity_id, event_id) VALUES `)
-		args := make([]any, 0, 2*len(chunk))
-		for i, k := range chunk {
-			if i > 0 {
-				q.WriteString(", ")
-			}
-			q.WriteString("(?, ?)")
-			args = append(args, k.activityID, k.eventID)
+		var rows mysqldb.Rows
+		for _, k := range chunk {
+			rows.Add("(?, ?)", k.activityID, k.eventID)
 		}
-		res, err := tx.ExecContext(ctx, q.String(), args...)
+		res, err := rows.Exec(ctx, tx, `INSERT IGNORE INTO activity_seen (activity_id, event_id) VALUES `, "")
 		if err != nil {
 			return nil, err
 		}
@@ -248,20 +244,14 @@ func (s *Scorer) applyTx(ctx context.Context, tx *sql.Tx, w *txWork, now int64) 
 	for rest := keys; len(rest) > 0; {
 		chunk := rest[:min(len(rest), scoreChunk)]
 		rest = rest[len(chunk):]
-		var q strings.Builder
-		q.WriteString(`INSERT INTO activity_scores (activity_id, period_start_ms, subject, score, reached_at_ms, updated_at_ms) VALUES `)
-		args := make([]any, 0, 6*len(chunk))
-		for i, k := range chunk {
-			if i > 0 {
-				q.WriteString(", ")
-			}
-			q.WriteString("(?, ?, ?, ?, ?, ?)")
+		var rows mysqldb.Rows
+		for _, k := range chunk {
 			x := sums[k]
-			args = append(args, k.activityID, k.periodStartMs, k.subject, x.v, x.reached, now)
+			rows.Add("(?, ?, ?, ?, ?, ?)", k.activityID, k.periodStartMs, k.subject, x.v, x.reached, now)
 		}
-		q.WriteString(` ON DUPLICATE KEY UPDATE score = score + VALUES(score), reached_at_ms = GREATEST(reached_at_ms, VALUES(reached_at_ms)),
-			updated_at_ms = VALUES(updated_at_ms)`)
-		if _, err := tx.ExecContext(ctx, q.String(), args...); err != nil {
+		if _, err := rows.Exec(ctx, tx, `INSERT INTO activity_scores (activity_id, period_start_ms, subject, score, reached_at_ms, updated_at_ms) VALUES `,
+			` ON DUPLICATE KEY UPDATE score = score + VALUES(score), reached_at_ms = GREATEST(reached_at_ms, VALUES(reached_at_ms)),
+			updated_at_ms = VALUES(updated_at_ms)`); err != nil {
 			return nil, err
 		}
 	}
@@ -361,18 +351,12 @@ func insertTaskPayoutsTx(ctx context.Context, tx *sql.Tx, ps []Payout, now int64
 	slices.SortStableFunc(ps, func(x, y Payout) int {
 		return cmp.Or(cmp.Compare(x.ActivityID, y.ActivityID), cmp.Compare(x.PeriodStartMs, y.PeriodStartMs), cmp.Compare(x.UserID, y.UserID))
 	})
-	var q strings.Builder
-	q.WriteString(`INSERT IGNORE INTO activity_payouts (activity_id, reason, period_start_ms, user_id, app_code, subject, rank_no, score, coins,
-		entry_key, created_at_ms) VALUES `)
-	args := make([]any, 0, 10*len(ps))
-	for i, p := range ps {
-		if i > 0 {
-			q.WriteString(", ")
-		}
-		q.WriteString("(?, ?, ?, ?, ?, ?, 0, ?, ?, ?, ?)")
-		args = append(args, p.ActivityID, p.Reason, p.PeriodStartMs, p.UserID, p.AppCode, p.Subject, p.Score, p.Coins,
+	var rows mysqldb.Rows
+	for _, p := range ps {
+		rows.Add("(?, ?, ?, ?, ?, ?, 0, ?, ?, ?, ?)", p.ActivityID, p.Reason, p.PeriodStartMs, p.UserID, p.AppCode, p.Subject, p.Score, p.Coins,
 			EntryKey(p.ActivityID, p.Reason, p.PeriodStartMs, p.UserID), now)
 	}
-	_, err := tx.ExecContext(ctx, q.String(), args...)
+	_, err := rows.Exec(ctx, tx, `INSERT IGNORE INTO activity_payouts (activity_id, reason, period_start_ms, user_id, app_code, subject, rank_no, score, coins,
+		entry_key, created_at_ms) VALUES `, "")
 	return err
 }

@@ -86,3 +86,11 @@ func (r *Rows) Add(tuple string, args ...any) {
 
 // Len is the number of tuples in r.
 func (r *Rows) Len() int { return r.n }
+
+// Exec runs the one multi-row statement head, r's tuples, tail on ex. An
+// r without tuples sends nothing and returns a nil result.
+func (r *Rows) Exec(ctx context.Context, ex Execer, head, tail string) (sql.Result, error) {
+	var b Batch
+	b.AddRows(head, r, tail)
+	return b.Exec(ctx, ex)
+}

@@ -66,3 +66,26 @@ func TestBatchRunsInOrderAndStopsAtTheFirstError(t *testing.T) {
 		t.Fatalf("empty batch: %v, %v", res, err)
 	}
 }
+
+// TestRowsExec runs one multi-row statement, head, tuples and tail; no
+// tuple sends nothing.
+func TestRowsExec(t *testing.T) {
+	db := testenv.NewDB(t)
+	ctx := context.Background()
+	testenv.Exec(t, db, "CREATE TABLE rx (id BIGINT PRIMARY KEY, n INT NOT NULL)")
+	if res, err := (&mysqldb.Rows{}).Exec(ctx, db, "INSERT INTO rx (id, n) VALUES ", ""); res != nil || err != nil {
+		t.Fatalf("no tuple: %v %v, want nothing sent", res, err)
+	}
+	for range 2 {
+		var rows mysqldb.Rows
+		for id := range 3 {
+			rows.Add("(?, 1)", id)
+		}
+		if _, err := rows.Exec(ctx, db, "INSERT INTO rx (id, n) VALUES ", " ON DUPLICATE KEY UPDATE n = n + VALUES(n)"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := testenv.Scalar[int](t, db, "SELECT SUM(n) FROM rx"); got != 6 {
+		t.Errorf("sum %d, want 6: three rows, each written twice", got)
+	}
+}
