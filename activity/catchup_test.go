@@ -500,8 +500,16 @@ func TestCatchUpKeepsToMaxRate(t *testing.T) {
 // batches are reported: the activity's catchup is incomplete with the
 // sequences lost, the gap is counted, and every event after it is still
 // scored (the scores equal the events not lost); a jump over another
-// app's events alone is no gap.
+// app's events alone is no gap. Twice: the head purged up to a sequence
+// (the gap shows at the next batch), and purged whole (it shows at the
+// stream's end, before the joining).
 func TestCatchUpReportsAGap(t *testing.T) {
+	for _, whole := range []bool{false, true} {
+		t.Run(fmt.Sprint("whole=", whole), func(t *testing.T) { testCatchUpReportsAGap(t, whole) })
+	}
+}
+
+func testCatchUpReportsAGap(t *testing.T, whole bool) {
 	e := newScoreEnv(t, nil)
 	e.setClock(t0 + 6*day)
 	tr := newTraffic(e, t0, e.room("a1", 11, 1), e.room("a1", 12, 2))
@@ -533,6 +541,14 @@ func TestCatchUpReportsAGap(t *testing.T) {
 		// Past the batches read ahead (at most 2 of 20 a1 events, with
 		// a2's among them).
 		purgedTo = cu.Seq + 2*30 + 40
+		if whole {
+			info, err := st.Info(context.Background())
+			if err != nil {
+				return err
+			}
+			purgedTo = info.State.LastSeq + 1
+			return st.Purge(context.Background())
+		}
 		return st.Purge(context.Background(), jetstream.WithPurgeSequence(purgedTo))
 	}
 	testenv.Start(t, c.Run)
