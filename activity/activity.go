@@ -115,11 +115,17 @@ const (
 
 // Catchup is a retroactive activity's read back: its state, the last
 // stream sequence it read (Seq: its resume point) and, from joining on,
-// LiveFromSeq: the live durable scores the events above it.
+// LiveFromSeq: the live durable scores the events above it. Incomplete:
+// the read back found events deleted from the stream before it read them
+// (retention), sequences LostFromSeq..LostToSeq at most; its scores are
+// then a lower bound.
 type Catchup struct {
 	State       CatchupState `json:"state"`
 	Seq         uint64       `json:"seq"`
 	LiveFromSeq uint64       `json:"live_from_seq"`
+	Incomplete  bool         `json:"incomplete"`
+	LostFromSeq uint64       `json:"lost_from_seq,omitempty"`
+	LostToSeq   uint64       `json:"lost_to_seq,omitempty"`
 }
 
 // liveScores reports whether the live durable scores an event of stream

@@ -405,10 +405,19 @@ func (c *CatchUp) readBack(ctx context.Context, id int64) error {
 			if err != nil {
 				return fmt.Errorf("activity %d: message metadata: %w", id, err)
 			}
-			raised, err := c.scoreBatch(ctx, a, msgs, meta.Sequence.Stream, phase)
+			first, err := msgs[0].Metadata()
+			if err != nil {
+				return fmt.Errorf("activity %d: message metadata: %w", id, err)
+			}
+			g, err := c.findGap(ctx, read, first.Sequence.Stream)
 			if err != nil {
 				return err
 			}
+			raised, err := c.scoreBatch(ctx, a, msgs, meta.Sequence.Stream, phase, g)
+			if err != nil {
+				return err
+			}
+			c.reportGap(a, g)
 			read, left = meta.Sequence.Stream, meta.NumPending
 			batches++
 			paced += len(msgs)
@@ -440,6 +449,18 @@ func (c *CatchUp) readBack(ctx context.Context, id int64) error {
 		c.metrics.setLag(id, left)
 		switch {
 		case phase == CatchupReading && atEnd:
+			// Events of the app deleted before they were read, with
+			// none after them (nothing delivered to compare with).
+			g, err := c.findGap(ctx, read, 0)
+			if err != nil {
+				return err
+			}
+			if g.lost() {
+				if err := c.recordGap(ctx, id, read, phase, g); err != nil {
+					return err
+				}
+				c.reportGap(a, g)
+			}
 			if err := c.moveTo(ctx, id, read, CatchupReading, CatchupJoining); err != nil {
 				return err
 			}
@@ -519,7 +540,7 @@ func (c *CatchUp) fetchAhead(ctx context.Context, cons jetstream.Consumer, id in
 // scoreBatch scores the events of msgs for a alone in one transaction,
 // fenced by its lease, recording lastSeq as read; it returns the board
 // entries raised, for Redis after the commit.
-func (c *CatchUp) scoreBatch(ctx context.Context, a Activity, msgs []jetstream.Msg, lastSeq uint64, phase CatchupState) ([]raisedEntry, error) {
+func (c *CatchUp) scoreBatch(ctx context.Context, a Activity, msgs []jetstream.Msg, lastSeq uint64, phase CatchupState, g gap) ([]raisedEntry, error) {
 	evs := make([]event, 0, len(msgs))
 	skipped := 0
 	for _, m := range msgs {
@@ -549,6 +570,9 @@ func (c *CatchUp) scoreBatch(ctx context.Context, a Activity, msgs []jetstream.M
 		if err := c.fenceTx(wctx, tx, a.ID, lastSeq, phase); err != nil {
 			return err
 		}
+		if err := gapTx(wctx, tx, a.ID, g); err != nil {
+			return err
+		}
 		now := c.cfg.Score.Now().UnixMilli()
 		var w txWork
 		for _, ev := range evs {
@@ -574,6 +598,82 @@ func (c *CatchUp) scoreBatch(ctx context.Context, a Activity, msgs []jetstream.M
 	c.metrics.read(catchupDuplicate, dupN)
 	c.metrics.read(catchupSkipped, skipped)
 	return raised, nil
+}
+
+// gap is a range of stream sequences deleted before the read back read
+// them (From 0: none). Retention deletes from the stream's head, so the
+// range is every sequence from the one expected (the last read + 1) up
+// to the stream's first sequence or the next delivered, whichever comes
+// first; other apps' events among them are counted in too (they are
+// deleted, the filter can no longer tell): an upper bound.
+type gap struct{ From, To uint64 }
+
+func (g gap) lost() bool { return g.From > 0 && g.To >= g.From }
+
+// findGap compares the sequence after read with next, the first sequence
+// delivered after it (0: none was): a jump alone is other subjects
+// skipped by the filter, but a stream whose first sequence is above
+// read+1 deleted what lay in between before it was read. A read back
+// from a start time (read 0) has no sequence to expect and is not
+// checked (its start was checked at creation).
+func (c *CatchUp) findGap(ctx context.Context, read, next uint64) (gap, error) {
+	if read == 0 || (next != 0 && next <= read+1) {
+		return gap{}, nil
+	}
+	rctx, cancel := context.WithTimeout(ctx, streamReadTimeout)
+	defer cancel()
+	info, err := c.stream.Info(rctx)
+	if err != nil {
+		return gap{}, fmt.Errorf("stream info (gap check after sequence %d): %w", read, err)
+	}
+	first := info.State.FirstSeq
+	if first <= read+1 {
+		return gap{}, nil
+	}
+	end := first - 1
+	if next != 0 && next-1 < end {
+		end = next - 1 // deleted after it was delivered: not lost
+	}
+	return gap{From: read + 1, To: end}, nil
+}
+
+// gapTx records g in activity id's row (the lowest and highest sequence
+// lost over every gap), in the batch's transaction.
+func gapTx(ctx context.Context, tx mysqldb.Querier, id int64, g gap) error {
+	if !g.lost() {
+		return nil
+	}
+	_, err := tx.ExecContext(ctx, `UPDATE activities SET
+		catchup_lost_from_seq = IF(catchup_lost_from_seq = 0, ?, LEAST(catchup_lost_from_seq, ?)),
+		catchup_lost_to_seq = GREATEST(catchup_lost_to_seq, ?) WHERE activity_id = ?`, g.From, g.From, g.To, id)
+	if err != nil {
+		return fmt.Errorf("record the sequences lost %d..%d: %w", g.From, g.To, err)
+	}
+	return nil
+}
+
+// recordGap records g under id's lease (no batch to score with it).
+func (c *CatchUp) recordGap(ctx context.Context, id int64, read uint64, phase CatchupState, g gap) error {
+	err := mysqldb.Update(ctx, c.db, func(tx *sql.Tx) error {
+		if err := c.fenceTx(ctx, tx, id, read, phase); err != nil {
+			return err
+		}
+		return gapTx(ctx, tx, id, g)
+	})
+	if err != nil {
+		return fmt.Errorf("activity %d: %w", id, err)
+	}
+	return nil
+}
+
+// reportGap logs and counts g once it is recorded.
+func (c *CatchUp) reportGap(a Activity, g gap) {
+	if !g.lost() {
+		return
+	}
+	c.log.Error("activity catch-up: events deleted from the stream before they were read (retention); the read back goes on, its scores are a lower bound",
+		"activity_id", a.ID, "app_code", a.AppCode, "lost_from_seq", g.From, "lost_to_seq", g.To)
+	c.metrics.gap(g.To - g.From + 1)
 }
 
 // coalesce keeps, of the entries a batch raised, the last of each

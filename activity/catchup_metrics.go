@@ -22,6 +22,8 @@ const (
 type CatchupMetrics struct {
 	events *prometheus.CounterVec
 	lag    *prometheus.GaugeVec
+	gaps   prometheus.Counter
+	lost   prometheus.Counter
 }
 
 // NewCatchupMetrics creates the series and registers them on reg (none
@@ -36,10 +38,20 @@ func NewCatchupMetrics(reg prometheus.Registerer) (*CatchupMetrics, error) {
 			Namespace: promreg.Namespace, Subsystem: "activity", Name: "catchup_lag",
 			Help: "Events of its app the read back of a retroactive activity has still to read, by activity (this process's read backs; the series goes when one ends).",
 		}, []string{"activity_id"}),
+		gaps: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: promreg.Namespace, Subsystem: "activity", Name: "catchup_gaps_total",
+			Help: "Gaps a read back found: events deleted from ROOM_EVENTS (retention) before it read them. The activity's catchup shows incomplete and the sequences lost; its scores are a lower bound.",
+		}),
+		lost: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: promreg.Namespace, Subsystem: "activity", Name: "catchup_lost_seqs_total",
+			Help: "Stream sequences in the gaps read backs found (an upper bound of the events lost: other apps' events deleted among them count too).",
+		}),
 	}
 	r := promreg.On(reg)
 	promreg.Add(r, &m.events)
 	promreg.Add(r, &m.lag)
+	promreg.Add(r, &m.gaps)
+	promreg.Add(r, &m.lost)
 	if err := r.Err(); err != nil {
 		return nil, fmt.Errorf("activity catch-up metrics: %w", err)
 	}
@@ -64,5 +76,12 @@ func (m *CatchupMetrics) setLag(id int64, pending uint64) {
 func (m *CatchupMetrics) done(id int64) {
 	if m != nil {
 		m.lag.DeleteLabelValues(strconv.FormatInt(id, 10))
+	}
+}
+
+func (m *CatchupMetrics) gap(seqs uint64) {
+	if m != nil {
+		m.gaps.Inc()
+		m.lost.Add(float64(seqs))
 	}
 }

@@ -494,3 +494,94 @@ func TestCatchUpKeepsToMaxRate(t *testing.T) {
 		}
 	}
 }
+
+// TestCatchUpReportsAGap: events deleted from ROOM_EVENTS (a purge, as
+// retention deletes the head) while the read back is paused after 3
+// batches are reported: the activity's catchup is incomplete with the
+// sequences lost, the gap is counted, and every event after it is still
+// scored (the scores equal the events not lost); a jump over another
+// app's events alone is no gap. Twice: the head purged up to a sequence
+// (the gap shows at the next batch), and purged whole (it shows at the
+// stream's end, before the joining).
+func TestCatchUpReportsAGap(t *testing.T) {
+	for _, whole := range []bool{false, true} {
+		t.Run(fmt.Sprint("whole=", whole), func(t *testing.T) { testCatchUpReportsAGap(t, whole) })
+	}
+}
+
+func testCatchUpReportsAGap(t *testing.T, whole bool) {
+	e := newScoreEnv(t, nil)
+	e.setClock(t0 + 6*day)
+	tr := newTraffic(e, t0, e.room("a1", 11, 1), e.room("a1", 12, 2))
+	other := newTraffic(e, t0, e.room("a2", 11, 3))
+	var events []bus.Envelope
+	seqOf := map[string]uint64{} // a1's events' stream sequences
+	for range 15 {               // a1's events among a2's: the filter jumps
+		for _, env := range tr.next(20) {
+			ack, err := e.pub.Publish(context.Background(), env)
+			if err != nil {
+				t.Fatal(err)
+			}
+			events = append(events, env)
+			seqOf[env.EventID] = ack.Sequence
+		}
+		e.publish(other.next(3)...)
+	}
+	id := e.retro(Activity{Metric: GiftValueSent})
+	reg := prometheus.NewRegistry()
+	c := e.newCatchUp("runner", 20, reg)
+	c.afterJoining = func(int64, uint64) { e.clock.Advance(time.Second) }
+	st := e.stream()
+	var purgedTo uint64 // the stream's first sequence after the purge
+	c.afterBatch = func(_ int64, n int) error {
+		if n != 3 {
+			return nil
+		}
+		cu, _ := e.catchupOf(id)
+		// Past the batches read ahead (at most 2 of 20 a1 events, with
+		// a2's among them).
+		purgedTo = cu.Seq + 2*30 + 40
+		if whole {
+			info, err := st.Info(context.Background())
+			if err != nil {
+				return err
+			}
+			purgedTo = info.State.LastSeq + 1
+			return st.Purge(context.Background())
+		}
+		return st.Purge(context.Background(), jetstream.WithPurgeSequence(purgedTo))
+	}
+	testenv.Start(t, c.Run)
+	e.waitState(id, CatchupJoined)
+
+	cu := e.get(id).Catchup
+	if !cu.Incomplete || cu.LostFromSeq == 0 || cu.LostToSeq != purgedTo-1 || cu.LostFromSeq > cu.LostToSeq {
+		t.Fatalf("catchup %+v: want incomplete, lost up to %d", cu, purgedTo-1)
+	}
+	if n := testenv.MustMetric(t, reg, "voiceroom_activity_catchup_gaps_total"); n != 1 {
+		t.Fatalf("gaps counted %v, want 1", n)
+	}
+	if n := testenv.MustMetric(t, reg, "voiceroom_activity_catchup_lost_seqs_total"); n != float64(cu.LostToSeq-cu.LostFromSeq+1) {
+		t.Fatalf("lost sequences counted %v, want %d", n, cu.LostToSeq-cu.LostFromSeq+1)
+	}
+	// The rest is scored: every a1 event outside the lost range.
+	want := map[string]int64{}
+	read := 0
+	for _, env := range events {
+		if seq := seqOf[env.EventID]; seq >= cu.LostFromSeq && seq <= cu.LostToSeq {
+			continue
+		}
+		read++
+		if env.EventType == roomevent.RoomGiftSent {
+			ev, err := decodeEvent(env)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want[fmt.Sprint(ev.gift.SenderUserID)] += ev.gift.Value // count 1 (traffic)
+		}
+	}
+	if read == len(events) || read == 0 {
+		t.Fatalf("%d of %d events outside the lost range", read, len(events))
+	}
+	e.mustEqualScores(id, t0, want)
+}

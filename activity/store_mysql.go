@@ -36,7 +36,7 @@ func (s *Store) DB() *sql.DB { return s.db }
 // activityColumns are read by scanActivity, in its order.
 const activityColumns = `app_code, activity_id, name, kind, metric, gift_ids, region_ids, starts_at_ms, ends_at_ms,
 	rewards, target, period, reward_coins, status, settle_state, created_by, created_at_ms, updated_at_ms,
-	catchup_state, catchup_seq, live_from_seq`
+	catchup_state, catchup_seq, live_from_seq, catchup_lost_from_seq, catchup_lost_to_seq`
 
 type scanner interface{ Scan(dest ...any) error }
 
@@ -48,10 +48,11 @@ func scanActivity(s scanner, nowMs int64) (Activity, error) {
 	var status, state string
 	err := s.Scan(&a.AppCode, &a.ID, &a.Name, &a.Kind, &a.Metric, &gifts, &regions, &a.StartsAtMs, &a.EndsAtMs,
 		&rewards, &a.Target, &a.Period, &a.RewardCoins, &status, &state, &a.CreatedBy, &a.CreatedAtMs, &a.UpdatedAtMs,
-		&a.Catchup.State, &a.Catchup.Seq, &a.Catchup.LiveFromSeq)
+		&a.Catchup.State, &a.Catchup.Seq, &a.Catchup.LiveFromSeq, &a.Catchup.LostFromSeq, &a.Catchup.LostToSeq)
 	if err != nil {
 		return Activity{}, err
 	}
+	a.Catchup.Incomplete = a.Catchup.LostToSeq > 0
 	if err := unmarshalColumn("gift_ids", gifts, &a.GiftIDs); err != nil {
 		return Activity{}, fmt.Errorf("activity %d: %w", a.ID, err)
 	}
