@@ -6,13 +6,15 @@ import (
 
 	"github.com/google/uuid"
 
+	"voiceroom/bus"
 	"voiceroom/pk"
 )
 
 // BenchmarkScore is the scorer's cost per gift: of a room at battle (the
 // battle's row locked, the pk_seen row, the totals and the sender's
 // row), and of a room not at battle (the slot looked up, nothing
-// written). Ceilings, measured in the same run on the same database: a
+// written); at_battle_batch32 is one delivery batch of 32 gifts to both
+// sides (ScoreBatch: one transaction), its cost per gift in ns/gift. Ceilings, measured in the same run on the same database: a
 // bare primary-key read of the slot, and a bare one-row INSERT.
 //
 //	go test ./pk -run '^$' -bench Score -benchtime 2000x -count 3
@@ -35,6 +37,18 @@ func BenchmarkScore(b *testing.B) {
 				b.Fatal(err)
 			}
 		}
+	})
+	b.Run("at_battle_batch32", func(b *testing.B) {
+		envs := make([]bus.Envelope, 32)
+		for i := 0; b.Loop(); i++ {
+			for j := range envs {
+				envs[j] = gift(b, []string{a, o}[j%2], int64(100+(i+j)%50), 10, at)
+			}
+			if errs := pk.ScoreBatch(ctx, h.db, envs); errs != nil {
+				b.Fatal(errs)
+			}
+		}
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(envs)), "ns/gift")
 	})
 	b.Run("not_at_battle", func(b *testing.B) {
 		for i := 0; b.Loop(); i++ {
