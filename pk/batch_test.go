@@ -85,30 +85,7 @@ func TestScoreBatch(t *testing.T) {
 func TestTwoScorersOnOneDurable(t *testing.T) {
 	h := newHarness(t)
 	ctx := context.Background()
-	conn := testenv.NewJetStream(t)
-	js := conn.JetStream()
-	if err := bus.Provision(ctx, js, bus.StreamConfig{}, bus.ConsumerConfig{Durable: bus.DurablePK, FilterSubject: bus.PKFilterSubject,
-		MaxDeliver: -1}.WithDefaults()); err != nil {
-		t.Fatal(err)
-	}
-	runCtx, stop := context.WithCancel(ctx)
-	var done []chan error
-	for range 2 {
-		scorer, err := pk.NewScorer(h.db, js, bus.ConsumerRunConfig{Durable: bus.DurablePK, MaxDeliver: -1, FetchBatch: 32}, nil,
-			testenv.Logger(t))
-		if err != nil {
-			t.Fatal(err)
-		}
-		ch := make(chan error, 1)
-		go func() { ch <- scorer.Run(runCtx) }()
-		done = append(done, ch)
-	}
-	t.Cleanup(func() {
-		stop()
-		for _, ch := range done {
-			<-ch
-		}
-	})
+	conn, js := startScorers(t, h, 2, 32)
 
 	const battles, gifts, senders = 3, 600, 7
 	var rooms [battles][2]string

@@ -129,6 +129,9 @@ type senderRow struct {
 	userID, coins    int64
 }
 
+// sendersChunk bounds the rows of one pk_senders upsert.
+const sendersChunk = 500
+
 // scoreTx scores gifts in tx: each room's slot read, each battle locked
 // once (in battle-id order), the new events' pk_seen rows written in
 // (battle, event) order, then per battle one update of its totals and
@@ -252,7 +255,7 @@ func scoreTx(ctx context.Context, tx *sql.Tx, gifts []pkGift) error {
 		return cmp.Or(strings.Compare(x.battleID, y.battleID), strings.Compare(x.roomID, y.roomID), cmp.Compare(x.userID, y.userID))
 	})
 	for len(rows) > 0 {
-		chunk := rows[:min(len(rows), seenChunk)]
+		chunk := rows[:min(len(rows), sendersChunk)]
 		rows = rows[len(chunk):]
 		var ins mysqldb.Rows
 		for _, r := range chunk {
@@ -266,64 +269,13 @@ func scoreTx(ctx context.Context, tx *sql.Tx, gifts []pkGift) error {
 	return nil
 }
 
-// seenChunk bounds the rows of one INSERT.
-const seenChunk = 500
-
 // markSeenTx writes the pk_seen rows of keys, in key order, and reports
-// which were new (the others were counted before). Each chunk is one
-// INSERT IGNORE; when it finds rows there already (a redelivery) it is
-// undone to its savepoint and written row by row, to tell which (as
-// activity's markSeenAllTx does).
+// which were new (the others were counted before).
 func markSeenTx(ctx context.Context, tx *sql.Tx, keys []seenRow) (map[seenRow]bool, error) {
 	keys = slices.Clone(keys)
 	slices.SortFunc(keys, func(x, y seenRow) int {
 		return cmp.Or(strings.Compare(x.battleID, y.battleID), strings.Compare(x.eventID, y.eventID))
 	})
-	keys = slices.Compact(keys)
-	fresh := make(map[seenRow]bool, len(keys))
-	for len(keys) > 0 {
-		chunk := keys[:min(len(keys), seenChunk)]
-		keys = keys[len(chunk):]
-		if len(chunk) > 1 {
-			if _, err := tx.ExecContext(ctx, `SAVEPOINT pk_seen`); err != nil {
-				return nil, err
-			}
-		}
-		var rows mysqldb.Rows
-		for _, k := range chunk {
-			rows.Add("(?, ?)", k.battleID, k.eventID)
-		}
-		res, err := rows.Exec(ctx, tx, `INSERT IGNORE INTO pk_seen (battle_id, event_id) VALUES `, "")
-		if err != nil {
-			return nil, err
-		}
-		n, err := res.RowsAffected()
-		if err != nil {
-			return nil, err
-		}
-		if n == int64(len(chunk)) {
-			for _, k := range chunk {
-				fresh[k] = true
-			}
-			continue
-		}
-		if len(chunk) == 1 {
-			continue // seen
-		}
-		if _, err := tx.ExecContext(ctx, `ROLLBACK TO SAVEPOINT pk_seen`); err != nil {
-			return nil, err
-		}
-		for _, k := range chunk {
-			res, err := tx.ExecContext(ctx, `INSERT IGNORE INTO pk_seen (battle_id, event_id) VALUES (?, ?)`, k.battleID, k.eventID)
-			if err != nil {
-				return nil, err
-			}
-			one, err := res.RowsAffected()
-			if err != nil {
-				return nil, err
-			}
-			fresh[k] = one == 1
-		}
-	}
-	return fresh, nil
+	return mysqldb.InsertFresh(ctx, tx, "pk_seen", "battle_id, event_id", "(?, ?)", slices.Compact(keys),
+		func(k seenRow) []any { return []any{k.battleID, k.eventID} })
 }

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"voiceroom/bus"
 	"voiceroom/internal/testenv"
 	"voiceroom/pk"
@@ -17,20 +19,7 @@ import (
 func TestScorerOnItsDurable(t *testing.T) {
 	h := newHarness(t)
 	ctx := context.Background()
-	conn := testenv.NewJetStream(t)
-	js := conn.JetStream()
-	if err := bus.Provision(ctx, js, bus.StreamConfig{}, bus.ConsumerConfig{Durable: bus.DurablePK, FilterSubject: bus.PKFilterSubject,
-		MaxDeliver: -1}.WithDefaults()); err != nil {
-		t.Fatal(err)
-	}
-	scorer, err := pk.NewScorer(h.db, js, bus.ConsumerRunConfig{Durable: bus.DurablePK, MaxDeliver: -1}, nil, testenv.Logger(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	runCtx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- scorer.Run(runCtx) }()
-	t.Cleanup(func() { stop(); <-done })
+	conn, js := startScorers(t, h, 1, 0)
 
 	a, b := h.room(t, app, 1), h.room(t, app, 2)
 	battle := h.battle(t, a, b, 1, 2, 60)
@@ -67,4 +56,36 @@ func TestScorerOnItsDurable(t *testing.T) {
 	if err != nil || got.RoomScore != 25 || got.OpponentScore != 40 {
 		t.Fatalf("scores %d:%d, want 25:40 (%v)", got.RoomScore, got.OpponentScore, err)
 	}
+}
+
+// startScorers provisions the durable pk on a JetStream of the test's and
+// runs n scorers on it (fetchBatch 0: the default), until the test ends.
+func startScorers(t *testing.T, h *harness, n, fetchBatch int) (*bus.Conn, jetstream.JetStream) {
+	t.Helper()
+	ctx := context.Background()
+	conn := testenv.NewJetStream(t)
+	js := conn.JetStream()
+	if err := bus.Provision(ctx, js, bus.StreamConfig{}, bus.ConsumerConfig{Durable: bus.DurablePK, FilterSubject: bus.PKFilterSubject,
+		MaxDeliver: -1}.WithDefaults()); err != nil {
+		t.Fatal(err)
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	var done []chan error
+	for range n {
+		scorer, err := pk.NewScorer(h.db, js, bus.ConsumerRunConfig{Durable: bus.DurablePK, MaxDeliver: -1, FetchBatch: fetchBatch}, nil,
+			testenv.Logger(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ch := make(chan error, 1)
+		go func() { ch <- scorer.Run(runCtx) }()
+		done = append(done, ch)
+	}
+	t.Cleanup(func() {
+		stop()
+		for _, ch := range done {
+			<-ch
+		}
+	})
+	return conn, js
 }
