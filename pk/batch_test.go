@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math"
 	"testing"
-	"time"
 
 	"voiceroom/bus"
 	"voiceroom/internal/testenv"
@@ -119,20 +118,7 @@ func TestTwoScorersOnOneDurable(t *testing.T) {
 		}
 	}
 	total := gifts + gifts/2
-	testenv.Eventually(t, 60*time.Second, func() error {
-		cons, err := js.Consumer(ctx, bus.StreamName, bus.DurablePK)
-		if err != nil {
-			return err
-		}
-		info, err := cons.Info(ctx)
-		if err != nil {
-			return err
-		}
-		if info.NumPending != 0 || info.NumAckPending != 0 || info.AckFloor.Stream < uint64(total) {
-			return fmt.Errorf("durable: %d pending, %d unacked, ack floor %d", info.NumPending, info.NumAckPending, info.AckFloor.Stream)
-		}
-		return nil
-	})
+	waitAcked(t, js, uint64(total))
 	for i, id := range ids {
 		got, err := h.svc.Get(ctx, app, id)
 		if err != nil {

@@ -38,20 +38,7 @@ func TestScorerOnItsDurable(t *testing.T) {
 	if _, err := pub.PublishMessage(ctx, msg); err != nil {
 		t.Fatal(err)
 	}
-	testenv.Eventually(t, 20*time.Second, func() error { // all three handled
-		cons, err := js.Consumer(ctx, bus.StreamName, bus.DurablePK)
-		if err != nil {
-			return err
-		}
-		info, err := cons.Info(ctx)
-		if err != nil {
-			return err
-		}
-		if info.NumPending != 0 || info.NumAckPending != 0 || info.AckFloor.Stream < 3 {
-			return fmt.Errorf("durable: %d pending, %d unacked, ack floor %d", info.NumPending, info.NumAckPending, info.AckFloor.Stream)
-		}
-		return nil
-	})
+	waitAcked(t, js, 3)
 	got, err := h.svc.Get(ctx, app, battle.BattleID)
 	if err != nil || got.RoomScore != 25 || got.OpponentScore != 40 {
 		t.Fatalf("scores %d:%d, want 25:40 (%v)", got.RoomScore, got.OpponentScore, err)
@@ -88,4 +75,25 @@ func startScorers(t *testing.T, h *harness, n, fetchBatch int) (*bus.Conn, jetst
 		}
 	})
 	return conn, js
+}
+
+// waitAcked waits until the durable pk has acked the stream's first n
+// messages and holds none pending.
+func waitAcked(t *testing.T, js jetstream.JetStream, n uint64) {
+	t.Helper()
+	ctx := context.Background()
+	testenv.Eventually(t, 60*time.Second, func() error {
+		cons, err := js.Consumer(ctx, bus.StreamName, bus.DurablePK)
+		if err != nil {
+			return err
+		}
+		info, err := cons.Info(ctx)
+		if err != nil {
+			return err
+		}
+		if info.NumPending != 0 || info.NumAckPending != 0 || info.AckFloor.Stream < n {
+			return fmt.Errorf("durable: %d pending, %d unacked, ack floor %d", info.NumPending, info.NumAckPending, info.AckFloor.Stream)
+		}
+		return nil
+	})
 }
