@@ -133,68 +133,15 @@ type seenKey struct {
 	eventID    string
 }
 
-// seenChunk bounds the rows of one INSERT.
-const seenChunk = 500
-
 // markSeenAllTx writes the activity_seen rows of keys, in key order, and
-// reports which were new (the others were counted before). Each chunk is
-// one INSERT; when it finds rows there already (a redelivery) it is
-// undone to its savepoint and written row by row, to tell which.
+// reports which were new (the others were counted before).
 func markSeenAllTx(ctx context.Context, tx *sql.Tx, keys []seenKey) (map[seenKey]bool, error) {
 	keys = slices.Clone(keys)
 	slices.SortFunc(keys, func(x, y seenKey) int {
 		return cmp.Or(cmp.Compare(x.activityID, y.activityID), strings.Compare(x.eventID, y.eventID))
 	})
-	keys = slices.Compact(keys)
-	fresh := make(map[seenKey]bool, len(keys))
-	for len(keys) > 0 {
-		chunk := keys[:min(len(keys), seenChunk)]
-		keys = keys[len(chunk):]
-		if len(chunk) > 1 {
-			if _, err := tx.ExecContext(ctx, `SAVEPOINT activity_seen`); err != nil {
-				return nil, err
-			}
-		}
-		var rows mysqldb.Rows
-		for _, k := range chunk {
-			rows.Add("(?, ?)", k.activityID, k.eventID)
-		}
-		res, err := rows.Exec(ctx, tx, `INSERT IGNORE INTO activity_seen (activity_id, event_id) VALUES `, "")
-		if err != nil {
-			return nil, err
-		}
-		n, err := res.RowsAffected()
-		if err != nil {
-			return nil, err
-		}
-		if n == int64(len(chunk)) {
-			for _, k := range chunk {
-				fresh[k] = true
-			}
-			continue
-		}
-		if len(chunk) > 1 {
-			if _, err := tx.ExecContext(ctx, `ROLLBACK TO SAVEPOINT activity_seen`); err != nil {
-				return nil, err
-			}
-		}
-		for _, k := range chunk {
-			if len(chunk) == 1 {
-				fresh[k] = n == 1
-				break
-			}
-			res, err := tx.ExecContext(ctx, `INSERT IGNORE INTO activity_seen (activity_id, event_id) VALUES (?, ?)`, k.activityID, k.eventID)
-			if err != nil {
-				return nil, err
-			}
-			one, err := res.RowsAffected()
-			if err != nil {
-				return nil, err
-			}
-			fresh[k] = one == 1
-		}
-	}
-	return fresh, nil
+	return mysqldb.InsertFresh(ctx, tx, "activity_seen", "activity_id, event_id", "(?, ?)", slices.Compact(keys),
+		func(k seenKey) []any { return []any{k.activityID, k.eventID} })
 }
 
 // scoreChunk bounds the rows of one upsert.

@@ -6,13 +6,15 @@ import (
 
 	"github.com/google/uuid"
 
+	"voiceroom/bus"
 	"voiceroom/pk"
 )
 
 // BenchmarkScore is the scorer's cost per gift: of a room at battle (the
 // battle's row locked, the pk_seen row, the totals and the sender's
 // row), and of a room not at battle (the slot looked up, nothing
-// written). Ceilings, measured in the same run on the same database: a
+// written); at_battle_batch32 is gifts to both sides scored in delivery
+// batches of 32 (ScoreBatch: one transaction each), an op a gift. Ceilings, measured in the same run on the same database: a
 // bare primary-key read of the slot, and a bare one-row INSERT.
 //
 //	go test ./pk -run '^$' -bench Score -benchtime 2000x -count 3
@@ -35,6 +37,22 @@ func BenchmarkScore(b *testing.B) {
 				b.Fatal(err)
 			}
 		}
+	})
+	b.Run("at_battle_batch32", func(b *testing.B) {
+		var envs []bus.Envelope
+		flush := func() {
+			if errs := pk.ScoreBatch(ctx, h.db, envs); errs != nil {
+				b.Fatal(errs)
+			}
+			envs = envs[:0]
+		}
+		for i := 0; b.Loop(); i++ {
+			envs = append(envs, gift(b, []string{a, o}[i%2], int64(100+i%50), 10, at))
+			if len(envs) == 32 {
+				flush()
+			}
+		}
+		flush()
 	})
 	b.Run("not_at_battle", func(b *testing.B) {
 		for i := 0; b.Loop(); i++ {

@@ -31,9 +31,11 @@
 // occurred_at_ms, adds its value to that room's side and to its sender's
 // total (pk_senders), in one transaction with a pk_seen row keyed by the
 // event id (as activity_seen is the activities'): a redelivered, replayed
-// or restarted event counts nothing. score_seq counts the score changes:
-// the gifts scored, and the totals an admin set (SetScore, which tells
-// both rooms at once).
+// or restarted event counts nothing. A delivery batch is one transaction
+// (ScoreBatch), its battles locked in battle-id order, so N scorers never
+// deadlock; a failed batch is retried a gift per transaction. score_seq
+// counts the score changes: the gifts scored, and the totals an admin set
+// (SetScore, which tells both rooms at once).
 //
 // The clock tells both rooms the totals (rooms.KindPKScore, event
 // RoomPKScoreChanged with the absolute totals and score_seq) when
