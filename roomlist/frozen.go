@@ -252,6 +252,7 @@ func (z *freezer) current(ctx context.Context, l listID, build func(context.Cont
 		if prev == nil {
 			f, err := build(ctx)
 			if err == nil {
+				z.share(st, f)
 				stamp(f, now)
 				z.saveLater(ctx, f)
 			}
@@ -261,6 +262,9 @@ func (z *freezer) current(ctx context.Context, l listID, build func(context.Cont
 			bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), z.buildTimeout)
 			defer cancel()
 			f, err := build(bctx)
+			if err == nil {
+				z.share(st, f)
+			}
 			if err == nil && z.save != nil {
 				stamp(f, now)
 				z.save(bctx, f)
@@ -292,19 +296,27 @@ func (z *freezer) current(ctx context.Context, l listID, build func(context.Cont
 func (z *freezer) built(st *listState, ch chan struct{}, at time.Time, f *frozenOrder, err error) (*frozenOrder, error) {
 	z.mu.Lock()
 	defer z.mu.Unlock()
-	prev := st.built
 	st.building, st.built, st.err = nil, f, err
 	close(ch)
 	if err != nil {
 		return nil, err
 	}
-	shareEntries(prev, f)
 	if f.id == 0 { // not stamped before its write to Redis
 		stamp(f, at)
 	}
 	z.add(f)
 	st.cur = f
 	return f, nil
+}
+
+// share makes f, st's new order, share its entries with st's order
+// before (shareEntries). It runs before f is written to Redis or handed
+// to anyone: the write reads f's entries in a goroutine of its own.
+func (z *freezer) share(st *listState, f *frozenOrder) {
+	z.mu.Lock()
+	prev := st.built
+	z.mu.Unlock()
+	shareEntries(prev, f)
 }
 
 // shareEntries makes f, a list's new order, share what it has in common
