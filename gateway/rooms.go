@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"encoding/json"
 	"strings"
 	"time"
 
@@ -81,7 +82,9 @@ func (h *roomHandlers) command(c *fiber.Ctx, kind rooms.Kind) (*rooms.Command, e
 // newCommand starts a command of the caller: its kind, app, actor, ids.
 func newCommand(c *fiber.Ctx, kind rooms.Kind) (*rooms.Command, error) {
 	p := PrincipalOf(c)
-	cmd := &rooms.Command{Kind: kind, AppCode: p.AppCode, RequestID: RequestID(c)}
+	// The answer is the room's view, written out as is (respond): a
+	// routed command's stays the JSON its owner sent (ViewJSON).
+	cmd := &rooms.Command{Kind: kind, AppCode: p.AppCode, RequestID: RequestID(c), ViewJSON: true}
 	if p.Admin {
 		cmd.Actor = rooms.Actor{UserID: p.UserID, Admin: true, Operator: p.Operator()}
 	} else {
@@ -109,6 +112,9 @@ func (h *roomHandlers) respond(c *fiber.Ctx, res rooms.Result, err error) error 
 	}
 	if res.Replayed {
 		c.Set("Idempotent-Replayed", "true")
+	}
+	if res.ViewJSON != nil { // routed: written as its owner encoded it
+		return OK(c, json.RawMessage(res.ViewJSON))
 	}
 	return OK(c, res.View)
 }

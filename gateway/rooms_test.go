@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http/httptest"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -49,6 +50,13 @@ func newRoomAPI(t testing.TB) *roomAPI {
 // (bcrypt cost 4 unless set) and clock.
 func newRoomAPIClock(t testing.TB, cfg rooms.Config, now func() time.Time) *roomAPI {
 	t.Helper()
+	return newRoomAPIOn(t, cfg, now, func(svc *rooms.Service) Rooms { return svc })
+}
+
+// newRoomAPIOn is newRoomAPIClock with the routes mounted on what mount
+// makes of the rooms service.
+func newRoomAPIOn(t testing.TB, cfg rooms.Config, now func() time.Time, mount func(*rooms.Service) Rooms) *roomAPI {
+	t.Helper()
 	db := testenv.NewDB(t)
 	reg := prometheus.NewRegistry()
 	if cfg.BcryptCost == 0 {
@@ -59,7 +67,7 @@ func newRoomAPIClock(t testing.TB, cfg rooms.Config, now func() time.Time) *room
 		t.Fatal(err)
 	}
 	t.Cleanup(svc.Close)
-	srv, err := New(Config{Addr: "127.0.0.1:0", JWTSecret: testSecret, RatePerUser: 10000, RateBurst: 10000}, testenv.Logger(t), reg, reg, nil, RoomRoutes(svc), WalletRoutes(svc.Wallet()))
+	srv, err := New(Config{Addr: "127.0.0.1:0", JWTSecret: testSecret, RatePerUser: 10000, RateBurst: 10000}, testenv.Logger(t), reg, reg, nil, RoomRoutes(mount(svc)), WalletRoutes(svc.Wallet()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -234,5 +242,37 @@ func TestRoomIdempotencyKeyOverHTTP(t *testing.T) {
 	}
 	if status, env := a.call("POST", base+"/leave", "2", ``, nil, "Idempotency-Key", strings.Repeat("k", 65)); status != 400 || env.Code != "INVALID_ARGUMENT" {
 		t.Fatalf("oversized key: %d %s", status, env.Code)
+	}
+}
+
+// remoteOwner answers commands as a router does when another node runs
+// them: a command that asks for its view as JSON gets the owner's JSON
+// of it, and no view.
+type remoteOwner struct{ *rooms.Service }
+
+func (r remoteOwner) Execute(ctx context.Context, cmd *rooms.Command) (rooms.Result, error) {
+	res, err := r.Service.Execute(ctx, cmd)
+	if err != nil || !cmd.ViewJSON {
+		return res, err
+	}
+	data, err := json.Marshal(res.View)
+	return rooms.Result{ViewJSON: data, Replayed: res.Replayed}, err
+}
+
+// TestRoutedViewWrittenAsSent: the HTTP edge asks for a command's view as
+// JSON, and writes a routed command's view as its owner sent it: the
+// answer is the room's view, the same as the in-process path answers.
+func TestRoutedViewWrittenAsSent(t *testing.T) {
+	a := newRoomAPIOn(t, rooms.Config{BcryptCost: 4}, time.Now, func(svc *rooms.Service) Rooms { return remoteOwner{svc} })
+	var room rooms.View
+	a.mustOK("POST", "/api/v1/rooms/create", "1", `{"room_name":"Routed","seat_count":8}`, &room)
+	if room.RoomID == "" || room.Title != "Routed" || room.OwnerUserID != 1 {
+		t.Fatalf("create answered %+v", room)
+	}
+	var joined, got rooms.View
+	a.mustOK("POST", "/api/v1/rooms/"+room.RoomID+"/join", "2", ``, &joined)
+	a.mustOK("GET", "/api/v1/rooms/"+room.RoomID, "2", ``, &got)
+	if joined.OnlineCount != 1 || !reflect.DeepEqual(joined, got) {
+		t.Fatalf("join answered %+v, want the room's view %+v", joined, got)
 	}
 }

@@ -2,6 +2,7 @@ package roomcluster_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"slices"
@@ -9,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"voiceroom/internal/testenv"
@@ -21,15 +23,89 @@ import (
 // partition (in process, as with one node) and through a router in
 // another "process" (remote: request, the owner's micro service, reply).
 // Heartbeats change nothing durable, so they show the hop alone; joins and
-// leaves add a MySQL commit each. Heartbeats and leaves are sent as the
-// HTTP edge sends them, without wanting the room's view (NoView). The process's CPU includes the embedded
+// leaves add a MySQL commit each. Each is sent as the HTTP edge sends it:
+// heartbeats and leaves without wanting the room's view (NoView), joins
+// wanting it as JSON (ViewJSON). The process's CPU includes the embedded
 // JetStream server's.
+//
+// nats_echo/remote is the shape's floor, measured beside them: the same
+// clients send a heartbeat's request body over the same NATS server to a
+// plain subscription on the owner's connection, which answers at once
+// with a reply's body, so only the request/reply itself costs (the
+// owner's leases are renewed as in the other runs).
 func BenchmarkRouteHop(b *testing.B) {
 	for _, kind := range []string{"heartbeat", "join_leave"} {
 		for _, path := range []string{"local", "remote"} {
 			b.Run(kind+"/"+path, func(b *testing.B) { benchRoute(b, kind, path) })
 		}
 	}
+	b.Run("nats_echo/remote", benchEcho)
+}
+
+// routeClients is how many clients send at once in BenchmarkRouteHop.
+const routeClients = 32
+
+// benchEcho is BenchmarkRouteHop's floor: a NATS request and its reply,
+// nothing run.
+func benchEcho(b *testing.B) {
+	h := newHarness(b, roomcluster.Config{Partitions: 64})
+	n := h.startNode("owner")
+	body, err := json.Marshal(&rooms.Command{Kind: rooms.KindHeartbeat, AppCode: testApp, RoomID: rooms.NewRoomID(testApp, 1, "echo", true),
+		CommandID: rooms.NewCommandID(), Actor: rooms.Actor{UserID: 10_000}, NoView: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	answer := []byte(`{"epoch":12,"node":"` + n.node.ID() + `"}`)
+	sub, err := n.nc.Subscribe("bench.echo", func(m *nats.Msg) { _ = m.Respond(answer) })
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	client, _ := h.connect("api")
+	defer client.Close()
+	driveRoute(b, func(int, int) error {
+		_, err := client.Request("bench.echo", body, 5*time.Second)
+		return err
+	})
+}
+
+// driveRoute runs b.N calls of send from routeClients clients at once
+// (client c's i-th call is send(c, i)) and reports their rate, latency
+// and the process's CPU per 1,000.
+func driveRoute(b *testing.B, send func(c, i int) error) {
+	lat := make([][]time.Duration, routeClients)
+	var next sync.Mutex
+	done := 0
+	b.ResetTimer()
+	cpu0, t0 := testenv.ProcessCPU(b), time.Now()
+	var wg sync.WaitGroup
+	for c := range routeClients {
+		wg.Go(func() {
+			for i := 0; ; i++ {
+				next.Lock()
+				if done >= b.N {
+					next.Unlock()
+					return
+				}
+				done++
+				next.Unlock()
+				start := time.Now()
+				if err := send(c, i); err != nil {
+					b.Error(err)
+					return
+				}
+				lat[c] = append(lat[c], time.Since(start))
+			}
+		})
+	}
+	wg.Wait()
+	elapsed, cpu := time.Since(t0), testenv.ProcessCPU(b)-cpu0
+	b.StopTimer()
+	all := slices.Sorted(slices.Values(slices.Concat(lat...)))
+	b.ReportMetric(float64(len(all))/elapsed.Seconds(), "cmds/s")
+	b.ReportMetric(testenv.Millis(testenv.Percentile(all, 0.50)), "p50_ms")
+	b.ReportMetric(testenv.Millis(testenv.Percentile(all, 0.99)), "p99_ms")
+	b.ReportMetric(cpu.Seconds()*1000/float64(len(all)), "cpu_s/1000cmds")
 }
 
 func benchRoute(b *testing.B, kind, path string) {
@@ -55,7 +131,6 @@ func benchRoute(b *testing.B, kind, path string) {
 	}
 	h.waitBalanced(r, n)
 	ids := h.createRooms(r, 64)
-	const clients = 32
 	users := make([]int64, len(ids)) // one present user per room for heartbeats
 	for i, id := range ids {
 		users[i] = int64(10_000 + i)
@@ -64,57 +139,29 @@ func benchRoute(b *testing.B, kind, path string) {
 			b.Fatal(err)
 		}
 	}
-	lat := make([][]time.Duration, clients)
-	var next sync.Mutex
-	done := 0
-	b.ResetTimer()
-	cpu0, t0 := testenv.ProcessCPU(b), time.Now()
-	var wg sync.WaitGroup
-	for c := range clients {
-		wg.Go(func() {
-			present := map[int]bool{}
-			for i := 0; ; i++ {
-				next.Lock()
-				if done >= b.N {
-					next.Unlock()
-					return
-				}
-				done++
-				next.Unlock()
-				room := (c + i*clients) % len(ids)
-				cmd := &rooms.Command{AppCode: testApp, RoomID: ids[room], CommandID: rooms.NewCommandID()}
-				start := time.Now()
-				var err error
-				switch {
-				case kind == "heartbeat":
-					cmd.Kind, cmd.Actor, cmd.NoView = rooms.KindHeartbeat, rooms.Actor{UserID: users[room]}, true
-					_, err = r.Execute(context.Background(), cmd)
-				case present[room]:
-					cmd.Kind, cmd.Actor, cmd.NoView = rooms.KindLeaveRoom, rooms.Actor{UserID: int64(100_000 + c)}, true
-					_, err = r.Execute(context.Background(), cmd)
-				default:
-					cmd.Kind, cmd.Actor = rooms.KindJoinRoom, rooms.Actor{UserID: int64(100_000 + c)}
-					_, err = r.Execute(context.Background(), cmd)
-				}
-				if err != nil {
-					b.Errorf("%s: %v", kind, err)
-					return
-				}
-				if kind != "heartbeat" {
-					present[room] = !present[room]
-				}
-				lat[c] = append(lat[c], time.Since(start))
-			}
-		})
+	present := make([]map[int]bool, routeClients) // by client: the rooms it is in
+	for c := range present {
+		present[c] = map[int]bool{}
 	}
-	wg.Wait()
-	elapsed, cpu := time.Since(t0), testenv.ProcessCPU(b)-cpu0
-	b.StopTimer()
-	all := slices.Sorted(slices.Values(slices.Concat(lat...)))
-	b.ReportMetric(float64(len(all))/elapsed.Seconds(), "cmds/s")
-	b.ReportMetric(testenv.Millis(testenv.Percentile(all, 0.50)), "p50_ms")
-	b.ReportMetric(testenv.Millis(testenv.Percentile(all, 0.99)), "p99_ms")
-	b.ReportMetric(cpu.Seconds()*1000/float64(len(all)), "cpu_s/1000cmds")
+	driveRoute(b, func(c, i int) error {
+		room := (c + i*routeClients) % len(ids)
+		cmd := &rooms.Command{AppCode: testApp, RoomID: ids[room], CommandID: rooms.NewCommandID()}
+		switch {
+		case kind == "heartbeat":
+			cmd.Kind, cmd.Actor, cmd.NoView = rooms.KindHeartbeat, rooms.Actor{UserID: users[room]}, true
+		case present[c][room]:
+			cmd.Kind, cmd.Actor, cmd.NoView = rooms.KindLeaveRoom, rooms.Actor{UserID: int64(100_000 + c)}, true
+		default:
+			cmd.Kind, cmd.Actor, cmd.ViewJSON = rooms.KindJoinRoom, rooms.Actor{UserID: int64(100_000 + c)}, true
+		}
+		if _, err := r.Execute(context.Background(), cmd); err != nil {
+			return fmt.Errorf("%s: %w", kind, err)
+		}
+		if kind != "heartbeat" {
+			present[c][room] = !present[c][room]
+		}
+		return nil
+	})
 }
 
 // BenchmarkFailover kills a rooms node (its connection closes; no

@@ -1,6 +1,8 @@
 package roomcluster_test
 
 import (
+	"bytes"
+	"encoding/json"
 	"testing"
 
 	"voiceroom/apperr"
@@ -79,5 +81,38 @@ func TestRoutedCommandWithoutView(t *testing.T) {
 	v, err := api.Get(ctx, testApp, roomID)
 	if err != nil || v.OnlineCount != 0 {
 		t.Fatalf("after the leave: %d online, %v", v.OnlineCount, err)
+	}
+}
+
+// TestRoutedCommandViewJSON: a command whose caller writes the view out
+// as JSON (ViewJSON: the HTTP edge) gets it from a remote owner as the
+// owner encoded it, undecoded: the same JSON as the room's view read
+// after it; a command run in process still answers the view itself.
+func TestRoutedCommandViewJSON(t *testing.T) {
+	api, n, roomID, ctx := routedRoom(t)
+	res, err := api.Execute(ctx, &rooms.Command{Kind: rooms.KindJoinRoom, AppCode: testApp, RoomID: roomID, CommandID: rooms.NewCommandID(),
+		Actor: rooms.Actor{UserID: 2}, ViewJSON: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.ViewJSON == nil || res.View.RoomID != "" {
+		t.Fatalf("remote join with ViewJSON: %d bytes of JSON, decoded view of %q; want the JSON alone", len(res.ViewJSON), res.View.RoomID)
+	}
+	v, err := api.Get(ctx, testApp, roomID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got rooms.View
+	if err := json.Unmarshal(res.ViewJSON, &got); err != nil || got.OnlineCount != 1 || !bytes.Equal(res.ViewJSON, want) {
+		t.Fatalf("view JSON %s (%v), want %s", res.ViewJSON, err, want)
+	}
+	local, err := n.svc.Execute(ctx, &rooms.Command{Kind: rooms.KindHeartbeat, AppCode: testApp, RoomID: roomID, CommandID: rooms.NewCommandID(),
+		Actor: rooms.Actor{UserID: 2}, ViewJSON: true})
+	if err != nil || local.ViewJSON != nil || local.View.RoomID != roomID {
+		t.Fatalf("in process: %d bytes of JSON, view of %q, %v; want the view", len(local.ViewJSON), local.View.RoomID, err)
 	}
 }

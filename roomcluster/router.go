@@ -2,7 +2,6 @@ package roomcluster
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -102,6 +101,8 @@ func (r *Router) Execute(ctx context.Context, cmd *rooms.Command) (rooms.Result,
 	}
 	res := rooms.Result{Replayed: rep.Replayed, Epoch: rep.Epoch, Node: rep.Node}
 	switch {
+	case rep.viewJSON != nil:
+		res.ViewJSON = rep.viewJSON
 	case rep.View != nil:
 		res.View = *rep.View
 	case !c.NoView:
@@ -272,8 +273,8 @@ func (r *Router) try(ctx context.Context, deadline time.Time, p int, req routed)
 		r.log.Warn("routed request failed", "partition", p, "node", holder, "error", err)
 		return attempt{retry: retryNoResponse}
 	}
-	var rep reply
-	if err := json.Unmarshal(msg.Data, &rep); err != nil {
+	rep, err := req.decode(msg.Data)
+	if err != nil {
 		if msg.Header.Get("Nats-Service-Error-Code") != "" {
 			return attempt{done: true, err: apperr.New(apperr.Internal, "rooms node refused the request: %s", msg.Header.Get("Nats-Service-Error"))}
 		}

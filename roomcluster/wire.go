@@ -59,6 +59,8 @@ type routed interface {
 	// may have run already (a command: its id is then looked up in the
 	// room's command log before it runs again).
 	mayHaveRun()
+	// decode reads the owner's reply to it.
+	decode(data []byte) (reply, error)
 }
 
 // execute is a room command.
@@ -80,6 +82,29 @@ func (e execute) run(ctx context.Context, svc rooms.Rooms) (reply, error) {
 	return rep, nil
 }
 
+// decode reads the reply; the view stays JSON when the command asked
+// for it so (rooms.Command.ViewJSON).
+func (e execute) decode(data []byte) (reply, error) {
+	if !e.cmd.ViewJSON {
+		return decodeReply(data)
+	}
+	var raw struct {
+		reply
+		View json.RawMessage `json:"view,omitempty"` // hides reply.View
+	}
+	if err := json.Unmarshal(data, &raw); err != nil {
+		return reply{}, err
+	}
+	raw.reply.viewJSON = raw.View
+	return raw.reply, nil
+}
+
+func decodeReply(data []byte) (reply, error) {
+	var rep reply
+	err := json.Unmarshal(data, &rep)
+	return rep, err
+}
+
 func (e execute) message(timeoutMs int64) ([]byte, nats.Header, error) {
 	data, err := encodeCommand(e.cmd)
 	return data, nats.Header{timeoutHeader: []string{strconv.FormatInt(timeoutMs, 10)}}, err
@@ -99,8 +124,9 @@ type read struct {
 	TimeoutMs int64 `json:"t"`
 }
 
-func (r *read) op() string  { return r.endpoint }
-func (r *read) mayHaveRun() {}
+func (r *read) op() string                        { return r.endpoint }
+func (r *read) decode(data []byte) (reply, error) { return decodeReply(data) }
+func (r *read) mayHaveRun()                       {}
 
 func (r *read) partition(n int) int {
 	if r.endpoint == opGuard {
@@ -147,6 +173,9 @@ type reply struct {
 	GuardApp string `json:"gapp,omitempty"`
 	Found    bool   `json:"found,omitempty"`
 	Present  bool   `json:"present,omitempty"`
+	// viewJSON is the view as the owner encoded it, read in place of
+	// View for a command that asked for it (rooms.Command.ViewJSON).
+	viewJSON json.RawMessage
 }
 
 // wireError is an *apperr.Error in transit; NotServing marks

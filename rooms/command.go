@@ -83,6 +83,11 @@ type Command struct {
 	// command for a router then replies without it. An input only, like
 	// Password; the service's own Result still holds the view.
 	NoView bool `json:"nv,omitempty"`
+	// ViewJSON is true when the caller only writes the room's view out
+	// as JSON (the HTTP edge): a router then hands back the view as the
+	// owner encoded it (Result.ViewJSON) instead of decoding it. Never
+	// sent; the service's own Result holds the view as ever.
+	ViewJSON bool `json:"-"`
 }
 
 // logged is what the command log stores of a command: the kind, the

@@ -142,6 +142,9 @@ type Result struct {
 	// answered it (set by the router); neither is part of the HTTP answer.
 	Epoch uint64
 	Node  string
+	// ViewJSON is the view as JSON, in place of View, when the command
+	// asked for it (Command.ViewJSON) and another node answered it.
+	ViewJSON []byte
 }
 
 // NewRoomID returns the id of a room created by owner: from the
