@@ -61,7 +61,9 @@
 // service with it, with no encoding. The JSON of a command of scalar
 // arguments is written and read without reflection (command_json.go); a
 // command marked NoView (its caller answers without the room, as the HTTP
-// edge's leave and heartbeat) is answered without the room's view. Version 1's .command (a method per
+// edge's leave and heartbeat) is answered without the room's view, and
+// one marked ViewJSON (its caller writes the view out, as the HTTP edge's
+// other commands) gets the view back as the owner encoded it, undecoded. Version 1's .command (a method per
 // command, with their inputs beside the command) is still answered, for
 // the api processes of the previous release during an upgrade
 // (legacy.go). A Router finds a
