@@ -136,11 +136,10 @@ type seenKey struct {
 // markSeenAllTx writes the activity_seen rows of keys, in key order, and
 // reports which were new (the others were counted before).
 func markSeenAllTx(ctx context.Context, tx *sql.Tx, keys []seenKey) (map[seenKey]bool, error) {
-	keys = slices.Clone(keys)
-	slices.SortFunc(keys, func(x, y seenKey) int {
-		return cmp.Or(cmp.Compare(x.activityID, y.activityID), strings.Compare(x.eventID, y.eventID))
-	})
-	return mysqldb.InsertFresh(ctx, tx, "activity_seen", "activity_id, event_id", "(?, ?)", slices.Compact(keys),
+	return mysqldb.InsertFresh(ctx, tx, "activity_seen", "activity_id, event_id", "(?, ?)", keys,
+		func(x, y seenKey) int {
+			return cmp.Or(cmp.Compare(x.activityID, y.activityID), strings.Compare(x.eventID, y.eventID))
+		},
 		func(k seenKey) []any { return []any{k.activityID, k.eventID} })
 }
 

@@ -3,20 +3,24 @@ package mysqldb
 import (
 	"context"
 	"database/sql"
+	"slices"
 )
 
 // freshChunk bounds the rows of one InsertFresh statement.
 const freshChunk = 500
 
-// InsertFresh writes a row per key into table's seen-set with INSERT
-// IGNORE (columns names its columns, tuple a row's placeholders, args a
-// key's values), in the order of keys (sort them, so that every writer
-// takes the rows' locks in one order), and reports which keys' rows were
-// new (the others were there: counted before). Each chunk of rows is one
+// InsertFresh writes a row per distinct key into table's seen-set with
+// INSERT IGNORE (columns names its columns, tuple a row's placeholders,
+// args a key's values), and reports which keys' rows were new (the others
+// were there: counted before). It writes them in the order compare gives
+// (the table's primary key order), so every writer takes the rows' locks
+// in one order and two never deadlock on them. Each chunk of rows is one
 // INSERT; when it finds rows there already (a redelivery) it is undone to
-// a savepoint and written row by row, to tell which. Keys must be
-// distinct.
-func InsertFresh[K comparable](ctx context.Context, tx *sql.Tx, table, columns, tuple string, keys []K, args func(K) []any) (map[K]bool, error) {
+// a savepoint and written row by row, to tell which. keys is not changed.
+func InsertFresh[K comparable](ctx context.Context, tx *sql.Tx, table, columns, tuple string, keys []K, compare func(a, b K) int, args func(K) []any) (map[K]bool, error) {
+	keys = slices.Clone(keys)
+	slices.SortFunc(keys, compare)
+	keys = slices.Compact(keys)
 	fresh := make(map[K]bool, len(keys))
 	insert := `INSERT IGNORE INTO ` + table + ` (` + columns + `) VALUES `
 	for len(keys) > 0 {

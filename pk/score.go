@@ -272,10 +272,9 @@ func scoreTx(ctx context.Context, tx *sql.Tx, gifts []pkGift) error {
 // markSeenTx writes the pk_seen rows of keys, in key order, and reports
 // which were new (the others were counted before).
 func markSeenTx(ctx context.Context, tx *sql.Tx, keys []seenRow) (map[seenRow]bool, error) {
-	keys = slices.Clone(keys)
-	slices.SortFunc(keys, func(x, y seenRow) int {
-		return cmp.Or(strings.Compare(x.battleID, y.battleID), strings.Compare(x.eventID, y.eventID))
-	})
-	return mysqldb.InsertFresh(ctx, tx, "pk_seen", "battle_id, event_id", "(?, ?)", slices.Compact(keys),
+	return mysqldb.InsertFresh(ctx, tx, "pk_seen", "battle_id, event_id", "(?, ?)", keys,
+		func(x, y seenRow) int {
+			return cmp.Or(strings.Compare(x.battleID, y.battleID), strings.Compare(x.eventID, y.eventID))
+		},
 		func(k seenRow) []any { return []any{k.battleID, k.eventID} })
 }
