@@ -335,7 +335,8 @@ func micPieces(cal *roomranks.Calendar, a Activity, since, end int64) []micPiece
 
 // CloseMicSessions ends every mic session of a still open (a
 // mic_seconds activity) at its window's end, adding their seconds up to
-// ends_at_ms, and returns how many it ended. Settlement calls it once
+// ends_at_ms, and returns how many it ended (none once a's row is no
+// longer open: cancelled, frozen or settled). Settlement calls it once
 // the consumer has passed the end (plus grace), before it reads the
 // ranks; it is safe to repeat and to run beside the consumer (each
 // session ends once, in its own transaction). rdb may be nil (the boards
@@ -374,6 +375,19 @@ func CloseMicSessions(ctx context.Context, db *sql.DB, rdb redis.UniversalClient
 		var raised []raisedEntry
 		ended := false
 		err := mysqldb.Update(ctx, db, func(tx *sql.Tx) error {
+			// Settlement calls this for an open activity, but a cancel
+			// may commit meanwhile: the activity's row, locked first
+			// (as every transaction that locks it does), says whether it
+			// still scores. Not the scorers' hot path.
+			ended, raised = false, nil
+			var state string
+			if err := tx.QueryRowContext(ctx, `SELECT settle_state FROM activities WHERE activity_id = ? LOCK IN SHARE MODE`, a.ID).
+				Scan(&state); err != nil {
+				return err
+			}
+			if state != string(StateOpen) {
+				return nil
+			}
 			var err error
 			var w txWork
 			now := s.cfg.Now().UnixMilli()
