@@ -35,6 +35,19 @@ import (
 // correction may lower a score; the board in Redis is then dropped and
 // rebuilt from MySQL). activity_mic_open holds each speaker's session
 // still open in that order (read by CloseMicSessions and the tests).
+//
+// activity_mic_open says nothing activity_mic_seats does not: a
+// speaker's open session in a room is what seatSeconds leaves open over
+// their rows and the room's (user 0) in room order, and recountTx
+// rewrites the row from exactly that, in the same transaction, each time
+// one of those rows is added. It is a derived table kept for its
+// readers: CloseMicSessions lists the sessions to end from it by primary
+// key (from the seats it would pair every speaker's rows of the
+// activity), and the fault suite (chaos/activity_test.go) checks it
+// against its own recomputation. Its cost is a DELETE and at most one
+// INSERT per recount. Dropping it would mean: CloseMicSessions pairs the
+// seat rows of each (room, speaker) with rows, the fault suite reads the
+// pairing instead, and a migration drops the table; no score changes.
 
 // seatKind is what a row of activity_mic_seats does to its speaker's seat.
 type seatKind int
