@@ -20,7 +20,10 @@
 //   - Scoring (score.go): the durable consumer. For each event and each
 //     activity of its app that the event counts for (metric, gift ids,
 //     regions, the window by occurred_at_ms, the state from the cached
-//     list: no lock of the activity's row), the delivery batch's one MySQL
+//     list: no lock of the activity's row; just before the transaction,
+//     one read by primary key of the batch's activities' states drops
+//     those no longer open, so that an event that occurred after a cancel
+//     committed counts nothing for it), the delivery batch's one MySQL
 //     transaction (score_batch.go: rows in one key order, so N scorers do
 //     not deadlock) inserts activity_seen (activity, event_id), and, when
 //     that row is new,

@@ -10,6 +10,7 @@ import (
 	"math"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -169,7 +170,8 @@ type pendingEvent struct {
 // cached list (read after the event was committed, see activities), not
 // from a lock of their rows: settlement freezes an activity only once
 // the durable has acked every event that can count for it (settle.go,
-// "the freeze fence").
+// "the freeze fence"), and scoreEvents drops the activities cancelled
+// since the list was read (stillOpen).
 func (s *Scorer) prepare(ctx context.Context, env bus.Envelope, seq uint64) (pendingEvent, bool, error) {
 	if !scored(env.EventType) {
 		return pendingEvent{}, false, nil
@@ -202,14 +204,26 @@ func (s *Scorer) prepare(ctx context.Context, env bus.Envelope, seq uint64) (pen
 // errBoardWrite marks a batch committed whose board writes failed.
 var errBoardWrite = errors.New("board write")
 
-// scoreEvents scores evs in one transaction, then writes the boards.
+// scoreEvents scores evs in one transaction, then writes the boards,
+// for the activities of their work still open (stillOpen).
 func (s *Scorer) scoreEvents(ctx context.Context, evs []pendingEvent) error {
 	wctx, cancel := context.WithTimeout(ctx, s.cfg.WriteTimeout)
 	defer cancel()
+	open, closed, err := stillOpen(wctx, s.db, evs)
+	if err != nil {
+		return fmt.Errorf("%s: read the activities' state: %w", describe(evs), err)
+	}
+	for range closed {
+		s.metrics.event(resultClosed)
+	}
+	if len(open) == 0 {
+		return nil
+	}
+	evs = open
 	var raised []raisedEntry
 	var results []string
 	attempt := 0
-	err := mysqldb.Update(wctx, s.db, func(tx *sql.Tx) error {
+	err = mysqldb.Update(wctx, s.db, func(tx *sql.Tx) error {
 		if attempt++; attempt > 1 {
 			s.metrics.retried()
 		}
@@ -237,6 +251,77 @@ func (s *Scorer) scoreEvents(ctx context.Context, evs []pendingEvent) error {
 		return fmt.Errorf("%s: %w: %w", describe(evs), errBoardWrite, err)
 	}
 	return nil
+}
+
+// stillOpen returns evs with the activities that are no longer open
+// (cancelled, frozen or settled) taken out of their work, and without the
+// events left with none; closed counts the (event, activity) pairs taken
+// out.
+//
+// The work comes from the cached list (activities), which may have been
+// read before a cancel committed. This read, one per transaction by
+// primary key and without a lock, is made after the events were
+// delivered, so after they occurred: an activity cancelled before any of
+// them occurred is seen cancelled, and no score, seat or payout row is
+// written for it by an event that occurred after its cancel committed.
+// (A cancel that commits after this read, while the transaction runs,
+// leaves only rows of events that occurred before it; settlement pays
+// none of them.) It is read before the transaction, not inside it: as its
+// first consistent read it would fix the transaction's snapshot before the
+// locks it waits for, and seatUsers' plain read must see the seat rows
+// that other scorers committed meanwhile.
+func stillOpen(ctx context.Context, db *sql.DB, evs []pendingEvent) (open []pendingEvent, closed int, err error) {
+	var ids []int64
+	for _, pe := range evs {
+		for _, a := range pe.work {
+			ids = append(ids, a.ID)
+		}
+	}
+	if len(ids) == 0 {
+		return evs, 0, nil
+	}
+	slices.Sort(ids)
+	ids = slices.Compact(ids)
+	args := make([]any, 0, len(ids)+1)
+	args = append(args, StateOpen)
+	for _, id := range ids {
+		args = append(args, id)
+	}
+	rows, err := db.QueryContext(ctx, `SELECT activity_id FROM activities WHERE settle_state = ? AND activity_id IN (?`+
+		strings.Repeat(", ?", len(ids)-1)+`)`, args...)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer rows.Close()
+	isOpen := make(map[int64]bool, len(ids))
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return nil, 0, err
+		}
+		isOpen[id] = true
+	}
+	if err := rows.Err(); err != nil {
+		return nil, 0, err
+	}
+	if len(isOpen) == len(ids) {
+		return evs, 0, nil
+	}
+	open = make([]pendingEvent, 0, len(evs))
+	for _, pe := range evs {
+		var work []Activity
+		for _, a := range pe.work {
+			if isOpen[a.ID] {
+				work = append(work, a)
+			} else {
+				closed++
+			}
+		}
+		if len(work) > 0 {
+			open = append(open, pendingEvent{ev: pe.ev, work: work})
+		}
+	}
+	return open, closed, nil
 }
 
 // describe names evs in errors: the event, or the first of a batch.

@@ -35,6 +35,19 @@ import (
 // correction may lower a score; the board in Redis is then dropped and
 // rebuilt from MySQL). activity_mic_open holds each speaker's session
 // still open in that order (read by CloseMicSessions and the tests).
+//
+// activity_mic_open says nothing activity_mic_seats does not: a
+// speaker's open session in a room is what seatSeconds leaves open over
+// their rows and the room's (user 0) in room order, and recountTx
+// rewrites the row from exactly that, in the same transaction, each time
+// one of those rows is added. It is a derived table kept for its
+// readers: CloseMicSessions lists the sessions to end from it by primary
+// key (from the seats it would pair every speaker's rows of the
+// activity), and the fault suite (chaos/activity_test.go) checks it
+// against its own recomputation. Its cost is a DELETE and at most one
+// INSERT per recount. Dropping it would mean: CloseMicSessions pairs the
+// seat rows of each (room, speaker) with rows, the fault suite reads the
+// pairing instead, and a migration drops the table; no score changes.
 
 // seatKind is what a row of activity_mic_seats does to its speaker's seat.
 type seatKind int
@@ -335,7 +348,8 @@ func micPieces(cal *roomranks.Calendar, a Activity, since, end int64) []micPiece
 
 // CloseMicSessions ends every mic session of a still open (a
 // mic_seconds activity) at its window's end, adding their seconds up to
-// ends_at_ms, and returns how many it ended. Settlement calls it once
+// ends_at_ms, and returns how many it ended (none once a's row is no
+// longer open: cancelled, frozen or settled). Settlement calls it once
 // the consumer has passed the end (plus grace), before it reads the
 // ranks; it is safe to repeat and to run beside the consumer (each
 // session ends once, in its own transaction). rdb may be nil (the boards
@@ -374,6 +388,19 @@ func CloseMicSessions(ctx context.Context, db *sql.DB, rdb redis.UniversalClient
 		var raised []raisedEntry
 		ended := false
 		err := mysqldb.Update(ctx, db, func(tx *sql.Tx) error {
+			// Settlement calls this for an open activity, but a cancel
+			// may commit meanwhile: the activity's row, locked first
+			// (as every transaction that locks it does), says whether it
+			// still scores. Not the scorers' hot path.
+			ended, raised = false, nil
+			var state string
+			if err := tx.QueryRowContext(ctx, `SELECT settle_state FROM activities WHERE activity_id = ? LOCK IN SHARE MODE`, a.ID).
+				Scan(&state); err != nil {
+				return err
+			}
+			if state != string(StateOpen) {
+				return nil
+			}
 			var err error
 			var w txWork
 			now := s.cfg.Now().UnixMilli()

@@ -460,3 +460,66 @@ func TestTwoScorersOnOneDurable(t *testing.T) {
 		t.Errorf("%v scoring transactions ran again after a deadlock or lock wait timeout", n)
 	}
 }
+
+// TestCancelStopsAStaleList: a scorer's list read before a cancel
+// committed still says the activity is open. An event that occurred
+// after the cancel committed (published after it, from a room node whose
+// clock is 5 ms behind the scorer's: the list counts as newer than the
+// event and is not read again) counts nothing for it: no score, no task
+// payout, no seen row. The activity beside it counts the event in the
+// same batch.
+func TestCancelStopsAStaleList(t *testing.T) {
+	e := newScoreEnv(t, nil)
+	e.cfg.Refresh = time.Hour // read again only for an event newer than the list
+	ctx := context.Background()
+	task := e.activity(Activity{Kind: Task, Metric: GiftValueSent, Period: Window, Target: 100, RewardCoins: 5})
+	board := e.activity(Activity{Metric: GiftValueSent})
+	e.start(e.rdb)
+	r := e.room("a1", 11, 100)
+	now := e.clock.Now().UnixMilli()
+	e.publish(e.gift(r, 1, 9, 7, 10, 1, now-10)) // the list is read at now
+	e.waitScores(board, t0, map[string]int64{"1": 10})
+	e.mustEqualScores(task, t0, map[string]int64{"1": 10})
+
+	if _, err := NewStore(e.db, e.clock.Now).Cancel(ctx, "a1", task); err != nil {
+		t.Fatal(err)
+	}
+	late := e.gift(r, 1, 9, 7, 100, 1, now-5)
+	e.publish(late)
+	e.waitScores(board, t0, map[string]int64{"1": 110})
+	e.mustEqualScores(task, t0, map[string]int64{"1": 10})
+	if got := e.payouts(task); len(got) != 0 {
+		t.Errorf("the cancelled task owes %v", got)
+	}
+	if n := testenv.Scalar[int64](t, e.db, `SELECT COUNT(*) FROM activity_seen WHERE activity_id = ? AND event_id = ?`, task, late.EventID); n != 0 {
+		t.Errorf("the late gift is seen for the cancelled task")
+	}
+	if got := e.events(resultClosed); got != 1 {
+		t.Errorf("%v (event, activity) closed, want 1", got)
+	}
+}
+
+// TestCancelEndsNoMicSession: settlement read a mic_seconds task open and
+// ends its mic sessions at its end, but the cancel committed in between:
+// no session is ended, no score or payout written.
+func TestCancelEndsNoMicSession(t *testing.T) {
+	e := newScoreEnv(t, nil)
+	ctx := context.Background()
+	start, end := t0+hour, t0+2*hour
+	id := e.activity(Activity{Kind: Task, Metric: MicSeconds, Period: Window, Target: 60, RewardCoins: 5, StartsAtMs: start, EndsAtMs: end})
+	s := e.newScorer(e.rdb)
+	r := e.room("a1", 11, 1)
+	e.mustScore(s, e.mic(r, roomevent.RoomMicUp, 1, start+10*sec))
+	read := e.get(id) // as settlement read it
+	if _, err := NewStore(e.db, e.clock.Now).Cancel(ctx, "a1", id); err != nil {
+		t.Fatal(err)
+	}
+	n, err := CloseMicSessions(ctx, e.db, e.rdb, e.cfg, read)
+	if err != nil || n != 0 {
+		t.Fatalf("close mic sessions of the cancelled task: %d %v, want 0", n, err)
+	}
+	e.mustEqualScores(id, start, map[string]int64{})
+	if got := e.payouts(id); len(got) != 0 {
+		t.Errorf("the cancelled task owes %v", got)
+	}
+}

@@ -259,7 +259,10 @@ func (s *Store) Visible(ctx context.Context, app string, region int64) ([]Activi
 
 // Cancel cancels app's activity id: its status and settlement state
 // become cancelled, so that scoring and settlement stop and nothing is
-// paid. Only before any payout: an activity paying or settled is
+// paid. No event that occurs after it commits is counted for the activity
+// (the scorers read its state again before each transaction: stillOpen);
+// a scorer's transaction under way when it commits may still write the
+// rows of events that occurred before, which are never paid. Only before any payout: an activity paying or settled is
 // FAILED_PRECONDITION. Cancelling a cancelled activity answers it as it is.
 func (s *Store) Cancel(ctx context.Context, app string, id int64) (Activity, error) {
 	var a Activity

@@ -339,3 +339,59 @@ func TestActivityPageShowsEachFailure(t *testing.T) {
 		t.Errorf("a path that is no id:\n%s", body)
 	}
 }
+
+// TestActivityCatchupIncomplete: a read back that lost events to the
+// stream's retention (catchup.incomplete, GET /admin/v1/activities/{id})
+// is a warning on the activity's page naming the lost sequences, and a
+// tag in the list; an activity whose read back lost nothing shows
+// neither.
+func TestActivityCatchupIncomplete(t *testing.T) {
+	api := newStubAPI(t)
+	lost := map[string]any{"state": "joined", "seq": 5000, "live_from_seq": 4900, "incomplete": true, "lost_from_seq": 101, "lost_to_seq": 152}
+	whole := map[string]any{"state": "joined", "seq": 5000, "live_from_seq": 4900, "incomplete": false}
+	api.on("GET /admin/v1/regions", stubRegions)
+	api.on("GET /admin/v1/activities", map[string]any{"next_cursor": "", "items": []any{
+		map[string]any{"activity_id": 7, "name": "Lost some", "kind": "leaderboard", "metric": "gift_value_sent", "status": "running", "catchup": lost},
+		map[string]any{"activity_id": 8, "name": "Whole", "kind": "leaderboard", "metric": "gift_value_sent", "status": "running", "catchup": whole}}})
+	for id, catchup := range map[string]any{"7": lost, "8": whole} {
+		base := "GET /admin/v1/activities/" + id
+		api.on(base, map[string]any{"activity_id": id, "name": "A", "kind": "leaderboard", "metric": "gift_value_sent",
+			"status": "running", "catchup": catchup})
+		api.on(base+"/board", map[string]any{"metric": "gift_value_sent", "items": []any{}, "period_start_ms": 1796400000000, "period_end_ms": 1796500000000})
+		api.on(base+"/payouts", map[string]any{"next_cursor": "", "payouts": []any{},
+			"settlement": map[string]any{"settle_state": "open", "status": "running", "payouts": 0, "paid": 0, "unpaid": 0}})
+	}
+	c := newStubConsole(t, api)
+
+	_, body := asAdmin(c, "GET", "/console/activities", nil)
+	row := func(id string) string {
+		at := strings.Index(body, `<tr data-activity="`+id+`">`)
+		if at < 0 {
+			t.Fatalf("no row of activity %s:\n%s", id, body)
+		}
+		end := strings.Index(body[at:], "</tr>")
+		return body[at : at+end]
+	}
+	if r := row("7"); !strings.Contains(r, `<span class="tag incomplete"`) || !strings.Contains(r, "sequences 101–152") {
+		t.Errorf("the list does not mark activity 7's scores incomplete:\n%s", r)
+	}
+	if r := row("8"); strings.Contains(r, "incomplete") {
+		t.Errorf("the list marks activity 8 incomplete:\n%s", r)
+	}
+
+	_, body = asAdmin(c, "GET", "/console/activities/7", nil)
+	for _, want := range []string{`<div class="warning" role="alert" id="catchup-incomplete">`, "Scores incomplete",
+		`<b data-lost-from>101</b> to <b data-lost-to>152</b>`, "each score is a lower bound", "<dt>Read back</dt>"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("activity 7's page lacks %s:\n%s", want, body)
+		}
+	}
+	// The warning comes before the board: what it says is about the scores.
+	if w, b := strings.Index(body, `id="catchup-incomplete"`), strings.Index(body, `id="board"`); w < 0 || b < 0 || w > b {
+		t.Errorf("the warning (at %d) is not above the board (at %d)", w, b)
+	}
+	_, body = asAdmin(c, "GET", "/console/activities/8", nil)
+	if strings.Contains(body, "catchup-incomplete") || strings.Contains(body, "Scores incomplete") {
+		t.Errorf("activity 8's page warns of lost events:\n%s", body)
+	}
+}
