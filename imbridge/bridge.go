@@ -15,6 +15,7 @@ import (
 
 	"voiceroom/apperr"
 	"voiceroom/bus"
+	"voiceroom/internal/every"
 	"voiceroom/roomevent"
 )
 
@@ -816,16 +817,7 @@ func (b *Bridge) message(l *lane) (*outMsg, error) {
 
 // forgetIdleLoop forgets idle lanes every StatsInterval until ctx ends.
 func (b *Bridge) forgetIdleLoop(ctx context.Context) {
-	t := time.NewTicker(b.cfg.StatsInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			b.forgetIdle()
-		}
-	}
+	every.Tick(ctx, b.cfg.StatsInterval, b.forgetIdle)
 }
 
 // forgetIdle drops lanes idle for a while; by then their group's token

@@ -4,6 +4,8 @@ import (
 	"context"
 	"sync/atomic"
 	"time"
+
+	"voiceroom/internal/every"
 )
 
 // clockResample is how often a node's clock reads bootClock again.
@@ -40,15 +42,4 @@ func (c *nodeClock) now() time.Duration {
 }
 
 // run resamples every clockResample until ctx ends.
-func (c *nodeClock) run(ctx context.Context) {
-	t := time.NewTicker(clockResample)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			c.sample()
-		}
-	}
-}
+func (c *nodeClock) run(ctx context.Context) { every.Tick(ctx, clockResample, c.sample) }

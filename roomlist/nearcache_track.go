@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"voiceroom/internal/every"
 )
 
 const (
@@ -361,18 +363,7 @@ func (l *trackLink) run(ctx context.Context) {
 	defer l.linkDown(nil)
 
 	go l.pingSyncs(ctx, ps)
-	go func() {
-		t := time.NewTicker(trackingPing)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				_ = ps.Ping(ctx) // a failure shows in Receive
-			}
-		}
-	}()
+	go every.Tick(ctx, trackingPing, func() { _ = ps.Ping(ctx) }) // a failure shows in Receive
 	backoff := 100 * time.Millisecond
 	for {
 		msg, err := ps.ReceiveTimeout(ctx, trackingTimeout)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"sync"
 	"time"
+
+	"voiceroom/internal/every"
 	"voiceroom/roomevent"
 )
 
@@ -22,16 +24,8 @@ func (s *Service) Run(ctx context.Context) error {
 			return s.store.roomsWithUsers(ctx, s.cfg.RecoverLimit)
 		}, func(RoomKey) bool { return true })
 	}
-	ticker := time.NewTicker(s.cfg.SweepInterval)
-	defer ticker.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-ticker.C:
-			s.sweep(ctx)
-		}
-	}
+	every.Tick(ctx, s.cfg.SweepInterval, func() { s.sweep(ctx) })
+	return nil
 }
 
 // recoverRooms loads the rooms list names that match and may hold users,
