@@ -270,6 +270,12 @@ func (s *Scorer) scoreEvents(ctx context.Context, evs []pendingEvent) error {
 // first consistent read it would fix the transaction's snapshot before the
 // locks it waits for, and seatUsers' plain read must see the seat rows
 // that other scorers committed meanwhile.
+//
+// It does not replace settle now's margin (SettleNowMargin, settle.go):
+// a settle now keeps the activity open and moves its end, and one that
+// commits after this read, while the transaction runs, would still be
+// scored with the old end; the margin keeps every such event before the
+// new end. A cancel needs no margin: what is scored then is never paid.
 func stillOpen(ctx context.Context, db *sql.DB, evs []pendingEvent) (open []pendingEvent, closed int, err error) {
 	var ids []int64
 	for _, pe := range evs {
