@@ -277,8 +277,15 @@ type mariaServer struct {
 
 func (m *mariaServer) install(tb testing.TB) {
 	tb.Helper()
-	out, err := exec.Command("mariadb-install-db", "--no-defaults", "--user=root", "--datadir="+filepath.Join(m.dir, "data"),
-		"--auth-root-authentication-method=normal", "--skip-test-db").CombinedOutput()
+	// Its own temporary directory: a MariaDB server deletes every "#sql"
+	// file in it when it starts, in /tmp those of the shared server.
+	if err := os.MkdirAll(filepath.Join(m.dir, "tmp"), 0o700); err != nil {
+		tb.Fatal(err)
+	}
+	install := exec.Command("mariadb-install-db", "--no-defaults", "--user=root", "--datadir="+filepath.Join(m.dir, "data"),
+		"--auth-root-authentication-method=normal", "--skip-test-db")
+	install.Env = append(os.Environ(), "TMPDIR="+filepath.Join(m.dir, "tmp"))
+	out, err := install.CombinedOutput()
 	if err != nil {
 		tb.Fatalf("mariadb-install-db: %v\n%s", err, out)
 	}
@@ -292,6 +299,7 @@ func (m *mariaServer) start(tb testing.TB) {
 	}
 	cmd := exec.Command("mariadbd", "--no-defaults", "--user=root", "--datadir="+filepath.Join(m.dir, "data"),
 		"--port="+strconv.Itoa(m.port), "--bind-address=127.0.0.1", "--socket="+filepath.Join(m.dir, "mysqld.sock"),
+		"--tmpdir="+filepath.Join(m.dir, "tmp"),
 		"--pid-file="+filepath.Join(m.dir, "mysqld.pid"), "--skip-grant-tables", "--skip-name-resolve",
 		"--innodb-buffer-pool-size=64M", "--innodb-log-file-size=48M", "--max-connections=500")
 	dieWithTest(cmd)

@@ -275,14 +275,18 @@ pair_node() { # port server-id extra-args...: a mariadbd on 127.0.0.1:port unles
   [[ -n $daemon ]] || die "no mariadbd for the test pair"
   [[ $(id -u) == 0 ]] && as=(--user=mysql)
   if [[ ! -d $dir/data/mysql ]]; then
-    rm -rf "$dir" && mkdir -p "$dir/data"
+    rm -rf "$dir" && mkdir -p "$dir/data" "$dir/tmp"
     [[ $(id -u) == 0 ]] && chown -R mysql "$dir"
-    mariadb-install-db --no-defaults "${as[@]}" --datadir="$dir/data" --auth-root-authentication-method=normal \
+    TMPDIR=$dir/tmp mariadb-install-db --no-defaults "${as[@]}" --datadir="$dir/data" --auth-root-authentication-method=normal \
       --skip-test-db >"$dir/install.log" 2>&1 || die "mariadb-install-db for port $port failed; see $dir/install.log"
   fi
+  # Its own temporary directory (made above, or here for a pair made by an
+  # older version): a MariaDB server deletes every "#sql" file in it when
+  # it starts, in /tmp those of the shared server's running statements.
+  mkdir -p "$dir/tmp" && { [[ $(id -u) != 0 ]] || chown mysql "$dir/tmp"; }
   # Small: a test pair, not a production server.
   nohup "$daemon" --no-defaults "${as[@]}" --datadir="$dir/data" --port="$port" --bind-address=127.0.0.1 \
-    --socket="$dir/mysqld.sock" --pid-file="$dir/mysqld.pid" --log-error="$dir/error.log" \
+    --socket="$dir/mysqld.sock" --tmpdir="$dir/tmp" --pid-file="$dir/mysqld.pid" --log-error="$dir/error.log" \
     --server-id="$id" --innodb-buffer-pool-size=128M --max-connections=500 "$@" >/dev/null 2>&1 &
   wait_port 127.0.0.1 "$port" "MariaDB (test pair)"
 }

@@ -75,8 +75,12 @@ func RunMySQLReplica(tb testing.TB) *MySQLReplica {
 	}
 	tb.Cleanup(func() { os.RemoveAll(dir) })
 	r := &MySQLReplica{tb: tb, dir: dir, serverID: 10_000 + rand.IntN(1_000_000)}
+	if err := os.Mkdir(r.tmpDir(), 0o700); err != nil {
+		tb.Fatal(err)
+	}
 	install := exec.Command("mariadb-install-db", "--no-defaults", "--datadir="+r.dataDir(),
 		"--auth-root-authentication-method=normal", "--skip-test-db")
+	install.Env = append(os.Environ(), "TMPDIR="+r.tmpDir()) // its bootstrap server's, see tmpDir
 	if os.Getuid() == 0 {
 		install.Args = append(install.Args, "--user=root")
 	}
@@ -103,6 +107,12 @@ func RunMySQLReplica(tb testing.TB) *MySQLReplica {
 }
 
 func (r *MySQLReplica) dataDir() string { return filepath.Join(r.dir, "data") }
+
+// tmpDir is the replica's own temporary directory. A MariaDB server
+// deletes every "#sql" file in its temporary directory when it starts:
+// in the shared /tmp, those of the statements running on the shared
+// server at that moment, which then fail.
+func (r *MySQLReplica) tmpDir() string { return filepath.Join(r.dir, "tmp") }
 
 // Socket is the replica's unix socket.
 func (r *MySQLReplica) Socket() string { return filepath.Join(r.dir, "mysqld.sock") }
@@ -149,7 +159,7 @@ func (r *MySQLReplica) Start() {
 		daemon = "/usr/sbin/mariadbd"
 	}
 	cmd := exec.Command(daemon, "--no-defaults", "--datadir="+r.dataDir(), "--skip-networking",
-		"--socket="+r.Socket(), "--pid-file="+filepath.Join(r.dir, "mysqld.pid"),
+		"--socket="+r.Socket(), "--tmpdir="+r.tmpDir(), "--pid-file="+filepath.Join(r.dir, "mysqld.pid"),
 		"--log-error="+filepath.Join(r.dir, "error.log"), fmt.Sprintf("--server-id=%d", r.serverID),
 		"--skip-log-bin", "--innodb-buffer-pool-size=32M")
 	if os.Getuid() == 0 {
