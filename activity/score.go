@@ -268,8 +268,8 @@ func (s *Scorer) scoreEvents(ctx context.Context, evs []pendingEvent) error {
 // leaves only rows of events that occurred before it; settlement pays
 // none of them.) It is read before the transaction, not inside it: as its
 // first consistent read it would fix the transaction's snapshot before the
-// locks it waits for, and seatUsers' plain read must see the seat rows
-// that other scorers committed meanwhile.
+// locks it waits for. (The batch's reads that must see rows other scorers
+// committed meanwhile, such as seatUsers, are locking reads.)
 //
 // It does not replace settle now's margin (SettleNowMargin, settle.go):
 // a settle now keeps the activity open and moves its end, and one that

@@ -142,10 +142,16 @@ func (s *Scorer) seatTx(ctx context.Context, tx *sql.Tx, a Activity, app, room s
 	return true, nil
 }
 
-// seatUsers lists the speakers with rows of their own in room.
+// seatUsers lists the speakers with rows of their own in room. It is a
+// locking read: a plain one would read the transaction's snapshot, fixed
+// by its first read (an earlier event of the batch), and miss a speaker
+// whose first row another scorer committed since, whose session the
+// room's end would then leave open. The rows it locks are those
+// recountTx locks next (in the same order); a scorer adding a speaker's
+// row to the room meanwhile waits, or deadlocks and is run again.
 func seatUsers(ctx context.Context, tx *sql.Tx, activityID int64, room string) ([]int64, error) {
 	rows, err := tx.QueryContext(ctx, `SELECT DISTINCT user_id FROM activity_mic_seats WHERE activity_id = ? AND room_id = ? AND user_id > 0
-		ORDER BY user_id`, activityID, room)
+		ORDER BY user_id FOR UPDATE`, activityID, room)
 	if err != nil {
 		return nil, err
 	}

@@ -523,3 +523,47 @@ func TestCancelEndsNoMicSession(t *testing.T) {
 		t.Errorf("the cancelled task owes %v", got)
 	}
 }
+
+// TestRoomEndSeesASeatCommittedMidBatch: a batch's transaction whose
+// snapshot was fixed by an earlier plain read ends a room's seats (a
+// close); a speaker's seat committed by another scorer after that read
+// is ended too, not left open until the speaker's next seat event.
+func TestRoomEndSeesASeatCommittedMidBatch(t *testing.T) {
+	e := newScoreEnv(t, nil)
+	ctx := context.Background()
+	start, end := t0+hour, t0+10*hour
+	id := e.activity(Activity{Metric: MicSeconds, StartsAtMs: start, EndsAtMs: end})
+	s := e.newScorer(e.rdb)
+	r := e.room("a1", 11, 1)
+	e.mustScore(s, e.mic(r, roomevent.RoomMicUp, 1, start))
+	a := e.get(id)
+
+	tx, err := e.db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	// The batch's first read (a duplicate's check, say) fixes its snapshot.
+	var n int
+	if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM activity_mic_seats WHERE activity_id = ?`, id).Scan(&n); err != nil || n != 1 {
+		t.Fatalf("seat rows before: %d %v, want 1", n, err)
+	}
+	// Another scorer commits speaker 2's seat meanwhile.
+	e.mustScore(s, e.mic(r, roomevent.RoomMicUp, 2, start+60*sec))
+	// The room closes 10 minutes in, after every seat event of the room.
+	var w txWork
+	ended, err := s.seatTx(ctx, tx, a, "a1", r.id, 0, seatRow{user: 0, version: 1000, kind: seatEnd, atMs: start + 600*sec}, e.clock.Now().UnixMilli(), &w)
+	if err != nil || !ended {
+		t.Fatalf("the room's end: %v %v", ended, err)
+	}
+	if _, err := s.applyTx(ctx, tx, &w, e.clock.Now().UnixMilli()); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if open := testenv.Scalar[int](t, e.db, `SELECT COUNT(*) FROM activity_mic_open WHERE activity_id = ?`, id); open != 0 {
+		t.Errorf("%d sessions left open after the room's end", open)
+	}
+	e.mustEqualScores(id, start, map[string]int64{"1": 600, "2": 540})
+}
