@@ -15,6 +15,7 @@ import (
 
 	"voiceroom/apperr"
 	"voiceroom/bus"
+	"voiceroom/internal/every"
 	"voiceroom/mysqldb"
 )
 
@@ -182,19 +183,13 @@ func NewCatchUp(db *sql.DB, rdb redis.UniversalClient, stream jetstream.Stream, 
 // it takes (at most MaxReading at once), until ctx ends; then it waits
 // for them to stop. Errors are logged; the next look tries again.
 func (c *CatchUp) Run(ctx context.Context) error {
-	t := time.NewTicker(c.cfg.Tick)
-	defer t.Stop()
 	defer c.tasks.Wait()
-	for {
+	every.Now(ctx, c.cfg.Tick, func() {
 		if err := c.round(ctx); err != nil && ctx.Err() == nil {
 			c.log.Warn("activity catch-up: round failed", "error", err)
 		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
-	}
+	})
+	return nil
 }
 
 // round starts the read backs this process can take.

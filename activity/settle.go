@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"voiceroom/apperr"
+	"voiceroom/internal/every"
 	"voiceroom/mysqldb"
 )
 
@@ -106,18 +107,12 @@ func NewSettler(db *sql.DB, rdb redis.UniversalClient, progress ScoringProgress,
 // Run advances settlements every Tick until ctx ends. Errors are logged
 // and counted; the next round tries again.
 func (s *Settler) Run(ctx context.Context) error {
-	t := time.NewTicker(s.cfg.Tick)
-	defer t.Stop()
-	for {
+	every.Now(ctx, s.cfg.Tick, func() {
 		if err := s.Round(ctx); err != nil && ctx.Err() == nil {
 			s.log.Warn("activity settlement round failed", "err", err)
 		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
-	}
+	})
+	return nil
 }
 
 // Round runs one round: every activity with something to settle whose

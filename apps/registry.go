@@ -15,6 +15,7 @@ import (
 	"voiceroom"
 	"voiceroom/apperr"
 	"voiceroom/authtoken"
+	"voiceroom/internal/every"
 )
 
 // RegistryConfig configures a Registry. Zero fields take the defaults
@@ -212,21 +213,15 @@ func NewRegistry(ctx context.Context, store *Store, cfg RegistryConfig, log *slo
 // stops the identity providers' refreshes.
 func (r *Registry) Run(ctx context.Context) error {
 	defer r.Close()
-	t := time.NewTicker(r.cfg.RefreshInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
+	every.Tick(ctx, r.cfg.RefreshInterval, func() {
 		lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		err := r.load(lctx, false)
 		cancel()
 		if err != nil && ctx.Err() == nil {
 			r.log.Warn("apps: keys not reloaded; serving the last ones", "error", err)
 		}
-	}
+	})
+	return nil
 }
 
 // Close stops the identity providers' refreshes.

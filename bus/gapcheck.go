@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"voiceroom/apperr"
+	"voiceroom/internal/every"
 )
 
 // GapCheckConfig configures a GapChecker. Zero fields take their defaults
@@ -95,14 +96,7 @@ func NewGapChecker(js jetstream.JetStream, cfg GapCheckConfig, log *slog.Logger,
 // progress when ctx ends is abandoned at once: what it did not finish,
 // the next run does.
 func (g *GapChecker) Run(ctx context.Context) error {
-	t := time.NewTicker(g.cfg.Interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
+	every.Tick(ctx, g.cfg.Interval, func() {
 		cctx, cancel := context.WithTimeout(ctx, g.cfg.Timeout)
 		n, err := g.Check(cctx)
 		cancel()
@@ -112,7 +106,8 @@ func (g *GapChecker) Run(ctx context.Context) error {
 		case n > 0:
 			g.log.Warn("gap check dead-lettered messages the server gave up on unheard", "letters", n)
 		}
-	}
+	})
+	return nil
 }
 
 // Check runs one check and returns how many dead letters it stored. It

@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"voiceroom/apperr"
+	"voiceroom/internal/every"
 	"voiceroom/promreg"
 )
 
@@ -164,9 +165,7 @@ func NewMonitor(dlq *DLQ, cfg MonitorConfig, log *slog.Logger, m *DLQMetrics) (*
 // Run refreshes at once and then every Interval until ctx ends, then
 // returns nil. A failed refresh is logged and counted.
 func (mo *Monitor) Run(ctx context.Context) error {
-	t := time.NewTicker(mo.cfg.Interval)
-	defer t.Stop()
-	for {
+	every.Now(ctx, mo.cfg.Interval, func() {
 		rctx, cancel := context.WithTimeout(ctx, mo.cfg.Timeout)
 		err := mo.Refresh(rctx)
 		cancel()
@@ -174,12 +173,8 @@ func (mo *Monitor) Run(ctx context.Context) error {
 			mo.metrics.refreshFail.Inc()
 			mo.log.Warn("refresh bus gauges", "error", err)
 		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
-	}
+	})
+	return nil
 }
 
 // Refresh reads the server's state once into the gauges. It goes on past

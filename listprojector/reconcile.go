@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"voiceroom/internal/every"
 )
 
 // Reconciler is the periodic job that keeps the read model's time-dependent
@@ -48,20 +50,14 @@ func NewReconciler(db *sql.DB, rdb redis.UniversalClient, cfg Config, log *slog.
 // pass in flight is cut by ctx. A failed pass is logged and retried at the
 // next tick. It returns nil.
 func (r *Reconciler) Run(ctx context.Context) error {
-	t := time.NewTicker(r.cfg.ReconcileEvery)
-	defer t.Stop()
-	for {
+	every.Now(ctx, r.cfg.ReconcileEvery, func() {
 		pctx, cancel := context.WithTimeout(ctx, r.cfg.ReconcileEvery)
+		defer cancel()
 		if err := r.Pass(pctx); err != nil && ctx.Err() == nil {
 			r.log.Warn("reconcile pass failed", "error", err)
 		}
-		cancel()
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
-	}
+	})
+	return nil
 }
 
 // Pass runs one reconcile pass over every app.

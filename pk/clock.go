@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"voiceroom/apperr"
+	"voiceroom/internal/every"
 	"voiceroom/mysqldb"
 	"voiceroom/roomevent"
 )
@@ -107,10 +108,8 @@ func NewClock(svc *Service, progress Progress, cfg ClockConfig) (*Clock, error) 
 // PruneEvery, until ctx ends. Errors are logged; the next round tries
 // again.
 func (c *Clock) Run(ctx context.Context) error {
-	t := time.NewTicker(c.cfg.Tick)
-	defer t.Stop()
 	var pruned time.Time
-	for {
+	every.Now(ctx, c.cfg.Tick, func() {
 		if err := c.Round(ctx); err != nil && ctx.Err() == nil {
 			c.svc.log.Warn("pk clock round failed", "err", err)
 		}
@@ -120,12 +119,8 @@ func (c *Clock) Run(ctx context.Context) error {
 				c.svc.log.Warn("pk clock: prune failed", "err", err)
 			}
 		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
-	}
+	})
+	return nil
 }
 
 // maxDue bounds the battles one round looks at.

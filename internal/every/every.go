@@ -9,8 +9,9 @@ import (
 )
 
 // Tick calls f every d, the first time d from now, until ctx ends; it
-// returns when ctx ends (never while f runs). A tick missed while f runs
-// long is dropped, as time.Ticker drops it.
+// returns when ctx ends (never while f runs), and f is not called once
+// ctx has ended. A tick missed while f runs long is dropped, as
+// time.Ticker drops it.
 func Tick(ctx context.Context, d time.Duration, f func()) {
 	t := time.NewTicker(d)
 	defer t.Stop()
@@ -19,7 +20,30 @@ func Tick(ctx context.Context, d time.Duration, f func()) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+			if ctx.Err() != nil { // both were ready: select picked either
+				return
+			}
 			f()
+		}
+	}
+}
+
+// Now calls f at once and then every d until ctx ends; it returns when
+// ctx ends (never while f runs). Like Tick, it drops a tick missed while
+// f runs long. The first call is made even if ctx has ended already: f
+// sees ctx and gives up at once.
+func Now(ctx context.Context, d time.Duration, f func()) {
+	t := time.NewTicker(d)
+	defer t.Stop()
+	for {
+		f()
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if ctx.Err() != nil { // both were ready: select picked either
+				return
+			}
 		}
 	}
 }

@@ -48,3 +48,31 @@ func TestTickNotBeforeTheFirst(t *testing.T) {
 	cancel()
 	every.Tick(ctx, time.Hour, func() { t.Fatal("f ran before its first tick") })
 }
+
+// TestNow: f runs at once, even with ctx ended, and then on each tick
+// until ctx ends.
+func TestNow(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	n := 0
+	every.Now(ctx, time.Hour, func() { n++ })
+	if n != 1 {
+		t.Fatalf("%d calls with ctx ended, want 1 (at once)", n)
+	}
+
+	ctx, cancel = context.WithCancel(context.Background())
+	var calls atomic.Int32
+	done := make(chan struct{})
+	go func() {
+		every.Now(ctx, time.Millisecond, func() {
+			if calls.Add(1) == 3 {
+				cancel()
+			}
+		})
+		close(done)
+	}()
+	<-done
+	if got := calls.Load(); got != 3 {
+		t.Fatalf("%d calls, want 3 (the third ended ctx)", got)
+	}
+}

@@ -13,6 +13,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"voiceroom/apperr"
+	"voiceroom/internal/every"
 	"voiceroom/mysqldb"
 )
 
@@ -193,16 +194,8 @@ func (r *Router) Run(ctx context.Context) error {
 		<-ctx.Done()
 		return nil
 	}
-	t := time.NewTicker(r.cfg.CheckInterval)
-	defer t.Stop()
-	for {
-		r.Check(ctx)
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
-	}
+	every.Now(ctx, r.cfg.CheckInterval, func() { r.Check(ctx) })
+	return nil
 }
 
 // Check reads every replica's lag now (each within CheckInterval, at
