@@ -28,22 +28,10 @@ func Tick(ctx context.Context, d time.Duration, f func()) {
 	}
 }
 
-// Now calls f at once and then every d until ctx ends; it returns when
-// ctx ends (never while f runs). Like Tick, it drops a tick missed while
-// f runs long. The first call is made even if ctx has ended already: f
-// sees ctx and gives up at once.
+// Now calls f at once and then as Tick does, every d from its return,
+// until ctx ends. The first call is made even if ctx has ended already:
+// f sees ctx and gives up at once.
 func Now(ctx context.Context, d time.Duration, f func()) {
-	t := time.NewTicker(d)
-	defer t.Stop()
-	for {
-		f()
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			if ctx.Err() != nil { // both were ready: select picked either
-				return
-			}
-		}
-	}
+	f()
+	Tick(ctx, d, f)
 }
