@@ -72,3 +72,60 @@ func TestUp(t *testing.T) {
 		t.Errorf("a second voiceroom_redis_up: %v, %v; want the first one shared", again, err)
 	}
 }
+
+// TestSub: a subsystem's metrics are named voiceroom_<subsystem>_<name>
+// with their help and labels, a second constructor on the registry shares
+// the first's collectors, and after a conflict the rest are still made
+// (unregistered) and Err reports the conflict.
+func TestSub(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	build := func() (*promreg.Registry, prometheus.Counter, *prometheus.GaugeVec, prometheus.Histogram) {
+		r := promreg.On(reg)
+		s := r.Sub("outbox")
+		return r, s.Counter("sent_total", "Sent."), s.GaugeVec("lag_seconds", "Lag, by path.", "path"),
+			s.Histogram("latency_seconds", "Latency.", []float64{.1, 1})
+	}
+	r1, c1, g1, h1 := build()
+	r2, c2, g2, h2 := build()
+	if r1.Err() != nil || r2.Err() != nil {
+		t.Fatalf("errors: %v, %v", r1.Err(), r2.Err())
+	}
+	if c1 != c2 || g1 != g2 || h1 != h2 {
+		t.Fatal("a second constructor made new collectors; want the first ones shared")
+	}
+	c1.Inc()
+	g1.WithLabelValues("fast").Set(2)
+	h1.Observe(0.5)
+	fams, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, f := range fams {
+		got[f.GetName()] = f.GetHelp()
+	}
+	want := map[string]string{"voiceroom_outbox_sent_total": "Sent.", "voiceroom_outbox_lag_seconds": "Lag, by path.",
+		"voiceroom_outbox_latency_seconds": "Latency."}
+	if len(got) != len(want) {
+		t.Fatalf("gathered %v, want %v", got, want)
+	}
+	for name, help := range want {
+		if got[name] != help {
+			t.Errorf("%s: help %q, want %q", name, got[name], help)
+		}
+	}
+
+	r := promreg.On(reg)
+	s := r.Sub("outbox")
+	g := s.Gauge("sent_total", "A gauge under a counter's name.")
+	after := s.Counter("other_total", "Made after the conflict.")
+	if r.Err() == nil {
+		t.Fatal("a gauge under a counter's name: want an error")
+	}
+	if g == nil || after == nil {
+		t.Fatal("collectors after a conflict must still be made")
+	}
+	if n, _ := reg.Gather(); len(n) != 3 {
+		t.Errorf("%d families after the conflict: the one made after it was registered", len(n))
+	}
+}
