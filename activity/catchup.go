@@ -16,6 +16,7 @@ import (
 	"voiceroom/apperr"
 	"voiceroom/bus"
 	"voiceroom/internal/every"
+	"voiceroom/internal/rowlease"
 	"voiceroom/mysqldb"
 )
 
@@ -113,12 +114,6 @@ func (c CatchupConfig) WithDefaults() CatchupConfig {
 func (c CatchupConfig) Validate() error {
 	c = c.WithDefaults()
 	switch {
-	case c.Owner == "" || len(c.Owner) > 64:
-		return apperr.BadConfig("Owner", "activity catch-up: owner %q: must be 1..64 characters", c.Owner)
-	case c.Lease < time.Second || c.Lease > time.Hour:
-		return apperr.BadConfig("Lease", "activity catch-up: lease %s: must be 1s..1h", c.Lease)
-	case c.Tick <= 0 || c.Tick > c.Lease/2:
-		return apperr.BadConfig("Tick", "activity catch-up: tick %s: must be positive and at most half the lease (%s)", c.Tick, c.Lease)
 	case c.Batch < 1 || c.Batch > 10000:
 		return apperr.BadConfig("Batch", "activity catch-up: batch %d: must be 1..10000", c.Batch)
 	case c.JoinMargin < 0 || c.JoinMargin > time.Minute:
@@ -139,6 +134,7 @@ type CatchUp struct {
 	stream  jetstream.Stream
 	sc      *Scorer // the per-event code and the boards; no consumer
 	cfg     CatchupConfig
+	lease   *rowlease.Holder // activities.catchup_owner, catchup_lease_until_ms
 	log     *slog.Logger
 	metrics *CatchupMetrics
 
@@ -175,7 +171,9 @@ func NewCatchUp(db *sql.DB, rdb redis.UniversalClient, stream jetstream.Stream, 
 	if err != nil {
 		return nil, err
 	}
-	return &CatchUp{db: db, stream: stream, sc: sc, cfg: cfg, log: log.With("component", "activity-catchup"), metrics: m,
+	lease := rowlease.NewHolder(rowlease.Columns{Table: "activities", Key: "activity_id", Owner: "catchup_owner", Until: "catchup_lease_until_ms"},
+		cfg.Owner, cfg.Lease, cfg.Score.Now)
+	return &CatchUp{db: db, stream: stream, sc: sc, cfg: cfg, lease: lease, log: log.With("component", "activity-catchup"), metrics: m,
 		reading: map[int64]bool{}, pace: sleep}, nil
 }
 
@@ -255,19 +253,12 @@ func (c *CatchUp) round(ctx context.Context) error {
 // takeLease takes (or renews) id's read back for this process when it is
 // free, lapsed or ours; it reports whether this process holds it.
 func (c *CatchUp) takeLease(ctx context.Context, id int64) (bool, error) {
-	now := c.cfg.Score.Now().UnixMilli()
-	res, err := c.db.ExecContext(ctx, `UPDATE activities SET catchup_owner = ?, catchup_lease_until_ms = GREATEST(?, catchup_lease_until_ms + 1)
-		WHERE activity_id = ? AND catchup_state IN (?, ?) AND settle_state = ? AND status <> ?
-		AND (catchup_owner = ? OR catchup_owner = '' OR catchup_lease_until_ms < ?)`,
-		c.cfg.Owner, now+c.cfg.Lease.Milliseconds(), id, CatchupReading, CatchupJoining, StateOpen, Cancelled, c.cfg.Owner, now)
+	held, err := c.lease.Take(ctx, c.db, id, `catchup_state IN (?, ?) AND settle_state = ? AND status <> ?`,
+		CatchupReading, CatchupJoining, StateOpen, Cancelled)
 	if err != nil {
 		return false, fmt.Errorf("activity %d: take the catch-up lease: %w", id, err)
 	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return false, fmt.Errorf("activity %d: take the catch-up lease: %w", id, err)
-	}
-	return n == 1, nil
+	return held, nil
 }
 
 // errCatchupLost: the read back is no longer this process's to write

@@ -13,6 +13,7 @@ import (
 
 	"voiceroom/apperr"
 	"voiceroom/internal/every"
+	"voiceroom/internal/rowlease"
 	"voiceroom/mysqldb"
 )
 
@@ -54,16 +55,10 @@ func (c SettleConfig) WithDefaults() SettleConfig {
 // Validate checks c (after WithDefaults) without changing it.
 func (c SettleConfig) Validate() error {
 	switch {
-	case c.Owner == "" || len(c.Owner) > 64:
-		return apperr.BadConfig("Owner", "activity settler: owner %q: must be 1..64 characters", c.Owner)
 	case c.Grace < 0 || c.Grace > 24*time.Hour:
 		return apperr.BadConfig("Grace", "activity settler: grace %s: must be 0..24h", c.Grace)
-	case c.Lease < time.Second || c.Lease > time.Hour:
-		return apperr.BadConfig("Lease", "activity settler: lease %s: must be 1s..1h", c.Lease)
-	case c.Tick <= 0 || c.Tick > c.Lease/2:
-		return apperr.BadConfig("Tick", "activity settler: tick %s: must be positive and at most half the lease (%s)", c.Tick, c.Lease)
 	}
-	return nil
+	return rowlease.CheckConfig("activity settler", c.Owner, c.Lease, c.Tick)
 }
 
 // Settler drives the settlement of every activity: open -> frozen ->
@@ -75,6 +70,7 @@ type Settler struct {
 	progress ScoringProgress
 	cfg      SettleConfig
 	now      func() time.Time
+	lease    *rowlease.Holder // activities.settle_owner, settle_lease_until_ms
 	log      *slog.Logger
 	metrics  *SettleMetrics
 
@@ -101,7 +97,9 @@ func NewSettler(db *sql.DB, rdb redis.UniversalClient, progress ScoringProgress,
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Settler{db: db, rdb: rdb, progress: progress, cfg: cfg, now: now, log: log, metrics: metrics}, nil
+	lease := rowlease.NewHolder(rowlease.Columns{Table: "activities", Key: "activity_id", Owner: "settle_owner", Until: "settle_lease_until_ms"},
+		cfg.Owner, cfg.Lease, now)
+	return &Settler{db: db, rdb: rdb, progress: progress, cfg: cfg, now: now, lease: lease, log: log, metrics: metrics}, nil
 }
 
 // Run advances settlements every Tick until ctx ends. Errors are logged
@@ -181,19 +179,11 @@ var errLost = errors.New("activity settlement: lease lost")
 // takeLease takes (or renews) id's lease for this process: when it is
 // free, lapsed or ours. It reports whether this process holds it.
 func (s *Settler) takeLease(ctx context.Context, id int64) (bool, error) {
-	now := s.now().UnixMilli()
-	res, err := s.db.ExecContext(ctx, `UPDATE activities SET settle_owner = ?, settle_lease_until_ms = GREATEST(?, settle_lease_until_ms + 1)
-		WHERE activity_id = ? AND settle_state IN ('open', 'frozen', 'paying') AND status <> 'cancelled'
-		AND (settle_owner = ? OR settle_owner = '' OR settle_lease_until_ms < ?)`,
-		s.cfg.Owner, now+s.cfg.Lease.Milliseconds(), id, s.cfg.Owner, now)
+	held, err := s.lease.Take(ctx, s.db, id, `settle_state IN ('open', 'frozen', 'paying') AND status <> 'cancelled'`)
 	if err != nil {
 		return false, fmt.Errorf("activity %d: take lease: %w", id, err)
 	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return false, fmt.Errorf("activity %d: take lease: %w", id, err)
-	}
-	return n == 1, nil
+	return held, nil
 }
 
 // advance moves activity id as far as it can go now, if this process
@@ -342,7 +332,7 @@ func (s *Settler) lockHeld(ctx context.Context, tx mysqldb.Querier, id int64, st
 	if err != nil {
 		return a, err
 	}
-	if a.owner != s.cfg.Owner || a.leaseMs < s.now().UnixMilli() {
+	if !s.lease.Holds(a.owner, a.leaseMs) {
 		return a, errLost
 	}
 	if a.cancelled {

@@ -9,6 +9,7 @@ import (
 
 	"voiceroom/apperr"
 	"voiceroom/internal/every"
+	"voiceroom/internal/rowlease"
 	"voiceroom/mysqldb"
 	"voiceroom/roomevent"
 )
@@ -57,12 +58,6 @@ func (c ClockConfig) WithDefaults() ClockConfig {
 // Validate checks c (after WithDefaults) without changing it.
 func (c ClockConfig) Validate() error {
 	switch {
-	case c.Owner == "" || len(c.Owner) > 64:
-		return apperr.BadConfig("Owner", "pk clock: owner %q: must be 1..64 characters", c.Owner)
-	case c.Lease < time.Second || c.Lease > time.Hour:
-		return apperr.BadConfig("Lease", "pk clock: lease %s: must be 1s..1h", c.Lease)
-	case c.Tick <= 0 || c.Tick > c.Lease/2:
-		return apperr.BadConfig("Tick", "pk clock: tick %s: must be positive and at most half the lease (%s)", c.Tick, c.Lease)
 	case c.Retention < 0:
 		return apperr.BadConfig("Retention", "pk clock: retention %s: must not be negative", c.Retention)
 	case c.PruneEvery < 0:
@@ -80,6 +75,7 @@ type Clock struct {
 	svc      *Service
 	progress Progress
 	cfg      ClockConfig
+	lease    *rowlease.Holder // pk_battles.clock_owner, clock_lease_until_ms
 }
 
 // Progress says how far the scoring durable has got (bus.DurableProgress,
@@ -101,7 +97,9 @@ func NewClock(svc *Service, progress Progress, cfg ClockConfig) (*Clock, error) 
 	if svc == nil {
 		return nil, apperr.BadConfig("Service", "pk clock: service is required")
 	}
-	return &Clock{svc: svc, progress: progress, cfg: cfg}, nil
+	lease := rowlease.NewHolder(rowlease.Columns{Table: "pk_battles", Key: "battle_id", Owner: "clock_owner", Until: "clock_lease_until_ms"},
+		cfg.Owner, cfg.Lease, svc.now)
+	return &Clock{svc: svc, progress: progress, cfg: cfg, lease: lease}, nil
 }
 
 // Run advances the battles every Tick, and prunes the settled ones every
@@ -180,18 +178,11 @@ func (c *Clock) due(ctx context.Context) ([][2]string, error) {
 // takeLease takes (or renews) battleID's lease for this clock, when it is
 // free, lapsed or ours, and reports whether it holds it.
 func (c *Clock) takeLease(ctx context.Context, battleID string) (bool, error) {
-	now := c.svc.now().UnixMilli()
-	res, err := c.svc.db.ExecContext(ctx, `UPDATE pk_battles SET clock_owner = ?, clock_lease_until_ms = GREATEST(?, clock_lease_until_ms + 1)
-		WHERE battle_id = ? AND (clock_owner = ? OR clock_owner = '' OR clock_lease_until_ms < ?)`,
-		c.cfg.Owner, now+c.cfg.Lease.Milliseconds(), battleID, c.cfg.Owner, now)
+	held, err := c.lease.Take(ctx, c.svc.db, battleID, "")
 	if err != nil {
 		return false, fmt.Errorf("pk battle %s: take lease: %w", battleID, err)
 	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return false, fmt.Errorf("pk battle %s: take lease: %w", battleID, err)
-	}
-	return n == 1, nil
+	return held, nil
 }
 
 // advance does what is due for one battle, under its lease.
