@@ -129,3 +129,40 @@ func TestSub(t *testing.T) {
 		t.Errorf("%d families after the conflict: the one made after it was registered", len(n))
 	}
 }
+
+// TestSubKinds: each of Sub's makers gives a series of its kind.
+func TestSubKinds(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	r := promreg.On(reg)
+	s := r.Sub("x")
+	s.Counter("c_total", "c").Inc()
+	s.CounterVec("cv_total", "cv", "l").WithLabelValues("a").Inc()
+	s.CounterFunc("cf_total", "cf", func() float64 { return 1 })
+	s.Gauge("g", "g").Set(1)
+	s.GaugeVec("gv", "gv", "l").WithLabelValues("a").Set(1)
+	s.GaugeFunc("gf", "gf", func() float64 { return 1 })
+	s.Histogram("h_seconds", "h", nil).Observe(1)
+	s.HistogramVec("hv_seconds", "hv", []float64{1}, "l").WithLabelValues("a").Observe(1)
+	if err := r.Err(); err != nil {
+		t.Fatal(err)
+	}
+	fams, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, f := range fams {
+		got[f.GetName()] = f.GetType().String()
+	}
+	want := map[string]string{"voiceroom_x_c_total": "COUNTER", "voiceroom_x_cv_total": "COUNTER", "voiceroom_x_cf_total": "COUNTER",
+		"voiceroom_x_g": "GAUGE", "voiceroom_x_gv": "GAUGE", "voiceroom_x_gf": "GAUGE",
+		"voiceroom_x_h_seconds": "HISTOGRAM", "voiceroom_x_hv_seconds": "HISTOGRAM"}
+	if len(got) != len(want) {
+		t.Fatalf("gathered %v, want %v", got, want)
+	}
+	for n, k := range want {
+		if got[n] != k {
+			t.Errorf("%s: %s, want %s", n, got[n], k)
+		}
+	}
+}
