@@ -29,29 +29,18 @@ type CatchupMetrics struct {
 // NewCatchupMetrics creates the series and registers them on reg (none
 // when reg is nil). Series already registered on reg are shared.
 func NewCatchupMetrics(reg prometheus.Registerer) (*CatchupMetrics, error) {
-	m := &CatchupMetrics{
-		events: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: promreg.Namespace, Subsystem: "activity", Name: "catchup_events_total",
-			Help: "Room events read back from ROOM_EVENTS for retroactive activities, by result: scored, duplicate (counted already, at the seam with the live durable), skipped (the activity does not count it).",
-		}, []string{"result"}),
-		lag: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Namespace: promreg.Namespace, Subsystem: "activity", Name: "catchup_lag",
-			Help: "Events of its app the read back of a retroactive activity has still to read, by activity (this process's read backs; the series goes when one ends).",
-		}, []string{"activity_id"}),
-		gaps: prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: promreg.Namespace, Subsystem: "activity", Name: "catchup_gaps_total",
-			Help: "Gaps a read back found: events deleted from ROOM_EVENTS (retention) before it read them. The activity's catchup shows incomplete and the sequences lost; its scores are a lower bound.",
-		}),
-		lost: prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: promreg.Namespace, Subsystem: "activity", Name: "catchup_lost_seqs_total",
-			Help: "Stream sequences in the gaps read backs found (an upper bound of the events lost: other apps' events deleted among them count too).",
-		}),
-	}
 	r := promreg.On(reg)
-	promreg.Add(r, &m.events)
-	promreg.Add(r, &m.lag)
-	promreg.Add(r, &m.gaps)
-	promreg.Add(r, &m.lost)
+	s := r.Sub("activity")
+	m := &CatchupMetrics{
+		events: s.CounterVec("catchup_events_total",
+			"Room events read back from ROOM_EVENTS for retroactive activities, by result: scored, duplicate (counted already, at the seam with the live durable), skipped (the activity does not count it).", "result"),
+		lag: s.GaugeVec("catchup_lag",
+			"Events of its app the read back of a retroactive activity has still to read, by activity (this process's read backs; the series goes when one ends).", "activity_id"),
+		gaps: s.Counter("catchup_gaps_total",
+			"Gaps a read back found: events deleted from ROOM_EVENTS (retention) before it read them. The activity's catchup shows incomplete and the sequences lost; its scores are a lower bound."),
+		lost: s.Counter("catchup_lost_seqs_total",
+			"Stream sequences in the gaps read backs found (an upper bound of the events lost: other apps' events deleted among them count too)."),
+	}
 	if err := r.Err(); err != nil {
 		return nil, fmt.Errorf("activity catch-up metrics: %w", err)
 	}

@@ -58,50 +58,27 @@ type ScoreMetrics struct {
 // when reg is nil). Series already registered on reg are shared. Every
 // labelled series exists from the start at 0.
 func NewScoreMetrics(reg prometheus.Registerer) (*ScoreMetrics, error) {
-	m := &ScoreMetrics{
-		events: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: promreg.Namespace, Subsystem: "activity", Name: "events_total",
-			Help: "Room events the activity consumer scored, once per activity that counts them, by result: scored (counted now), duplicate (counted already: a redelivery, a replay, a read back), closed (the activity was cancelled, frozen or settled meanwhile).",
-		}, []string{"result"}),
-		skipped: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: promreg.Namespace, Subsystem: "activity", Name: "events_skipped_total",
-			Help: "Room events no activity counts, by reason: no_activity (the app has no open activity), no_match (no activity's metric, gifts, regions or window takes it).",
-		}, []string{"reason"}),
-		lag: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Namespace: promreg.Namespace, Subsystem: "activity", Name: "score_lag_seconds",
-			Help:    "Time from an event's occurred_at_ms to its score's commit, for the events that scored.",
-			Buckets: []float64{0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 3600},
-		}),
-		reads: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: promreg.Namespace, Subsystem: "activity", Name: "board_reads_total",
-			Help: "Board and progress reads answered, by source: redis, mysql (the board not in Redis, or Redis down).",
-		}, []string{"source"}),
-		rebuilds: prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: promreg.Namespace, Subsystem: "activity", Name: "board_rebuilds_total",
-			Help: "Boards written into Redis from MySQL because a read found them missing.",
-		}),
-		redisErrs: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: promreg.Namespace, Subsystem: "activity", Name: "redis_failures_total",
-			Help: "Failed Redis calls of the boards, by op: read (a read, rebuild or probe), write (the consumer's write after a commit; the event is retried).",
-		}, []string{"op"}),
-		batches: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: promreg.Namespace, Subsystem: "activity", Name: "batches_total",
-			Help: "Delivery batches the activity consumer scored in one transaction, by result: committed, split (the batch failed and its events were scored one per transaction), failed (its events are retried).",
-		}, []string{"result"}),
-		retries: prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: promreg.Namespace, Subsystem: "activity", Name: "tx_retries_total",
-			Help: "Scoring transactions run again after a deadlock (1213) or a lock wait timeout (1205). Row locks are taken in one order, so this stays 0 under N scorers.",
-		}),
-	}
 	r := promreg.On(reg)
-	promreg.Add(r, &m.events)
-	promreg.Add(r, &m.skipped)
-	promreg.Add(r, &m.lag)
-	promreg.Add(r, &m.reads)
-	promreg.Add(r, &m.rebuilds)
-	promreg.Add(r, &m.redisErrs)
-	promreg.Add(r, &m.batches)
-	promreg.Add(r, &m.retries)
+	s := r.Sub("activity")
+	m := &ScoreMetrics{
+		events: s.CounterVec("events_total",
+			"Room events the activity consumer scored, once per activity that counts them, by result: scored (counted now), duplicate (counted already: a redelivery, a replay, a read back), closed (the activity was cancelled, frozen or settled meanwhile).", "result"),
+		skipped: s.CounterVec("events_skipped_total",
+			"Room events no activity counts, by reason: no_activity (the app has no open activity), no_match (no activity's metric, gifts, regions or window takes it).", "reason"),
+		lag: s.Histogram("score_lag_seconds",
+			"Time from an event's occurred_at_ms to its score's commit, for the events that scored.",
+			[]float64{0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 3600}),
+		reads: s.CounterVec("board_reads_total",
+			"Board and progress reads answered, by source: redis, mysql (the board not in Redis, or Redis down).", "source"),
+		rebuilds: s.Counter("board_rebuilds_total",
+			"Boards written into Redis from MySQL because a read found them missing."),
+		redisErrs: s.CounterVec("redis_failures_total",
+			"Failed Redis calls of the boards, by op: read (a read, rebuild or probe), write (the consumer's write after a commit; the event is retried).", "op"),
+		batches: s.CounterVec("batches_total",
+			"Delivery batches the activity consumer scored in one transaction, by result: committed, split (the batch failed and its events were scored one per transaction), failed (its events are retried).", "result"),
+		retries: s.Counter("tx_retries_total",
+			"Scoring transactions run again after a deadlock (1213) or a lock wait timeout (1205). Row locks are taken in one order, so this stays 0 under N scorers."),
+	}
 	if err := r.Err(); err != nil {
 		return nil, fmt.Errorf("activity metrics: %w", err)
 	}

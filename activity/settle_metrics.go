@@ -24,34 +24,20 @@ type SettleMetrics struct {
 // NewSettleMetrics creates the series and registers them on reg (none when
 // reg is nil); every labelled series exists from the start at 0.
 func NewSettleMetrics(reg prometheus.Registerer) (*SettleMetrics, error) {
-	m := &SettleMetrics{
-		payouts: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: promreg.Namespace, Subsystem: "activity", Name: "payouts_paid_total",
-			Help: "Activity rewards paid into wallets, by reason: rank (a leaderboard's rank) or task (a task's target reached).",
-		}, []string{"reason"}),
-		coins: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: promreg.Namespace, Subsystem: "activity", Name: "coins_paid_total",
-			Help: "Coins paid by activity rewards, by reason (rank, task).",
-		}, []string{"reason"}),
-		moves: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: promreg.Namespace, Subsystem: "activity", Name: "settlements_total",
-			Help: "Activity settlements that reached a state in this process, by state: frozen (ranks written), settled (every reward paid).",
-		}, []string{"state"}),
-		states: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Namespace: promreg.Namespace, Subsystem: "activity", Name: "settlement_state_activities",
-			Help: "Activities by settlement state (open, frozen, paying, settled, cancelled), as the last settlement round read them.",
-		}, []string{"state"}),
-		failures: prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: promreg.Namespace, Subsystem: "activity", Name: "settlement_failures_total",
-			Help: "Settlement steps that failed (MySQL, the scoring progress); the next round tries again.",
-		}),
-	}
 	r := promreg.On(reg)
-	promreg.Add(r, &m.payouts)
-	promreg.Add(r, &m.coins)
-	promreg.Add(r, &m.moves)
-	promreg.Add(r, &m.states)
-	promreg.Add(r, &m.failures)
+	s := r.Sub("activity")
+	m := &SettleMetrics{
+		payouts: s.CounterVec("payouts_paid_total",
+			"Activity rewards paid into wallets, by reason: rank (a leaderboard's rank) or task (a task's target reached).", "reason"),
+		coins: s.CounterVec("coins_paid_total",
+			"Coins paid by activity rewards, by reason (rank, task).", "reason"),
+		moves: s.CounterVec("settlements_total",
+			"Activity settlements that reached a state in this process, by state: frozen (ranks written), settled (every reward paid).", "state"),
+		states: s.GaugeVec("settlement_state_activities",
+			"Activities by settlement state (open, frozen, paying, settled, cancelled), as the last settlement round read them.", "state"),
+		failures: s.Counter("settlement_failures_total",
+			"Settlement steps that failed (MySQL, the scoring progress); the next round tries again."),
+	}
 	if err := r.Err(); err != nil {
 		return nil, fmt.Errorf("activity settlement metrics: %w", err)
 	}

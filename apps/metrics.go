@@ -18,24 +18,16 @@ type Metrics struct {
 
 // NewMetrics registers the metrics on reg (nil: none).
 func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
-	m := &Metrics{
-		loads: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: promreg.Namespace, Subsystem: "auth", Name: "key_checks_total",
-			Help: "Checks of the apps' keys in MySQL (each VOICEROOM_AUTH_REFRESH_INTERVAL, after a change, on an unknown key), by result: ok or error (the last keys go on serving).",
-		}, []string{"result"}),
-		loadedAt: prometheus.NewGauge(prometheus.GaugeOpts{
-			Namespace: promreg.Namespace, Subsystem: "auth", Name: "keys_checked_timestamp_seconds",
-			Help: "When the apps' keys were last checked in MySQL successfully (Unix time): far behind now, this process may still accept a revoked key.",
-		}),
-		jwksFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: promreg.Namespace, Subsystem: "auth", Name: "jwks_fetch_failures_total",
-			Help: "Failed fetches of an app's identity provider's key set, by app (the keys fetched before go on verifying).",
-		}, []string{"app_code"}),
-	}
 	r := promreg.On(reg)
-	promreg.Add(r, &m.loads)
-	promreg.Add(r, &m.loadedAt)
-	promreg.Add(r, &m.jwksFailures)
+	s := r.Sub("auth")
+	m := &Metrics{
+		loads: s.CounterVec("key_checks_total",
+			"Checks of the apps' keys in MySQL (each VOICEROOM_AUTH_REFRESH_INTERVAL, after a change, on an unknown key), by result: ok or error (the last keys go on serving).", "result"),
+		loadedAt: s.Gauge("keys_checked_timestamp_seconds",
+			"When the apps' keys were last checked in MySQL successfully (Unix time): far behind now, this process may still accept a revoked key."),
+		jwksFailures: s.CounterVec("jwks_fetch_failures_total",
+			"Failed fetches of an app's identity provider's key set, by app (the keys fetched before go on verifying).", "app_code"),
+	}
 	if err := r.Err(); err != nil {
 		return nil, fmt.Errorf("apps metrics: %w", err)
 	}

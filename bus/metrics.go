@@ -25,41 +25,24 @@ type Metrics struct {
 // same registry are reused, so several consumers can share one registry.
 // It fails if reg holds different collectors under the same names.
 func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
-	labels := []string{"consumer"}
-	m := &Metrics{
-		acked: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: promreg.Namespace, Subsystem: "bus", Name: "messages_acked_total",
-			Help: "Messages a consumer handled and acked.",
-		}, labels),
-		nakked: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: promreg.Namespace, Subsystem: "bus", Name: "messages_nakked_total",
-			Help: "Messages a consumer nakked for redelivery (retryable failure, failed dead-lettering, shutdown).",
-		}, labels),
-		deadLettered: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: promreg.Namespace, Subsystem: "bus", Name: "messages_dead_lettered_total",
-			Help: "Messages a consumer copied to the dead-letter stream.",
-		}, labels),
-		otherReplays: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: promreg.Namespace, Subsystem: "bus", Name: "other_sinks_replays_total",
-			Help: "Replays of another sink's dead letters a consumer acked without handling them.",
-		}, labels),
-		readBack: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: promreg.Namespace, Subsystem: "bus", Name: "messages_read_back_total",
-			Help: "Messages a consumer read back from the stream after a broken pull had lost them on their way (handled before the rooms' later events).",
-		}, labels),
-		handlerDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Namespace: promreg.Namespace, Subsystem: "bus", Name: "handler_duration_seconds",
-			Help:    "Time a consumer's handler took per message.",
-			Buckets: prometheus.ExponentialBuckets(0.0005, 4, 10), // 0.5ms .. ~131s
-		}, labels),
-	}
 	r := promreg.On(reg)
-	promreg.Add(r, &m.acked)
-	promreg.Add(r, &m.nakked)
-	promreg.Add(r, &m.deadLettered)
-	promreg.Add(r, &m.otherReplays)
-	promreg.Add(r, &m.readBack)
-	promreg.Add(r, &m.handlerDuration)
+	s := r.Sub("bus")
+	m := &Metrics{
+		acked: s.CounterVec("messages_acked_total",
+			"Messages a consumer handled and acked.", "consumer"),
+		nakked: s.CounterVec("messages_nakked_total",
+			"Messages a consumer nakked for redelivery (retryable failure, failed dead-lettering, shutdown).", "consumer"),
+		deadLettered: s.CounterVec("messages_dead_lettered_total",
+			"Messages a consumer copied to the dead-letter stream.", "consumer"),
+		otherReplays: s.CounterVec("other_sinks_replays_total",
+			"Replays of another sink's dead letters a consumer acked without handling them.", "consumer"),
+		readBack: s.CounterVec("messages_read_back_total",
+			"Messages a consumer read back from the stream after a broken pull had lost them on their way (handled before the rooms' later events).", "consumer"),
+		handlerDuration: s.HistogramVec("handler_duration_seconds",
+			"Time a consumer's handler took per message.",
+			prometheus.ExponentialBuckets(0.0005, 4, 10), // 0.5ms .. ~131s
+			"consumer"),
+	}
 	if err := r.Err(); err != nil {
 		return nil, fmt.Errorf("bus metrics: %w", err)
 	}

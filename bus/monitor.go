@@ -32,39 +32,22 @@ type DLQMetrics struct {
 // the same registry are shared. It returns an error if reg holds other
 // collectors under the same names.
 func NewDLQMetrics(reg prometheus.Registerer, sinks ...string) (*DLQMetrics, error) {
-	m := &DLQMetrics{
-		pending: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Namespace: promreg.Namespace, Subsystem: "bus", Name: "consumer_pending",
-			Help: "Messages of ROOM_EVENTS a durable has not been delivered yet (consumer info num_pending), as of the last refresh.",
-		}, []string{"consumer"}),
-		ackPending: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Namespace: promreg.Namespace, Subsystem: "bus", Name: "consumer_ack_pending",
-			Help: "Messages delivered to a durable and not yet acked (consumer info num_ack_pending), as of the last refresh.",
-		}, []string{"consumer"}),
-		depth: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Namespace: promreg.Namespace, Subsystem: "bus", Name: "dlq_depth",
-			Help: "Dead letters of a sink in ROOM_EVENTS_DLQ, all apps, as of the last refresh.",
-		}, []string{"sink"}),
-		gap: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: promreg.Namespace, Subsystem: "bus", Name: "gap_dead_lettered_total",
-			Help: "Dead letters the gap check made for messages the server gave up on while no instance heard its advisory.",
-		}, []string{"consumer"}),
-		replayed: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: promreg.Namespace, Subsystem: "bus", Name: "dlq_replayed_total",
-			Help: "Dead letters replayed to their sink.",
-		}, []string{"sink"}),
-		refreshFail: prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: promreg.Namespace, Subsystem: "bus", Name: "monitor_refresh_failures_total",
-			Help: "Refreshes of the consumer and dead-letter gauges that failed; the gauges keep their last values.",
-		}),
-	}
 	r := promreg.On(reg)
-	promreg.Add(r, &m.pending)
-	promreg.Add(r, &m.ackPending)
-	promreg.Add(r, &m.depth)
-	promreg.Add(r, &m.gap)
-	promreg.Add(r, &m.replayed)
-	promreg.Add(r, &m.refreshFail)
+	s := r.Sub("bus")
+	m := &DLQMetrics{
+		pending: s.GaugeVec("consumer_pending",
+			"Messages of ROOM_EVENTS a durable has not been delivered yet (consumer info num_pending), as of the last refresh.", "consumer"),
+		ackPending: s.GaugeVec("consumer_ack_pending",
+			"Messages delivered to a durable and not yet acked (consumer info num_ack_pending), as of the last refresh.", "consumer"),
+		depth: s.GaugeVec("dlq_depth",
+			"Dead letters of a sink in ROOM_EVENTS_DLQ, all apps, as of the last refresh.", "sink"),
+		gap: s.CounterVec("gap_dead_lettered_total",
+			"Dead letters the gap check made for messages the server gave up on while no instance heard its advisory.", "consumer"),
+		replayed: s.CounterVec("dlq_replayed_total",
+			"Dead letters replayed to their sink.", "sink"),
+		refreshFail: s.Counter("monitor_refresh_failures_total",
+			"Refreshes of the consumer and dead-letter gauges that failed; the gauges keep their last values."),
+	}
 	if err := r.Err(); err != nil {
 		return nil, fmt.Errorf("bus dlq metrics: %w", err)
 	}

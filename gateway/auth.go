@@ -177,21 +177,18 @@ type authMetrics struct {
 var refusalReasons = []string{"missing", "invalid", "no_key", "expired", "claims"}
 
 func newAuthMetrics(reg prometheus.Registerer) (*authMetrics, error) {
-	m := &authMetrics{
-		legacyRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: promreg.Namespace, Subsystem: "auth", Name: "secret_requests_total",
-			Help: "Requests authenticated by the single secret VOICEROOM_JWT_SECRET (a token without kid), by app: " +
-				"what still has to move to the app's own key before the upgrade window ends.",
-		}, []string{"app_code"}),
-		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: promreg.Namespace, Subsystem: "auth", Name: "refused_total",
-			Help: "Bearer tokens refused, by reason: missing, invalid, no_key (unknown kid, another app's key, a retired key, " +
-				"a disabled app), expired, claims (app_code or sub).",
-		}, []string{"reason"}),
-	}
 	r := promreg.On(reg)
-	promreg.Add(r, &m.legacyRequests)
-	promreg.Add(r, &m.refusals)
+	s := r.Sub("auth")
+	m := &authMetrics{
+		legacyRequests: s.CounterVec("secret_requests_total",
+			"Requests authenticated by the single secret VOICEROOM_JWT_SECRET (a token without kid), by app: "+
+				"what still has to move to the app's own key before the upgrade window ends.",
+			"app_code"),
+		refusals: s.CounterVec("refused_total",
+			"Bearer tokens refused, by reason: missing, invalid, no_key (unknown kid, another app's key, a retired key, "+
+				"a disabled app), expired, claims (app_code or sub).",
+			"reason"),
+	}
 	if err := r.Err(); err != nil {
 		return nil, fmt.Errorf("auth metrics: %w", err)
 	}

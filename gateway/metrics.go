@@ -17,20 +17,15 @@ type httpMetrics struct {
 }
 
 func newHTTPMetrics(reg prometheus.Registerer) (*httpMetrics, error) {
-	m := &httpMetrics{
-		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: promreg.Namespace, Subsystem: "http", Name: "requests_total",
-			Help: "HTTP requests by route template, method and status.",
-		}, []string{"route", "method", "status"}),
-		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Namespace: promreg.Namespace, Subsystem: "http", Name: "request_duration_seconds",
-			Help:    "HTTP request latency by route template and method.",
-			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5},
-		}, []string{"route", "method"}),
-	}
 	r := promreg.On(reg)
-	promreg.Add(r, &m.requests)
-	promreg.Add(r, &m.duration)
+	s := r.Sub("http")
+	m := &httpMetrics{
+		requests: s.CounterVec("requests_total",
+			"HTTP requests by route template, method and status.", "route", "method", "status"),
+		duration: s.HistogramVec("request_duration_seconds",
+			"HTTP request latency by route template and method.",
+			[]float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5}, "route", "method"),
+	}
 	if err := r.Err(); err != nil {
 		return nil, fmt.Errorf("gateway metrics: %w", err)
 	}

@@ -32,48 +32,28 @@ type Metrics struct {
 // NewMetrics creates the metrics and registers them on reg (none when reg
 // is nil). Collectors an earlier NewMetrics registered on reg are reused.
 func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
-	m := &Metrics{
-		events: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: promreg.Namespace, Subsystem: "imbridge", Name: "events_total",
-			Help: "Room events by type and outcome: delivered to Tencent IM, retried (one failed attempt), dead_lettered, skipped (not an IM event), duplicate (delivered again after Tencent accepted it, or while the bridge held it: acked without a call).",
-		}, []string{"event_type", "outcome"}),
-		calls: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Namespace: promreg.Namespace, Subsystem: "imbridge", Name: "call_duration_seconds",
-			Help:    "Tencent IM REST calls by API and result code (0 = OK, transport = no answer, dropped = MsgDropReason).",
-			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5},
-		}, []string{"api", "code"}),
-		commitToIM: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Namespace: promreg.Namespace, Subsystem: "imbridge", Name: "commit_to_im_seconds",
-			Help:    "From the command's commit (occurred_at_ms) to Tencent IM accepting the event's message.",
-			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300},
-		}),
-		batchEvents: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Namespace: promreg.Namespace, Subsystem: "imbridge", Name: "message_events",
-			Help:    "Events carried per group message (1 = single form).",
-			Buckets: []float64{1, 2, 3, 5, 8, 12, 16, 24, 32},
-		}),
-		configured: prometheus.NewGauge(prometheus.GaugeOpts{
-			Namespace: promreg.Namespace, Subsystem: "imbridge", Name: "configured",
-			Help: "1 when a Tencent IM application is configured and the bridge consumes, 0 when it waits.",
-		}),
-		callbacks: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: promreg.Namespace, Subsystem: "imbridge", Name: "callbacks_total",
-			Help: "Tencent IM callbacks by command (join or other) and result (allow, deny, bad_sign, stale, unknown_app, ok).",
-		}, []string{"command", "result"}),
-		callbackTime: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Namespace: promreg.Namespace, Subsystem: "imbridge", Name: "callback_duration_seconds",
-			Help:    "Time to answer a Tencent IM callback.",
-			Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .05, .25, 1},
-		}),
-	}
 	r := promreg.On(reg)
-	promreg.Add(r, &m.events)
-	promreg.Add(r, &m.calls)
-	promreg.Add(r, &m.commitToIM)
-	promreg.Add(r, &m.batchEvents)
-	promreg.Add(r, &m.configured)
-	promreg.Add(r, &m.callbacks)
-	promreg.Add(r, &m.callbackTime)
+	s := r.Sub("imbridge")
+	m := &Metrics{
+		events: s.CounterVec("events_total",
+			"Room events by type and outcome: delivered to Tencent IM, retried (one failed attempt), dead_lettered, skipped (not an IM event), duplicate (delivered again after Tencent accepted it, or while the bridge held it: acked without a call).", "event_type", "outcome"),
+		calls: s.HistogramVec("call_duration_seconds",
+			"Tencent IM REST calls by API and result code (0 = OK, transport = no answer, dropped = MsgDropReason).",
+			[]float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5}, "api", "code"),
+		commitToIM: s.Histogram("commit_to_im_seconds",
+			"From the command's commit (occurred_at_ms) to Tencent IM accepting the event's message.",
+			[]float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300}),
+		batchEvents: s.Histogram("message_events",
+			"Events carried per group message (1 = single form).",
+			[]float64{1, 2, 3, 5, 8, 12, 16, 24, 32}),
+		configured: s.Gauge("configured",
+			"1 when a Tencent IM application is configured and the bridge consumes, 0 when it waits."),
+		callbacks: s.CounterVec("callbacks_total",
+			"Tencent IM callbacks by command (join or other) and result (allow, deny, bad_sign, stale, unknown_app, ok).", "command", "result"),
+		callbackTime: s.Histogram("callback_duration_seconds",
+			"Time to answer a Tencent IM callback.",
+			[]float64{.0001, .00025, .0005, .001, .0025, .005, .01, .05, .25, 1}),
+	}
 	if err := r.Err(); err != nil {
 		return nil, fmt.Errorf("imbridge metrics: %w", err)
 	}

@@ -45,70 +45,35 @@ type Metrics struct {
 // the same registry are reused. It fails if reg holds different
 // collectors under the same names.
 func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
-	m := &Metrics{
-		pending: prometheus.NewGauge(prometheus.GaugeOpts{
-			Namespace: promreg.Namespace, Subsystem: "outbox", Name: "pending_rows",
-			Help: "Outbox rows waiting to be stored in JetStream (status pending), all apps, as of the last refresh.",
-		}),
-		oldestAge: prometheus.NewGauge(prometheus.GaugeOpts{
-			Namespace: promreg.Namespace, Subsystem: "outbox", Name: "oldest_pending_age_seconds",
-			Help: "Age in seconds of the oldest pending outbox row (0 when none), as of the last refresh.",
-		}),
-		success: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: promreg.Namespace, Subsystem: "outbox", Name: "publish_success_total",
-			Help: "Outbox events the stream acknowledged, by path (fast or relay); duplicates included.",
-		}, []string{"path"}),
-		failure: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: promreg.Namespace, Subsystem: "outbox", Name: "publish_failure_total",
-			Help: "Outbox event publishes that failed or timed out, by path; the row stays pending.",
-		}, []string{"path"}),
-		duplicate: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: promreg.Namespace, Subsystem: "outbox", Name: "publish_duplicate_total",
-			Help: "Acks for an event_id the stream already held (a re-publish it dropped), by path.",
-		}, []string{"path"}),
-		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Namespace: promreg.Namespace, Subsystem: "outbox", Name: "publish_latency_seconds",
-			Help:    "Seconds from the command's commit to the stream's ack, by path.",
-			Buckets: []float64{.0005, .001, .002, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300},
-		}, []string{"path"}),
-		undecodable: prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: promreg.Namespace, Subsystem: "outbox", Name: "undecodable_total",
-			Help: "Times the relay found a pending row whose envelope cannot be decoded or does not match its row; such rows stay pending.",
-		}),
-		handedOver: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: promreg.Namespace, Subsystem: "outbox", Name: "fastpath_handed_over_total",
-			Help: "Events the fast path left to the relay without trying, by reason (queue_full, room_blocked, disconnected, stopped).",
-		}, []string{"reason"}),
-		heldBack: prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: promreg.Namespace, Subsystem: "outbox", Name: "held_back_total",
-			Help: "Rows the relay did not publish in a pass because an earlier event of their room failed in it.",
-		}),
-		dbFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: promreg.Namespace, Subsystem: "outbox", Name: "db_failure_total",
-			Help: "Failed outbox statements, by operation (drain_lock, claim, unsent, mark, fast_mark, fast_repend, fast_release, check, in_flight, retention, stats); retried later.",
-		}, []string{"op"}),
-		retentionRows: prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: promreg.Namespace, Subsystem: "outbox", Name: "retention_deleted_total",
-			Help: "Published outbox rows deleted by retention.",
-		}),
-		draining: prometheus.NewGauge(prometheus.GaugeOpts{
-			Namespace: promreg.Namespace, Subsystem: "outbox", Name: "relay_draining",
-			Help: "1 while this process's relay holds the drain lock and drains the outbox; 0 while it stands by (another relay drains) or is stopped.",
-		}),
-	}
 	r := promreg.On(reg)
-	promreg.Add(r, &m.pending)
-	promreg.Add(r, &m.oldestAge)
-	promreg.Add(r, &m.success)
-	promreg.Add(r, &m.failure)
-	promreg.Add(r, &m.duplicate)
-	promreg.Add(r, &m.latency)
-	promreg.Add(r, &m.undecodable)
-	promreg.Add(r, &m.handedOver)
-	promreg.Add(r, &m.heldBack)
-	promreg.Add(r, &m.dbFailures)
-	promreg.Add(r, &m.retentionRows)
-	promreg.Add(r, &m.draining)
+	s := r.Sub("outbox")
+	m := &Metrics{
+		pending: s.Gauge("pending_rows",
+			"Outbox rows waiting to be stored in JetStream (status pending), all apps, as of the last refresh."),
+		oldestAge: s.Gauge("oldest_pending_age_seconds",
+			"Age in seconds of the oldest pending outbox row (0 when none), as of the last refresh."),
+		success: s.CounterVec("publish_success_total",
+			"Outbox events the stream acknowledged, by path (fast or relay); duplicates included.", "path"),
+		failure: s.CounterVec("publish_failure_total",
+			"Outbox event publishes that failed or timed out, by path; the row stays pending.", "path"),
+		duplicate: s.CounterVec("publish_duplicate_total",
+			"Acks for an event_id the stream already held (a re-publish it dropped), by path.", "path"),
+		latency: s.HistogramVec("publish_latency_seconds",
+			"Seconds from the command's commit to the stream's ack, by path.",
+			[]float64{.0005, .001, .002, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300}, "path"),
+		undecodable: s.Counter("undecodable_total",
+			"Times the relay found a pending row whose envelope cannot be decoded or does not match its row; such rows stay pending."),
+		handedOver: s.CounterVec("fastpath_handed_over_total",
+			"Events the fast path left to the relay without trying, by reason (queue_full, room_blocked, disconnected, stopped).", "reason"),
+		heldBack: s.Counter("held_back_total",
+			"Rows the relay did not publish in a pass because an earlier event of their room failed in it."),
+		dbFailures: s.CounterVec("db_failure_total",
+			"Failed outbox statements, by operation (drain_lock, claim, unsent, mark, fast_mark, fast_repend, fast_release, check, in_flight, retention, stats); retried later.", "op"),
+		retentionRows: s.Counter("retention_deleted_total",
+			"Published outbox rows deleted by retention."),
+		draining: s.Gauge("relay_draining",
+			"1 while this process's relay holds the drain lock and drains the outbox; 0 while it stands by (another relay drains) or is stopped."),
+	}
 	if err := r.Err(); err != nil {
 		return nil, fmt.Errorf("outbox metrics: %w", err)
 	}

@@ -5,9 +5,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	"voiceroom/promreg"
 
-	"github.com/prometheus/client_golang/prometheus"
+	"voiceroom/promreg"
 )
 
 // cacheKey identifies a user: user ids are only unique within an app.
@@ -168,25 +167,21 @@ func (c *cache) sum(counter func(*cacheShard) *atomic.Uint64) float64 {
 	return float64(n)
 }
 
-// collectors exports the cache's counters. They are summed from the shards at
-// scrape time, so a lookup never touches a shared counter.
-func (c *cache) collectors() []prometheus.Collector {
-	return []prometheus.Collector{
-		prometheus.NewCounterFunc(prometheus.CounterOpts{
-			Namespace: promreg.Namespace, Subsystem: "regions", Name: "cache_hits_total",
-			Help: "User profile and region lookups answered from the in-process cache.",
-		}, func() float64 { return c.sum(func(s *cacheShard) *atomic.Uint64 { return &s.hits }) }),
-		prometheus.NewCounterFunc(prometheus.CounterOpts{
-			Namespace: promreg.Namespace, Subsystem: "regions", Name: "cache_misses_total",
-			Help: "User profile and region lookups that read MySQL (absent or expired entry).",
-		}, func() float64 { return c.sum(func(s *cacheShard) *atomic.Uint64 { return &s.misses }) }),
-		prometheus.NewCounterFunc(prometheus.CounterOpts{
-			Namespace: promreg.Namespace, Subsystem: "regions", Name: "cache_evictions_total",
-			Help: "Entries dropped to keep the cache within VOICEROOM_REGIONS_CACHE_SIZE.",
-		}, func() float64 { return c.sum(func(s *cacheShard) *atomic.Uint64 { return &s.evictions }) }),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Namespace: promreg.Namespace, Subsystem: "regions", Name: "cache_entries",
-			Help: "Entries in the user profile cache, live or expired.",
-		}, func() float64 { return float64(c.len()) }),
-	}
+// register makes and registers the cache's series on r. They are summed
+// from the shards at scrape time, so a lookup never touches a shared
+// counter.
+func (c *cache) register(r *promreg.Registry) {
+	sub := r.Sub("regions")
+	sub.CounterFunc("cache_hits_total",
+		"User profile and region lookups answered from the in-process cache.",
+		func() float64 { return c.sum(func(s *cacheShard) *atomic.Uint64 { return &s.hits }) })
+	sub.CounterFunc("cache_misses_total",
+		"User profile and region lookups that read MySQL (absent or expired entry).",
+		func() float64 { return c.sum(func(s *cacheShard) *atomic.Uint64 { return &s.misses }) })
+	sub.CounterFunc("cache_evictions_total",
+		"Entries dropped to keep the cache within VOICEROOM_REGIONS_CACHE_SIZE.",
+		func() float64 { return c.sum(func(s *cacheShard) *atomic.Uint64 { return &s.evictions }) })
+	sub.GaugeFunc("cache_entries",
+		"Entries in the user profile cache, live or expired.",
+		func() float64 { return float64(c.len()) })
 }

@@ -98,9 +98,7 @@ func New(ctx context.Context, db *sql.DB, log *slog.Logger, reg prometheus.Regis
 	if !cfg.DisableCache {
 		s.cache = newCache(cfg.CacheSize, cfg.CacheTTL)
 		r := promreg.On(reg)
-		for _, c := range s.cache.collectors() {
-			promreg.Add(r, &c)
-		}
+		s.cache.register(r)
 		if err := r.Err(); err != nil {
 			stmts.close()
 			return nil, fmt.Errorf("regions metrics: %w", err)

@@ -39,30 +39,19 @@ var frozenResultNames = [frozenResults]string{"stored", "store_failed", "loaded"
 // is nil). Series already registered on reg by an earlier NewMetrics are
 // shared. Every labelled series an alert may use exists from the start.
 func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
-	m := &Metrics{
-		cache: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: promreg.Namespace, Subsystem: "list", Name: "cache_requests_total",
-			Help: "Redis reads of the list query, by result: hit, miss (read from MySQL and repaired), error (Redis failed; read from MySQL), hides_miss (a page's hides read from MySQL: the region's hide set was not filled or is marked stale; refilled in the background), near (a page's cards and hides served from the process's Redis-tracked near cache, no round trip).",
-		}, []string{"result"}),
-		nearUp: prometheus.NewGauge(prometheus.GaugeOpts{
-			Namespace: promreg.Namespace, Subsystem: "list", Name: "near_cache_up",
-			Help: "1 while this process's near cache of list cards and hide sets is in use (its Redis tracking connection is up), else 0.",
-		}),
-		frozen: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: promreg.Namespace, Subsystem: "list", Name: "frozen_orders_total",
-			Help: "Frozen list orders shared through Redis, by result: stored (written to Redis when frozen), store_failed (not written: Redis failed or was down; its cursors continue exactly only in this process), loaded (a cursor's order read from Redis: frozen by another api process), load_failed (not read: Redis failed, was down or held it unreadable) and gone (in neither this process nor Redis: expired, never written, or no Redis); the chains of the last two continue on the live order.",
-		}, []string{"result"}),
-		query: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Namespace: promreg.Namespace, Subsystem: "list", Name: "query_duration_seconds",
-			Help:    "Latency of GET /api/v1/rooms in the list service, by kind (list or search).",
-			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1},
-		}, []string{"kind"}),
-	}
 	r := promreg.On(reg)
-	promreg.Add(r, &m.cache)
-	promreg.Add(r, &m.query)
-	promreg.Add(r, &m.nearUp)
-	promreg.Add(r, &m.frozen)
+	s := r.Sub("list")
+	m := &Metrics{
+		cache: s.CounterVec("cache_requests_total",
+			"Redis reads of the list query, by result: hit, miss (read from MySQL and repaired), error (Redis failed; read from MySQL), hides_miss (a page's hides read from MySQL: the region's hide set was not filled or is marked stale; refilled in the background), near (a page's cards and hides served from the process's Redis-tracked near cache, no round trip).", "result"),
+		nearUp: s.Gauge("near_cache_up",
+			"1 while this process's near cache of list cards and hide sets is in use (its Redis tracking connection is up), else 0."),
+		frozen: s.CounterVec("frozen_orders_total",
+			"Frozen list orders shared through Redis, by result: stored (written to Redis when frozen), store_failed (not written: Redis failed or was down; its cursors continue exactly only in this process), loaded (a cursor's order read from Redis: frozen by another api process), load_failed (not read: Redis failed, was down or held it unreadable) and gone (in neither this process nor Redis: expired, never written, or no Redis); the chains of the last two continue on the live order.", "result"),
+		query: s.HistogramVec("query_duration_seconds",
+			"Latency of GET /api/v1/rooms in the list service, by kind (list or search).",
+			[]float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1}, "kind"),
+	}
 	if err := r.Err(); err != nil {
 		return nil, fmt.Errorf("room list query metrics: %w", err)
 	}

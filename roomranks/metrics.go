@@ -32,34 +32,20 @@ type Metrics struct {
 // is nil). Series already registered on reg by an earlier NewMetrics are
 // shared. Every labelled series exists from the start at 0.
 func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
-	m := &Metrics{
-		events: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: promreg.Namespace, Subsystem: "ranks", Name: "events_total",
-			Help: "RoomGiftSent events the ranks consumer handled, by result: applied (added to the sets in Redis), uncached (none of its sets is in Redis: journaled only), duplicate (counted already: a repeat, or in a set filled after it), invalidated (too old to tell: its sets were dropped and are filled again from MySQL), zero_value (a gift of price 0 counts nothing).",
-		}, []string{"result"}),
-		reads: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: promreg.Namespace, Subsystem: "ranks", Name: "reads_total",
-			Help: "Rank reads answered, by source: redis (the set), mysql (the set missing or Redis down).",
-		}, []string{"source"}),
-		refills: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: promreg.Namespace, Subsystem: "ranks", Name: "refills_total",
-			Help: "Sets filled in Redis from MySQL, by result: filled, exists (another fill came first), behind (gifts after the MySQL read had left the journal: tried again on the next read).",
-		}, []string{"result"}),
-		redisErrs: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: promreg.Namespace, Subsystem: "ranks", Name: "redis_failures_total",
-			Help: "Failed Redis calls, by op: read (a read, fill or probe of the reader), apply (the consumer's write of an event, retried).",
-		}, []string{"op"}),
-		mysqlErrs: prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: promreg.Namespace, Subsystem: "ranks", Name: "mysql_failures_total",
-			Help: "Failed MySQL reads of ranks.",
-		}),
-	}
 	r := promreg.On(reg)
-	promreg.Add(r, &m.events)
-	promreg.Add(r, &m.reads)
-	promreg.Add(r, &m.refills)
-	promreg.Add(r, &m.redisErrs)
-	promreg.Add(r, &m.mysqlErrs)
+	s := r.Sub("ranks")
+	m := &Metrics{
+		events: s.CounterVec("events_total",
+			"RoomGiftSent events the ranks consumer handled, by result: applied (added to the sets in Redis), uncached (none of its sets is in Redis: journaled only), duplicate (counted already: a repeat, or in a set filled after it), invalidated (too old to tell: its sets were dropped and are filled again from MySQL), zero_value (a gift of price 0 counts nothing).", "result"),
+		reads: s.CounterVec("reads_total",
+			"Rank reads answered, by source: redis (the set), mysql (the set missing or Redis down).", "source"),
+		refills: s.CounterVec("refills_total",
+			"Sets filled in Redis from MySQL, by result: filled, exists (another fill came first), behind (gifts after the MySQL read had left the journal: tried again on the next read).", "result"),
+		redisErrs: s.CounterVec("redis_failures_total",
+			"Failed Redis calls, by op: read (a read, fill or probe of the reader), apply (the consumer's write of an event, retried).", "op"),
+		mysqlErrs: s.Counter("mysql_failures_total",
+			"Failed MySQL reads of ranks."),
+	}
 	if err := r.Err(); err != nil {
 		return nil, fmt.Errorf("ranks metrics: %w", err)
 	}

@@ -283,12 +283,10 @@ type ModerationCounter struct {
 // already registered there. It fails only when another collector holds the
 // name.
 func NewModerationCounter(reg prometheus.Registerer) (*ModerationCounter, error) {
-	m := &ModerationCounter{actions: prometheus.NewCounterVec(prometheus.CounterOpts{
-		Namespace: promreg.Namespace, Subsystem: "rooms", Name: "moderation_actions_total",
-		Help: "Operator actions on rooms recorded in their audit trail, by action.",
-	}, []string{"action"})}
-	var err error
-	if m.actions, err = promreg.Register(reg, m.actions); err != nil {
+	r := promreg.On(reg)
+	m := &ModerationCounter{actions: r.Sub("rooms").CounterVec("moderation_actions_total",
+		"Operator actions on rooms recorded in their audit trail, by action.", "action")}
+	if err := r.Err(); err != nil {
 		return nil, fmt.Errorf("register rooms moderation metrics: %w", err)
 	}
 	for _, a := range AuditActions {

@@ -30,46 +30,26 @@ type Metrics struct {
 // NewMetrics creates the metrics and registers them on reg (none when reg
 // is nil); collectors an earlier NewMetrics registered are reused.
 func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
-	m := &Metrics{
-		deliveries: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: promreg.Namespace, Subsystem: "webhooks", Name: "deliveries_total",
-			Help: "Delivery attempts by outcome: delivered (2xx), failed (5xx, 408, 429, redirect, timeout, no connection: tried again), rejected (other 4xx: dead-lettered).",
-		}, []string{"outcome"}),
-		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Namespace: promreg.Namespace, Subsystem: "webhooks", Name: "delivery_duration_seconds",
-			Help:    "From sending a delivery to its answer (or error), by outcome.",
-			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
-		}, []string{"outcome"}),
-		events: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: promreg.Namespace, Subsystem: "webhooks", Name: "events_total",
-			Help: "Events by outcome, once per endpoint: delivered, dead_lettered.",
-		}, []string{"outcome"}),
-		commitToReply: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Namespace: promreg.Namespace, Subsystem: "webhooks", Name: "commit_to_delivery_seconds",
-			Help:    "From the command's commit (occurred_at_ms) to the endpoint's 2xx.",
-			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300},
-		}),
-		pending: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Namespace: promreg.Namespace, Subsystem: "webhooks", Name: "pending_events",
-			Help: "Events an endpoint has not had yet, as the delivering process knows them: held, plus the backlog still in the stream while it reads it back (of a paused endpoint, as of its pause).",
-		}, []string{"webhook_id"}),
-		endpoints: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Namespace: promreg.Namespace, Subsystem: "webhooks", Name: "endpoints",
-			Help: "Endpoints by state: live (fed by the durable), backlog (reading its backlog back from the stream), paused.",
-		}, []string{"state"}),
-		leaseHeld: prometheus.NewGauge(prometheus.GaugeOpts{
-			Namespace: promreg.Namespace, Subsystem: "webhooks", Name: "lease_held",
-			Help: "1 while this process holds the delivery lease and delivers, 0 on a standby.",
-		}),
-	}
 	r := promreg.On(reg)
-	promreg.Add(r, &m.deliveries)
-	promreg.Add(r, &m.latency)
-	promreg.Add(r, &m.events)
-	promreg.Add(r, &m.commitToReply)
-	promreg.Add(r, &m.pending)
-	promreg.Add(r, &m.endpoints)
-	promreg.Add(r, &m.leaseHeld)
+	s := r.Sub("webhooks")
+	m := &Metrics{
+		deliveries: s.CounterVec("deliveries_total",
+			"Delivery attempts by outcome: delivered (2xx), failed (5xx, 408, 429, redirect, timeout, no connection: tried again), rejected (other 4xx: dead-lettered).", "outcome"),
+		latency: s.HistogramVec("delivery_duration_seconds",
+			"From sending a delivery to its answer (or error), by outcome.",
+			[]float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30}, "outcome"),
+		events: s.CounterVec("events_total",
+			"Events by outcome, once per endpoint: delivered, dead_lettered.", "outcome"),
+		commitToReply: s.Histogram("commit_to_delivery_seconds",
+			"From the command's commit (occurred_at_ms) to the endpoint's 2xx.",
+			[]float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300}),
+		pending: s.GaugeVec("pending_events",
+			"Events an endpoint has not had yet, as the delivering process knows them: held, plus the backlog still in the stream while it reads it back (of a paused endpoint, as of its pause).", "webhook_id"),
+		endpoints: s.GaugeVec("endpoints",
+			"Endpoints by state: live (fed by the durable), backlog (reading its backlog back from the stream), paused.", "state"),
+		leaseHeld: s.Gauge("lease_held",
+			"1 while this process holds the delivery lease and delivers, 0 on a standby."),
+	}
 	if err := r.Err(); err != nil {
 		return nil, fmt.Errorf("webhooks metrics: %w", err)
 	}

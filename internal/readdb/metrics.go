@@ -19,24 +19,16 @@ type Metrics struct {
 // NewMetrics creates the series and registers them on reg (none when reg
 // is nil); series already registered on reg are shared.
 func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
-	m := &Metrics{
-		lag: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Namespace: promreg.Namespace, Subsystem: "mysql", Name: "replica_lag_seconds",
-			Help: "Each read replica's lag at its last check (Seconds_Behind_Master), by replica address; -1 when unknown (unreachable, or not replicating).",
-		}, []string{"replica"}),
-		fit: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Namespace: promreg.Namespace, Subsystem: "mysql", Name: "replica_fit",
-			Help: "1 while the replica takes reads (it answered its last check, replicates, and lags at most VOICEROOM_MYSQL_REPLICA_MAX_LAG), else 0.",
-		}, []string{"replica"}),
-		conns: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: promreg.Namespace, Subsystem: "mysql", Name: "read_connections_total",
-			Help: "Connections opened for the reads that tolerate lag, by server: a replica's address, or primary (no replica fit).",
-		}, []string{"server"}),
-	}
 	r := promreg.On(reg)
-	promreg.Add(r, &m.lag)
-	promreg.Add(r, &m.fit)
-	promreg.Add(r, &m.conns)
+	s := r.Sub("mysql")
+	m := &Metrics{
+		lag: s.GaugeVec("replica_lag_seconds",
+			"Each read replica's lag at its last check (Seconds_Behind_Master), by replica address; -1 when unknown (unreachable, or not replicating).", "replica"),
+		fit: s.GaugeVec("replica_fit",
+			"1 while the replica takes reads (it answered its last check, replicates, and lags at most VOICEROOM_MYSQL_REPLICA_MAX_LAG), else 0.", "replica"),
+		conns: s.CounterVec("read_connections_total",
+			"Connections opened for the reads that tolerate lag, by server: a replica's address, or primary (no replica fit).", "server"),
+	}
 	return m, r.Err()
 }
 
