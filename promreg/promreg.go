@@ -8,12 +8,19 @@
 // returns the existing one. A collector of another type or shape under the
 // same name is an error.
 //
+// A constructor states each metric once, through its subsystem's [Sub]:
+//
 //	r := promreg.On(reg)
-//	promreg.Add(r, &m.requests)
-//	promreg.Add(r, &m.duration)
+//	s := r.Sub("http")
+//	m := &Metrics{
+//		requests: s.CounterVec("requests_total", "HTTP requests by route and code.", "route", "code"),
+//		duration: s.HistogramVec("request_duration_seconds", "HTTP latency by route.", nil, "route"),
+//	}
 //	if err := r.Err(); err != nil {
 //		return nil, fmt.Errorf("gateway metrics: %w", err)
 //	}
+//
+// Collectors made elsewhere (the Go runtime's, an [Up]) go in with [Add].
 package promreg
 
 import (
@@ -25,10 +32,10 @@ import (
 
 // Namespace starts the name of every series voiceroom exports:
 // voiceroom_<subsystem>_<name>[_<unit>], with base units (seconds, bytes)
-// and _total on counters only. Each component sets Namespace and its own
-// Subsystem (bus, rooms, outbox, imbridge, list, regions, http) in its
-// metrics' Opts. TestSeriesNames (cmd/voiceroom) checks a running server's
-// series against the rule.
+// and _total on counters only. Each component names its own subsystem
+// (bus, rooms, outbox, imbridge, list, regions, http) in Registry.Sub.
+// TestSeriesNames (cmd/voiceroom) checks a running server's series
+// against the rule.
 const Namespace = "voiceroom"
 
 // Register registers c on reg and returns it, or the collector of the same

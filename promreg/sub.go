@@ -2,25 +2,13 @@ package promreg
 
 import "github.com/prometheus/client_golang/prometheus"
 
-// Sub makes and registers the metrics of one subsystem on a Registry, so
-// that a metrics constructor states each metric once, by its name, help
-// and labels:
-//
-//	r := promreg.On(reg)
-//	s := r.Sub("outbox")
-//	m := &Metrics{
-//		pending: s.Gauge("pending_rows", "Outbox rows waiting to be stored."),
-//		failure: s.CounterVec("publish_failure_total", "Publishes that failed, by path.", "path"),
-//	}
-//	if err := r.Err(); err != nil {
-//		return nil, err
-//	}
-//
-// Each method returns the collector registered under the name: a new
-// one, or the one of the same type an earlier constructor registered
-// (see Register). After the Registry's first error it registers nothing
-// more and returns new, unregistered collectors, so the constructor
-// still builds a whole value before it checks Err.
+// Sub makes and registers the metrics of one subsystem on a Registry,
+// one call a metric (the package's example). Each method returns the
+// collector registered under the name: a new one, or the one of the same
+// type an earlier constructor registered (see Register). After the
+// Registry's first error it registers nothing more and returns new,
+// unregistered collectors, so the constructor still builds a whole value
+// before it checks Err.
 type Sub struct {
 	r    *Registry
 	name string
