@@ -143,3 +143,46 @@ func TestOpenAPIIsEmbedded(t *testing.T) {
 		t.Fatal("docs.OpenAPI is not docs/openapi.yaml")
 	}
 }
+
+// TestArchitectureNamesEveryPackage: the package table of
+// architecture.md has a row for every Go package of the repository, so a
+// new package is placed on the map when it is added.
+func TestArchitectureNamesEveryPackage(t *testing.T) {
+	doc, err := os.ReadFile("architecture.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	err = filepath.WalkDir("..", func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if n := d.Name(); path != ".." && (strings.HasPrefix(n, ".") || n == "testdata" || n == "node_modules" || n == "bin") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		dir, _ := filepath.Rel("..", filepath.Dir(path))
+		if dir == "." {
+			dir = "voiceroom"
+		}
+		if seen[dir] {
+			return nil
+		}
+		seen[dir] = true
+		if row := "| `" + filepath.ToSlash(dir) + "`"; !strings.Contains(string(doc), row) {
+			t.Errorf("architecture.md's package table has no row for %s", dir)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(seen) < 30 {
+		t.Fatalf("found %d packages: the walk is wrong", len(seen))
+	}
+}
