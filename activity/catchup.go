@@ -391,11 +391,15 @@ func (c *CatchUp) readBack(ctx context.Context, id int64) error {
 			if err != nil {
 				return fmt.Errorf("activity %d: message metadata: %w", id, err)
 			}
-			first, err := msgs[0].Metadata()
-			if err != nil {
-				return fmt.Errorf("activity %d: message metadata: %w", id, err)
+			seqs := make([]uint64, len(msgs))
+			for i, m := range msgs {
+				md, err := m.Metadata()
+				if err != nil {
+					return fmt.Errorf("activity %d: message metadata: %w", id, err)
+				}
+				seqs[i] = md.Sequence.Stream
 			}
-			g, err := c.findGap(ctx, read, first.Sequence.Stream)
+			g, err := c.findGap(ctx, read, seqs)
 			if err != nil {
 				return err
 			}
@@ -437,7 +441,7 @@ func (c *CatchUp) readBack(ctx context.Context, id int64) error {
 		case phase == CatchupReading && atEnd:
 			// Events of the app deleted before they were read, with
 			// none after them (nothing delivered to compare with).
-			g, err := c.findGap(ctx, read, 0)
+			g, err := c.findGap(ctx, read, nil)
 			if err != nil {
 				return err
 			}
@@ -588,22 +592,20 @@ func (c *CatchUp) scoreBatch(ctx context.Context, a Activity, msgs []jetstream.M
 
 // gap is a range of stream sequences deleted before the read back read
 // them (From 0: none). Retention deletes from the stream's head, so the
-// range is every sequence from the one expected (the last read + 1) up
-// to the stream's first sequence or the next delivered, whichever comes
-// first; other apps' events among them are counted in too (they are
+// range is every sequence after the last one delivered before the head
+// passed it, up to the stream's first sequence or the next delivered,
+// whichever comes first (gapIn); other apps' events among them are counted in too (they are
 // deleted, the filter can no longer tell): an upper bound.
 type gap struct{ From, To uint64 }
 
 func (g gap) lost() bool { return g.From > 0 && g.To >= g.From }
 
-// findGap compares the sequence after read with next, the first sequence
-// delivered after it (0: none was): a jump alone is other subjects
-// skipped by the filter, but a stream whose first sequence is above
-// read+1 deleted what lay in between before it was read. A read back
-// from a start time (read 0) has no sequence to expect and is not
-// checked (its start was checked at creation).
-func (c *CatchUp) findGap(ctx context.Context, read, next uint64) (gap, error) {
-	if read == 0 || (next != 0 && next <= read+1) {
+// findGap checks the batch delivered after read, of stream sequences
+// seqs (none: the read found the stream's end), for events deleted before
+// they were read; see gapIn. A batch without a jump has none, and costs
+// no look at the stream.
+func (c *CatchUp) findGap(ctx context.Context, read uint64, seqs []uint64) (gap, error) {
+	if read == 0 || !jumps(read, seqs) {
 		return gap{}, nil
 	}
 	rctx, cancel := context.WithTimeout(ctx, streamReadTimeout)
@@ -612,15 +614,67 @@ func (c *CatchUp) findGap(ctx context.Context, read, next uint64) (gap, error) {
 	if err != nil {
 		return gap{}, fmt.Errorf("stream info (gap check after sequence %d): %w", read, err)
 	}
-	first := info.State.FirstSeq
-	if first <= read+1 {
-		return gap{}, nil
+	return gapIn(read, seqs, info.State.FirstSeq), nil
+}
+
+// jumps reports whether seqs, delivered after read, skip a sequence (or
+// are none: the stream's end).
+func jumps(read uint64, seqs []uint64) bool {
+	if len(seqs) == 0 {
+		return true
 	}
-	end := first - 1
-	if next != 0 && next-1 < end {
-		end = next - 1 // deleted after it was delivered: not lost
+	for _, s := range seqs {
+		if s > read+1 {
+			return true
+		}
+		read = s
 	}
-	return gap{From: read + 1, To: end}, nil
+	return false
+}
+
+// gapIn is the gap in the batch delivered after read, of stream
+// sequences seqs (none: the stream's end), when the stream's first
+// sequence is first. A jump alone is other subjects skipped by the
+// filter; what lay in a jump was deleted before it was read when the
+// stream's head, which retention and purges move forward, passed the
+// jump's start while the read was in it: the jump from x to y with
+// x+1 < first <= y lost x+1..first-1. That may be inside the batch: a
+// deletion while the batch was being read. A jump before the batch's
+// first sequence is checked as before any batch: everything from read+1
+// up to the stream's first sequence, or to the batch's first if the
+// stream's head has passed that too (deleted after it was delivered:
+// not lost). A read back from a start time (read 0) has no sequence to
+// expect and is not checked (its start was checked at creation).
+func gapIn(read uint64, seqs []uint64, first uint64) gap {
+	if read == 0 || first <= read+1 {
+		return gap{}
+	}
+	if len(seqs) == 0 {
+		return gap{From: read + 1, To: first - 1}
+	}
+	var g gap
+	x := read
+	for _, y := range seqs {
+		if y > x+1 && x+1 < first {
+			if first <= y {
+				return g.with(x+1, first-1)
+			}
+			if x == read {
+				g = g.with(x+1, y-1)
+			}
+		}
+		x = y
+	}
+	return g
+}
+
+// with is g widened to cover from..to.
+func (g gap) with(from, to uint64) gap {
+	if g.From == 0 || from < g.From {
+		g.From = from
+	}
+	g.To = max(g.To, to)
+	return g
 }
 
 // gapTx records g in activity id's row (the lowest and highest sequence

@@ -585,3 +585,36 @@ func testCatchUpReportsAGap(t *testing.T, whole bool) {
 	}
 	e.mustEqualScores(id, t0, want)
 }
+
+// TestGapIn: the gap a batch shows against the stream's first sequence,
+// including a deletion while the batch was read (the head passed a jump
+// inside it), and none for jumps the head did not pass (other apps'
+// events) or passed only after what follows them was delivered.
+func TestGapIn(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		read        uint64
+		seqs        []uint64
+		first       uint64
+		want        gap
+		wantJumping bool
+	}{
+		{"contiguous", 10, []uint64{11, 12, 13}, 1, gap{}, false},
+		{"other apps' events skipped", 10, []uint64{11, 15, 16}, 1, gap{}, true},
+		{"deleted before the batch", 10, []uint64{20, 21}, 20, gap{11, 19}, true},
+		{"head past the batch's first: what was delivered is not lost", 10, []uint64{20, 25}, 30, gap{11, 19}, true},
+		{"deleted while the batch was read", 10, []uint64{11, 12, 40, 41}, 40, gap{13, 39}, true},
+		{"head inside the jump after the batch's first jump", 10, []uint64{13, 14, 40}, 35, gap{11, 34}, true},
+		{"head passed a jump only after its end was delivered", 10, []uint64{11, 15, 16}, 17, gap{}, true},
+		{"the stream's end", 10, nil, 15, gap{11, 14}, true},
+		{"the stream's end, nothing deleted", 10, nil, 5, gap{}, true},
+		{"read from a start time", 0, []uint64{50}, 40, gap{}, true},
+	} {
+		if got := gapIn(tc.read, tc.seqs, tc.first); got != tc.want {
+			t.Errorf("%s: gap %+v, want %+v", tc.name, got, tc.want)
+		}
+		if got := jumps(tc.read, tc.seqs); got != tc.wantJumping {
+			t.Errorf("%s: jumps %v, want %v", tc.name, got, tc.wantJumping)
+		}
+	}
+}
