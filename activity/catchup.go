@@ -171,8 +171,8 @@ func NewCatchUp(db *sql.DB, rdb redis.UniversalClient, stream jetstream.Stream, 
 	if err != nil {
 		return nil, err
 	}
-	lease := rowlease.NewHolder(rowlease.Columns{Table: "activities", Key: "activity_id", Owner: "catchup_owner", Until: "catchup_lease_until_ms"},
-		cfg.Owner, cfg.Lease, cfg.Score.Now)
+	lease := rowlease.NewHolder(rowlease.Columns{Table: "activities", Key: "activity_id", Owner: "catchup_owner", Until: "catchup_lease_until_ms",
+		Where: `catchup_state IN (?, ?) AND settle_state = ? AND status <> ?`}, cfg.Owner, cfg.Lease, cfg.Score.Now)
 	return &CatchUp{db: db, stream: stream, sc: sc, cfg: cfg, lease: lease, log: log.With("component", "activity-catchup"), metrics: m,
 		reading: map[int64]bool{}, pace: sleep}, nil
 }
@@ -253,8 +253,7 @@ func (c *CatchUp) round(ctx context.Context) error {
 // takeLease takes (or renews) id's read back for this process when it is
 // free, lapsed or ours; it reports whether this process holds it.
 func (c *CatchUp) takeLease(ctx context.Context, id int64) (bool, error) {
-	held, err := c.lease.Take(ctx, c.db, id, `catchup_state IN (?, ?) AND settle_state = ? AND status <> ?`,
-		CatchupReading, CatchupJoining, StateOpen, Cancelled)
+	held, err := c.lease.Take(ctx, c.db, id, CatchupReading, CatchupJoining, StateOpen, Cancelled)
 	if err != nil {
 		return false, fmt.Errorf("activity %d: take the catch-up lease: %w", id, err)
 	}

@@ -14,6 +14,7 @@ import (
 
 	"voiceroom/apperr"
 	"voiceroom/bus"
+	"voiceroom/mysqldb"
 )
 
 // ErrInvalidDefineConfig wraps every DefineConfig and NewDefiner error.
@@ -356,8 +357,8 @@ func (d *Definer) checkGifts(ctx context.Context, app string, ids []int64) error
 	for _, id := range ids {
 		args = append(args, id)
 	}
-	rows, err := d.store.db.QueryContext(ctx, `SELECT gift_id FROM gifts WHERE app_code = ? AND gift_id IN (?`+
-		strings.Repeat(", ?", len(ids)-1)+`)`, args...)
+	rows, err := d.store.db.QueryContext(ctx, `SELECT gift_id FROM gifts WHERE app_code = ? AND gift_id IN (`+
+		mysqldb.Placeholders(len(ids))+`)`, args...)
 	if err != nil {
 		return storage(fmt.Errorf("read gifts of %s: %w", app, err))
 	}

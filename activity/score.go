@@ -10,7 +10,6 @@ import (
 	"math"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -293,8 +292,8 @@ func stillOpen(ctx context.Context, db *sql.DB, evs []pendingEvent) (open []pend
 	for _, id := range ids {
 		args = append(args, id)
 	}
-	rows, err := db.QueryContext(ctx, `SELECT activity_id FROM activities WHERE settle_state = ? AND activity_id IN (?`+
-		strings.Repeat(", ?", len(ids)-1)+`)`, args...)
+	rows, err := db.QueryContext(ctx, `SELECT activity_id FROM activities WHERE settle_state = ? AND activity_id IN (`+
+		mysqldb.Placeholders(len(ids))+`)`, args...)
 	if err != nil {
 		return nil, 0, err
 	}

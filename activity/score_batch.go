@@ -267,7 +267,7 @@ func readScoresTx(ctx context.Context, tx *sql.Tx, keys []scoreKey) (map[scoreKe
 			args = append(args, k.subject)
 		}
 		rows, err := tx.QueryContext(ctx, `SELECT subject, score, reached_at_ms FROM activity_scores FORCE INDEX (PRIMARY) WHERE activity_id = ? AND period_start_ms = ?
-			AND subject IN (?`+strings.Repeat(", ?", j-i-1)+`) FOR UPDATE`, args...)
+			AND subject IN (`+mysqldb.Placeholders(j-i)+`) FOR UPDATE`, args...)
 		if err != nil {
 			return nil, err
 		}

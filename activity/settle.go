@@ -97,8 +97,8 @@ func NewSettler(db *sql.DB, rdb redis.UniversalClient, progress ScoringProgress,
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	lease := rowlease.NewHolder(rowlease.Columns{Table: "activities", Key: "activity_id", Owner: "settle_owner", Until: "settle_lease_until_ms"},
-		cfg.Owner, cfg.Lease, now)
+	lease := rowlease.NewHolder(rowlease.Columns{Table: "activities", Key: "activity_id", Owner: "settle_owner", Until: "settle_lease_until_ms",
+		Where: `settle_state IN ('open', 'frozen', 'paying') AND status <> 'cancelled'`}, cfg.Owner, cfg.Lease, now)
 	return &Settler{db: db, rdb: rdb, progress: progress, cfg: cfg, now: now, lease: lease, log: log, metrics: metrics}, nil
 }
 
@@ -179,7 +179,7 @@ var errLost = errors.New("activity settlement: lease lost")
 // takeLease takes (or renews) id's lease for this process: when it is
 // free, lapsed or ours. It reports whether this process holds it.
 func (s *Settler) takeLease(ctx context.Context, id int64) (bool, error) {
-	held, err := s.lease.Take(ctx, s.db, id, `settle_state IN ('open', 'frozen', 'paying') AND status <> 'cancelled'`)
+	held, err := s.lease.Take(ctx, s.db, id)
 	if err != nil {
 		return false, fmt.Errorf("activity %d: take lease: %w", id, err)
 	}

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"voiceroom/mysqldb"
 )
 
 // The Redis mirror of the applying hides (table room_region_hides, written
@@ -133,7 +135,7 @@ func ApplyingHides(ctx context.Context, db *sql.DB, app string, region int64, id
 		if len(ids) == 0 {
 			return map[string]int64{}, nil
 		}
-		q += ` AND h.room_id IN (` + placeholders(len(ids)) + `)`
+		q += ` AND h.room_id IN (` + mysqldb.Placeholders(len(ids)) + `)`
 		for _, id := range ids {
 			args = append(args, id)
 		}

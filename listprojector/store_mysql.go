@@ -66,7 +66,7 @@ func readPriors(ctx context.Context, db *sql.DB, keys []roomKey) (map[roomKey]*C
 	for _, app := range apps {
 		ids := byApp[app]
 		rows, err := db.QueryContext(ctx, `SELECT `+cardCols+` FROM room_list_entries FORCE INDEX (PRIMARY)
-			WHERE app_code = ? AND room_id IN (`+placeholders(len(ids))+`)`, append([]any{app}, ids...)...)
+			WHERE app_code = ? AND room_id IN (`+mysqldb.Placeholders(len(ids))+`)`, append([]any{app}, ids...)...)
 		if err != nil {
 			return nil, fmt.Errorf("read list entries: %w", err)
 		}
@@ -242,7 +242,7 @@ func updateStatement(cards []*Card) (string, []any) {
 		if i > 0 {
 			q.WriteString(" OR ")
 		}
-		q.WriteString("(e.app_code = ? AND e.room_id IN (" + placeholders(j-i) + "))")
+		q.WriteString("(e.app_code = ? AND e.room_id IN (" + mysqldb.Placeholders(j-i) + "))")
 		args = append(args, cards[i].AppCode)
 		for _, c := range cards[i:j] {
 			args = append(args, c.RoomID)
@@ -316,7 +316,7 @@ func stillListed(ctx context.Context, db *sql.DB, app string, region int64, ids 
 		args = append(args, id)
 	}
 	rows, err := db.QueryContext(ctx, `SELECT e.room_id FROM room_list_entries e WHERE `+ListedSQL+`
-		AND e.room_id IN (`+placeholders(len(ids))+`)`, args...)
+		AND e.room_id IN (`+mysqldb.Placeholders(len(ids))+`)`, args...)
 	if err != nil {
 		return nil, fmt.Errorf("read list: %w", err)
 	}
@@ -332,8 +332,4 @@ func stillListed(ctx context.Context, db *sql.DB, app string, region int64, ids 
 		return nil, fmt.Errorf("read list: %w", err)
 	}
 	return out, nil
-}
-
-func placeholders(n int) string {
-	return strings.TrimSuffix(strings.Repeat("?,", n), ",")
 }

@@ -161,7 +161,7 @@ func (b *Bench) concurrently(ctx context.Context, n int, d time.Duration, fn fun
 // pending counts the outbox rows of the apps still waiting for the stream
 // (marked pending, or in a fast path's in-flight group).
 func (b *Bench) pending(ctx context.Context, apps []string) (int64, error) {
-	in := "(?" + strings.Repeat(", ?", len(apps)-1) + ")"
+	in := "(" + mysqldb.Placeholders(len(apps)) + ")"
 	q := "SELECT (SELECT COUNT(*) FROM room_outbox WHERE status = 'pending' AND app_code IN " + in + ") + (SELECT COUNT(*) FROM " +
 		outboxrelay.InFlightJoin + " WHERE o.app_code IN " + in + ")"
 	args := make([]any, 0, 2*len(apps))
@@ -198,7 +198,7 @@ func (b *Bench) waitQuiet(ctx context.Context, apps []string) (time.Duration, er
 // committed are the outbox rows (event id → commit time) of the apps
 // created in [from, to].
 func (b *Bench) committed(ctx context.Context, apps []string, from, to time.Time) (map[string]int64, error) {
-	q := "SELECT event_id, created_at_ms FROM room_outbox WHERE app_code IN (?" + strings.Repeat(", ?", len(apps)-1) +
+	q := "SELECT event_id, created_at_ms FROM room_outbox WHERE app_code IN (" + mysqldb.Placeholders(len(apps)) +
 		") AND created_at_ms BETWEEN ? AND ?"
 	args := make([]any, 0, len(apps)+2)
 	for _, a := range apps {

@@ -94,3 +94,12 @@ func (r *Rows) Exec(ctx context.Context, ex Execer, head, tail string) (sql.Resu
 	b.AddRows(head, r, tail)
 	return b.Exec(ctx, ex)
 }
+
+// Placeholders is n placeholders for an IN list or a row, "?,?,?" ("" for
+// n < 1).
+func Placeholders(n int) string {
+	if n < 1 {
+		return ""
+	}
+	return strings.Repeat(",?", n)[1:]
+}

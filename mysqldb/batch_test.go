@@ -89,3 +89,11 @@ func TestRowsExec(t *testing.T) {
 		t.Errorf("sum %d, want 6: three rows, each written twice", got)
 	}
 }
+
+func TestPlaceholders(t *testing.T) {
+	for n, want := range map[int]string{-1: "", 0: "", 1: "?", 3: "?,?,?"} {
+		if got := mysqldb.Placeholders(n); got != want {
+			t.Errorf("Placeholders(%d) = %q, want %q", n, got, want)
+		}
+	}
+}

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"sync"
+
+	"voiceroom/mysqldb"
 )
 
 // The relay's and the fast path's SQL. Every statement that locks rows runs
@@ -111,11 +113,6 @@ func (s *statements) close() {
 	}
 }
 
-// placeholders returns "?,?,...,?" with n marks.
-func placeholders(n int) string {
-	return strings.TrimSuffix(strings.Repeat("?,", n), ",")
-}
-
 // sized returns how many placeholders a statement for n values is
 // prepared with: the next power of four, at most limit. A few statements
 // (six for 500) then serve every size, and a short list is not padded to
@@ -171,7 +168,7 @@ func chunks[T any](vals []T, n int, fn func([]T) error) error {
 // markPublishedSQL marks up to n claimed rows published.
 func markPublishedSQL(n int) string {
 	return `UPDATE room_outbox SET status = 'published', published_at_ms = ?, last_error = NULL
-WHERE status = 'pending' AND id IN (` + placeholders(n) + `)`
+WHERE status = 'pending' AND id IN (` + mysqldb.Placeholders(n) + `)`
 }
 
 // markPublishedRangeSQL marks a contiguous run of claimed ids published:
@@ -189,32 +186,32 @@ func contiguous(ids []int64) bool {
 // markFailedSQL records one failed attempt on up to n claimed rows.
 func markFailedSQL(n int) string {
 	return `UPDATE room_outbox SET retry_count = retry_count + 1, last_error = ?
-WHERE status = 'pending' AND id IN (` + placeholders(n) + `)`
+WHERE status = 'pending' AND id IN (` + mysqldb.Placeholders(n) + `)`
 }
 
 // lockPendingByEventSQL locks the still-pending rows of up to n event_ids,
 // skipping rows a relay holds: that relay publishes and marks them itself.
 func lockPendingByEventSQL(n int) string {
-	return `SELECT id FROM room_outbox WHERE event_id IN (` + placeholders(n) + `) AND status = 'pending' FOR UPDATE SKIP LOCKED`
+	return `SELECT id FROM room_outbox WHERE event_id IN (` + mysqldb.Placeholders(n) + `) AND status = 'pending' FOR UPDATE SKIP LOCKED`
 }
 
 // pendingEventsSQL returns which of up to n event_ids are still pending
 // (marked so, or in an in-flight group).
 func pendingEventsSQL(n int) string {
-	return `SELECT o.event_id FROM room_outbox o WHERE o.event_id IN (` + placeholders(n) + `) AND ` + PendingCond
+	return `SELECT o.event_id FROM room_outbox o WHERE o.event_id IN (` + mysqldb.Placeholders(n) + `) AND ` + PendingCond
 }
 
 // releaseInFlightSQL deletes the in-flight rows of up to n groups (by
 // first_id): their outbox rows are published.
 func releaseInFlightSQL(n int) string {
-	return `DELETE FROM room_outbox_inflight WHERE first_id IN (` + placeholders(n) + `)`
+	return `DELETE FROM room_outbox_inflight WHERE first_id IN (` + mysqldb.Placeholders(n) + `)`
 }
 
 // rependRowsSQL sets up to n rows of in-flight groups back to pending,
 // by id, unless a relay has published them since.
 func rependRowsSQL(n int) string {
 	return `UPDATE room_outbox SET status = 'pending'
-WHERE id IN (` + placeholders(n) + `) AND status = 'published' AND published_at_ms IS NULL`
+WHERE id IN (` + mysqldb.Placeholders(n) + `) AND status = 'published' AND published_at_ms IS NULL`
 }
 
 // rependInFlightSQL sets the rows of one in-flight group (first_id,
@@ -238,7 +235,7 @@ LIMIT ?`
 // for a row of an in-flight group, which is pending and never deleted.
 // A fast-path row has no published_at_ms: its age is its created_at_ms.
 func deletePublishedSQL(n int) string {
-	return `DELETE FROM room_outbox WHERE status = 'published' AND id IN (` + placeholders(n) + `) AND NOT ` +
+	return `DELETE FROM room_outbox WHERE status = 'published' AND id IN (` + mysqldb.Placeholders(n) + `) AND NOT ` +
 		InFlightCovers("room_outbox.id")
 }
 

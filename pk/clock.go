@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"strings"
 	"time"
 
 	"voiceroom/apperr"
@@ -178,7 +177,7 @@ func (c *Clock) due(ctx context.Context) ([][2]string, error) {
 // takeLease takes (or renews) battleID's lease for this clock, when it is
 // free, lapsed or ours, and reports whether it holds it.
 func (c *Clock) takeLease(ctx context.Context, battleID string) (bool, error) {
-	held, err := c.lease.Take(ctx, c.svc.db, battleID, "")
+	held, err := c.lease.Take(ctx, c.svc.db, battleID)
 	if err != nil {
 		return false, fmt.Errorf("pk battle %s: take lease: %w", battleID, err)
 	}
@@ -344,7 +343,7 @@ func (c *Clock) prune(ctx context.Context, b Battle, nowMs int64) error {
 		if len(side.top) == 0 {
 			continue
 		}
-		keep := strings.Repeat(", ?", len(side.top))[2:]
+		keep := mysqldb.Placeholders(len(side.top))
 		args := []any{b.BattleID, side.room}
 		for _, s := range side.top {
 			args = append(args, s.UserID)

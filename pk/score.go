@@ -153,8 +153,8 @@ func scoreTx(ctx context.Context, tx *sql.Tx, gifts []pkGift) error {
 		for _, r := range rooms {
 			args = append(args, r)
 		}
-		rows, err := tx.QueryContext(ctx, `SELECT room_id, battle_id FROM pk_room_slots WHERE app_code = ? AND room_id IN (?`+
-			strings.Repeat(", ?", len(rooms)-1)+`)`, args...)
+		rows, err := tx.QueryContext(ctx, `SELECT room_id, battle_id FROM pk_room_slots WHERE app_code = ? AND room_id IN (`+
+			mysqldb.Placeholders(len(rooms))+`)`, args...)
 		if err != nil {
 			return err
 		}

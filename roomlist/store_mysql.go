@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"voiceroom/listprojector"
+	"voiceroom/mysqldb"
 )
 
 // readCards returns the stored cards of app's rooms ids, by room id.
@@ -22,7 +23,7 @@ func readCards(ctx context.Context, db *sql.DB, app string, ids []string) (map[s
 		args = append(args, id)
 	}
 	rows, err := db.QueryContext(ctx, `SELECT `+listprojector.CardColumns("")+` FROM room_list_entries WHERE app_code = ? AND room_id IN (`+
-		placeholders(len(ids))+`)`, args...)
+		mysqldb.Placeholders(len(ids))+`)`, args...)
 	if err != nil {
 		return nil, fmt.Errorf("read cards: %w", err)
 	}
@@ -111,7 +112,7 @@ func cardsHiddenSQL(n int) string {
 	return `SELECT ` + cardColsE + `, h.hide_id FROM room_list_entries e FORCE INDEX (PRIMARY)
 		LEFT JOIN room_region_hides h ON h.app_code = e.app_code AND h.visible_region_id = ? AND h.room_id = e.room_id
 		AND h.status = 'active' AND (h.expires_at_ms = 0 OR h.expires_at_ms > ?)
-		WHERE e.app_code = ? AND e.room_id IN (` + placeholders(n) + `)`
+		WHERE e.app_code = ? AND e.room_id IN (` + mysqldb.Placeholders(n) + `)`
 }
 
 // cardColsE is listprojector.CardColumns qualified with the table alias e.
@@ -287,8 +288,4 @@ func queryEntries(ctx context.Context, db *sql.DB, q string, args ...any) ([]ent
 		return nil, fmt.Errorf("read list: %w", err)
 	}
 	return out, nil
-}
-
-func placeholders(n int) string {
-	return strings.Repeat(",?", n)[1:]
 }

@@ -3,22 +3,14 @@ package webhooks
 import (
 	"context"
 	"time"
+
+	"voiceroom/internal/every"
 )
 
 // refreshLoop runs refresh every RefreshInterval, and at once when kicked,
 // until ctx ends.
 func (w *worker) refreshLoop(ctx context.Context) {
-	t := time.NewTicker(w.cfg.RefreshInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		case <-w.wake:
-		}
-		w.refresh(ctx)
-	}
+	every.TickOr(ctx, w.cfg.RefreshInterval, w.wake, func() { w.refresh(ctx) })
 }
 
 // refresh reads the endpoints (an admin's change), moves endpoints to

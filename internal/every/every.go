@@ -12,7 +12,11 @@ import (
 // returns when ctx ends (never while f runs), and f is not called once
 // ctx has ended. A tick missed while f runs long is dropped, as
 // time.Ticker drops it.
-func Tick(ctx context.Context, d time.Duration, f func()) {
+func Tick(ctx context.Context, d time.Duration, f func()) { TickOr(ctx, d, nil, f) }
+
+// TickOr is Tick that also calls f at once each time wake delivers (a
+// nil wake never does): a refresh that runs on a period and when kicked.
+func TickOr(ctx context.Context, d time.Duration, wake <-chan struct{}, f func()) {
 	t := time.NewTicker(d)
 	defer t.Stop()
 	for {
@@ -20,11 +24,12 @@ func Tick(ctx context.Context, d time.Duration, f func()) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			if ctx.Err() != nil { // both were ready: select picked either
-				return
-			}
-			f()
+		case <-wake:
 		}
+		if ctx.Err() != nil { // both were ready: select picked either
+			return
+		}
+		f()
 	}
 }
 

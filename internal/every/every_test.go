@@ -76,3 +76,19 @@ func TestNow(t *testing.T) {
 		t.Fatalf("%d calls, want 3 (the third ended ctx)", got)
 	}
 }
+
+// TestTickOr: a wake calls f at once, long before the first tick.
+func TestTickOr(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	wake := make(chan struct{}, 1)
+	called := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		every.TickOr(ctx, time.Hour, wake, func() { close(called) })
+		close(done)
+	}()
+	wake <- struct{}{}
+	<-called
+	cancel()
+	<-done
+}

@@ -29,6 +29,9 @@ type Columns struct {
 	Key   string // its key column, "activity_id"
 	Owner string // the holder's name ('' when free), "settle_owner"
 	Until string // the lease's end in Unix ms, "settle_lease_until_ms"
+	// Where limits the rows whose lease may be taken: an SQL condition on
+	// the row, its arguments given to Take ("" for none).
+	Where string
 }
 
 // Holder takes and renews leases of one kind for one process.
@@ -36,30 +39,26 @@ type Holder struct {
 	name string
 	ttl  time.Duration
 	now  func() time.Time
-	take string // the UPDATE without the caller's condition
+	take string // the UPDATE
 }
 
 // NewHolder returns the holder named name (the process, as Owner stores
 // it) of leases in cols that last ttl from each take, by the clock now.
 func NewHolder(cols Columns, name string, ttl time.Duration, now func() time.Time) *Holder {
-	return &Holder{name: name, ttl: ttl, now: now,
-		take: fmt.Sprintf("UPDATE %s SET %s = ?, %s = GREATEST(?, %s + 1) WHERE %s = ? AND (%s = ? OR %s = '' OR %s < ?)",
-			cols.Table, cols.Owner, cols.Until, cols.Until, cols.Key, cols.Owner, cols.Owner, cols.Until)}
+	take := fmt.Sprintf("UPDATE %s SET %s = ?, %s = GREATEST(?, %s + 1) WHERE %s = ? AND (%s = ? OR %s = '' OR %s < ?)",
+		cols.Table, cols.Owner, cols.Until, cols.Until, cols.Key, cols.Owner, cols.Owner, cols.Until)
+	if cols.Where != "" {
+		take += " AND (" + cols.Where + ")"
+	}
+	return &Holder{name: name, ttl: ttl, now: now, take: take}
 }
 
 // Take takes (or renews) the lease of the row whose key is key, when it
-// is free, lapsed or this holder's and the row matches cond (an SQL
-// condition on the row with its args; "" for none). It reports whether
-// this holder holds it now.
-func (h *Holder) Take(ctx context.Context, db mysqldb.Execer, key any, cond string, args ...any) (bool, error) {
+// is free, lapsed or this holder's and the row matches Columns.Where
+// (with args). It reports whether this holder holds it now.
+func (h *Holder) Take(ctx context.Context, db mysqldb.Execer, key any, args ...any) (bool, error) {
 	now := h.now().UnixMilli()
-	q := h.take
-	all := []any{h.name, now + h.ttl.Milliseconds(), key, h.name, now}
-	if cond != "" {
-		q += " AND (" + cond + ")"
-		all = append(all, args...)
-	}
-	res, err := db.ExecContext(ctx, q, all...)
+	res, err := db.ExecContext(ctx, h.take, append([]any{h.name, now + h.ttl.Milliseconds(), key, h.name, now}, args...)...)
 	if err != nil {
 		return false, err
 	}

@@ -10,7 +10,7 @@ import (
 	"voiceroom/internal/testenv"
 )
 
-var cols = rowlease.Columns{Table: "leases", Key: "id", Owner: "owner", Until: "until_ms"}
+var cols = rowlease.Columns{Table: "leases", Key: "id", Owner: "owner", Until: "until_ms", Where: "state = ?"}
 
 // TestTake: a free row is taken, its holder renews it, another process
 // is refused until the lease lapses and then takes it over; the end never
@@ -27,7 +27,7 @@ func TestTake(t *testing.T) {
 	b := rowlease.NewHolder(cols, "b", 10*time.Second, clock.Now)
 	take := func(h *rowlease.Holder, id int64, want bool) {
 		t.Helper()
-		held, err := h.Take(ctx, db, id, "state = ?", "open")
+		held, err := h.Take(ctx, db, id, "open")
 		if err != nil || held != want {
 			t.Fatalf("take %d: %v %v, want %v", id, held, err, want)
 		}
@@ -63,7 +63,7 @@ func TestTake(t *testing.T) {
 	}
 	// b's clock behind: its renewal does not move the end back.
 	behind := rowlease.NewHolder(cols, "b", 10*time.Second, func() time.Time { return clock.Now().Add(-5 * time.Second) })
-	if held, err := behind.Take(ctx, db, int64(1), ""); err != nil || !held {
+	if held, err := behind.Take(ctx, db, int64(1), "open"); err != nil || !held {
 		t.Fatalf("renew with a clock behind: %v %v", held, err)
 	}
 	if _, u := row(); u != 1_021_001 {
